@@ -1,0 +1,104 @@
+"""Engine, session factory and the declarative base shared by every domain."""
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Annotated, Any
+
+from fastapi import Depends
+from sqlalchemy import Engine, MetaData, create_engine, event
+from sqlalchemy.orm import DeclarativeBase, Session, sessionmaker
+
+from app.core.settings import settings
+
+NAMING_CONVENTION = {
+    "ix": "ix_%(column_0_label)s",
+    "uq": "uq_%(table_name)s_%(column_0_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+
+class Base(DeclarativeBase):
+    metadata = MetaData(naming_convention=NAMING_CONVENTION)
+
+
+def build_engine(url: str, **kwargs: Any) -> Engine:
+    """Create an engine; SQLite gets WAL, a busy timeout and enforced foreign keys.
+
+    SQLite serialises writers: with a 30 s busy timeout a second writer waits instead of
+    failing, which is what the ledger's admission lock relies on.
+    """
+    if url.startswith("sqlite"):
+        path = url.split("///", 1)[-1]
+        if path and path != ":memory:":
+            Path(path).parent.mkdir(parents=True, exist_ok=True)
+        engine = create_engine(
+            url, connect_args={"check_same_thread": False, "timeout": 30}, **kwargs
+        )
+
+        @event.listens_for(engine, "connect")
+        def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
+            cursor = dbapi_connection.cursor()
+            cursor.execute("PRAGMA journal_mode=WAL")
+            cursor.execute("PRAGMA foreign_keys=ON")
+            cursor.execute("PRAGMA busy_timeout=30000")
+            cursor.close()
+
+        return engine
+    return create_engine(url, pool_pre_ping=True, **kwargs)
+
+
+class Database:
+    """Holds the engine and session factory so tests can point the app at another database."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.engine = build_engine(url)
+        self.session_factory = sessionmaker(bind=self.engine, expire_on_commit=False)
+
+    @property
+    def is_sqlite(self) -> bool:
+        return self.engine.dialect.name == "sqlite"
+
+    @contextmanager
+    def session_scope(self) -> Iterator[Session]:
+        """A unit of work: commit on success, roll back on any error."""
+        session = self.session_factory()
+        try:
+            yield session
+            session.commit()
+        except BaseException:
+            session.rollback()
+            raise
+        finally:
+            session.close()
+
+    def dispose(self) -> None:
+        self.engine.dispose()
+
+
+_database: Database | None = None
+
+
+def get_database() -> Database:
+    """The process-wide database, created lazily from settings."""
+    global _database
+    if _database is None:
+        _database = Database(settings.database_url)
+    return _database
+
+
+def set_database(database: Database | None) -> None:
+    """Swap the process-wide database (tests, CLI with an explicit URL)."""
+    global _database
+    _database = database
+
+
+def get_session() -> Iterator[Session]:
+    with get_database().session_scope() as session:
+        yield session
+
+
+SessionDep = Annotated[Session, Depends(get_session)]

@@ -1,0 +1,141 @@
+"""Domain errors and their single mapping to RFC 9457 problem+json responses."""
+
+import logging
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from sqlalchemy.exc import OperationalError
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from app.core.schemas import ALLOWED_RANGES
+
+PROBLEM_JSON = "application/problem+json"
+logger = logging.getLogger(__name__)
+
+
+class DomainError(Exception):
+    """An error the client can act on; ``status`` and ``kind`` shape the problem document."""
+
+    status: int = 400
+    kind: str = "bad-request"
+    title: str = "Bad request"
+
+    def __init__(self, detail: str, *, field: str | None = None, **extra: Any) -> None:
+        super().__init__(detail)
+        self.detail = detail
+        self.field = field
+        self.extra = extra
+
+
+class NotFound(DomainError):
+    status, kind, title = 404, "not-found", "Not found"
+
+
+class InvalidRequest(DomainError):
+    """A request that parsed but breaks a rule needing the database (e.g. delta vs n_rows)."""
+
+    status, kind, title = 422, "invalid-request", "Invalid request"
+
+
+class Conflict(DomainError):
+    status, kind, title = 409, "conflict", "Conflict"
+
+
+def problem(
+    status: int, kind: str, title: str, detail: str, instance: str, **extra: Any
+) -> JSONResponse:
+    body = {
+        "type": f"https://dpcrisis.dev/problems/{kind}",
+        "title": title,
+        "status": status,
+        "detail": detail,
+        "instance": instance,
+        **extra,
+    }
+    return JSONResponse(body, status_code=status, media_type=PROBLEM_JSON)
+
+
+def _allowed_range(ctx: dict[str, Any]) -> str | None:
+    lower = ctx.get("ge", ctx.get("gt"))
+    upper = ctx.get("le", ctx.get("lt"))
+    if lower is None and upper is None:
+        return None
+    left = "[" if "ge" in ctx else "(" if "gt" in ctx else "(-inf"
+    right = "]" if "le" in ctx else ")" if "lt" in ctx else "inf)"
+    lo = "" if lower is None else str(lower)
+    hi = "" if upper is None else str(upper)
+    if lower is None:
+        return f"{left}, {hi}{right}"
+    if upper is None:
+        return f"{left}{lo}, {right}"
+    return f"{left}{lo}, {hi}{right}"
+
+
+def _field_name(loc: tuple[Any, ...]) -> str:
+    parts = [str(p) for p in loc if p not in ("body", "query", "path", "header")]
+    # Drop pydantic's union-branch tags (e.g. "function-after[...]") from the path.
+    parts = [p for p in parts if "[" not in p]
+    return ".".join(parts) or "body"
+
+
+def _validation_errors(exc: RequestValidationError) -> list[dict[str, Any]]:
+    errors = []
+    for err in exc.errors():
+        ctx = err.get("ctx") or {}
+        item: dict[str, Any] = {"field": _field_name(tuple(err["loc"])), "message": err["msg"]}
+        allowed = ALLOWED_RANGES.get(item["field"]) or _allowed_range(ctx)
+        if allowed:
+            item["allowed"] = allowed
+        if "allowed" in ctx:
+            item["allowed"] = ctx["allowed"]
+        errors.append(item)
+    return errors
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    """Every error leaves as problem+json; nothing leaks as a bare 500 with a stack trace."""
+
+    @app.exception_handler(DomainError)
+    async def _domain(request: Request, exc: DomainError) -> JSONResponse:
+        extra = dict(exc.extra)
+        if exc.field:
+            extra["errors"] = [{"field": exc.field, "message": exc.detail, **_pick(extra)}]
+        return problem(exc.status, exc.kind, exc.title, exc.detail, request.url.path, **extra)
+
+    @app.exception_handler(RequestValidationError)
+    async def _validation(request: Request, exc: RequestValidationError) -> JSONResponse:
+        errors = _validation_errors(exc)
+        detail = "; ".join(_describe(e) for e in errors)
+        return problem(
+            422, "validation-error", "Invalid request", detail, request.url.path, errors=errors
+        )
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        return problem(
+            exc.status_code, "http-error", str(exc.detail), str(exc.detail), request.url.path
+        )
+
+    @app.exception_handler(OperationalError)
+    async def _database(request: Request, exc: OperationalError) -> JSONResponse:
+        logger.warning("database unavailable: %s", type(exc.orig).__name__)
+        response = problem(
+            503,
+            "database-unavailable",
+            "Database unavailable",
+            "The database did not answer; nothing was written. Retry shortly.",
+            request.url.path,
+        )
+        response.headers["Retry-After"] = "2"
+        return response
+
+
+def _describe(error: dict[str, Any]) -> str:
+    allowed = f" (allowed {error['allowed']})" if "allowed" in error else ""
+    return f"{error['field']}: {error['message']}{allowed}"
+
+
+def _pick(extra: dict[str, Any]) -> dict[str, Any]:
+    return {k: extra[k] for k in ("allowed",) if k in extra}

@@ -1,0 +1,30 @@
+"""Dataset table: what was registered and the privacy budget that guards it."""
+
+from datetime import datetime
+
+from sqlalchemy import Boolean, DateTime, Float, Integer, String
+from sqlalchemy.orm import Mapped, mapped_column
+
+from app.core.database import Base
+from app.core.time import utcnow
+
+
+class Dataset(Base):
+    __tablename__ = "dataset"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    name: Mapped[str] = mapped_column(String(200))
+    source_kind: Mapped[str] = mapped_column(String(32))
+    n_rows: Mapped[int] = mapped_column(Integer)
+    n_train: Mapped[int] = mapped_column(Integer)
+    seed: Mapped[int] = mapped_column(Integer)
+    public: Mapped[bool] = mapped_column(Boolean, default=False)
+    budget_epsilon: Mapped[float | None] = mapped_column(Float, nullable=True)
+    budget_delta: Mapped[float | None] = mapped_column(Float, nullable=True)
+    # Bumped by every ledger write: the UPDATE is the row lock that serialises admissions.
+    ledger_version: Mapped[int] = mapped_column(Integer, default=0)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+    @property
+    def n_holdout(self) -> int:
+        return self.n_rows - self.n_train

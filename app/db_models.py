@@ -1,0 +1,9 @@
+"""Imports every table so ``Base.metadata`` is complete (Alembic and tests use this)."""
+
+from app.core.database import Base
+from app.datasets.models import Dataset
+from app.jobs.models import Job
+from app.ledger.models import LedgerEntry
+from app.registry.models import TrainedModel
+
+__all__ = ["Base", "Dataset", "Job", "LedgerEntry", "TrainedModel"]

@@ -1,0 +1,34 @@
+"""Liveness and readiness probes."""
+
+from typing import Any
+
+from fastapi import APIRouter
+from fastapi.responses import JSONResponse
+from sqlalchemy import text
+
+from app.core.database import get_database
+from app.core.errors import PROBLEM_JSON
+
+router = APIRouter(tags=["health"])
+
+
+@router.get("/healthz")
+def healthz() -> dict[str, str]:
+    """The process is up."""
+    return {"status": "ok"}
+
+
+@router.get("/readyz", response_model=None)
+def readyz() -> dict[str, Any] | JSONResponse:
+    """The database answers and the schema is at the newest migration."""
+    try:
+        with get_database().engine.connect() as conn:
+            version = conn.execute(text("SELECT version_num FROM alembic_version")).scalar()
+    except Exception:  # noqa: BLE001 - any failure means "not ready"
+        return JSONResponse(
+            {"type": "about:blank", "title": "Not ready", "status": 503,
+             "detail": "database unreachable or not migrated"},
+            status_code=503,
+            media_type=PROBLEM_JSON,
+        )
+    return {"status": "ready", "schema_version": version}

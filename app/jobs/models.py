@@ -1,0 +1,53 @@
+"""Job table; it is also the queue the workers claim from."""
+
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import JSON, Boolean, DateTime, Float, ForeignKey, Integer, String, Text
+from sqlalchemy.orm import Mapped, mapped_column
+
+from app.core.database import Base
+from app.core.time import utcnow
+
+QUEUED, RUNNING, SUCCEEDED, FAILED, CANCELLED = (
+    "queued",
+    "running",
+    "succeeded",
+    "failed",
+    "cancelled",
+)
+FINISHED = (SUCCEEDED, FAILED, CANCELLED)
+
+
+class Job(Base):
+    __tablename__ = "job"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    dataset_id: Mapped[int] = mapped_column(ForeignKey("dataset.id"), index=True)
+    status: Mapped[str] = mapped_column(String(16), default=QUEUED, index=True)
+    # What the caller asked for (exactly one of the two is set) and what it resolved to.
+    target_epsilon: Mapped[float | None] = mapped_column(Float, nullable=True)
+    requested_noise_multiplier: Mapped[float | None] = mapped_column(Float, nullable=True)
+    noise_multiplier: Mapped[float] = mapped_column(Float)
+    sample_rate: Mapped[float] = mapped_column(Float)
+    steps: Mapped[int] = mapped_column(Integer)
+    epochs: Mapped[int] = mapped_column(Integer)
+    delta: Mapped[float] = mapped_column(Float)
+    max_grad_norm: Mapped[float] = mapped_column(Float)
+    training: Mapped[dict[str, Any]] = mapped_column(JSON)
+    progress_epoch: Mapped[int] = mapped_column(Integer, default=0)
+    epsilon_spent: Mapped[float | None] = mapped_column(Float, nullable=True)
+    epsilon_per_epoch: Mapped[list[dict[str, Any]]] = mapped_column(JSON, default=list)
+    metrics: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
+    cancel_requested: Mapped[bool] = mapped_column(Boolean, default=False)
+    error_code: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    error: Mapped[str | None] = mapped_column(Text, nullable=True)
+    worker_id: Mapped[str | None] = mapped_column(String(128), nullable=True)
+    lease_until: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    started_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+
+    @property
+    def non_private(self) -> bool:
+        return self.noise_multiplier == 0.0

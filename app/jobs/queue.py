@@ -1,0 +1,144 @@
+"""The jobs table as a queue: claim in one statement, heartbeat a lease, finish, reap.
+
+PostgreSQL: ``UPDATE job ... WHERE id = (SELECT id ... FOR UPDATE SKIP LOCKED LIMIT 1)
+RETURNING id`` lets many workers claim concurrently without blocking each other. SQLite drops
+the FOR UPDATE clause and serialises the single UPDATE statement itself.
+"""
+
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+from sqlalchemy import select, update
+from sqlalchemy.orm import Session
+
+from app.core.time import utcnow
+from app.jobs.models import CANCELLED, FAILED, QUEUED, RUNNING, SUCCEEDED, Job
+from app.ledger import service as ledger_service
+
+
+@dataclass(frozen=True)
+class EpochProgress:
+    epoch: int
+    epsilon_prv: float | None
+    epsilon_rdp: float | None
+
+
+def claim(*, session: Session, worker_id: str, lease_seconds: float) -> Job | None:
+    """Take the oldest queued job, or None; its ledger entry is committed (data is touched next).
+
+    Spend is charged when data is first touched and never refunded after that.
+    """
+    now = utcnow()
+    next_id = (
+        select(Job.id)
+        .where(Job.status == QUEUED)
+        .order_by(Job.id)
+        .limit(1)
+        .with_for_update(skip_locked=True)
+        .scalar_subquery()
+    )
+    stmt = (
+        update(Job)
+        .where(Job.id == next_id, Job.status == QUEUED)
+        .values(
+            status=RUNNING,
+            worker_id=worker_id,
+            started_at=now,
+            lease_until=now + timedelta(seconds=lease_seconds),
+        )
+        .returning(Job.id)
+        .execution_options(synchronize_session=False)
+    )
+    job_id = session.execute(stmt).scalar_one_or_none()
+    if job_id is None:
+        return None
+    ledger_service.commit(session=session, job_id=job_id)
+    job = session.get(Job, job_id, populate_existing=True)
+    return job
+
+
+def _owned(job_id: int, worker_id: str) -> Any:
+    return (Job.id == job_id) & (Job.worker_id == worker_id) & (Job.status == RUNNING)
+
+
+def record_epoch(
+    *,
+    session: Session,
+    job_id: int,
+    worker_id: str,
+    progress: EpochProgress,
+    lease_seconds: float,
+) -> tuple[bool, bool]:
+    """Store an epoch's progress and renew the lease.
+
+    Returns:
+        (still_owned, cancel_requested). ``still_owned`` is False when the lease was lost.
+    """
+    job = session.scalar(select(Job).where(_owned(job_id, worker_id)).with_for_update())
+    if job is None:
+        return False, False
+    job.progress_epoch = progress.epoch
+    job.epsilon_spent = progress.epsilon_prv
+    job.epsilon_per_epoch = [
+        *job.epsilon_per_epoch,
+        {"epoch": progress.epoch, "prv": progress.epsilon_prv, "rdp": progress.epsilon_rdp},
+    ]
+    job.lease_until = utcnow() + timedelta(seconds=lease_seconds)
+    return True, job.cancel_requested
+
+
+def heartbeat(*, session: Session, job_id: int, worker_id: str, lease_seconds: float) -> bool:
+    result = session.execute(
+        update(Job)
+        .where(_owned(job_id, worker_id))
+        .values(lease_until=utcnow() + timedelta(seconds=lease_seconds))
+        .execution_options(synchronize_session=False)
+    )
+    return bool(result.rowcount)
+
+
+def finish(
+    *,
+    session: Session,
+    job_id: int,
+    worker_id: str,
+    status: str,
+    metrics: dict[str, Any] | None = None,
+    error_code: str | None = None,
+    error: str | None = None,
+) -> Job | None:
+    """End a job this worker owns; its ledger charge stays committed whatever the outcome."""
+    assert status in (SUCCEEDED, FAILED, CANCELLED)
+    job = session.scalar(select(Job).where(_owned(job_id, worker_id)).with_for_update())
+    if job is None:
+        return None
+    job.status = status
+    job.finished_at = utcnow()
+    job.lease_until = None
+    job.metrics = metrics
+    job.error_code = error_code
+    job.error = error
+    ledger_service.commit(session=session, job_id=job_id)
+    return job
+
+
+def reap_expired(*, session: Session) -> list[int]:
+    """Fail running jobs whose worker stopped heart-beating; their spend is kept."""
+    now = utcnow()
+    stmt = (
+        update(Job)
+        .where(Job.status == RUNNING, Job.lease_until < now)
+        .values(
+            status=FAILED,
+            finished_at=now,
+            error_code="worker_lost",
+            error="the worker stopped renewing its lease; the privacy charge is kept",
+        )
+        .returning(Job.id)
+        .execution_options(synchronize_session=False)
+    )
+    ids = list(session.execute(stmt).scalars())
+    for job_id in ids:
+        ledger_service.commit(session=session, job_id=job_id)
+    return ids

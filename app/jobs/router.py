@@ -1,0 +1,62 @@
+"""Jobs API: thin routes over app.jobs.service."""
+
+from typing import Any
+
+from fastapi import APIRouter, Query, Response, status
+
+from app.core.database import SessionDep
+from app.core.pagination import Limit, Offset
+from app.datasets import service as dataset_service
+from app.jobs import service
+from app.jobs.notify import wake_workers
+from app.jobs.schemas import JobCreate, JobOut, JobPage, JobStatus
+from app.ledger import report as ledger_report
+
+router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
+
+
+@router.post("", status_code=status.HTTP_202_ACCEPTED, response_model=JobOut)
+def submit_job(body: JobCreate, session: SessionDep, response: Response) -> dict[str, Any]:
+    """Submit a DP-SGD training job; its budget is reserved atomically or refused (409)."""
+    job = service.submit(session=session, request=body)
+    session.commit()
+    wake_workers()
+    response.headers["Location"] = f"/v1/jobs/{job.id}"
+    return service.to_out(session=session, job=job)
+
+
+@router.get("", response_model=JobPage)
+def list_jobs(
+    session: SessionDep,
+    limit: Limit = 50,
+    offset: Offset = 0,
+    status: JobStatus | None = None,
+    dataset_id: int | None = Query(default=None, ge=1),
+) -> dict[str, Any]:
+    """List jobs, newest first."""
+    rows, total = service.list_page(
+        session=session, limit=limit, offset=offset, status=status, dataset_id=dataset_id
+    )
+    items = [service.to_out(session=session, job=j) for j in rows]
+    return {"items": items, "total": total, "limit": limit, "offset": offset}
+
+
+@router.get("/{job_id}", response_model=JobOut)
+def get_job(job_id: int, session: SessionDep) -> dict[str, Any]:
+    """Read a job's status and progress."""
+    return service.to_out(session=session, job=service.get(session=session, job_id=job_id))
+
+
+@router.post("/{job_id}/cancel", response_model=JobOut)
+def cancel_job(job_id: int, session: SessionDep) -> dict[str, Any]:
+    """Cancel a job: a queued one is released, a running one stops and keeps its charge."""
+    job = service.cancel(session=session, job=service.get(session=session, job_id=job_id))
+    return service.to_out(session=session, job=job)
+
+
+@router.get("/{job_id}/privacy-report")
+def job_privacy_report(job_id: int, session: SessionDep) -> dict[str, Any]:
+    """The job's mechanism, accounting and held-out metrics."""
+    job = service.get(session=session, job_id=job_id)
+    dataset = dataset_service.get(session=session, dataset_id=job.dataset_id)
+    return ledger_report.job_report(session=session, job=job, dataset=dataset)

@@ -1,0 +1,224 @@
+"""Job rules: plan the DP mechanism, admit through the ledger, cancel, and shape views."""
+
+import math
+from typing import Any
+
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from app.core.errors import Conflict, InvalidRequest, NotFound
+from app.core.time import as_utc, utcnow
+from app.datasets import service as dataset_service
+from app.datasets.models import Dataset
+from app.jobs.models import CANCELLED, FINISHED, QUEUED, RUNNING, Job
+from app.jobs.schemas import JobCreate
+from app.ledger import accounting
+from app.ledger import service as ledger_service
+from app.registry.models import TrainedModel
+
+
+class JobNotFound(NotFound):
+    kind, title = "job-not-found", "Job not found"
+
+
+def _plan_sampling(dataset: Dataset, batch_size: int, epochs: int) -> tuple[float, int]:
+    """Poisson sample rate and total steps, computed exactly as Opacus' DPDataLoader does."""
+    if batch_size > dataset.n_train:
+        raise InvalidRequest(
+            f"batch_size {batch_size} exceeds the {dataset.n_train} training rows",
+            field="training.batch_size",
+            allowed=f"[8, {dataset.n_train}]",
+        )
+    batches_per_epoch = math.ceil(dataset.n_train / batch_size)
+    sample_rate = 1.0 / batches_per_epoch
+    return sample_rate, epochs * int(1 / sample_rate)
+
+
+def _resolve_delta(dataset: Dataset, requested: float | None) -> float:
+    limit = 1.0 / dataset.n_rows
+    delta = requested if requested is not None else dataset.budget_delta
+    if delta is None:
+        delta = min(1e-5, limit / 10)
+    if delta >= limit:
+        raise InvalidRequest(
+            f"delta must be below 1/n_rows = {limit:.3g} for this dataset",
+            field="privacy.delta",
+            allowed=f"(0, {limit:.6g})",
+        )
+    return delta
+
+
+def _resolve_noise(
+    request: JobCreate, dataset: Dataset, delta: float, sample_rate: float, steps: int
+) -> float:
+    privacy = request.privacy
+    if privacy.noise_multiplier is not None:
+        sigma = privacy.noise_multiplier
+        if sigma == 0.0 and not dataset.public:
+            raise InvalidRequest(
+                "non-private training (noise_multiplier 0) spends an infinite budget and is "
+                "only allowed on public datasets",
+                field="privacy.noise_multiplier",
+                allowed=f"0 on public datasets, else [{accounting.MIN_NOISE_MULTIPLIER}, "
+                f"{accounting.MAX_NOISE_MULTIPLIER}]",
+            )
+        if 0.0 < sigma < accounting.MIN_NOISE_MULTIPLIER:
+            raise InvalidRequest(
+                f"noise_multiplier below {accounting.MIN_NOISE_MULTIPLIER} gives no meaningful "
+                "guarantee",
+                field="privacy.noise_multiplier",
+                allowed=f"[{accounting.MIN_NOISE_MULTIPLIER}, {accounting.MAX_NOISE_MULTIPLIER}]",
+            )
+        return sigma
+    assert privacy.target_epsilon is not None
+    try:
+        return accounting.noise_for_target(
+            target_epsilon=privacy.target_epsilon,
+            delta=delta,
+            sample_rate=sample_rate,
+            steps=steps,
+            accountant="prv",
+        )
+    except accounting.TargetUnreachable as exc:
+        floor = accounting.PRVAccountant().epsilon(
+            [accounting.Mechanism(accounting.MAX_NOISE_MULTIPLIER, sample_rate, steps)], delta
+        )
+        raise InvalidRequest(
+            f"target_epsilon {privacy.target_epsilon:g} cannot be reached with "
+            f"{request.training.epochs} epochs at batch size {request.training.batch_size}: "
+            f"even noise {accounting.MAX_NOISE_MULTIPLIER:g} spends {floor:.3g}; use fewer "
+            "epochs, a smaller batch or a larger epsilon",
+            field="privacy.target_epsilon",
+            allowed=f"[{floor:.3g}, 100]",
+        ) from exc
+
+
+def submit(*, session: Session, request: JobCreate) -> Job:
+    """Plan the job's mechanism, then admit it and reserve its spend in one transaction.
+
+    Raises:
+        DatasetNotFound, InvalidRequest, BudgetExceeded.
+    """
+    dataset = dataset_service.get(session=session, dataset_id=request.dataset_id)
+    training = request.training
+    sample_rate, steps = _plan_sampling(dataset, training.batch_size, training.epochs)
+    delta = _resolve_delta(dataset, request.privacy.delta)
+    sigma = _resolve_noise(request, dataset, delta, sample_rate, steps)
+    history = [accounting.Mechanism(sigma, sample_rate, steps)]
+    eps_prv = accounting.PRVAccountant().epsilon(history, delta)
+    eps_rdp = accounting.RDPAccountant().epsilon(history, delta)
+    job = Job(
+        dataset_id=dataset.id,
+        status=QUEUED,
+        target_epsilon=request.privacy.target_epsilon,
+        requested_noise_multiplier=request.privacy.noise_multiplier,
+        noise_multiplier=sigma,
+        sample_rate=sample_rate,
+        steps=steps,
+        epochs=training.epochs,
+        delta=delta,
+        max_grad_norm=training.max_grad_norm,
+        training=training.model_dump(),
+        progress_epoch=0,
+        epsilon_per_epoch=[],
+        cancel_requested=False,
+    )
+    session.add(job)
+    session.flush()
+    ledger_service.reserve(
+        session=session, dataset=dataset, job=job, epsilon_rdp=eps_rdp, epsilon_prv=eps_prv
+    )
+    return job
+
+
+def get(*, session: Session, job_id: int) -> Job:
+    job = session.get(Job, job_id)
+    if job is None:
+        raise JobNotFound(f"job {job_id} does not exist", field="job_id")
+    return job
+
+
+def list_page(
+    *,
+    session: Session,
+    limit: int,
+    offset: int,
+    status: str | None = None,
+    dataset_id: int | None = None,
+) -> tuple[list[Job], int]:
+    stmt = select(Job)
+    if status is not None:
+        stmt = stmt.where(Job.status == status)
+    if dataset_id is not None:
+        stmt = stmt.where(Job.dataset_id == dataset_id)
+    total = session.scalar(select(func.count()).select_from(stmt.subquery())) or 0
+    rows = session.scalars(stmt.order_by(Job.id.desc()).limit(limit).offset(offset))
+    return list(rows), total
+
+
+def cancel(*, session: Session, job: Job) -> Job:
+    """Cancel a queued job (its reservation is released) or ask a running one to stop.
+
+    A running job has touched data, so its charge stays; the worker ends it as cancelled.
+
+    Raises:
+        Conflict: the job has already finished.
+    """
+    if job.status in FINISHED:
+        raise Conflict(f"job {job.id} has already finished ({job.status})", field="status")
+    if job.status == QUEUED:
+        ledger_service.lock_dataset(session=session, dataset_id=job.dataset_id)
+        session.refresh(job)
+        if job.status == QUEUED:
+            job.status = CANCELLED
+            job.finished_at = utcnow()
+            ledger_service.release(session=session, job_id=job.id)
+            return job
+    if job.status == RUNNING:
+        job.cancel_requested = True
+    return job
+
+
+def model_id_of(session: Session, job: Job) -> int | None:
+    return session.scalar(select(TrainedModel.id).where(TrainedModel.job_id == job.id))
+
+
+def planned_epsilon(job: Job) -> dict[str, float | None]:
+    history = [accounting.Mechanism(job.noise_multiplier, job.sample_rate, job.steps)]
+    out: dict[str, float | None] = {}
+    for name in accounting.ACCOUNTANTS:
+        eps = accounting.create_accountant(name).epsilon(history, job.delta)
+        out[name] = None if math.isinf(eps) else eps
+    return out
+
+
+def to_out(*, session: Session, job: Job) -> dict[str, Any]:
+    error = None
+    if job.error_code or job.error:
+        error = {"code": job.error_code, "message": job.error}
+    return {
+        "id": job.id,
+        "dataset_id": job.dataset_id,
+        "status": job.status,
+        "privacy": {
+            "target_epsilon": job.target_epsilon,
+            "noise_multiplier": job.noise_multiplier,
+            "delta": job.delta,
+            "sample_rate": job.sample_rate,
+            "steps": job.steps,
+            "max_grad_norm": job.max_grad_norm,
+            "epsilon_planned": planned_epsilon(job),
+        },
+        "training": job.training,
+        "progress": {
+            "epoch": job.progress_epoch,
+            "epochs": job.epochs,
+            "epsilon_spent": job.epsilon_spent,
+        },
+        "model_id": model_id_of(session, job),
+        "metrics": job.metrics,
+        "error": error,
+        "created_at": as_utc(job.created_at),
+        "started_at": as_utc(job.started_at),
+        "finished_at": as_utc(job.finished_at),
+    }

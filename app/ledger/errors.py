@@ -1,0 +1,7 @@
+"""Ledger errors, mapped to problem+json once in core.errors."""
+
+from app.core.errors import Conflict
+
+
+class BudgetExceeded(Conflict):
+    kind, title = "budget-exceeded", "Privacy budget exceeded"

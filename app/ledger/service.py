@@ -1,0 +1,162 @@
+"""The privacy ledger: admission (a Rényi privacy filter), commit, release, and spend reports.
+
+Admission and reservation happen in the caller's transaction *after* taking the dataset's row
+lock (an UPDATE of ``dataset.ledger_version``: a row lock on PostgreSQL, the database write lock
+on SQLite), so concurrent submissions are serialised and cannot overspend together.
+"""
+
+import math
+from dataclasses import dataclass
+
+from sqlalchemy import select, update
+from sqlalchemy.orm import Session
+
+from app.datasets.models import Dataset
+from app.jobs.models import Job
+from app.ledger import accounting
+from app.ledger.errors import BudgetExceeded
+from app.ledger.models import (
+    COMMITTED,
+    NON_PRIVATE,
+    RELEASED,
+    RESERVED,
+    SUBSAMPLED_GAUSSIAN,
+    LedgerEntry,
+)
+
+COMPOSITION_ACCOUNTANT = "rdp"
+
+
+@dataclass(frozen=True)
+class Spend:
+    """A dataset's spend at its budget delta: composed (RDP) and the naive sum of epsilons."""
+
+    composed_epsilon: float
+    naive_epsilon: float
+    budget_epsilon: float | None
+    budget_delta: float | None
+
+    @property
+    def remaining_epsilon(self) -> float | None:
+        if self.budget_epsilon is None:
+            return None
+        return max(self.budget_epsilon - self.composed_epsilon, 0.0)
+
+
+def mechanism_of(entry: LedgerEntry) -> accounting.Mechanism:
+    return accounting.Mechanism(entry.noise_multiplier, entry.sample_rate, entry.steps)
+
+
+def charged_entries(*, session: Session, dataset_id: int) -> list[LedgerEntry]:
+    """Entries that count against the budget: reserved and committed (not released)."""
+    stmt = (
+        select(LedgerEntry)
+        .where(LedgerEntry.dataset_id == dataset_id, LedgerEntry.status != RELEASED)
+        .order_by(LedgerEntry.id)
+    )
+    return list(session.scalars(stmt))
+
+
+def list_entries(*, session: Session, dataset_id: int) -> list[LedgerEntry]:
+    stmt = select(LedgerEntry).where(LedgerEntry.dataset_id == dataset_id).order_by(LedgerEntry.id)
+    return list(session.scalars(stmt))
+
+
+def _spend(dataset: Dataset, entries: list[LedgerEntry]) -> Spend:
+    if dataset.budget_delta is not None:
+        delta = dataset.budget_delta
+    else:  # a public dataset without a budget: report at the strictest job delta
+        delta = min((e.delta for e in entries), default=1e-5)
+    rdp = accounting.RDPAccountant()
+    composed = rdp.epsilon([mechanism_of(e) for e in entries], delta) if entries else 0.0
+    naive = sum(rdp.epsilon([mechanism_of(e)], delta) for e in entries)
+    return Spend(composed, naive, dataset.budget_epsilon, dataset.budget_delta)
+
+
+def dataset_spend(*, session: Session, dataset: Dataset) -> Spend:
+    """Composed spend of every charged entry at the dataset's budget delta."""
+    return _spend(dataset, charged_entries(session=session, dataset_id=dataset.id))
+
+
+def lock_dataset(*, session: Session, dataset_id: int) -> None:
+    """Serialise ledger writers on this dataset until the transaction ends."""
+    session.execute(
+        update(Dataset)
+        .where(Dataset.id == dataset_id)
+        .values(ledger_version=Dataset.ledger_version + 1)
+        .execution_options(synchronize_session=False)
+    )
+
+
+def reserve(
+    *,
+    session: Session,
+    dataset: Dataset,
+    job: Job,
+    epsilon_rdp: float,
+    epsilon_prv: float,
+) -> LedgerEntry:
+    """Admit ``job`` if the composition of all charged entries plus it stays within budget.
+
+    Must run in the transaction that inserts the job; takes the dataset lock first so the check
+    and the insert are atomic with respect to other submissions.
+
+    Raises:
+        BudgetExceeded: the composed spend including this job would exceed the budget.
+    """
+    lock_dataset(session=session, dataset_id=dataset.id)
+    entry = LedgerEntry(
+        dataset_id=dataset.id,
+        job_id=job.id,
+        status=RESERVED,
+        mechanism=NON_PRIVATE if job.non_private else SUBSAMPLED_GAUSSIAN,
+        noise_multiplier=job.noise_multiplier,
+        sample_rate=job.sample_rate,
+        steps=job.steps,
+        clip_norm=job.max_grad_norm,
+        delta=job.delta,
+        accountant=COMPOSITION_ACCOUNTANT,
+        epsilon_rdp=None if math.isinf(epsilon_rdp) else epsilon_rdp,
+        epsilon_prv=None if math.isinf(epsilon_prv) else epsilon_prv,
+    )
+    if dataset.budget_epsilon is not None:
+        entries = charged_entries(session=session, dataset_id=dataset.id)
+        before = _spend(dataset, entries)
+        after = _spend(dataset, [*entries, entry])
+        if after.composed_epsilon > dataset.budget_epsilon:
+            raise BudgetExceeded(
+                f"this job would bring the dataset's composed spend to "
+                f"{after.composed_epsilon:.4g} (budget {dataset.budget_epsilon:g}); "
+                f"remaining epsilon is {before.remaining_epsilon:.4g}",
+                budget={"epsilon": dataset.budget_epsilon, "delta": dataset.budget_delta},
+                spent_epsilon=before.composed_epsilon,
+                remaining_epsilon=before.remaining_epsilon,
+                job_epsilon=None if math.isinf(epsilon_rdp) else epsilon_rdp,
+                composed_epsilon_with_job=(
+                    None if math.isinf(after.composed_epsilon) else after.composed_epsilon
+                ),
+                accountant=COMPOSITION_ACCOUNTANT,
+            )
+    session.add(entry)
+    session.flush()
+    return entry
+
+
+def _entry_for(session: Session, job_id: int) -> LedgerEntry | None:
+    return session.scalar(select(LedgerEntry).where(LedgerEntry.job_id == job_id))
+
+
+def commit(*, session: Session, job_id: int) -> None:
+    """Make the job's charge final (it touched data; spend is never refunded)."""
+    entry = _entry_for(session, job_id)
+    if entry is not None and entry.status == RESERVED:
+        lock_dataset(session=session, dataset_id=entry.dataset_id)
+        entry.status = COMMITTED
+
+
+def release(*, session: Session, job_id: int) -> None:
+    """Give the reservation back: only for a job that never touched a record."""
+    entry = _entry_for(session, job_id)
+    if entry is not None and entry.status == RESERVED:
+        lock_dataset(session=session, dataset_id=entry.dataset_id)
+        entry.status = RELEASED

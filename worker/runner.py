@@ -1,0 +1,207 @@
+"""The worker: claim -> train -> evaluate -> store -> finish, with heartbeats and a clean stop.
+
+Runs as its own process (``dpcrisis worker``) or as a thread inside the API (``dpcrisis serve``).
+"""
+
+import logging
+import math
+import os
+import socket
+import threading
+import traceback
+from dataclasses import dataclass
+
+from app.core.database import Database, get_database
+from app.core.settings import settings
+from app.datasets import service as dataset_service
+from app.features import FEATURE_NAMES
+from app.jobs import notify, queue
+from app.jobs.models import CANCELLED, FAILED, SUCCEEDED, Job
+from app.registry import artifacts
+from app.registry import service as registry_service
+from app.registry.models import TrainedModel
+from worker.evaluation import evaluate
+from worker.training import TrainingSpec, epsilon_of, pick_device, predict_proba, train
+
+logger = logging.getLogger("dpcrisis.worker")
+
+
+class LeaseLost(RuntimeError):
+    """Another party (the reaper) took the job back; this worker must not write results."""
+
+
+@dataclass(frozen=True)
+class ClaimedJob:
+    job_id: int
+    dataset_id: int
+    spec: TrainingSpec
+
+
+def _spec_of(job: Job) -> TrainingSpec:
+    t = job.training
+    return TrainingSpec(
+        kind=t["model"],
+        hidden_units=int(t.get("hidden_units", 16)),
+        epochs=job.epochs,
+        batch_size=int(t["batch_size"]),
+        learning_rate=float(t["learning_rate"]),
+        momentum=float(t.get("momentum", 0.0)),
+        max_grad_norm=job.max_grad_norm,
+        noise_multiplier=job.noise_multiplier,
+        sample_rate=job.sample_rate,
+        steps=job.steps,
+        delta=job.delta,
+        seed=int(t.get("seed", 0)),
+    )
+
+
+def _finite(value: float) -> float | None:
+    return None if math.isinf(value) else value
+
+
+class Worker:
+    """One worker; ``run_once`` handles at most one job (tests call it directly)."""
+
+    def __init__(self, database: Database | None = None, worker_id: str | None = None) -> None:
+        self.database = database or get_database()
+        self.worker_id = worker_id or f"{socket.gethostname()}:{os.getpid()}:{id(self):x}"
+        self.lease_seconds = settings.worker_lease_seconds
+        self.device = pick_device(settings.device)
+        self.stop_requested = threading.Event()
+
+    def run_forever(self) -> None:
+        logger.info("worker %s started on %s", self.worker_id, self.device)
+        while not self.stop_requested.is_set():
+            try:
+                worked = self.run_once()
+            except Exception:  # noqa: BLE001 - keep the worker alive; the job was failed
+                logger.exception("worker loop error")
+                worked = False
+            if not worked:
+                notify.wait_for_work(settings.worker_poll_seconds)
+        logger.info("worker %s stopped", self.worker_id)
+
+    def run_once(self) -> bool:
+        """Reap lost jobs, claim one queued job and run it. Returns whether a job ran."""
+        with self.database.session_scope() as session:
+            reaped = queue.reap_expired(session=session)
+        for job_id in reaped:
+            logger.warning("job %s failed: worker lost", job_id)
+        with self.database.session_scope() as session:
+            job = queue.claim(
+                session=session, worker_id=self.worker_id, lease_seconds=self.lease_seconds
+            )
+            claimed = None if job is None else ClaimedJob(job.id, job.dataset_id, _spec_of(job))
+        if claimed is None:
+            return False
+        self._run(claimed)
+        return True
+
+    def _run(self, claimed: ClaimedJob) -> None:
+        logger.info("job %s claimed", claimed.job_id)
+        try:
+            outcome = self._train_and_store(claimed)
+        except LeaseLost:
+            logger.warning("job %s: lease lost, results discarded", claimed.job_id)
+            return
+        except Exception as exc:  # noqa: BLE001 - any failure ends the job as failed
+            logger.error("job %s failed: %s", claimed.job_id, traceback.format_exc(limit=3))
+            self._finish(claimed, FAILED, error_code="training_error", error=type(exc).__name__)
+            return
+        logger.info("job %s %s", claimed.job_id, outcome)
+
+    def _on_epoch(self, claimed: ClaimedJob):  # noqa: ANN202 - closure type is EpochCallback
+        def callback(epoch: int, history: list[tuple[float, float, int]]) -> bool:
+            eps_prv, eps_rdp = epsilon_of(history, claimed.spec.delta) if history else (0.0, 0.0)
+            if not history:  # non-private
+                eps_prv = eps_rdp = math.inf
+            progress = queue.EpochProgress(epoch, _finite(eps_prv), _finite(eps_rdp))
+            with self.database.session_scope() as session:
+                owned, cancel = queue.record_epoch(
+                    session=session,
+                    job_id=claimed.job_id,
+                    worker_id=self.worker_id,
+                    progress=progress,
+                    lease_seconds=self.lease_seconds,
+                )
+            if not owned:
+                raise LeaseLost(claimed.job_id)
+            return not cancel and not self.stop_requested.is_set()
+
+        return callback
+
+    def _train_and_store(self, claimed: ClaimedJob) -> str:
+        with self.database.session_scope() as session:
+            dataset = dataset_service.get(session=session, dataset_id=claimed.dataset_id)
+            x_train, y_train, x_hold, y_hold = dataset_service.load_split(dataset)
+        result = train(
+            x_train, y_train, claimed.spec, device=self.device, on_epoch=self._on_epoch(claimed)
+        )
+        if result.epochs_completed < claimed.spec.epochs:
+            reason = "cancelled" if not self.stop_requested.is_set() else "worker stopping"
+            self._finish(claimed, CANCELLED, error_code=reason.replace(" ", "_"), error=reason)
+            return CANCELLED
+        metrics = evaluate(y_hold, predict_proba(result.network, x_hold))
+        sha = artifacts.save(
+            result.network,
+            {"kind": claimed.spec.kind, "hidden_units": claimed.spec.hidden_units,
+             "scaling": "public-bounds"},
+        )
+        eps_prv, eps_rdp = (
+            epsilon_of(result.history, claimed.spec.delta)
+            if result.history
+            else (math.inf, math.inf)
+        )
+        with self.database.session_scope() as session:
+            job = queue.finish(
+                session=session,
+                job_id=claimed.job_id,
+                worker_id=self.worker_id,
+                status=SUCCEEDED,
+                metrics=metrics,
+            )
+            if job is None:
+                raise LeaseLost(claimed.job_id)
+            session.add(
+                TrainedModel(
+                    job_id=claimed.job_id,
+                    dataset_id=claimed.dataset_id,
+                    kind=claimed.spec.kind,
+                    artifact_sha256=sha,
+                    feature_names=list(FEATURE_NAMES),
+                    epsilon=_finite(eps_prv),
+                    epsilon_rdp=_finite(eps_rdp),
+                    delta=claimed.spec.delta,
+                    accountant="prv",
+                    metrics=metrics,
+                    band_thresholds=dict(registry_service.DEFAULT_BAND_THRESHOLDS),
+                )
+            )
+        return SUCCEEDED
+
+    def _finish(self, claimed: ClaimedJob, status: str, **fields: str) -> None:
+        with self.database.session_scope() as session:
+            queue.finish(
+                session=session,
+                job_id=claimed.job_id,
+                worker_id=self.worker_id,
+                status=status,
+                **fields,
+            )
+
+
+class EmbeddedWorker:
+    """A worker thread inside the API process (the zero-set-up default)."""
+
+    def __init__(self) -> None:
+        self.worker = Worker()
+        self.thread = threading.Thread(target=self.worker.run_forever, name="dpcrisis-worker",
+                                       daemon=True)
+
+    def start(self) -> None:
+        self.thread.start()
+
+    def stop(self, timeout: float = 30.0) -> None:
+        self.worker.stop_requested.set()
+        notify.wake_workers()
+        self.thread.join(timeout)
