@@ -4,6 +4,7 @@ The spend is recorded by Opacus' accountant through its optimizer step hook; aft
 the trainer reads that history (never the loss or any other statistic of the training rows).
 """
 
+import secrets
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -72,8 +73,11 @@ def train(
     on_epoch: EpochCallback | None = None,
 ) -> TrainingResult:
     """Train ``spec.kind`` on raw rows (scaled here with public bounds) and return the network."""
-    torch.manual_seed(spec.seed)
-    generator = torch.Generator().manual_seed(spec.seed)
+    torch.manual_seed(spec.seed)  # initial weights only: they do not depend on the data
+    # Sampling and noise must be secret: a seeded, known generator would let anyone replay
+    # the batches and subtract the noise. Fresh OS entropy per job, never stored.
+    sampling_rng = torch.Generator().manual_seed(secrets.randbits(63))
+    noise_rng = torch.Generator(device=device).manual_seed(secrets.randbits(63))
     network = build_network(spec.kind, spec.hidden_units).to(device)
     optimizer = torch.optim.SGD(
         network.parameters(), lr=spec.learning_rate, momentum=spec.momentum
@@ -81,13 +85,14 @@ def train(
     x = torch.as_tensor(scale(x_train), dtype=torch.float32)
     y = torch.as_tensor(y_train, dtype=torch.float32)
     loader = DataLoader(
-        TensorDataset(x, y), batch_size=spec.batch_size, shuffle=True, generator=generator
+        TensorDataset(x, y), batch_size=spec.batch_size, shuffle=True, generator=sampling_rng
     )
     engine: PrivacyEngine | None = None
     if spec.noise_multiplier > 0:
-        engine = PrivacyEngine(accountant="prv", secure_mode=False)
         with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # secure_mode advice; RNG choice documented
+            # secure_mode needs torchcsprng (unmaintained); the RNGs above are secret-seeded.
+            warnings.simplefilter("ignore")
+            engine = PrivacyEngine(accountant="prv", secure_mode=False)
             network, optimizer, loader = engine.make_private(
                 module=network,
                 optimizer=optimizer,
@@ -96,7 +101,7 @@ def train(
                 max_grad_norm=spec.max_grad_norm,
                 poisson_sampling=True,
                 clipping="flat",  # one norm over all parameters: the whole gradient
-                noise_generator=generator,
+                noise_generator=noise_rng,
             )
         _check_plan(spec, loader)
     # Opacus' hooks fire on module outputs because inputs need no gradient: expected, harmless.

@@ -1,0 +1,153 @@
+"""Shared fixtures: a migrated database (SQLite file or a fresh PostgreSQL schema), the API
+client bound to it, and a worker that runs jobs on demand."""
+
+import os
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+from sqlalchemy import create_engine, text
+
+from app.core.database import Database, set_database
+from app.core.migrations import upgrade_head
+from app.core.settings import settings
+from app.main import create_app
+from worker.runner import Worker
+
+POSTGRES_URL = os.environ.get(
+    "DPCRISIS_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test"
+)
+
+
+def _postgres_available() -> bool:
+    try:
+        engine = create_engine(POSTGRES_URL)
+        with engine.connect() as conn:
+            conn.execute(text("SELECT 1"))
+        engine.dispose()
+        return True
+    except Exception:  # noqa: BLE001
+        return False
+
+
+@pytest.fixture(scope="session")
+def postgres_ready() -> bool:
+    ok = _postgres_available()
+    if not ok and os.environ.get("CI"):
+        pytest.fail(f"PostgreSQL is required in CI and is not reachable at {POSTGRES_URL}")
+    return ok
+
+
+def _sqlite_database(tmp_path: Path) -> Iterator[Database]:
+    url = f"sqlite:///{tmp_path / 'test.db'}"
+    upgrade_head(url)
+    db = Database(url)
+    yield db
+    db.dispose()
+
+
+def _postgres_database() -> Iterator[Database]:
+    schema = f"t_{uuid.uuid4().hex[:12]}"
+    admin = create_engine(POSTGRES_URL)
+    with admin.begin() as conn:
+        conn.execute(text(f'CREATE SCHEMA "{schema}"'))
+    url = f"{POSTGRES_URL}?options=-csearch_path%3D{schema}"
+    try:
+        upgrade_head(url)
+        db = Database(url)
+        yield db
+        db.dispose()
+    finally:
+        with admin.begin() as conn:
+            conn.execute(text(f'DROP SCHEMA "{schema}" CASCADE'))
+        admin.dispose()
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def any_db(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Database]:
+    """A freshly migrated database, once on SQLite and once on PostgreSQL."""
+    if request.param == "sqlite":
+        yield from _sqlite_database(tmp_path)
+    else:
+        if not request.getfixturevalue("postgres_ready"):
+            pytest.skip("PostgreSQL not reachable")
+        yield from _postgres_database()
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> Iterator[Database]:
+    """A freshly migrated SQLite database (the default deployment)."""
+    yield from _sqlite_database(tmp_path)
+
+
+@pytest.fixture
+def artifact_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    path = tmp_path / "artifacts"
+    monkeypatch.setattr(settings, "artifact_dir", path)
+    return path
+
+
+def _client(database: Database) -> Iterator[TestClient]:
+    set_database(database)
+    try:
+        with TestClient(create_app(embedded_worker=False)) as client:
+            yield client
+    finally:
+        set_database(None)
+
+
+@pytest.fixture
+def client(db: Database, artifact_dir: Path) -> Iterator[TestClient]:
+    """API client on SQLite; jobs run only when a test calls ``run_worker``."""
+    yield from _client(db)
+
+
+@pytest.fixture
+def any_client(any_db: Database, artifact_dir: Path) -> Iterator[TestClient]:
+    """API client on SQLite and on PostgreSQL."""
+    yield from _client(any_db)
+
+
+@pytest.fixture
+def run_worker(request: pytest.FixtureRequest) -> Any:
+    """Run queued jobs to completion in this thread; returns how many ran."""
+
+    def run(limit: int = 10) -> int:
+        database = (
+            request.getfixturevalue("any_db")
+            if "any_db" in request.fixturenames
+            else request.getfixturevalue("db")
+        )
+        worker = Worker(database=database, worker_id="test-worker")
+        ran = 0
+        while ran < limit and worker.run_once():
+            ran += 1
+        return ran
+
+    return run
+
+
+SMALL_DATASET = {
+    "name": "small",
+    "source": {"kind": "synthetic", "n_rows": 2000, "seed": 11},
+    "privacy_budget": {"epsilon": 10.0, "delta": 1e-5},
+}
+FAST_TRAINING = {"epochs": 3, "batch_size": 256}
+PATIENT = {
+    "age": 34,
+    "phq9": 22,
+    "gaf": 35,
+    "num_sessions": 12,
+    "substance_use": 1,
+    "prior_crisis": 1,
+}
+
+
+@pytest.fixture
+def dataset(client: TestClient) -> dict[str, Any]:
+    response = client.post("/v1/datasets", json=SMALL_DATASET)
+    assert response.status_code == 201, response.text
+    return response.json()

@@ -1,0 +1,94 @@
+"""The README's walk-through against a real `dpcrisis serve` process (SQLite, embedded worker).
+
+Also the issue's done-when figure: a default job on the 8,000-row dataset goes from submission
+to a model that scores in under 30 s on 2 CPU cores, with epsilon not above its target.
+"""
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.conftest import PATIENT
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[str]:
+    port = _free_port()
+    env = {
+        **os.environ,
+        "DATABASE_URL": f"sqlite:///{tmp_path / 'var' / 'dpcrisis.db'}",
+        "ARTIFACT_DIR": str(tmp_path / "var" / "artifacts"),
+    }
+    cli = Path(sys.executable).parent / "dpcrisis"
+    process = subprocess.Popen(
+        [str(cli), "serve", "--port", str(port)],
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if process.poll() is not None:
+                pytest.fail(f"server exited: {process.stdout.read() if process.stdout else ''}")
+            try:
+                if httpx.get(f"{base}/readyz", timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                time.sleep(0.2)
+        else:
+            pytest.fail("server did not become ready in 60 s")
+        yield base
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+    assert (tmp_path / "var" / "dpcrisis.db").exists()
+
+
+@pytest.mark.slow
+def test_readme_walkthrough_default_job_under_30s(server: str) -> None:
+    http = httpx.Client(base_url=server, timeout=30)
+    dataset = http.post(
+        "/v1/datasets",
+        json={"name": "crisis-demo", "source": {"kind": "synthetic", "n_rows": 8000, "seed": 7},
+              "privacy_budget": {"epsilon": 8, "delta": 1e-5}, "public": False},
+    )
+    assert dataset.status_code == 201, dataset.text
+    dataset_id = dataset.json()["id"]
+
+    started = time.monotonic()
+    submitted = http.post("/v1/jobs", json={"dataset_id": dataset_id,
+                                            "privacy": {"target_epsilon": 3}})
+    assert submitted.status_code == 202, submitted.text
+    location = submitted.headers["location"]
+    while True:
+        job = http.get(location).json()
+        if job["status"] in ("succeeded", "failed", "cancelled"):
+            break
+        assert time.monotonic() - started < 30, f"job still {job['status']} after 30 s"
+        time.sleep(0.1)
+    assert job["status"] == "succeeded", job
+    risk = http.post("/v1/risk", json={"features": PATIENT})
+    elapsed = time.monotonic() - started
+    assert risk.status_code == 200, risk.text
+    assert elapsed < 30, elapsed
+    print(f"\nsubmission -> scoring model: {elapsed:.2f} s")
+
+    report = http.get(f"{location}/privacy-report").json()
+    assert report["epsilon"]["prv"] <= 3.0
+    assert report["metrics"]["roc_auc"] > 0.75
+    ledger = http.get(f"/v1/datasets/{dataset_id}/privacy-report").json()
+    assert ledger["remaining"]["epsilon"] < 8
+    assert risk.json()["model"]["id"] == job["model_id"]

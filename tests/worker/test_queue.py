@@ -1,0 +1,150 @@
+"""The jobs table as a queue, on SQLite and PostgreSQL: claims, leases, cancel, lost workers."""
+
+import threading
+from datetime import timedelta
+from pathlib import Path
+
+from sqlalchemy import select, update
+
+from app.core.database import Database
+from app.core.time import utcnow
+from app.datasets import service as dataset_service
+from app.datasets.schemas import DatasetCreate
+from app.jobs import queue
+from app.jobs import service as job_service
+from app.jobs.models import Job
+from app.jobs.schemas import JobCreate
+from app.ledger.models import LedgerEntry
+from worker.runner import Worker
+from tests.conftest import FAST_TRAINING, SMALL_DATASET
+
+
+def _submit(db: Database, n_jobs: int = 1, epochs: int = 3) -> list[int]:
+    with db.session_scope() as session:
+        dataset = dataset_service.create(
+            session=session, request=DatasetCreate.model_validate(SMALL_DATASET)
+        )
+        ids = []
+        for _ in range(n_jobs):
+            request = JobCreate.model_validate(
+                {"dataset_id": dataset.id, "privacy": {"noise_multiplier": 2.0},
+                 "training": {**FAST_TRAINING, "epochs": epochs}}
+            )
+            ids.append(job_service.submit(session=session, request=request).id)
+    return ids
+
+
+def _job(db: Database, job_id: int) -> Job:
+    with db.session_scope() as session:
+        job = session.get(Job, job_id)
+        assert job is not None
+        session.expunge(job)
+        return job
+
+
+def _entry_status(db: Database, job_id: int) -> str:
+    with db.session_scope() as session:
+        return session.scalar(select(LedgerEntry.status).where(LedgerEntry.job_id == job_id))
+
+
+def test_claims_oldest_first_and_commits_the_charge(any_db: Database) -> None:
+    first, second = _submit(any_db, n_jobs=2)
+    with any_db.session_scope() as session:
+        claimed = queue.claim(session=session, worker_id="w1", lease_seconds=60)
+        assert claimed is not None and claimed.id == first
+    assert _job(any_db, first).status == "running"
+    assert _entry_status(any_db, first) == "committed"  # data is touched from now on
+    assert _entry_status(any_db, second) == "reserved"
+
+
+def test_concurrent_claims_never_share_a_job(any_db: Database) -> None:
+    ids = _submit(any_db, n_jobs=8)
+    claimed: list[int] = []
+    lock = threading.Lock()
+
+    def claim_all(worker_id: str) -> None:
+        while True:
+            with any_db.session_scope() as session:
+                job = queue.claim(session=session, worker_id=worker_id, lease_seconds=60)
+                if job is None:
+                    return
+                with lock:
+                    claimed.append(job.id)
+
+    threads = [threading.Thread(target=claim_all, args=(f"w{i}",)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(claimed) == ids
+
+
+def test_lost_worker_fails_the_job_and_keeps_the_charge(
+    any_db: Database, artifact_dir: Path
+) -> None:
+    (job_id,) = _submit(any_db)
+    with any_db.session_scope() as session:
+        queue.claim(session=session, worker_id="dead", lease_seconds=60)
+        session.execute(
+            update(Job).where(Job.id == job_id).values(lease_until=utcnow() - timedelta(seconds=1))
+        )
+    Worker(database=any_db, worker_id="alive").run_once()
+    job = _job(any_db, job_id)
+    assert job.status == "failed" and job.error_code == "worker_lost"
+    assert _entry_status(any_db, job_id) == "committed"
+
+
+def test_worker_runs_a_job_to_a_model(any_db: Database, artifact_dir: Path) -> None:
+    (job_id,) = _submit(any_db)
+    assert Worker(database=any_db).run_once() is True
+    job = _job(any_db, job_id)
+    assert job.status == "succeeded" and job.metrics is not None
+    assert len(list(artifact_dir.glob("*.pt"))) == 1
+    assert Worker(database=any_db).run_once() is False
+
+
+def test_cancel_while_running_stops_and_keeps_the_charge(
+    db: Database, artifact_dir: Path
+) -> None:
+    (job_id,) = _submit(db, epochs=50)
+    worker = Worker(database=db)
+    original = queue.record_epoch
+
+    def cancel_after_first_epoch(**kwargs):  # noqa: ANN003, ANN202
+        if kwargs["progress"].epoch == 1:
+            with db.session_scope() as session:
+                job_service.cancel(session=session, job=session.get(Job, job_id))
+        return original(**kwargs)
+
+    queue.record_epoch = cancel_after_first_epoch  # type: ignore[assignment]
+    try:
+        worker.run_once()
+    finally:
+        queue.record_epoch = original  # type: ignore[assignment]
+    job = _job(db, job_id)
+    assert job.status == "cancelled" and job.progress_epoch == 1
+    assert _entry_status(db, job_id) == "committed"
+
+
+def test_lease_lost_mid_training_discards_results(db: Database, artifact_dir: Path) -> None:
+    (job_id,) = _submit(db, epochs=5)
+    worker = Worker(database=db, worker_id="slow")
+    original = queue.record_epoch
+
+    def reaped_meanwhile(**kwargs):  # noqa: ANN003, ANN202
+        with db.session_scope() as session:
+            session.execute(
+                update(Job).where(Job.id == job_id)
+                .values(lease_until=utcnow() - timedelta(seconds=1))
+            )
+            queue.reap_expired(session=session)
+        return original(**kwargs)
+
+    queue.record_epoch = reaped_meanwhile  # type: ignore[assignment]
+    try:
+        worker.run_once()
+    finally:
+        queue.record_epoch = original  # type: ignore[assignment]
+    job = _job(db, job_id)
+    assert job.status == "failed" and job.error_code == "worker_lost"
+    assert list(artifact_dir.glob("*.pt")) == []
