@@ -15,8 +15,8 @@ from app.jobs import service as job_service
 from app.jobs.models import Job
 from app.jobs.schemas import JobCreate
 from app.ledger.models import LedgerEntry
-from worker.runner import Worker
 from tests.conftest import FAST_TRAINING, SMALL_DATASET
+from worker.runner import Worker
 
 
 def _submit(db: Database, n_jobs: int = 1, epochs: int = 3) -> list[int]:
