@@ -74,7 +74,9 @@ def _allowed_range(ctx: dict[str, Any]) -> str | None:
 
 
 def _field_name(loc: tuple[Any, ...]) -> str:
-    parts = [str(p) for p in loc if p not in ("body", "query", "path", "header")]
+    parts = [str(p) for p in loc]
+    if parts and parts[0] in ("body", "query", "path", "header"):
+        parts = parts[1:]
     # Drop pydantic's union-branch tags (e.g. "function-after[...]") from the path.
     parts = [p for p in parts if "[" not in p]
     return ".".join(parts) or "body"

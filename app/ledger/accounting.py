@@ -86,6 +86,8 @@ def rdp_to_epsilon(curve: np.ndarray, delta: float) -> float:
     orders = np.array(RDP_ORDERS)
     if not np.all(np.isfinite(curve)):
         return math.inf
+    if not np.any(curve):  # nothing was spent; the conversion's slack is not a spend
+        return 0.0
     eps = curve - (np.log(delta) + np.log(orders)) / (orders - 1) + np.log((orders - 1) / orders)
     return float(max(np.nanmin(eps), 0.0))
 

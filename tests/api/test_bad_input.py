@@ -158,7 +158,6 @@ def bad_feature_requests() -> list[tuple[str, dict[str, Any], str, tuple[str, ..
         cases.append((p.id, kwargs, f"features.{name}", ()))
     for name in FEATURE_RANGES:
         features = {k: v for k, v in PATIENT.items() if k != name}
-        lo, hi = FEATURE_RANGES[name]
         cases.append(
             (f"missing-{name}", {"json": {"features": features}}, f"features.{name}", ())
         )
@@ -470,18 +469,31 @@ def test_batch_size_equal_to_training_rows_is_accepted(
 
 
 def test_job_exceeding_remaining_budget_is_409(client: TestClient, dataset: dict[str, Any]) -> None:
-    first = client.post("/v1/jobs", json=job_body(dataset["id"], noise_multiplier=1.0))
+    """Each job alone fits the budget of 10 (about 7.4), but two of them compose past it."""
+    job = job_body(dataset["id"], noise_multiplier=1.0, training={"epochs": 2, "batch_size": 1024})
+    first = client.post("/v1/jobs", json=job)
     assert first.status_code == 202, first.text
     before = snapshot(client, dataset["id"])
     assert len(before["entries"]) == 1
-    greedy = job_body(
-        dataset["id"], noise_multiplier=0.3, training={"epochs": 200, "batch_size": 1024}
-    )
-    response = client.post("/v1/jobs", json=greedy)
+    assert 5 < before["spent"] < 10, before
+
+    response = client.post("/v1/jobs", json=job)
     body = assert_problem(response, 409, kind="budget-exceeded")
     assert "remaining_epsilon" in body, body
-    assert 0 < body["remaining_epsilon"] < 10, body
     assert body["remaining_epsilon"] == pytest.approx(10 - before["spent"]), body
+    assert body["job_epsilon"] < 10 < body["composed_epsilon_with_job"], body
+    assert snapshot(client, dataset["id"]) == before
+
+
+def test_single_job_larger_than_whole_budget_is_409(
+    client: TestClient, dataset: dict[str, Any]
+) -> None:
+    before = snapshot(client, dataset["id"])
+    training = {"epochs": 5, "batch_size": 1024}  # about 25 epsilon on its own
+    greedy = job_body(dataset["id"], noise_multiplier=0.6, training=training)
+    response = client.post("/v1/jobs", json=greedy)
+    body = assert_problem(response, 409, kind="budget-exceeded")
+    assert body["remaining_epsilon"] == pytest.approx(10.0), body
     assert snapshot(client, dataset["id"]) == before
 
 
