@@ -24,20 +24,30 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-@pytest.fixture
-def server(tmp_path: Path) -> Iterator[str]:
-    port = _free_port()
-    env = {
+CLI = str(Path(sys.executable).parent / "dpcrisis")
+
+
+def service_env(tmp_path: Path) -> dict[str, str]:
+    return {
         **os.environ,
         "DATABASE_URL": f"sqlite:///{tmp_path / 'var' / 'dpcrisis.db'}",
         "ARTIFACT_DIR": str(tmp_path / "var" / "artifacts"),
+        "WORKER_POLL_SECONDS": "0.2",
     }
-    cli = Path(sys.executable).parent / "dpcrisis"
+
+
+def start_server(tmp_path: Path, *extra: str) -> tuple[subprocess.Popen[str], str]:
+    port = _free_port()
     process = subprocess.Popen(
-        [str(cli), "serve", "--port", str(port)],
-        env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        [CLI, "serve", "--port", str(port), *extra],
+        env=service_env(tmp_path), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )
-    base = f"http://127.0.0.1:{port}"
+    return process, f"http://127.0.0.1:{port}"
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[str]:
+    process, base = start_server(tmp_path)
     try:
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:

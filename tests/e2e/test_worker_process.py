@@ -1,0 +1,68 @@
+"""`dpcrisis migrate`, `serve --no-worker` and a separate `dpcrisis worker` process."""
+
+import signal
+import subprocess
+import time
+
+import httpx
+import pytest
+
+from tests.e2e.test_readme_walkthrough import CLI, service_env, start_server
+
+
+def _wait_ready(base: str, process: subprocess.Popen[str]) -> None:
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        assert process.poll() is None, process.stdout.read() if process.stdout else ""
+        try:
+            if httpx.get(f"{base}/readyz", timeout=1).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.2)
+    pytest.fail("server not ready in 60 s")
+
+
+@pytest.mark.slow
+def test_separate_worker_process_trains_and_stops_on_sigterm(tmp_path) -> None:  # noqa: ANN001
+    migrated = subprocess.run(
+        [CLI, "migrate"], env=service_env(tmp_path), capture_output=True, text=True, timeout=60
+    )
+    assert migrated.returncode == 0, migrated.stderr
+    assert "newest migration" in migrated.stdout
+
+    server, base = start_server(tmp_path, "--no-worker")
+    worker: subprocess.Popen[str] | None = None
+    try:
+        _wait_ready(base, server)
+        http = httpx.Client(base_url=base, timeout=30)
+        dataset = http.post(
+            "/v1/datasets",
+            json={"name": "w", "source": {"kind": "synthetic", "n_rows": 2000, "seed": 3},
+                  "privacy_budget": {"epsilon": 5, "delta": 1e-5}},
+        ).json()
+        job = http.post(
+            "/v1/jobs",
+            json={"dataset_id": dataset["id"], "privacy": {"noise_multiplier": 1.5},
+                  "training": {"epochs": 3, "batch_size": 256}},
+        ).json()
+        time.sleep(1.0)
+        assert http.get(f"/v1/jobs/{job['id']}").json()["status"] == "queued"  # no worker yet
+
+        worker = subprocess.Popen(
+            [CLI, "worker"], env=service_env(tmp_path),
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        )
+        deadline = time.monotonic() + 60
+        while http.get(f"/v1/jobs/{job['id']}").json()["status"] != "succeeded":
+            assert time.monotonic() < deadline, "worker did not finish the job in 60 s"
+            assert worker.poll() is None, worker.stdout.read() if worker.stdout else ""
+            time.sleep(0.2)
+
+        worker.send_signal(signal.SIGTERM)
+        assert worker.wait(timeout=15) == 0
+    finally:
+        for process in (worker, server):
+            if process is not None and process.poll() is None:
+                process.kill()
+                process.wait()
