@@ -3,7 +3,7 @@
 from app.core.database import Base
 from app.datasets.models import Dataset
 from app.jobs.models import Job
-from app.ledger.models import LedgerEntry
+from app.ledger.models import LedgerEntry, LedgerEvent
 from app.registry.models import TrainedModel
 
-__all__ = ["Base", "Dataset", "Job", "LedgerEntry", "TrainedModel"]
+__all__ = ["Base", "Dataset", "Job", "LedgerEntry", "LedgerEvent", "TrainedModel"]

@@ -9,6 +9,7 @@ from app import health
 from app.core.errors import install_error_handlers
 from app.datasets.router import router as datasets_router
 from app.jobs.router import router as jobs_router
+from app.ledger.router import router as ledger_router
 from app.registry.router import router as models_router
 from app.scoring.router import router as scoring_router
 
@@ -37,6 +38,8 @@ def create_app(*, embedded_worker: bool = False) -> FastAPI:
         lifespan=lifespan,
     )
     install_error_handlers(app)
-    for router in (health.router, datasets_router, jobs_router, models_router, scoring_router):
+    routers = (health.router, datasets_router, ledger_router, jobs_router, models_router,
+               scoring_router)
+    for router in routers:
         app.include_router(router)
     return app

@@ -8,6 +8,8 @@ from sqlalchemy.orm import Mapped, mapped_column
 from app.core.database import Base
 from app.core.time import utcnow
 
+GENESIS_HASH = "0" * 64
+
 
 class Dataset(Base):
     __tablename__ = "dataset"
@@ -23,6 +25,12 @@ class Dataset(Base):
     budget_delta: Mapped[float | None] = mapped_column(Float, nullable=True)
     # Bumped by every ledger write: the UPDATE is the row lock that serialises admissions.
     ledger_version: Mapped[int] = mapped_column(Integer, default=0)
+    # The ledger chain's head (seq and hash of its last record), moved under that same lock:
+    # a chain that ends before the head shows that trailing records were deleted.
+    ledger_head_seq: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    ledger_head_hash: Mapped[str] = mapped_column(
+        String(64), default=GENESIS_HASH, server_default=GENESIS_HASH
+    )
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
 
     @property

@@ -3,25 +3,33 @@
 Admission and reservation happen in the caller's transaction *after* taking the dataset's row
 lock (an UPDATE of ``dataset.ledger_version``: a row lock on PostgreSQL, the database write lock
 on SQLite), so concurrent submissions are serialised and cannot overspend together.
+
+The ledger is append-only: a reservation inserts an entry and its ``reserve`` event; commit and
+release append events, never update rows. Every event extends the dataset's hash chain
+(``app.ledger.chain``), under the same lock, so the chain stays linear.
 """
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
-from sqlalchemy import select, update
+from sqlalchemy import exists, select, update
 from sqlalchemy.orm import Session
 
+from app.core.time import utcnow
 from app.datasets.models import Dataset
 from app.jobs.models import Job
-from app.ledger import accounting
+from app.ledger import accounting, chain
 from app.ledger.errors import BudgetExceeded
 from app.ledger.models import (
-    COMMITTED,
+    COMMIT,
     NON_PRIVATE,
-    RELEASED,
+    RELEASE,
+    RESERVE,
     RESERVED,
     SUBSAMPLED_GAUSSIAN,
     LedgerEntry,
+    LedgerEvent,
 )
 
 COMPOSITION_ACCOUNTANT = "rdp"
@@ -48,10 +56,14 @@ def mechanism_of(entry: LedgerEntry) -> accounting.Mechanism:
 
 
 def charged_entries(*, session: Session, dataset_id: int) -> list[LedgerEntry]:
-    """Entries that count against the budget: reserved and committed (not released)."""
+    """Entries that count against the budget: every entry without a release event.
+
+    Fails closed: an entry whose events are missing still counts.
+    """
+    released = exists().where(LedgerEvent.entry_id == LedgerEntry.id, LedgerEvent.kind == RELEASE)
     stmt = (
         select(LedgerEntry)
-        .where(LedgerEntry.dataset_id == dataset_id, LedgerEntry.status != RELEASED)
+        .where(LedgerEntry.dataset_id == dataset_id, ~released)
         .order_by(LedgerEntry.id)
     )
     return list(session.scalars(stmt))
@@ -108,7 +120,6 @@ def reserve(
     entry = LedgerEntry(
         dataset_id=dataset.id,
         job_id=job.id,
-        status=RESERVED,
         mechanism=NON_PRIVATE if job.non_private else SUBSAMPLED_GAUSSIAN,
         noise_multiplier=job.noise_multiplier,
         sample_rate=job.sample_rate,
@@ -116,6 +127,7 @@ def reserve(
         clip_norm=job.max_grad_norm,
         delta=job.delta,
         accountant=COMPOSITION_ACCOUNTANT,
+        created_at=utcnow(),
         epsilon_rdp=None if math.isinf(epsilon_rdp) else epsilon_rdp,
         epsilon_prv=None if math.isinf(epsilon_prv) else epsilon_prv,
     )
@@ -139,24 +151,38 @@ def reserve(
             )
     session.add(entry)
     session.flush()
+    chain.append(session=session, entry=entry, kind=RESERVE)
     return entry
 
 
 def _entry_for(session: Session, job_id: int) -> LedgerEntry | None:
-    return session.scalar(select(LedgerEntry).where(LedgerEntry.job_id == job_id))
+    return session.scalar(
+        select(LedgerEntry).where(LedgerEntry.job_id == job_id).execution_options(
+            populate_existing=True
+        )
+    )
+
+
+def _transition(session: Session, job_id: int, kind: str) -> None:
+    entry = _entry_for(session, job_id)
+    if entry is None or entry.status != RESERVED:
+        return
+    lock_dataset(session=session, dataset_id=entry.dataset_id)
+    entry = _entry_for(session, job_id)  # re-read under the lock: another writer may have won
+    if entry is not None and entry.status == RESERVED:
+        chain.append(session=session, entry=entry, kind=kind)
 
 
 def commit(*, session: Session, job_id: int) -> None:
     """Make the job's charge final (it touched data; spend is never refunded)."""
-    entry = _entry_for(session, job_id)
-    if entry is not None and entry.status == RESERVED:
-        lock_dataset(session=session, dataset_id=entry.dataset_id)
-        entry.status = COMMITTED
+    _transition(session, job_id, COMMIT)
 
 
 def release(*, session: Session, job_id: int) -> None:
     """Give the reservation back: only for a job that never touched a record."""
-    entry = _entry_for(session, job_id)
-    if entry is not None and entry.status == RESERVED:
-        lock_dataset(session=session, dataset_id=entry.dataset_id)
-        entry.status = RELEASED
+    _transition(session, job_id, RELEASE)
+
+
+def verify_chain(*, session: Session, dataset: Dataset) -> dict[str, Any]:
+    """Recompute ``dataset``'s ledger hash chain; see ``chain.verify``."""
+    return chain.verify(session=session, dataset_id=dataset.id)

@@ -1,0 +1,251 @@
+"""The ledger's hash chain: append a record under the dataset lock, and verify a dataset's chain.
+
+Every ``ledger_event`` carries ``hash = sha256(canonical_json(content) + prev_hash)``, where
+``prev_hash`` is the hash of the previous event of the *same dataset* (genesis: 64 zeros) and
+``seq`` numbers a dataset's events 1, 2, 3, ... A reserve event's content includes its
+``ledger_entry`` (the mechanism parameters), so editing an entry breaks the chain at its reserve
+event. The dataset row keeps the chain head (seq, hash), so deleting trailing records shows too.
+
+Canonical JSON: sorted keys, no whitespace, floats by ``repr``, timestamps as ISO 8601 in UTC
+(SQLite hands timestamps back naive, PostgreSQL in the session time zone: both are normalised).
+
+The chain is tamper-evident, not tamper-proof: whoever can write to the database can also
+recompute every hash. Recording ``head_hash`` outside the database (a signed log, a ticket)
+anchors the history up to that point.
+"""
+
+import hashlib
+import json
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import or_, select, update
+from sqlalchemy.orm import Session
+
+from app.core.time import as_utc, utcnow
+from app.datasets.models import GENESIS_HASH, Dataset
+from app.ledger.models import (
+    COMMIT,
+    RELEASE,
+    RESERVE,
+    RESERVED,
+    STATUS_AFTER,
+    LedgerEntry,
+    LedgerEvent,
+)
+
+_ENTRY_FLOATS = ("noise_multiplier", "sample_rate", "clip_norm", "delta")
+_ENTRY_OPTIONAL_FLOATS = ("epsilon_rdp", "epsilon_prv")
+_ENTRY_INTS = ("id", "dataset_id", "job_id", "steps")
+_ENTRY_STRINGS = ("mechanism", "accountant")
+
+
+def iso_utc(value: datetime) -> str:
+    """ISO 8601 in UTC, whatever the driver handed back (naive from SQLite, offset from PG)."""
+    aware = as_utc(value)
+    assert aware is not None
+    return aware.astimezone(UTC).isoformat()
+
+
+def entry_content(entry: Any) -> dict[str, Any]:
+    """The privacy-relevant fields of a ledger entry, typed so a reload hashes the same."""
+    content: dict[str, Any] = {name: float(getattr(entry, name)) for name in _ENTRY_FLOATS}
+    for name in _ENTRY_OPTIONAL_FLOATS:
+        value = getattr(entry, name)
+        content[name] = None if value is None else float(value)
+    content.update({name: int(getattr(entry, name)) for name in _ENTRY_INTS})
+    content.update({name: str(getattr(entry, name)) for name in _ENTRY_STRINGS})
+    content["created_at"] = iso_utc(entry.created_at)
+    return content
+
+
+def event_content(
+    *,
+    dataset_id: int,
+    entry_id: int,
+    seq: int,
+    kind: str,
+    created_at: datetime,
+    entry: Any | None,
+) -> dict[str, Any]:
+    """What an event's hash covers; ``entry`` (its ledger_entry) only for a reserve event."""
+    return {
+        "dataset_id": int(dataset_id),
+        "entry_id": int(entry_id),
+        "seq": int(seq),
+        "kind": str(kind),
+        "created_at": iso_utc(created_at),
+        "entry": entry_content(entry) if entry is not None else None,
+    }
+
+
+def canonical_json(content: dict[str, Any]) -> str:
+    return json.dumps(content, sort_keys=True, separators=(",", ":"), allow_nan=False)
+
+
+def record_hash(content: dict[str, Any], prev_hash: str) -> str:
+    """sha256 hex of the canonical JSON followed by the previous record's hash."""
+    return hashlib.sha256((canonical_json(content) + prev_hash).encode("utf-8")).hexdigest()
+
+
+def append(*, session: Session, entry: LedgerEntry, kind: str) -> LedgerEvent:
+    """Add the next record to the entry's dataset chain and move the dataset's head.
+
+    The caller must hold the dataset lock (``ledger_service.lock_dataset``) so that reading the
+    head and appending after it cannot interleave with another writer.
+    """
+    head = session.scalar(
+        select(LedgerEvent)
+        .where(LedgerEvent.dataset_id == entry.dataset_id)
+        .order_by(LedgerEvent.seq.desc())
+        .limit(1)
+    )
+    seq = head.seq + 1 if head is not None else 1
+    prev_hash = head.hash if head is not None else GENESIS_HASH
+    # A reserve is dated with its entry, so a reserved entry's updated_at equals its created_at.
+    created_at = entry.created_at if kind == RESERVE else utcnow()
+    content = event_content(
+        dataset_id=entry.dataset_id,
+        entry_id=entry.id,
+        seq=seq,
+        kind=kind,
+        created_at=created_at,
+        entry=entry if kind == RESERVE else None,
+    )
+    record = LedgerEvent(
+        dataset_id=entry.dataset_id,
+        entry_id=entry.id,
+        seq=seq,
+        kind=kind,
+        created_at=created_at,
+        prev_hash=prev_hash,
+        hash=record_hash(content, prev_hash),
+    )
+    session.add(record)
+    session.flush()
+    session.execute(
+        update(Dataset)
+        .where(Dataset.id == entry.dataset_id)
+        .values(ledger_head_seq=seq, ledger_head_hash=record.hash)
+        .execution_options(synchronize_session=False)
+    )
+    session.expire(entry, ["status", "updated_at"])
+    return record
+
+
+def _check(
+    record: LedgerEvent,
+    expected_seq: int,
+    prev_hash: str,
+    entries: dict[int, LedgerEntry],
+    states: dict[int, str],
+) -> str | None:
+    """Why ``record`` breaks the chain, or None when it links and its content is intact."""
+    if record.seq != expected_seq:
+        if record.seq > expected_seq:
+            return f"seq {expected_seq} is missing before seq {record.seq}: a record was deleted"
+        return f"seq {record.seq} where seq {expected_seq} was expected: a record was inserted"
+    if record.prev_hash != prev_hash:
+        return "prev_hash does not match the hash of the previous record"
+    entry = entries.get(record.entry_id)
+    if entry is None:
+        return f"ledger_entry {record.entry_id} is missing"
+    content = event_content(
+        dataset_id=record.dataset_id,
+        entry_id=record.entry_id,
+        seq=record.seq,
+        kind=record.kind,
+        created_at=record.created_at,
+        entry=entry if record.kind == RESERVE else None,
+    )
+    if record_hash(content, record.prev_hash) != record.hash:
+        what = f"or its ledger_entry {entry.id}'s " if record.kind == RESERVE else ""
+        return f"hash does not match the record's content {what}(changed after it was written)"
+    state = states.get(record.entry_id)
+    legal = state is None if record.kind == RESERVE else state == RESERVED
+    if record.kind not in (RESERVE, COMMIT, RELEASE) or not legal:
+        return f"{record.kind} is not a legal transition from {state or 'nothing'}"
+    return None
+
+
+def _invalid(record_id: int | None, seq: int | None, reason: str) -> dict[str, Any]:
+    return {"id": record_id, "seq": seq, "reason": reason}
+
+
+def verify(*, session: Session, dataset_id: int) -> dict[str, Any]:
+    """Recompute the dataset's chain from the stored rows; name the first record that breaks it.
+
+    Takes a shared lock on the dataset row (PostgreSQL; SQLite reads a snapshot) so the chain
+    and its recorded head are read as of one moment, between appends.
+
+    Returns:
+        ``{"dataset_id", "valid", "records", "first_invalid", "head_hash"}``; ``first_invalid``
+        is ``{"id", "seq", "reason"}`` of a ``ledger_event`` (``id`` is None for a record that
+        is missing, or for a ledger_entry that no record covers), or None.
+    """
+    head_seq, head_hash = session.execute(
+        select(Dataset.ledger_head_seq, Dataset.ledger_head_hash)
+        .where(Dataset.id == dataset_id)
+        .with_for_update(read=True)
+    ).one()
+    records = list(
+        session.scalars(
+            select(LedgerEvent)
+            .where(LedgerEvent.dataset_id == dataset_id)
+            .order_by(LedgerEvent.seq, LedgerEvent.id)
+        )
+    )
+    covered = select(LedgerEvent.entry_id).where(LedgerEvent.dataset_id == dataset_id)
+    entries = {
+        e.id: e
+        for e in session.scalars(
+            select(LedgerEntry).where(
+                or_(LedgerEntry.dataset_id == dataset_id, LedgerEntry.id.in_(covered))
+            )
+        )
+    }
+    first_invalid = _first_invalid(records, entries, head_seq, head_hash)
+    if first_invalid is None:
+        reserved = {r.entry_id for r in records if r.kind == RESERVE}
+        uncovered = sorted(i for i, e in entries.items() if e.dataset_id == dataset_id
+                           and i not in reserved)
+        if uncovered:
+            first_invalid = _invalid(
+                None, None, f"ledger_entry {uncovered[0]} is not covered by the chain"
+            )
+    return {
+        "dataset_id": dataset_id,
+        "valid": first_invalid is None,
+        "records": len(records),
+        "first_invalid": first_invalid,
+        "head_hash": records[-1].hash if records else GENESIS_HASH,
+    }
+
+
+def _first_invalid(
+    records: list[LedgerEvent],
+    entries: dict[int, LedgerEntry],
+    head_seq: int,
+    head_hash: str,
+) -> dict[str, Any] | None:
+    prev_hash = GENESIS_HASH
+    states: dict[int, str] = {}
+    for expected_seq, record in enumerate(records, start=1):
+        reason = _check(record, expected_seq, prev_hash, entries, states)
+        if reason is not None:
+            return _invalid(record.id, record.seq, reason)
+        states[record.entry_id] = STATUS_AFTER[record.kind]
+        prev_hash = record.hash
+    last_seq = records[-1].seq if records else 0
+    if last_seq < head_seq:
+        return _invalid(
+            None, last_seq + 1,
+            f"the chain ends at seq {last_seq} but its head is seq {head_seq}: "
+            "trailing records were deleted",
+        )
+    if last_seq > head_seq or prev_hash != head_hash:
+        return _invalid(
+            records[-1].id, last_seq,
+            f"the chain's last record does not match its head (seq {head_seq})",
+        )
+    return None
