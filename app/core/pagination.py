@@ -4,10 +4,11 @@ from typing import Annotated
 
 from fastapi import Query
 
-from app.core.schemas import ALLOWED_RANGES
+from app.core.schemas import register_param_range
 
 MAX_LIMIT = 200
-ALLOWED_RANGES.update({"limit": f"[1, {MAX_LIMIT}]", "offset": "[0, inf)"})
 
-Limit = Annotated[int, Query(ge=1, le=MAX_LIMIT, description="page size")]
-Offset = Annotated[int, Query(ge=0, description="items to skip")]
+Limit = Annotated[
+    int, register_param_range("limit", Query(ge=1, le=MAX_LIMIT, description="page size"))
+]
+Offset = Annotated[int, register_param_range("offset", Query(ge=0, description="items to skip"))]

@@ -51,6 +51,14 @@ def _nested_model(annotation: Any) -> type[BaseModel] | None:
     return None
 
 
+def register_param_range(name: str, info: FieldInfo) -> FieldInfo:
+    """Record a query/path parameter's allowed range (``Query(...)`` is a FieldInfo too)."""
+    allowed = _range_of(info)
+    if allowed:
+        ALLOWED_RANGES[name] = allowed
+    return info
+
+
 def register_ranges(model: type[BaseModel], prefix: str = "") -> type[BaseModel]:
     """Record the allowed range of every bounded field of ``model`` (recursively)."""
     for name, info in model.model_fields.items():

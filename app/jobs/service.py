@@ -3,7 +3,7 @@
 import math
 from typing import Any
 
-from sqlalchemy import func, select
+from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session
 
 from app.core.errors import Conflict, InvalidRequest, NotFound
@@ -166,15 +166,19 @@ def cancel(*, session: Session, job: Job) -> Job:
     """
     if job.status in FINISHED:
         raise Conflict(f"job {job.id} has already finished ({job.status})", field="status")
-    if job.status == QUEUED:
-        ledger_service.lock_dataset(session=session, dataset_id=job.dataset_id)
-        session.refresh(job)
-        if job.status == QUEUED:
-            job.status = CANCELLED
-            job.finished_at = utcnow()
-            ledger_service.release(session=session, job_id=job.id)
-            return job
-    if job.status == RUNNING:
+    # One conditional UPDATE races fairly with the worker's claim (which also requires
+    # status = 'queued'): exactly one of them wins, and both lock the job row before the
+    # dataset row, so they cannot deadlock.
+    cancelled = session.execute(
+        update(Job)
+        .where(Job.id == job.id, Job.status == QUEUED)
+        .values(status=CANCELLED, finished_at=utcnow())
+        .execution_options(synchronize_session=False)
+    ).rowcount
+    session.refresh(job)
+    if cancelled:
+        ledger_service.release(session=session, job_id=job.id)
+    elif job.status == RUNNING:
         job.cancel_requested = True
     return job
 

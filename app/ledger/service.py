@@ -74,15 +74,29 @@ def list_entries(*, session: Session, dataset_id: int) -> list[LedgerEntry]:
     return list(session.scalars(stmt))
 
 
-def _spend(dataset: Dataset, entries: list[LedgerEntry]) -> Spend:
+def _composed_epsilon(dataset: Dataset, entries: list[LedgerEntry]) -> float:
+    """RDP composition of ``entries`` at the budget delta (the filter's measure of spend)."""
+    if not entries:
+        return 0.0
+    return accounting.RDPAccountant().epsilon(
+        [mechanism_of(e) for e in entries], _spend_delta(dataset, entries)
+    )
+
+
+def _spend_delta(dataset: Dataset, entries: list[LedgerEntry]) -> float:
     if dataset.budget_delta is not None:
-        delta = dataset.budget_delta
-    else:  # a public dataset without a budget: report at the strictest job delta
-        delta = min((e.delta for e in entries), default=1e-5)
+        return dataset.budget_delta
+    # A public dataset without a budget: report at the strictest job delta.
+    return min((e.delta for e in entries), default=1e-5)
+
+
+def _spend(dataset: Dataset, entries: list[LedgerEntry]) -> Spend:
+    delta = _spend_delta(dataset, entries)
     rdp = accounting.RDPAccountant()
-    composed = rdp.epsilon([mechanism_of(e) for e in entries], delta) if entries else 0.0
     naive = sum(rdp.epsilon([mechanism_of(e)], delta) for e in entries)
-    return Spend(composed, naive, dataset.budget_epsilon, dataset.budget_delta)
+    return Spend(
+        _composed_epsilon(dataset, entries), naive, dataset.budget_epsilon, dataset.budget_delta
+    )
 
 
 def dataset_spend(*, session: Session, dataset: Dataset) -> Spend:
@@ -132,21 +146,21 @@ def reserve(
         epsilon_prv=None if math.isinf(epsilon_prv) else epsilon_prv,
     )
     if dataset.budget_epsilon is not None:
+        # Only the composition decides admission; the "before" figures are for the refusal.
         entries = charged_entries(session=session, dataset_id=dataset.id)
-        before = _spend(dataset, entries)
-        after = _spend(dataset, [*entries, entry])
-        if after.composed_epsilon > dataset.budget_epsilon:
+        after = _composed_epsilon(dataset, [*entries, entry])
+        if after > dataset.budget_epsilon:
+            spent = _composed_epsilon(dataset, entries)
+            remaining = max(dataset.budget_epsilon - spent, 0.0)
             raise BudgetExceeded(
                 f"this job would bring the dataset's composed spend to "
-                f"{after.composed_epsilon:.4g} (budget {dataset.budget_epsilon:g}); "
-                f"remaining epsilon is {before.remaining_epsilon:.4g}",
+                f"{after:.4g} (budget {dataset.budget_epsilon:g}); "
+                f"remaining epsilon is {remaining:.4g}",
                 budget={"epsilon": dataset.budget_epsilon, "delta": dataset.budget_delta},
-                spent_epsilon=before.composed_epsilon,
-                remaining_epsilon=before.remaining_epsilon,
+                spent_epsilon=spent,
+                remaining_epsilon=remaining,
                 job_epsilon=None if math.isinf(epsilon_rdp) else epsilon_rdp,
-                composed_epsilon_with_job=(
-                    None if math.isinf(after.composed_epsilon) else after.composed_epsilon
-                ),
+                composed_epsilon_with_job=None if math.isinf(after) else after,
                 accountant=COMPOSITION_ACCOUNTANT,
             )
     session.add(entry)

@@ -1,9 +1,12 @@
 """The jobs table as a queue, on SQLite and PostgreSQL: claims, leases, cancel, lost workers."""
 
 import threading
+from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
+import pytest
 from sqlalchemy import select, update
 
 from app.core.database import Database
@@ -103,48 +106,51 @@ def test_worker_runs_a_job_to_a_model(any_db: Database, artifact_dir: Path) -> N
     assert Worker(database=any_db).run_once() is False
 
 
-def test_cancel_while_running_stops_and_keeps_the_charge(
-    db: Database, artifact_dir: Path
+def _before_each_epoch_record(
+    monkeypatch: pytest.MonkeyPatch, action: Callable[[int], None]
 ) -> None:
-    (job_id,) = _submit(db, epochs=50)
-    worker = Worker(database=db)
+    """Run ``action(epoch)`` just before the worker records each epoch's progress."""
     original = queue.record_epoch
 
-    def cancel_after_first_epoch(**kwargs):  # noqa: ANN003, ANN202
-        if kwargs["progress"].epoch == 1:
-            with db.session_scope() as session:
-                job_service.cancel(session=session, job=session.get(Job, job_id))
+    def wrapped(**kwargs: Any) -> Any:
+        action(kwargs["progress"].epoch)
         return original(**kwargs)
 
-    queue.record_epoch = cancel_after_first_epoch  # type: ignore[assignment]
-    try:
-        worker.run_once()
-    finally:
-        queue.record_epoch = original  # type: ignore[assignment]
+    monkeypatch.setattr(queue, "record_epoch", wrapped)
+
+
+def test_cancel_while_running_stops_and_keeps_the_charge(
+    db: Database, artifact_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (job_id,) = _submit(db, epochs=50)
+
+    def cancel_after_first_epoch(epoch: int) -> None:
+        if epoch == 1:
+            with db.session_scope() as session:
+                job_service.cancel(session=session, job=session.get(Job, job_id))
+
+    _before_each_epoch_record(monkeypatch, cancel_after_first_epoch)
+    Worker(database=db).run_once()
     job = _job(db, job_id)
     assert job.status == "cancelled" and job.progress_epoch == 1
     assert _entry_status(db, job_id) == "committed"
 
 
-def test_lease_lost_mid_training_discards_results(db: Database, artifact_dir: Path) -> None:
+def test_lease_lost_mid_training_discards_results(
+    db: Database, artifact_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     (job_id,) = _submit(db, epochs=5)
-    worker = Worker(database=db, worker_id="slow")
-    original = queue.record_epoch
 
-    def reaped_meanwhile(**kwargs):  # noqa: ANN003, ANN202
+    def reaped_meanwhile(_epoch: int) -> None:
         with db.session_scope() as session:
             session.execute(
                 update(Job).where(Job.id == job_id)
                 .values(lease_until=utcnow() - timedelta(seconds=1))
             )
             queue.reap_expired(session=session)
-        return original(**kwargs)
 
-    queue.record_epoch = reaped_meanwhile  # type: ignore[assignment]
-    try:
-        worker.run_once()
-    finally:
-        queue.record_epoch = original  # type: ignore[assignment]
+    _before_each_epoch_record(monkeypatch, reaped_meanwhile)
+    Worker(database=db, worker_id="slow").run_once()
     job = _job(db, job_id)
     assert job.status == "failed" and job.error_code == "worker_lost"
     assert list(artifact_dir.glob("*.pt")) == []
