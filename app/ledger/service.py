@@ -11,6 +11,7 @@ release append events, never update rows. Every event extends the dataset's hash
 
 import math
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy import exists, select, update
@@ -102,6 +103,35 @@ def _spend(dataset: Dataset, entries: list[LedgerEntry]) -> Spend:
 def dataset_spend(*, session: Session, dataset: Dataset) -> Spend:
     """Composed spend of every charged entry at the dataset's budget delta."""
     return _spend(dataset, charged_entries(session=session, dataset_id=dataset.id))
+
+
+@dataclass(frozen=True)
+class TimelinePoint:
+    """The dataset's spend right after one more charged entry (for the cumulative-spend plot)."""
+
+    entry_id: int
+    job_id: int
+    at: datetime
+    entry_epsilon: float
+    composed_epsilon: float
+    naive_epsilon: float
+
+
+def spend_timeline(*, session: Session, dataset: Dataset) -> list[TimelinePoint]:
+    """Composed (RDP) and naive spend after each charged entry, oldest first."""
+    entries = charged_entries(session=session, dataset_id=dataset.id)
+    delta = _spend_delta(dataset, entries)
+    rdp = accounting.RDPAccountant()
+    points: list[TimelinePoint] = []
+    naive = 0.0
+    for i, entry in enumerate(entries):
+        alone = rdp.epsilon([mechanism_of(entry)], delta)
+        naive += alone
+        composed = rdp.epsilon([mechanism_of(e) for e in entries[: i + 1]], delta)
+        points.append(
+            TimelinePoint(entry.id, entry.job_id, entry.created_at, alone, composed, naive)
+        )
+    return points
 
 
 def lock_dataset(*, session: Session, dataset_id: int) -> None:
