@@ -115,7 +115,11 @@ class Worker:
             eps_prv, eps_rdp = epsilon_of(history, claimed.spec.delta) if history else (0.0, 0.0)
             if not history:  # non-private
                 eps_prv = eps_rdp = math.inf
-            progress = queue.EpochProgress(epoch, _finite(eps_prv), _finite(eps_rdp))
+            # Steps actually taken (the accountant's history); the planned count when non-private.
+            steps = sum(n for _, _, n in history) or epoch * (
+                claimed.spec.steps // claimed.spec.epochs
+            )
+            progress = queue.EpochProgress(epoch, steps, _finite(eps_prv), _finite(eps_rdp))
             with self.database.session_scope() as session:
                 owned, cancel = queue.record_epoch(
                     session=session,
@@ -141,7 +145,12 @@ class Worker:
             reason = "cancelled" if not self.stop_requested.is_set() else "worker stopping"
             self._finish(claimed, CANCELLED, error_code=reason.replace(" ", "_"), error=reason)
             return CANCELLED
-        metrics = evaluate(y_hold, predict_proba(result.network, x_hold))
+        metrics = evaluate(
+            y_hold,
+            predict_proba(result.network, x_hold),
+            x_raw=x_hold,
+            band_thresholds=registry_service.DEFAULT_BAND_THRESHOLDS,
+        )
         sha = artifacts.save(
             result.network,
             {"kind": claimed.spec.kind, "hidden_units": claimed.spec.hidden_units,

@@ -2,13 +2,15 @@
 
 from typing import Any
 
-from fastapi import APIRouter, Request, status
+from fastapi import APIRouter, Request, Response, status
 
 from app.core.database import SessionDep
+from app.core.negotiation import REPORT_RESPONSES, PrefersHtml
 from app.core.pagination import Limit, Offset
 from app.datasets import service
-from app.datasets.schemas import DatasetCreate, DatasetOut
+from app.datasets.schemas import DatasetCreate, DatasetOut, PrivacyBudget
 from app.ledger import report as ledger_report
+from app.ledger import report_html
 
 router = APIRouter(prefix="/v1/datasets", tags=["datasets"])
 
@@ -34,8 +36,28 @@ def get_dataset(dataset_id: int, session: SessionDep) -> dict[str, Any]:
     return service.to_out(service.get(session=session, dataset_id=dataset_id))
 
 
-@router.get("/{dataset_id}/privacy-report")
-def dataset_privacy_report(dataset_id: int, session: SessionDep) -> dict[str, Any]:
-    """Budget, composed spend, remaining budget and the ledger entries of a dataset."""
+@router.put("/{dataset_id}/privacy-budget", response_model=DatasetOut)
+def change_privacy_budget(
+    dataset_id: int, body: PrivacyBudget, session: SessionDep
+) -> dict[str, Any]:
+    """Raise or lower a dataset's budget; 409 if it would fall below what is already spent."""
     dataset = service.get(session=session, dataset_id=dataset_id)
-    return ledger_report.dataset_report(session=session, dataset=dataset)
+    service.change_budget(session=session, dataset=dataset, budget=body)
+    session.commit()
+    return service.to_out(dataset)
+
+
+@router.get("/{dataset_id}/privacy-report", response_model=None, responses=REPORT_RESPONSES)
+def dataset_privacy_report(
+    dataset_id: int, session: SessionDep, html: PrefersHtml, request: Request, response: Response
+) -> dict[str, Any] | Response:
+    """Budget, composed spend, remaining budget and the ledger entries (JSON or HTML page)."""
+    dataset = service.get(session=session, dataset_id=dataset_id)
+    report = ledger_report.dataset_report(session=session, dataset=dataset)
+    if html:
+        page = report_html.render_dataset_page(
+            report, root_path=request.scope.get("root_path", "")
+        )
+        return report_html.page_response(page)
+    response.headers["Vary"] = "Accept"
+    return report

@@ -16,6 +16,7 @@ class SyntheticSource(RequestModel):
     seed: int = Field(default=0, ge=0, le=2**31 - 1)
 
 
+@register_ranges
 class PrivacyBudget(RequestModel):
     epsilon: float = Field(gt=0, le=100, description="total epsilon the dataset may spend")
     delta: float = Field(gt=0, lt=1, description="must also be < 1 / n_rows")

@@ -8,7 +8,8 @@ from app.core.errors import InvalidRequest, NotFound
 from app.core.time import as_utc
 from app.datasets import synthetic
 from app.datasets.models import Dataset
-from app.datasets.schemas import DatasetCreate
+from app.datasets.schemas import DatasetCreate, PrivacyBudget
+from app.ledger import service as ledger_service
 
 TRAIN_FRACTION = 0.7
 
@@ -30,13 +31,8 @@ def create(*, session: Session, request: DatasetCreate) -> Dataset:
             "a dataset that is not public needs a privacy_budget {epsilon, delta}",
             field="privacy_budget",
         )
-    if budget is not None and budget.delta >= 1.0 / n_rows:
-        raise InvalidRequest(
-            f"delta must be below 1/n_rows = {1.0 / n_rows:.3g} (a larger delta allows "
-            f"releasing a whole record)",
-            field="privacy_budget.delta",
-            allowed=f"(0, {1.0 / n_rows:.6g})",
-        )
+    if budget is not None:
+        _check_delta(budget.delta, n_rows, field="privacy_budget.delta")
     dataset = Dataset(
         name=request.name,
         source_kind=request.source.kind,
@@ -50,6 +46,31 @@ def create(*, session: Session, request: DatasetCreate) -> Dataset:
     )
     session.add(dataset)
     session.flush()
+    ledger_service.record_budget(session=session, dataset=dataset)
+    return dataset
+
+
+def _check_delta(delta: float, n_rows: int, *, field: str) -> None:
+    if delta >= 1.0 / n_rows:
+        raise InvalidRequest(
+            f"delta must be below 1/n_rows = {1.0 / n_rows:.3g} (a larger delta allows "
+            f"releasing a whole record)",
+            field=field,
+            allowed=f"(0, {1.0 / n_rows:.6g})",
+        )
+
+
+def change_budget(*, session: Session, dataset: Dataset, budget: PrivacyBudget) -> Dataset:
+    """Set a new (epsilon, delta) budget; refused (409) below what is spent or reserved.
+
+    Raises:
+        InvalidRequest: delta >= 1/n_rows.
+        BudgetBelowSpend: the composed spend at the new delta exceeds the new epsilon.
+    """
+    _check_delta(budget.delta, dataset.n_rows, field="delta")
+    ledger_service.change_budget(
+        session=session, dataset=dataset, epsilon=budget.epsilon, delta=budget.delta
+    )
     return dataset
 
 

@@ -20,14 +20,16 @@ from app.ledger import service as ledger_service
 @dataclass(frozen=True)
 class EpochProgress:
     epoch: int
+    steps: int  # noisy steps taken so far (from the accountant's history)
     epsilon_prv: float | None
     epsilon_rdp: float | None
 
 
 def claim(*, session: Session, worker_id: str, lease_seconds: float) -> Job | None:
-    """Take the oldest queued job, or None; its ledger entry is committed (data is touched next).
+    """Take the oldest queued job, or None.
 
-    Spend is charged when data is first touched and never refunded after that.
+    Its whole plan stays reserved: once running, nothing but the worker's own stop at an epoch
+    boundary can give any of it back (``ledger_service.settle``).
     """
     now = utcnow()
     next_id = (
@@ -53,9 +55,7 @@ def claim(*, session: Session, worker_id: str, lease_seconds: float) -> Job | No
     job_id = session.execute(stmt).scalar_one_or_none()
     if job_id is None:
         return None
-    ledger_service.commit(session=session, job_id=job_id)
-    job = session.get(Job, job_id, populate_existing=True)
-    return job
+    return session.get(Job, job_id, populate_existing=True)
 
 
 def _owned(job_id: int, worker_id: str) -> Any:
@@ -70,7 +70,7 @@ def record_epoch(
     progress: EpochProgress,
     lease_seconds: float,
 ) -> tuple[bool, bool]:
-    """Store an epoch's progress and renew the lease.
+    """Store an epoch's progress, commit its steps to the ledger and renew the lease.
 
     Returns:
         (still_owned, cancel_requested). ``still_owned`` is False when the lease was lost.
@@ -85,6 +85,7 @@ def record_epoch(
         {"epoch": progress.epoch, "prv": progress.epsilon_prv, "rdp": progress.epsilon_rdp},
     ]
     job.lease_until = utcnow() + timedelta(seconds=lease_seconds)
+    ledger_service.commit_steps(session=session, job_id=job_id, steps=progress.steps)
     return True, job.cancel_requested
 
 
@@ -108,7 +109,7 @@ def finish(
     error_code: str | None = None,
     error: str | None = None,
 ) -> Job | None:
-    """End a job this worker owns; its ledger charge stays committed whatever the outcome."""
+    """End a job this worker owns and settle its ledger entry (see ``ledger_service.settle``)."""
     assert status in (SUCCEEDED, FAILED, CANCELLED)
     job = session.scalar(select(Job).where(_owned(job_id, worker_id)).with_for_update())
     if job is None:
@@ -119,7 +120,7 @@ def finish(
     job.metrics = metrics
     job.error_code = error_code
     job.error = error
-    ledger_service.commit(session=session, job_id=job_id)
+    ledger_service.settle(session=session, job_id=job_id, stopped_early=status == CANCELLED)
     return job
 
 

@@ -16,6 +16,7 @@ anchors the history up to that point.
 
 import hashlib
 import json
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -25,11 +26,10 @@ from sqlalchemy.orm import Session
 from app.core.time import as_utc, utcnow
 from app.datasets.models import GENESIS_HASH, Dataset
 from app.ledger.models import (
+    BUDGET,
     COMMIT,
     RELEASE,
     RESERVE,
-    RESERVED,
-    STATUS_AFTER,
     LedgerEntry,
     LedgerEvent,
 )
@@ -62,21 +62,35 @@ def entry_content(entry: Any) -> dict[str, Any]:
 def event_content(
     *,
     dataset_id: int,
-    entry_id: int,
+    entry_id: int | None,
     seq: int,
     kind: str,
     created_at: datetime,
     entry: Any | None,
+    steps: int | None = None,
+    budget: tuple[float | None, float | None] | None = None,
 ) -> dict[str, Any]:
-    """What an event's hash covers; ``entry`` (its ledger_entry) only for a reserve event."""
-    return {
+    """What an event's hash covers; ``entry`` (its ledger_entry) only for a reserve event.
+
+    ``steps`` (commit) and ``budget`` (budget event) are hashed only when present, so records
+    written before they existed keep their hashes.
+    """
+    content: dict[str, Any] = {
         "dataset_id": int(dataset_id),
-        "entry_id": int(entry_id),
+        "entry_id": None if entry_id is None else int(entry_id),
         "seq": int(seq),
         "kind": str(kind),
         "created_at": iso_utc(created_at),
         "entry": entry_content(entry) if entry is not None else None,
     }
+    if steps is not None:
+        content["steps"] = int(steps)
+    if budget is not None:
+        content["budget"] = {
+            "epsilon": None if budget[0] is None else float(budget[0]),
+            "delta": None if budget[1] is None else float(budget[1]),
+        }
+    return content
 
 
 def canonical_json(content: dict[str, Any]) -> str:
@@ -88,36 +102,50 @@ def record_hash(content: dict[str, Any], prev_hash: str) -> str:
     return hashlib.sha256((canonical_json(content) + prev_hash).encode("utf-8")).hexdigest()
 
 
-def append(*, session: Session, entry: LedgerEntry, kind: str) -> LedgerEvent:
-    """Add the next record to the entry's dataset chain and move the dataset's head.
+def append(
+    *,
+    session: Session,
+    dataset_id: int,
+    kind: str,
+    entry: LedgerEntry | None = None,
+    steps: int | None = None,
+    budget: tuple[float | None, float | None] | None = None,
+) -> LedgerEvent:
+    """Add the next record to the dataset's chain and move the dataset's head.
 
     The caller must hold the dataset lock (``ledger_service.lock_dataset``) so that reading the
     head and appending after it cannot interleave with another writer.
     """
     head = session.scalar(
         select(LedgerEvent)
-        .where(LedgerEvent.dataset_id == entry.dataset_id)
+        .where(LedgerEvent.dataset_id == dataset_id)
         .order_by(LedgerEvent.seq.desc())
         .limit(1)
     )
     seq = head.seq + 1 if head is not None else 1
     prev_hash = head.hash if head is not None else GENESIS_HASH
     # A reserve is dated with its entry, so a reserved entry's updated_at equals its created_at.
-    created_at = entry.created_at if kind == RESERVE else utcnow()
+    created_at = entry.created_at if kind == RESERVE and entry is not None else utcnow()
+    entry_id = entry.id if entry is not None else None
     content = event_content(
-        dataset_id=entry.dataset_id,
-        entry_id=entry.id,
+        dataset_id=dataset_id,
+        entry_id=entry_id,
         seq=seq,
         kind=kind,
         created_at=created_at,
         entry=entry if kind == RESERVE else None,
+        steps=steps,
+        budget=budget,
     )
     record = LedgerEvent(
-        dataset_id=entry.dataset_id,
-        entry_id=entry.id,
+        dataset_id=dataset_id,
+        entry_id=entry_id,
         seq=seq,
         kind=kind,
         created_at=created_at,
+        steps=steps,
+        budget_epsilon=budget[0] if budget else None,
+        budget_delta=budget[1] if budget else None,
         prev_hash=prev_hash,
         hash=record_hash(content, prev_hash),
     )
@@ -125,12 +153,53 @@ def append(*, session: Session, entry: LedgerEntry, kind: str) -> LedgerEvent:
     session.flush()
     session.execute(
         update(Dataset)
-        .where(Dataset.id == entry.dataset_id)
+        .where(Dataset.id == dataset_id)
         .values(ledger_head_seq=seq, ledger_head_hash=record.hash)
         .execution_options(synchronize_session=False)
     )
-    session.expire(entry, ["status", "updated_at"])
+    if entry is not None:
+        session.expire(entry, ["status", "updated_at", "committed_steps", "released"])
     return record
+
+
+@dataclass
+class _EntryState:
+    """An entry's state while replaying its records: committed steps, and whether it closed."""
+
+    committed: int | None = None  # None: no commit yet; a legacy commit covers the whole plan
+    released: bool = False
+
+
+def _record_content(record: LedgerEvent, entry: LedgerEntry | None) -> dict[str, Any]:
+    budget = (record.budget_epsilon, record.budget_delta) if record.kind == BUDGET else None
+    return event_content(
+        dataset_id=record.dataset_id,
+        entry_id=record.entry_id,
+        seq=record.seq,
+        kind=record.kind,
+        created_at=record.created_at,
+        entry=entry if record.kind == RESERVE else None,
+        steps=record.steps,
+        budget=budget,
+    )
+
+
+def _illegal(record: LedgerEvent, entry: LedgerEntry, state: _EntryState | None) -> str | None:
+    """Why ``record`` is not a legal next step of its entry's lifecycle, or None."""
+    if record.kind == RESERVE:
+        return None if state is None else "a second reserve for the same entry"
+    if state is None or state.released:
+        return f"{record.kind} after {'release' if state else 'nothing'}"
+    if record.kind == COMMIT:
+        if state.committed is not None and (record.steps is None or state.committed == -1):
+            return "a commit after a commit of the whole plan"
+        floor = state.committed or 0
+        if record.steps is not None and not floor <= record.steps <= entry.steps:
+            return f"commit of {record.steps} steps outside [{floor}, {entry.steps}]"
+        return None
+    if state.committed == -1 or (state.committed or 0) >= entry.steps:
+        return "release of an entry whose whole plan is committed"
+    return None
 
 
 def _check(
@@ -138,7 +207,7 @@ def _check(
     expected_seq: int,
     prev_hash: str,
     entries: dict[int, LedgerEntry],
-    states: dict[int, str],
+    states: dict[int, _EntryState],
 ) -> str | None:
     """Why ``record`` breaks the chain, or None when it links and its content is intact."""
     if record.seq != expected_seq:
@@ -147,25 +216,34 @@ def _check(
         return f"seq {record.seq} where seq {expected_seq} was expected: a record was inserted"
     if record.prev_hash != prev_hash:
         return "prev_hash does not match the hash of the previous record"
-    entry = entries.get(record.entry_id)
-    if entry is None:
-        return f"ledger_entry {record.entry_id} is missing"
-    content = event_content(
-        dataset_id=record.dataset_id,
-        entry_id=record.entry_id,
-        seq=record.seq,
-        kind=record.kind,
-        created_at=record.created_at,
-        entry=entry if record.kind == RESERVE else None,
-    )
-    if record_hash(content, record.prev_hash) != record.hash:
-        what = f"or its ledger_entry {entry.id}'s " if record.kind == RESERVE else ""
+    if record.kind not in (RESERVE, COMMIT, RELEASE, BUDGET):
+        return f"unknown record kind {record.kind!r}"
+    if record.kind == BUDGET:
+        if record.entry_id is not None:
+            return "a budget record names a ledger entry"
+        entry = None
+    else:
+        entry = entries.get(record.entry_id) if record.entry_id is not None else None
+        if entry is None:
+            return f"ledger_entry {record.entry_id} is missing"
+    if record_hash(_record_content(record, entry), record.prev_hash) != record.hash:
+        what = f"or its ledger_entry {entry.id}'s " if record.kind == RESERVE and entry else ""
         return f"hash does not match the record's content {what}(changed after it was written)"
-    state = states.get(record.entry_id)
-    legal = state is None if record.kind == RESERVE else state == RESERVED
-    if record.kind not in (RESERVE, COMMIT, RELEASE) or not legal:
-        return f"{record.kind} is not a legal transition from {state or 'nothing'}"
+    if entry is not None:
+        illegal = _illegal(record, entry, states.get(entry.id))
+        if illegal is not None:
+            return f"illegal transition: {illegal}"
     return None
+
+
+def _apply(record: LedgerEvent, states: dict[int, _EntryState]) -> None:
+    if record.entry_id is None:
+        return
+    state = states.setdefault(record.entry_id, _EntryState())
+    if record.kind == COMMIT:
+        state.committed = -1 if record.steps is None else record.steps
+    elif record.kind == RELEASE:
+        state.released = True
 
 
 def _invalid(record_id: int | None, seq: int | None, reason: str) -> dict[str, Any]:
@@ -179,12 +257,18 @@ def verify(*, session: Session, dataset_id: int) -> dict[str, Any]:
     and its recorded head are read as of one moment, between appends.
 
     Returns:
-        ``{"dataset_id", "valid", "records", "first_invalid", "head_hash"}``; ``first_invalid``
-        is ``{"id", "seq", "reason"}`` of a ``ledger_event`` (``id`` is None for a record that
-        is missing, or for a ledger_entry that no record covers), or None.
+        ``{"dataset_id", "valid", "budget_anchored", "records", "first_invalid",
+        "head_hash"}``; ``first_invalid`` is ``{"id", "seq", "reason"}`` of a
+        ``ledger_event`` (``id`` is None for a record that is missing, or for a ledger_entry
+        that no record covers), or None.
     """
-    head_seq, head_hash = session.execute(
-        select(Dataset.ledger_head_seq, Dataset.ledger_head_hash)
+    head_seq, head_hash, budget_epsilon, budget_delta = session.execute(
+        select(
+            Dataset.ledger_head_seq,
+            Dataset.ledger_head_hash,
+            Dataset.budget_epsilon,
+            Dataset.budget_delta,
+        )
         .where(Dataset.id == dataset_id)
         .with_for_update(read=True)
     ).one()
@@ -213,9 +297,21 @@ def verify(*, session: Session, dataset_id: int) -> dict[str, Any]:
             first_invalid = _invalid(
                 None, None, f"ledger_entry {uncovered[0]} is not covered by the chain"
             )
+    budgets = [r for r in records if r.kind == BUDGET]
+    if first_invalid is None and budgets:
+        last = budgets[-1]
+        if (last.budget_epsilon, last.budget_delta) != (budget_epsilon, budget_delta):
+            first_invalid = _invalid(
+                last.id, last.seq,
+                f"the dataset's budget ({budget_epsilon}, {budget_delta}) differs from its last "
+                f"budget record ({last.budget_epsilon}, {last.budget_delta}): changed outside "
+                "the ledger",
+            )
     return {
         "dataset_id": dataset_id,
         "valid": first_invalid is None,
+        # False only for datasets registered before budgets were chained (no budget record).
+        "budget_anchored": bool(budgets),
         "records": len(records),
         "first_invalid": first_invalid,
         "head_hash": records[-1].hash if records else GENESIS_HASH,
@@ -229,12 +325,12 @@ def _first_invalid(
     head_hash: str,
 ) -> dict[str, Any] | None:
     prev_hash = GENESIS_HASH
-    states: dict[int, str] = {}
+    states: dict[int, _EntryState] = {}
     for expected_seq, record in enumerate(records, start=1):
         reason = _check(record, expected_seq, prev_hash, entries, states)
         if reason is not None:
             return _invalid(record.id, record.seq, reason)
-        states[record.entry_id] = STATUS_AFTER[record.kind]
+        _apply(record, states)
         prev_hash = record.hash
     last_seq = records[-1].seq if records else 0
     if last_seq < head_seq:

@@ -5,3 +5,7 @@ from app.core.errors import Conflict
 
 class BudgetExceeded(Conflict):
     kind, title = "budget-exceeded", "Privacy budget exceeded"
+
+
+class BudgetBelowSpend(Conflict):
+    kind, title = "budget-below-spend", "Budget below what is already spent"

@@ -1,8 +1,15 @@
 """The ledger's two append-only tables, both covered by a per-dataset hash chain.
 
 ``ledger_entry``: one per job, holding the mechanism so spend can be recomposed tightly.
-``ledger_event``: one per state change of an entry (reserve -> commit | release). Neither table
-is ever updated or deleted from; an entry's ``status`` is derived from its latest event.
+``ledger_event``: one per state change of an entry, plus one per budget change of the dataset.
+Neither table is ever updated or deleted from; an entry's state is derived from its events:
+
+* ``reserve``: the whole planned mechanism is held against the budget (admission).
+* ``commit`` with ``steps``: the first ``steps`` noisy steps touched data and are charged for
+  good; one per epoch as training goes (cumulative, never decreasing). The rest stays reserved.
+* ``release``: what is not committed goes back: everything for a job cancelled before it
+  started, the unrun remainder for one stopped at an epoch boundary.
+* ``budget``: the dataset's (epsilon, delta) budget was set, so the budget is chained too.
 Each event carries ``hash = sha256(canonical content + prev_hash)`` chained per dataset (see
 ``app.ledger.chain``); a reserve event's content includes its entry's mechanism parameters.
 """
@@ -20,6 +27,8 @@ from sqlalchemy import (
     UniqueConstraint,
     case,
     event,
+    exists,
+    func,
     select,
 )
 from sqlalchemy.orm import Mapped, column_property, mapped_column, object_session
@@ -28,7 +37,7 @@ from app.core.database import Base
 from app.core.time import utcnow
 
 RESERVED, COMMITTED, RELEASED = "reserved", "committed", "released"
-RESERVE, COMMIT, RELEASE = "reserve", "commit", "release"
+RESERVE, COMMIT, RELEASE, BUDGET = "reserve", "commit", "release", "budget"
 STATUS_AFTER = {RESERVE: RESERVED, COMMIT: COMMITTED, RELEASE: RELEASED}
 SUBSAMPLED_GAUSSIAN = "poisson_subsampled_gaussian"
 NON_PRIVATE = "non_private"
@@ -38,16 +47,25 @@ class LedgerEvent(Base):
     __tablename__ = "ledger_event"
     __table_args__ = (
         UniqueConstraint("dataset_id", "seq"),
-        CheckConstraint("kind IN ('reserve', 'commit', 'release')", name="kind"),
+        CheckConstraint("kind IN ('reserve', 'commit', 'release', 'budget')", name="kind"),
     )
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     dataset_id: Mapped[int] = mapped_column(ForeignKey("dataset.id"))
-    entry_id: Mapped[int] = mapped_column(ForeignKey("ledger_entry.id"), index=True)
+    # None only for a budget event.
+    entry_id: Mapped[int | None] = mapped_column(
+        ForeignKey("ledger_entry.id"), index=True, nullable=True
+    )
     # 1, 2, 3, ... per dataset: a gap shows a deleted record.
     seq: Mapped[int] = mapped_column(Integer)
     kind: Mapped[str] = mapped_column(String(16))
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    # commit: cumulative steps charged so far (None in records written before per-epoch
+    # commits: the whole plan).
+    steps: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    # budget: the dataset's budget from this record on (None, None: no budget, public data).
+    budget_epsilon: Mapped[float | None] = mapped_column(Float, nullable=True)
+    budget_delta: Mapped[float | None] = mapped_column(Float, nullable=True)
     prev_hash: Mapped[str] = mapped_column(String(64))
     hash: Mapped[str] = mapped_column(String(64))
 
@@ -60,6 +78,14 @@ def _latest_event(column: Any, entry_id: Any) -> Any:
         .limit(1)
         .correlate_except(LedgerEvent)
         .scalar_subquery()
+    )
+
+
+def _has_event(kind: str, entry_id: Any) -> Any:
+    return (
+        exists()
+        .where(LedgerEvent.entry_id == entry_id, LedgerEvent.kind == kind)
+        .correlate_except(LedgerEvent)
     )
 
 
@@ -80,11 +106,33 @@ class LedgerEntry(Base):
     epsilon_rdp: Mapped[float | None] = mapped_column(Float, nullable=True)
     epsilon_prv: Mapped[float | None] = mapped_column(Float, nullable=True)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
-    # Read-only, from the latest event: reserved | committed | released, and when it became so.
+    # Read-only, from the events: reserved | committed | released, and when it last changed.
+    # A release after commits gives back only the unrun remainder: the entry stays committed.
     status: Mapped[str] = column_property(
-        _latest_event(case(STATUS_AFTER, value=LedgerEvent.kind), id)
+        case(
+            (_has_event(COMMIT, id), COMMITTED),
+            else_=_latest_event(case(STATUS_AFTER, value=LedgerEvent.kind), id),
+        )
     )
     updated_at: Mapped[datetime] = column_property(_latest_event(LedgerEvent.created_at, id))
+    # Steps charged for good (None: no commit yet); a legacy commit without steps covers all.
+    committed_steps: Mapped[int | None] = column_property(
+        select(func.max(func.coalesce(LedgerEvent.steps, steps)))
+        .where(LedgerEvent.entry_id == id, LedgerEvent.kind == COMMIT)
+        .correlate_except(LedgerEvent)
+        .scalar_subquery()
+    )
+    released: Mapped[bool] = column_property(_has_event(RELEASE, id))
+
+    @property
+    def charged_steps(self) -> int:
+        """Steps that count against the budget: the whole plan until the remainder is released.
+
+        Fails closed: anything but an explicit release keeps the full reservation.
+        """
+        if not self.released:
+            return self.steps
+        return self.committed_steps or 0
 
 
 class AppendOnlyViolation(RuntimeError):

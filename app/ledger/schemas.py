@@ -14,6 +14,7 @@ class InvalidRecord(ResponseModel):
 class ChainVerification(ResponseModel):
     dataset_id: int
     valid: bool
+    budget_anchored: bool
     records: int
     first_invalid: InvalidRecord | None
     head_hash: str

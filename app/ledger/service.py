@@ -14,15 +14,16 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import exists, select, update
+from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
 from app.core.time import utcnow
 from app.datasets.models import Dataset
 from app.jobs.models import Job
 from app.ledger import accounting, chain
-from app.ledger.errors import BudgetExceeded
+from app.ledger.errors import BudgetBelowSpend, BudgetExceeded
 from app.ledger.models import (
+    BUDGET,
     COMMIT,
     NON_PRIVATE,
     RELEASE,
@@ -30,7 +31,6 @@ from app.ledger.models import (
     RESERVED,
     SUBSAMPLED_GAUSSIAN,
     LedgerEntry,
-    LedgerEvent,
 )
 
 COMPOSITION_ACCOUNTANT = "rdp"
@@ -53,21 +53,17 @@ class Spend:
 
 
 def mechanism_of(entry: LedgerEntry) -> accounting.Mechanism:
-    return accounting.Mechanism(entry.noise_multiplier, entry.sample_rate, entry.steps)
+    """The part of the entry's mechanism that counts: its charged steps (see charged_steps)."""
+    return accounting.Mechanism(entry.noise_multiplier, entry.sample_rate, entry.charged_steps)
 
 
 def charged_entries(*, session: Session, dataset_id: int) -> list[LedgerEntry]:
-    """Entries that count against the budget: every entry without a release event.
+    """Entries that count against the budget: all but those released before any step.
 
-    Fails closed: an entry whose events are missing still counts.
+    Fails closed: an entry whose events are missing still counts in full.
     """
-    released = exists().where(LedgerEvent.entry_id == LedgerEntry.id, LedgerEvent.kind == RELEASE)
-    stmt = (
-        select(LedgerEntry)
-        .where(LedgerEntry.dataset_id == dataset_id, ~released)
-        .order_by(LedgerEntry.id)
-    )
-    return list(session.scalars(stmt))
+    entries = list_entries(session=session, dataset_id=dataset_id)
+    return [e for e in entries if e.charged_steps > 0]
 
 
 def list_entries(*, session: Session, dataset_id: int) -> list[LedgerEntry]:
@@ -195,7 +191,7 @@ def reserve(
             )
     session.add(entry)
     session.flush()
-    chain.append(session=session, entry=entry, kind=RESERVE)
+    chain.append(session=session, dataset_id=dataset.id, entry=entry, kind=RESERVE)
     return entry
 
 
@@ -207,24 +203,114 @@ def _entry_for(session: Session, job_id: int) -> LedgerEntry | None:
     )
 
 
-def _transition(session: Session, job_id: int, kind: str) -> None:
+def _locked_entry(session: Session, job_id: int) -> LedgerEntry | None:
+    """The job's entry, re-read after taking its dataset's lock (another writer may have won)."""
     entry = _entry_for(session, job_id)
-    if entry is None or entry.status != RESERVED:
-        return
+    if entry is None:
+        return None
     lock_dataset(session=session, dataset_id=entry.dataset_id)
-    entry = _entry_for(session, job_id)  # re-read under the lock: another writer may have won
-    if entry is not None and entry.status == RESERVED:
-        chain.append(session=session, entry=entry, kind=kind)
+    return _entry_for(session, job_id)
+
+
+def _open(entry: LedgerEntry | None) -> bool:
+    """Still accepting commits: not released and the whole plan not yet committed."""
+    return entry is not None and not entry.released and (entry.committed_steps or 0) < entry.steps
+
+
+def commit_steps(*, session: Session, job_id: int, steps: int) -> None:
+    """Charge the first ``steps`` steps for good (they ran); called after every epoch."""
+    entry = _locked_entry(session, job_id)
+    if _open(entry) and steps > (entry.committed_steps or 0):
+        chain.append(
+            session=session,
+            dataset_id=entry.dataset_id,
+            entry=entry,
+            kind=COMMIT,
+            steps=min(steps, entry.steps),
+        )
 
 
 def commit(*, session: Session, job_id: int) -> None:
-    """Make the job's charge final (it touched data; spend is never refunded)."""
-    _transition(session, job_id, COMMIT)
+    """Charge the whole plan for good: the job finished, failed or lost its worker.
+
+    A run that touched data keeps its charge; when it is unknown how far a run got, it is
+    charged in full.
+    """
+    entry = _locked_entry(session, job_id)
+    if _open(entry):
+        chain.append(
+            session=session, dataset_id=entry.dataset_id, entry=entry, kind=COMMIT,
+            steps=entry.steps,
+        )
 
 
 def release(*, session: Session, job_id: int) -> None:
-    """Give the reservation back: only for a job that never touched a record."""
-    _transition(session, job_id, RELEASE)
+    """Give the whole reservation back: only for a job that never touched a record."""
+    entry = _locked_entry(session, job_id)
+    if entry is not None and entry.status == RESERVED:
+        chain.append(session=session, dataset_id=entry.dataset_id, entry=entry, kind=RELEASE)
+
+
+def release_remainder(*, session: Session, job_id: int) -> None:
+    """After a stop at an epoch boundary: the steps that never ran go back, the rest stays."""
+    entry = _locked_entry(session, job_id)
+    if _open(entry) and (entry.committed_steps or 0) > 0:
+        chain.append(session=session, dataset_id=entry.dataset_id, entry=entry, kind=RELEASE)
+
+
+def settle(*, session: Session, job_id: int, stopped_early: bool) -> None:
+    """Close a job's entry when its worker ends it.
+
+    Stopped at an epoch boundary (cancel, worker shutdown) after committed epochs: the unrun
+    remainder is released. Anything else (success, failure, no epoch committed) is charged in
+    full: a failed run may have taken steps after its last committed epoch.
+    """
+    entry = _locked_entry(session, job_id)
+    if stopped_early and entry is not None and (entry.committed_steps or 0) > 0:
+        release_remainder(session=session, job_id=job_id)
+    else:
+        commit(session=session, job_id=job_id)
+
+
+def record_budget(*, session: Session, dataset: Dataset) -> None:
+    """Chain the dataset's current budget (at registration and after every change)."""
+    lock_dataset(session=session, dataset_id=dataset.id)
+    chain.append(
+        session=session,
+        dataset_id=dataset.id,
+        kind=BUDGET,
+        budget=(dataset.budget_epsilon, dataset.budget_delta),
+    )
+
+
+def change_budget(*, session: Session, dataset: Dataset, epsilon: float, delta: float) -> Spend:
+    """Set a new budget unless what is already spent or reserved would exceed it.
+
+    Raises:
+        BudgetBelowSpend: the composed spend at the new delta is above the new epsilon.
+    """
+    lock_dataset(session=session, dataset_id=dataset.id)
+    session.refresh(dataset)
+    entries = charged_entries(session=session, dataset_id=dataset.id)
+    proposed = Dataset(budget_epsilon=epsilon, budget_delta=delta)
+    spent = _composed_epsilon(proposed, entries)
+    if spent > epsilon:
+        raise BudgetBelowSpend(
+            f"the dataset has already spent or reserved epsilon {spent:.4g} at delta {delta:g}; "
+            f"the budget cannot go below that",
+            field="epsilon",
+            allowed=f"[{spent:.6g}, 100]" if math.isfinite(spent) else None,
+            spent_epsilon=_finite_or_none(spent),
+            requested={"epsilon": epsilon, "delta": delta},
+        )
+    dataset.budget_epsilon, dataset.budget_delta = epsilon, delta
+    session.flush()
+    record_budget(session=session, dataset=dataset)
+    return _spend(dataset, entries)
+
+
+def _finite_or_none(value: float) -> float | None:
+    return value if math.isfinite(value) else None
 
 
 def verify_chain(*, session: Session, dataset: Dataset) -> dict[str, Any]:

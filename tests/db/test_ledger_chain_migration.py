@@ -1,4 +1,5 @@
-"""0002 back-fills a valid hash chain from ledger_entry.status, and downgrades back to it."""
+"""0002 back-fills a valid hash chain from ledger_entry.status, 0003 chains each dataset's
+budget after it; both downgrade back."""
 
 import uuid
 from collections.abc import Iterator
@@ -72,19 +73,22 @@ def test_upgrade_backfills_a_valid_chain_and_downgrade_restores_status(
     db = Database(database_url)
     try:
         _seed_0001(db)
-        command.upgrade(config, "0002")
+        command.upgrade(config, "head")
         with db.session_scope() as session:
             first = chain.verify(session=session, dataset_id=1)
             second = chain.verify(session=session, dataset_id=2)
-        assert first["valid"] and first["records"] == 5, first
-        assert second["valid"] and second["records"] == 2, second
+        assert first["valid"] and first["records"] == 6 and first["budget_anchored"], first
+        assert second["valid"] and second["records"] == 3, second
         with db.engine.connect() as conn:
             kinds = conn.execute(text(
-                "SELECT entry_id, kind FROM ledger_event WHERE dataset_id = 1 ORDER BY seq"
+                "SELECT entry_id, kind, budget_epsilon FROM ledger_event WHERE dataset_id = 1 "
+                "ORDER BY seq"
             )).all()
-        # In time order: reserves at created_at, commit/release at updated_at.
+        # In time order: reserves at created_at, commit/release at updated_at; then 0003's
+        # budget record.
         assert [tuple(k) for k in kinds] == [
-            (1, "reserve"), (2, "reserve"), (3, "reserve"), (3, "release"), (1, "commit")
+            (1, "reserve", None), (2, "reserve", None), (3, "reserve", None),
+            (3, "release", None), (1, "commit", None), (None, "budget", 10.0),
         ]
 
         command.downgrade(config, "0001")
@@ -96,5 +100,7 @@ def test_upgrade_backfills_a_valid_chain_and_downgrade_restores_status(
             (1, "committed"), (2, "reserved"), (3, "released"), (4, "committed")
         ]
         command.upgrade(config, "head")
+        with db.session_scope() as session:
+            assert chain.verify(session=session, dataset_id=1)["valid"]
     finally:
         db.dispose()

@@ -66,19 +66,30 @@ def test_chain_is_valid_after_reserve_and_commit(
     any_client: TestClient, any_db: Database, run_worker: Any
 ) -> None:
     dataset_id = _dataset(any_client)
-    empty = _verify(any_client, dataset_id)
-    assert empty == {"dataset_id": dataset_id, "valid": True, "records": 0,
-                     "first_invalid": None, "head_hash": GENESIS}
+    fresh = _verify(any_client, dataset_id)
+    (budget,) = _events(any_db, dataset_id)
+    assert fresh == {"dataset_id": dataset_id, "valid": True, "budget_anchored": True,
+                     "records": 1, "first_invalid": None, "head_hash": budget.hash}
+    assert budget.kind == "budget" and budget.entry_id is None and budget.prev_hash == GENESIS
+    assert (budget.budget_epsilon, budget.budget_delta) == (
+        SMALL_DATASET["privacy_budget"]["epsilon"], SMALL_DATASET["privacy_budget"]["delta"]
+    )
     _submit(any_client, dataset_id)
-    assert _verify(any_client, dataset_id)["records"] == 1
+    assert _verify(any_client, dataset_id)["records"] == 2
     assert run_worker() == 1
 
     result = _verify(any_client, dataset_id)
     events = _events(any_db, dataset_id)
     assert result["valid"] and result["first_invalid"] is None
-    assert result["records"] == 2 and result["head_hash"] == events[-1].hash
-    assert [(e.seq, e.kind) for e in events] == [(1, "reserve"), (2, "commit")]
-    assert events[0].prev_hash == GENESIS and events[1].prev_hash == events[0].hash
+    assert result["records"] == 5 and result["head_hash"] == events[-1].hash
+    # One commit per epoch, cumulative: the charge grows as training goes.
+    assert [e.kind for e in events] == ["budget", "reserve", "commit", "commit", "commit"]
+    steps = [e.steps for e in events[2:]]
+    assert steps == sorted(steps) and steps[0] > 0 and len(set(steps)) == 3
+    with any_db.session_scope() as session:
+        entry = session.scalar(select(LedgerEntry).where(LedgerEntry.dataset_id == dataset_id))
+        assert entry is not None and steps[-1] == entry.steps == entry.committed_steps
+    assert all(b.prev_hash == a.hash for a, b in zip(events, events[1:], strict=False))
     assert _statuses(any_client, dataset_id) == ["committed"]
 
 
@@ -88,8 +99,8 @@ def test_chain_is_valid_after_cancel_releases(any_client: TestClient, any_db: Da
     assert any_client.post(f"/v1/jobs/{job_id}/cancel").status_code == 200
 
     result = _verify(any_client, dataset_id)
-    assert result["valid"] and result["records"] == 2
-    assert [e.kind for e in _events(any_db, dataset_id)] == ["reserve", "release"]
+    assert result["valid"] and result["records"] == 3
+    assert [e.kind for e in _events(any_db, dataset_id)] == ["budget", "reserve", "release"]
     assert _statuses(any_client, dataset_id) == ["released"]
 
 
@@ -98,12 +109,12 @@ def test_hash_is_sha256_of_canonical_json_and_prev_hash(
 ) -> None:
     dataset_id = _dataset(any_client)
     job_id = _submit(any_client, dataset_id)
-    (event,) = _events(any_db, dataset_id)
+    budget, event = _events(any_db, dataset_id)
     with any_db.session_scope() as session:
         entry = session.scalar(select(LedgerEntry).where(LedgerEntry.job_id == job_id))
         assert entry is not None
         content = {
-            "dataset_id": dataset_id, "entry_id": entry.id, "seq": 1, "kind": "reserve",
+            "dataset_id": dataset_id, "entry_id": entry.id, "seq": 2, "kind": "reserve",
             "created_at": _iso(event.created_at),
             "entry": {
                 "id": entry.id, "dataset_id": dataset_id, "job_id": job_id,
@@ -115,7 +126,8 @@ def test_hash_is_sha256_of_canonical_json_and_prev_hash(
             },
         }
     canonical = json.dumps(content, sort_keys=True, separators=(",", ":"))
-    assert event.hash == hashlib.sha256((canonical + GENESIS).encode()).hexdigest()
+    assert event.prev_hash == budget.hash
+    assert event.hash == hashlib.sha256((canonical + budget.hash).encode()).hexdigest()
 
 
 def _iso(value: datetime) -> str:
@@ -128,7 +140,7 @@ def test_chains_are_per_dataset(any_client: TestClient, any_db: Database) -> Non
     first, second = _dataset(any_client), _dataset(any_client)
     for dataset_id in (first, second, first, second, first):
         _submit(any_client, dataset_id)
-    for dataset_id, n in ((first, 3), (second, 2)):
+    for dataset_id, n in ((first, 4), (second, 3)):
         events = _events(any_db, dataset_id)
         assert [e.seq for e in events] == list(range(1, n + 1))
         assert events[0].prev_hash == GENESIS
@@ -147,10 +159,10 @@ def test_editing_an_entrys_mechanism_breaks_the_chain_at_its_reserve(
          job=second_job)
 
     result = _verify(any_client, dataset_id)
-    reserve = _events(any_db, dataset_id)[1]
-    assert result["valid"] is False and result["records"] == 3
+    reserve = _events(any_db, dataset_id)[2]
+    assert result["valid"] is False and result["records"] == 4
     assert result["first_invalid"]["id"] == reserve.id
-    assert result["first_invalid"]["seq"] == 2
+    assert result["first_invalid"]["seq"] == 3
     assert "hash" in result["first_invalid"]["reason"]
 
 
@@ -162,14 +174,14 @@ def test_editing_an_events_kind_breaks_the_chain_there(
     cancelled = _submit(any_client, dataset_id)
     assert any_client.post(f"/v1/jobs/{cancelled}/cancel").status_code == 200
     _submit(any_client, dataset_id)
-    release = _events(any_db, dataset_id)[2]
+    release = _events(any_db, dataset_id)[3]
     assert release.kind == "release"
     # Turning the release into a commit would silently charge the budget again.
     _raw(any_db, "UPDATE ledger_event SET kind = 'commit' WHERE id = :id", id=release.id)
 
     result = _verify(any_client, dataset_id)
     assert result["valid"] is False
-    assert result["first_invalid"]["id"] == release.id and result["first_invalid"]["seq"] == 3
+    assert result["first_invalid"]["id"] == release.id and result["first_invalid"]["seq"] == 4
 
 
 def test_rewriting_a_hash_breaks_the_link_to_the_next_record(
@@ -178,7 +190,7 @@ def test_rewriting_a_hash_breaks_the_link_to_the_next_record(
     dataset_id = _dataset(any_client)
     _submit(any_client, dataset_id)
     _submit(any_client, dataset_id)
-    first, second = _events(any_db, dataset_id)
+    _, _, second = _events(any_db, dataset_id)
     _raw(any_db, "UPDATE ledger_event SET prev_hash = :h WHERE id = :id", h="f" * 64,
          id=second.id)
 
@@ -194,12 +206,12 @@ def test_deleting_a_record_is_detected(any_client: TestClient, any_db: Database)
     _submit(any_client, dataset_id)
     events = _events(any_db, dataset_id)
     # Dropping the release would put the cancelled job's spend back on the budget.
-    _raw(any_db, "DELETE FROM ledger_event WHERE id = :id", id=events[1].id)
+    _raw(any_db, "DELETE FROM ledger_event WHERE id = :id", id=events[2].id)
 
     result = _verify(any_client, dataset_id)
-    assert result["valid"] is False and result["records"] == 2
-    assert result["first_invalid"]["id"] == events[2].id
-    assert result["first_invalid"]["seq"] == 3
+    assert result["valid"] is False and result["records"] == 3
+    assert result["first_invalid"]["id"] == events[3].id
+    assert result["first_invalid"]["seq"] == 4
     assert "deleted" in result["first_invalid"]["reason"]
 
 
@@ -213,7 +225,7 @@ def test_deleting_the_last_record_is_detected(any_client: TestClient, any_db: Da
     result = _verify(any_client, dataset_id)
     assert result["valid"] is False
     assert result["first_invalid"] == {
-        "id": None, "seq": 2, "reason": result["first_invalid"]["reason"]
+        "id": None, "seq": 3, "reason": result["first_invalid"]["reason"]
     }
     assert "deleted" in result["first_invalid"]["reason"]
 
@@ -236,12 +248,12 @@ def test_an_entry_outside_the_chain_is_detected(any_client: TestClient, any_db: 
         assert head
         conn.execute(text("DELETE FROM ledger_event WHERE entry_id = :e"), {"e": entry_id})
         conn.execute(
-            text("UPDATE dataset SET ledger_head_seq = 1, ledger_head_hash = :h WHERE id = :d"),
+            text("UPDATE dataset SET ledger_head_seq = 2, ledger_head_hash = :h WHERE id = :d"),
             {"h": prev, "d": dataset_id},
         )
 
     result = _verify(any_client, dataset_id)
-    assert result["valid"] is False and result["records"] == 1
+    assert result["valid"] is False and result["records"] == 2
     assert result["first_invalid"]["id"] is None
     assert f"ledger_entry {entry_id}" in result["first_invalid"]["reason"]
     # Fails closed: the uncovered entry still counts against the budget.
@@ -271,3 +283,39 @@ def test_the_orm_refuses_to_update_or_delete_ledger_rows(
         session.delete(event)
         session.flush()
     assert _verify(any_client, dataset_id)["valid"] is True
+
+
+def test_raising_the_budget_behind_the_ledgers_back_is_detected(
+    any_client: TestClient, any_db: Database
+) -> None:
+    dataset_id = _dataset(any_client)
+    _submit(any_client, dataset_id)
+    budget = _events(any_db, dataset_id)[0]
+    _raw(any_db, "UPDATE dataset SET budget_epsilon = 99 WHERE id = :d", d=dataset_id)
+
+    result = _verify(any_client, dataset_id)
+    assert result["valid"] is False
+    assert result["first_invalid"]["id"] == budget.id
+    assert "budget" in result["first_invalid"]["reason"]
+
+
+def test_a_budget_change_through_the_api_is_chained(
+    any_client: TestClient, any_db: Database
+) -> None:
+    dataset_id = _dataset(any_client)
+    _submit(any_client, dataset_id)
+    response = any_client.put(
+        f"/v1/datasets/{dataset_id}/privacy-budget", json={"epsilon": 9.5, "delta": 1e-5}
+    )
+    assert response.status_code == 200, response.text
+    assert response.json()["privacy_budget"] == {"epsilon": 9.5, "delta": 1e-5}
+    events = _events(any_db, dataset_id)
+    assert [e.kind for e in events] == ["budget", "reserve", "budget"]
+    assert (events[-1].budget_epsilon, events[-1].budget_delta) == (9.5, 1e-5)
+    assert _verify(any_client, dataset_id)["valid"] is True
+    # Tampering with a budget record's figures breaks its hash.
+    _raw(any_db, "UPDATE ledger_event SET budget_epsilon = 50 WHERE id = :id", id=events[-1].id)
+    _raw(any_db, "UPDATE dataset SET budget_epsilon = 50 WHERE id = :d", d=dataset_id)
+    result = _verify(any_client, dataset_id)
+    assert result["first_invalid"]["id"] == events[-1].id
+    assert "hash" in result["first_invalid"]["reason"]

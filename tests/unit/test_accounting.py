@@ -265,3 +265,53 @@ def test_noise_for_target_unknown_accountant() -> None:
         noise_for_target(
             target_epsilon=1.0, delta=DELTA, sample_rate=0.1, steps=10, accountant="nope"
         )
+
+
+# --- the fast paths: closed-form integer orders, PRV domain sizing, the noise search -----------
+
+
+@pytest.mark.parametrize(("q", "sigma", "steps"), GRID, ids=GRID_IDS)
+def test_integer_order_rdp_equals_opacus(q: float, sigma: float, steps: int) -> None:
+    from opacus.accountants.analysis.rdp import compute_rdp
+
+    from app.ledger.accounting import INTEGER_ORDERS, integer_order_rdp
+
+    theirs = compute_rdp(q=q, noise_multiplier=sigma, steps=steps, orders=list(INTEGER_ORDERS))
+    np.testing.assert_allclose(integer_order_rdp(sigma, q, steps), theirs, rtol=1e-9)
+
+
+@pytest.mark.parametrize(("q", "sigma", "steps"), PRV_GRID)
+def test_prv_with_fast_domain_equals_opacus_prv(q: float, sigma: float, steps: int) -> None:
+    """Only the domain's size differs from Opacus' own PRV: the figures agree within eps_error."""
+    from opacus.accountants import PRVAccountant as OpacusPRV
+
+    stock = OpacusPRV()
+    stock.history = [(sigma, q, steps)]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        theirs = stock.get_epsilon(delta=DELTA, eps_error=0.01)
+    assert _prv(sigma, q, steps) == pytest.approx(theirs, abs=0.01)
+
+
+def test_integer_order_epsilon_bounds_both_accountants() -> None:
+    from app.ledger.accounting import integer_order_epsilon
+
+    for q, sigma, steps in PRV_GRID:
+        bound = integer_order_epsilon([(sigma, q, steps)], DELTA)
+        assert bound >= _rdp(sigma, q, steps) - 1e-12
+        assert bound >= _prv(sigma, q, steps)
+
+
+@pytest.mark.parametrize("target", [0.5, 2.0, 6.0])
+def test_noise_search_matches_plain_bisection(target: float) -> None:
+    q, steps = 1 / 6, 18
+    fast = noise_for_target(target_epsilon=target, delta=DELTA, sample_rate=q, steps=steps)
+    low, high = 0.3, 100.0
+    while high - low > 1e-4:
+        mid = (low + high) / 2
+        if _prv(mid, q, steps) <= target:
+            high = mid
+        else:
+            low = mid
+    assert _prv(fast, q, steps) <= target
+    assert fast == pytest.approx(high, rel=0.01)  # within the epsilon tolerance's worth

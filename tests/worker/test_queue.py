@@ -17,6 +17,8 @@ from app.jobs import queue
 from app.jobs import service as job_service
 from app.jobs.models import Job
 from app.jobs.schemas import JobCreate
+from app.ledger import accounting
+from app.ledger import service as ledger_service
 from app.ledger.models import LedgerEntry
 from tests.conftest import FAST_TRAINING, SMALL_DATASET
 from worker.runner import Worker
@@ -50,13 +52,31 @@ def _entry_status(db: Database, job_id: int) -> str:
         return session.scalar(select(LedgerEntry.status).where(LedgerEntry.job_id == job_id))
 
 
-def test_claims_oldest_first_and_commits_the_charge(any_db: Database) -> None:
+def _charge(db: Database, job_id: int) -> tuple[int, int, bool]:
+    """(planned steps, charged steps, released) of the job's ledger entry."""
+    with db.session_scope() as session:
+        entry = session.scalar(select(LedgerEntry).where(LedgerEntry.job_id == job_id))
+        assert entry is not None
+        return entry.steps, entry.charged_steps, entry.released
+
+
+def _spent(db: Database, job_id: int) -> float:
+    with db.session_scope() as session:
+        job = session.get(Job, job_id)
+        assert job is not None
+        dataset = dataset_service.get(session=session, dataset_id=job.dataset_id)
+        return ledger_service.dataset_spend(session=session, dataset=dataset).composed_epsilon
+
+
+def test_claims_oldest_first_and_keeps_the_whole_plan_reserved(any_db: Database) -> None:
     first, second = _submit(any_db, n_jobs=2)
     with any_db.session_scope() as session:
         claimed = queue.claim(session=session, worker_id="w1", lease_seconds=60)
         assert claimed is not None and claimed.id == first
     assert _job(any_db, first).status == "running"
-    assert _entry_status(any_db, first) == "committed"  # data is touched from now on
+    # Steps are committed epoch by epoch; until then the whole plan stays reserved, and only
+    # the worker's own stop at an epoch boundary can release any of it.
+    assert _entry_status(any_db, first) == "reserved"
     assert _entry_status(any_db, second) == "reserved"
 
 
@@ -95,6 +115,8 @@ def test_lost_worker_fails_the_job_and_keeps_the_charge(
     job = _job(any_db, job_id)
     assert job.status == "failed" and job.error_code == "worker_lost"
     assert _entry_status(any_db, job_id) == "committed"
+    planned, charged, released = _charge(any_db, job_id)
+    assert charged == planned and not released  # how far it got is unknown: charged in full
 
 
 def test_worker_runs_a_job_to_a_model(any_db: Database, artifact_dir: Path) -> None:
@@ -134,6 +156,31 @@ def test_cancel_while_running_stops_and_keeps_the_charge(
     job = _job(db, job_id)
     assert job.status == "cancelled" and job.progress_epoch == 1
     assert _entry_status(db, job_id) == "committed"
+    # The epoch that ran stays charged; the 49 that never ran go back to the budget.
+    planned, charged, released = _charge(db, job_id)
+    assert released and charged == planned // 50
+    mechanism = accounting.Mechanism(2.0, job.sample_rate, charged)
+    assert _spent(db, job_id) == pytest.approx(
+        accounting.RDPAccountant().epsilon([mechanism], 1e-5), rel=1e-12
+    )
+    assert job.epsilon_spent is not None and job.epsilon_spent > 0
+
+
+def test_a_failed_run_is_charged_in_full(
+    db: Database, artifact_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (job_id,) = _submit(db, epochs=5)
+
+    def fail_in_second_epoch(epoch: int) -> None:
+        if epoch == 2:
+            raise RuntimeError("disk full")
+
+    _before_each_epoch_record(monkeypatch, fail_in_second_epoch)
+    Worker(database=db).run_once()
+    job = _job(db, job_id)
+    assert job.status == "failed" and job.error_code == "training_error"
+    planned, charged, released = _charge(db, job_id)
+    assert charged == planned and not released
 
 
 def test_lease_lost_mid_training_discards_results(
@@ -154,3 +201,5 @@ def test_lease_lost_mid_training_discards_results(
     job = _job(db, job_id)
     assert job.status == "failed" and job.error_code == "worker_lost"
     assert list(artifact_dir.glob("*.pt")) == []
+    planned, charged, released = _charge(db, job_id)
+    assert charged == planned and not released
