@@ -2,15 +2,17 @@
 
 from typing import Any
 
-from fastapi import APIRouter, Query, Response, status
+from fastapi import APIRouter, Query, Request, Response, status
 
 from app.core.database import SessionDep
+from app.core.negotiation import REPORT_RESPONSES, PrefersHtml
 from app.core.pagination import Limit, Offset
 from app.datasets import service as dataset_service
 from app.jobs import service
 from app.jobs.notify import wake_workers
 from app.jobs.schemas import JobCreate, JobOut, JobPage, JobStatus
 from app.ledger import report as ledger_report
+from app.ledger import report_html
 
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
 
@@ -54,9 +56,16 @@ def cancel_job(job_id: int, session: SessionDep) -> dict[str, Any]:
     return service.to_out(session=session, job=job)
 
 
-@router.get("/{job_id}/privacy-report")
-def job_privacy_report(job_id: int, session: SessionDep) -> dict[str, Any]:
-    """The job's mechanism, accounting and held-out metrics."""
+@router.get("/{job_id}/privacy-report", response_model=None, responses=REPORT_RESPONSES)
+def job_privacy_report(
+    job_id: int, session: SessionDep, html: PrefersHtml, request: Request, response: Response
+) -> dict[str, Any] | Response:
+    """The job's mechanism, accounting, model card and held-out metrics (JSON or HTML page)."""
     job = service.get(session=session, job_id=job_id)
     dataset = dataset_service.get(session=session, dataset_id=job.dataset_id)
-    return ledger_report.job_report(session=session, job=job, dataset=dataset)
+    report = ledger_report.job_report(session=session, job=job, dataset=dataset)
+    if html:
+        page = report_html.render_job_page(report, root_path=request.scope.get("root_path", ""))
+        return report_html.page_response(page)
+    response.headers["Vary"] = "Accept"
+    return report

@@ -1,6 +1,13 @@
-"""Privacy reports a privacy officer can hand on: per job and per dataset."""
+"""Privacy reports a privacy officer can hand on: per job and per dataset.
+
+Both are plain JSON-able dicts; ``app.ledger.report_html`` renders the same dicts as pages, so
+the page can never say something the JSON does not. Infinite epsilons (non-private training)
+are never emitted as numbers (JSON has no Infinity): the numeric field is null, and an
+``epsilon_text`` of ``"infinity"`` with ``non_private: true`` says what null means.
+"""
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 from sqlalchemy.orm import Session
@@ -8,47 +15,200 @@ from sqlalchemy.orm import Session
 from app.core.time import as_utc
 from app.datasets.models import Dataset
 from app.jobs import service as job_service
-from app.jobs.models import Job
+from app.jobs.models import SUCCEEDED, Job
 from app.ledger import service as ledger_service
-from app.ledger.models import LedgerEntry
+from app.ledger.models import NON_PRIVATE, LedgerEntry
+
+PRIVACY_UNIT = "record (one patient)"
+INFINITY = "infinity"
+REPORTED_ACCOUNTANT = "prv"
+METRICS_NOTE = (
+    "computed on held-out rows never used for training, without noise: they are not covered "
+    "by the differential-privacy guarantee"
+)
 
 
 def _finite(value: float | None) -> float | None:
     return None if value is None or math.isinf(value) else value
 
 
+def round_up(value: float, digits: int = 3) -> float:
+    """Round up to ``digits`` significant digits: a rounded epsilon must never understate spend."""
+    return _round_significant(value, digits, math.ceil)
+
+
+def round_down(value: float, digits: int = 3) -> float:
+    """Round down to ``digits`` significant digits: a remaining budget must never be overstated."""
+    return _round_significant(value, digits, math.floor)
+
+
+def _round_significant(value: float, digits: int, direction: Callable[[float], int]) -> float:
+    if value <= 0 or not math.isfinite(value):
+        return value
+    scale = 10.0 ** (digits - 1 - math.floor(math.log10(value)))
+    scaled = value * scale
+    nudge = 1e-9 * scaled if direction is math.ceil else -1e-9 * scaled  # absorbs float noise
+    return direction(scaled - nudge) / scale
+
+
+def epsilon_text(value: float | None, *, non_private: bool = False, digits: int = 3) -> str:
+    """Epsilon for people: ``"infinity"`` for non-private spend, else rounded up."""
+    if non_private or value is None or math.isinf(value):
+        return INFINITY
+    return f"{round_up(value, digits):.{digits}g}"
+
+
+def _statement(job: Job, dataset: Dataset, planned: dict[str, float | None]) -> str:
+    """The guarantee in words: unit, data, mechanism, accounting, scope, and its limits."""
+    data = (
+        f"Privacy unit: one record, which is one patient. Data: dataset {dataset.id} with "
+        f"{dataset.n_rows} rows, of which {dataset.n_train} were used for training and "
+        f"{dataset.n_holdout} held out."
+    )
+    limits = (
+        "Not covered: the held-out metrics (computed on held-out rows without noise), and "
+        "anything outside the trust boundary: the raw data store, the operators and the "
+        "database, side channels such as timing, and the choice of the budget itself."
+    )
+    if job.non_private:
+        return (
+            f"Non-private training: epsilon = infinity. No noise was added to the gradients, so "
+            f"the model carries no differential-privacy guarantee; this is allowed only because "
+            f"dataset {dataset.id} is public. {data} Training: {job.steps} steps over "
+            f"{job.epochs} epochs with noise multiplier 0. {limits}"
+        )
+    status = (
+        ""
+        if job.status == SUCCEEDED
+        else f" The job is {job.status}; the figures are for the full planned run, which bounds "
+        "any part of it."
+    )
+    return (
+        f"{data} Mechanism: DP-SGD. At every step each training record is included "
+        f"independently with probability {job.sample_rate:.4g} (Poisson sampling; expected "
+        f"batch size {job.sample_rate * dataset.n_train:.1f}), each record's whole gradient is "
+        f"clipped to L2 norm {job.max_grad_norm:g}, and Gaussian noise with noise multiplier "
+        f"{job.noise_multiplier:.4g} (standard deviation {job.noise_multiplier:.4g} x "
+        f"{job.max_grad_norm:g}) is added; {job.steps} steps over {job.epochs} epochs. "
+        f"Accounting: epsilon = {epsilon_text(planned['prv'])} at delta = {job.delta:g} by the "
+        f"PRV accountant (the reported figure); the RDP accountant, which the dataset ledger "
+        f"uses to compose spend across jobs, gives epsilon = {epsilon_text(planned['rdp'])}. "
+        f"Guarantee: ({epsilon_text(planned['prv'])}, {job.delta:g})-differential privacy "
+        f"for adding or removing one patient's record, covering the released model and every "
+        f"checkpoint or intermediate model (anything computed from them alone inherits it by "
+        f"post-processing).{status} {limits}"
+    )
+
+
+def _coverage(job: Job) -> dict[str, list[str]]:
+    not_covered = [
+        "held-out metrics: computed on held-out rows without noise",
+        "the raw data store (the training rows themselves)",
+        "operators and the database (they can read the data)",
+        "side channels such as training time or resource use",
+        "who chose the budget, and why (a policy decision, not a computation)",
+    ]
+    if job.non_private:
+        return {
+            "covers": [],
+            "does_not_cover": [
+                "the model and its checkpoints (non-private training: epsilon = infinity)",
+                *not_covered,
+            ],
+        }
+    return {
+        "covers": [
+            "the released model",
+            "every checkpoint and intermediate model of the run",
+            "anything computed from the model alone, e.g. risk scores and explanations "
+            "(post-processing)",
+        ],
+        "does_not_cover": not_covered,
+    }
+
+
+def _training_data(dataset: Dataset) -> dict[str, Any]:
+    if dataset.source_kind == "synthetic":
+        source = (
+            f"synthetic: the seed article's logistic crisis generator (seed {dataset.seed}); "
+            "no real patient is in it"
+        )
+    else:
+        source = f"uploaded table ({dataset.source_kind})"
+    return {
+        "dataset_id": dataset.id,
+        "dataset_name": dataset.name,
+        "source": source,
+        "synthetic": dataset.source_kind == "synthetic",
+        "public": dataset.public,
+        "rows": dataset.n_rows,
+        "training_rows": dataset.n_train,
+        "holdout_rows": dataset.n_holdout,
+        "note": "Only public facts about the data are reported; no statistic of the private "
+        "training rows (such as their prevalence) is computed or shown.",
+    }
+
+
+def model_card(job: Job, dataset: Dataset) -> dict[str, Any]:
+    """Model-card fields: intended use, training data, metrics and caveats."""
+    caveats = [
+        "Differential privacy adds noise to training and lowers accuracy; compare the metrics "
+        "with a non-private baseline before relying on the scores.",
+        "Calibration is not guaranteed: probabilities may be off, more so for rare outcomes; "
+        "check the Brier score and recalibrate on local data before setting risk bands.",
+        "Performance in subgroups is not guaranteed: at most age bands are reported, with wide "
+        "intervals in small groups; sex, ethnicity and diagnoses are not measured, and noise "
+        "tends to hurt small subgroups most.",
+        "Held-out metrics are point estimates on a finite sample and vary with it.",
+        "The model sees six features only; crisis risk depends on much it does not see.",
+        "The guarantee assumes one row per patient; a patient with several rows is protected "
+        "less.",
+    ]
+    if dataset.source_kind == "synthetic":
+        caveats.insert(
+            0,
+            "Trained on synthetic data: it learns the generator's assumptions, not a real "
+            "population, and is not clinically validated (the generator's Bayes-optimal ROC-AUC "
+            "is about 0.845, the ceiling for any model).",
+        )
+    if job.non_private:
+        caveats.insert(0, "Trained without differential privacy (epsilon = infinity).")
+    return {
+        "intended_use": {
+            "purpose": "Flag patients at elevated 30-day crisis risk for clinician review.",
+            "users": "clinicians, as decision support inside their own assessment",
+            "decision_support_not_diagnosis": True,
+            "out_of_scope": [
+                "diagnosis",
+                "automated decisions (granting, denying or prioritising care without a "
+                "clinician)",
+                "populations unlike the training data",
+            ],
+        },
+        "training_data": _training_data(dataset),
+        "metrics": {"values": job.metrics, "note": METRICS_NOTE},
+        "caveats": caveats,
+    }
+
+
 def job_report(*, session: Session, job: Job, dataset: Dataset) -> dict[str, Any]:
     """Mechanism, sampling, noise, clipping, steps, delta, epsilon by accountant, per epoch."""
     planned = job_service.planned_epsilon(job)
     steps_per_epoch = job.steps // job.epochs if job.epochs else 0
-    expected_batch = job.sample_rate * dataset.n_train
-    if job.non_private:
-        statement = (
-            "Non-private training (no noise): no differential-privacy guarantee; allowed only "
-            "because the dataset is public."
-        )
-    else:
-        statement = (
-            f"The model satisfies ({planned['prv']:.3g}, {job.delta:g})-differential privacy "
-            f"for each record (one patient) of dataset {dataset.id} ({dataset.n_rows} rows, "
-            f"{dataset.n_train} used for training): DP-SGD with Poisson sampling at rate "
-            f"{job.sample_rate:.4g}, per-sample clipping of the whole gradient to norm "
-            f"{job.max_grad_norm:g}, Gaussian noise multiplier {job.noise_multiplier:.4g}, "
-            f"{job.steps} steps over {job.epochs} epochs (PRV accountant; RDP gives "
-            f"{planned['rdp']:.3g}). Held-out metrics are computed on rows not used for training."
-        )
     return {
         "job_id": job.id,
         "dataset_id": dataset.id,
+        "dataset_name": dataset.name,
         "status": job.status,
-        "privacy_unit": "record (one patient)",
+        "privacy_unit": PRIVACY_UNIT,
         "dataset_rows": dataset.n_rows,
         "training_rows": dataset.n_train,
         "holdout_rows": dataset.n_holdout,
         "mechanism": "non-private" if job.non_private else "DP-SGD (Poisson-subsampled Gaussian)",
+        "non_private": job.non_private,
         "sampling": "poisson",
         "sample_rate": job.sample_rate,
-        "expected_batch_size": expected_batch,
+        "expected_batch_size": job.sample_rate * dataset.n_train,
         "noise_multiplier": job.noise_multiplier,
         "clip_norm": job.max_grad_norm,
         "clipping": "per-sample, whole gradient (all parameters together)",
@@ -59,29 +219,55 @@ def job_report(*, session: Session, job: Job, dataset: Dataset) -> dict[str, Any
         "delta": job.delta,
         "target_epsilon": job.target_epsilon,
         "epsilon": planned,
+        "epsilon_text": epsilon_text(planned[REPORTED_ACCOUNTANT], non_private=job.non_private),
+        "accountants": {
+            "reported": REPORTED_ACCOUNTANT,
+            "composition": ledger_service.COMPOSITION_ACCOUNTANT,
+        },
         "epsilon_spent": job.epsilon_spent,
         "epsilon_per_epoch": job.epsilon_per_epoch,
         "metrics": job.metrics,
-        "metrics_note": "computed on held-out rows never used for training",
-        "statement": statement,
+        "metrics_note": METRICS_NOTE,
+        "statement": _statement(job, dataset, planned),
+        "coverage": _coverage(job),
+        "model_card": model_card(job, dataset),
     }
 
 
 def entry_view(entry: LedgerEntry) -> dict[str, Any]:
+    non_private = entry.mechanism == NON_PRIVATE
     return {
         "id": entry.id,
         "job_id": entry.job_id,
         "status": entry.status,
         "mechanism": entry.mechanism,
+        "non_private": non_private,
         "noise_multiplier": entry.noise_multiplier,
         "sample_rate": entry.sample_rate,
         "steps": entry.steps,
+        "committed_steps": entry.committed_steps,
+        "charged_steps": entry.charged_steps,
+        "remainder_released": entry.released and bool(entry.committed_steps),
         "clip_norm": entry.clip_norm,
         "delta": entry.delta,
         "accountant": entry.accountant,
         "epsilon": {"rdp": entry.epsilon_rdp, "prv": entry.epsilon_prv},
+        "epsilon_text": epsilon_text(entry.epsilon_rdp, non_private=non_private),
         "created_at": as_utc(entry.created_at),
         "updated_at": as_utc(entry.updated_at),
+    }
+
+
+def _timeline_view(point: ledger_service.TimelinePoint) -> dict[str, Any]:
+    return {
+        "entry_id": point.entry_id,
+        "job_id": point.job_id,
+        "at": as_utc(point.at),
+        "entry_epsilon": _finite(point.entry_epsilon),
+        "composed_epsilon": _finite(point.composed_epsilon),
+        "naive_epsilon": _finite(point.naive_epsilon),
+        "non_private": math.isinf(point.entry_epsilon),
+        "composed_epsilon_text": epsilon_text(point.composed_epsilon),
     }
 
 
@@ -89,18 +275,31 @@ def dataset_report(*, session: Session, dataset: Dataset) -> dict[str, Any]:
     """Budget, composed spend (RDP), the naive sum for comparison, remaining, all entries."""
     spend = ledger_service.dataset_spend(session=session, dataset=dataset)
     entries = ledger_service.list_entries(session=session, dataset_id=dataset.id)
+    timeline = ledger_service.spend_timeline(session=session, dataset=dataset)
+    composed, naive = _finite(spend.composed_epsilon), _finite(spend.naive_epsilon)
     return {
         "dataset_id": dataset.id,
+        "dataset_name": dataset.name,
         "public": dataset.public,
-        "privacy_unit": "record (one patient)",
-        "budget": {"epsilon": dataset.budget_epsilon, "delta": dataset.budget_delta},
+        "privacy_unit": PRIVACY_UNIT,
+        "budget": {
+            "epsilon": dataset.budget_epsilon,
+            "delta": dataset.budget_delta,
+            "limited": dataset.budget_epsilon is not None,
+        },
         "spent": {
-            "epsilon": _finite(spend.composed_epsilon),
+            "epsilon": composed,
+            "epsilon_text": epsilon_text(spend.composed_epsilon),
             "non_private": math.isinf(spend.composed_epsilon),
             "composition": "Rényi DP over a fixed grid of orders (sound under adaptive choice)",
-            "naive_sum_epsilon": _finite(spend.naive_epsilon),
+            "naive_sum_epsilon": naive,
+            "naive_sum_epsilon_text": epsilon_text(spend.naive_epsilon),
+            "saved_by_composition_epsilon": (
+                None if composed is None or naive is None else max(naive - composed, 0.0)
+            ),
             "accountant": ledger_service.COMPOSITION_ACCOUNTANT,
         },
         "remaining": {"epsilon": spend.remaining_epsilon},
         "entries": [entry_view(e) for e in entries],
+        "timeline": [_timeline_view(p) for p in timeline],
     }
