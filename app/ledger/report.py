@@ -159,7 +159,8 @@ def model_card(job: Job, dataset: Dataset) -> dict[str, Any]:
         "Performance in subgroups is not guaranteed: at most age bands are reported, with wide "
         "intervals in small groups; sex, ethnicity and diagnoses are not measured, and noise "
         "tends to hurt small subgroups most.",
-        "Held-out metrics are point estimates on a finite sample and vary with it.",
+        "Held-out metrics come from a finite sample (a few dozen positives): read the 95% "
+        "bootstrap intervals, not only the point estimates.",
         "The model sees six features only; crisis risk depends on much it does not see.",
         "The guarantee assumes one row per patient; a patient with several rows is protected "
         "less.",
