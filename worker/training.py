@@ -1,10 +1,16 @@
-"""DP-SGD with Opacus: Poisson sampling, per-sample clipping of the whole gradient, Gaussian noise.
+"""DP-SGD training: Poisson sampling, per-sample clipping of the whole gradient, Gaussian noise.
 
-The spend is recorded by Opacus' accountant through its optimizer step hook; after each epoch
-the trainer reads that history (never the loss or any other statistic of the training rows).
+Two engines run the same mechanism with the same accounting:
+
+* ``vectorised`` (default, ``worker.dpsgd``): the table stays in memory on the device and
+  per-sample gradients come from closed forms; an order of magnitude faster than Opacus here.
+* ``opacus``: Opacus' ``make_private`` with a DataLoader; the reference the vectorised engine is
+  tested against.
+
+Both record spend in an Opacus accountant through the optimizer's step hook; after each epoch the
+trainer reads that history (never the loss or any other statistic of the training rows).
 """
 
-import secrets
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -18,6 +24,9 @@ from torch.utils.data import DataLoader, TensorDataset
 from app.features import scale
 from app.ledger import accounting
 from app.registry.network import build_network
+from worker.dpsgd import DPSGD, secret_generator
+
+ENGINES = ("vectorised", "opacus")
 
 
 @dataclass(frozen=True)
@@ -36,6 +45,7 @@ class TrainingSpec:
     steps: int
     delta: float
     seed: int
+    engine: str = "vectorised"  # or "opacus" (make_private with a DataLoader)
 
 
 @dataclass
@@ -72,18 +82,68 @@ def train(
     device: torch.device,
     on_epoch: EpochCallback | None = None,
 ) -> TrainingResult:
-    """Train ``spec.kind`` on raw rows (scaled here with public bounds) and return the network."""
+    """Train ``spec.kind`` on raw rows (scaled here with public bounds) and return the network.
+
+    Raises:
+        ValueError: unknown ``spec.engine``.
+        RuntimeError: the sampling would differ from the sample rate and steps the ledger charged.
+    """
+    if spec.engine not in ENGINES:
+        raise ValueError(f"unknown training engine {spec.engine!r}; expected one of {ENGINES}")
     torch.manual_seed(spec.seed)  # initial weights only: they do not depend on the data
-    # Sampling and noise must be secret: a seeded, known generator would let anyone replay
-    # the batches and subtract the noise. Fresh OS entropy per job, never stored.
-    sampling_rng = torch.Generator().manual_seed(secrets.randbits(63))
-    noise_rng = torch.Generator(device=device).manual_seed(secrets.randbits(63))
     network = build_network(spec.kind, spec.hidden_units).to(device)
+    # The vectorised engine's steps are microseconds, so the optimizer's per-parameter Python
+    # loop shows: its fused kernel (same arithmetic) halves that. Opacus keeps the default.
     optimizer = torch.optim.SGD(
-        network.parameters(), lr=spec.learning_rate, momentum=spec.momentum
+        network.parameters(), lr=spec.learning_rate, momentum=spec.momentum,
+        fused=spec.engine == "vectorised",
     )
     x = torch.as_tensor(scale(x_train), dtype=torch.float32)
     y = torch.as_tensor(y_train, dtype=torch.float32)
+    if spec.engine == "vectorised":
+        return _train_vectorised(network, optimizer, x.to(device), y.to(device), spec, on_epoch)
+    return _train_opacus(network, optimizer, x, y, spec, device, on_epoch)
+
+
+def _train_vectorised(
+    network: nn.Module,
+    optimizer: torch.optim.Optimizer,
+    x: torch.Tensor,
+    y: torch.Tensor,
+    spec: TrainingSpec,
+    on_epoch: EpochCallback | None,
+) -> TrainingResult:
+    # Sampling and noise must be secret: a seeded, known generator would let anyone replay
+    # the batches and subtract the noise. Fresh OS entropy per job, never stored.
+    engine = DPSGD(
+        network, optimizer, x, y,
+        batch_size=spec.batch_size,
+        noise_multiplier=spec.noise_multiplier,
+        max_grad_norm=spec.max_grad_norm,
+        sampling_rng=secret_generator(x.device),
+        noise_rng=secret_generator(x.device),
+    )
+    _check_plan(spec, engine.sample_rate, engine.steps_per_epoch)
+    network.train()
+    result = _run_epochs(spec, engine.run_epoch, lambda: engine.history, on_epoch, network)
+    engine.release()
+    taken = sum(steps for _, _, steps in result.history)
+    if engine.private and taken != result.epochs_completed * engine.steps_per_epoch:
+        raise RuntimeError(f"accountant recorded {taken} steps, not the planned ones")
+    return result
+
+
+def _train_opacus(
+    network: nn.Module,
+    optimizer: torch.optim.Optimizer,
+    x: torch.Tensor,
+    y: torch.Tensor,
+    spec: TrainingSpec,
+    device: torch.device,
+    on_epoch: EpochCallback | None,
+) -> TrainingResult:
+    sampling_rng = secret_generator(torch.device("cpu"))  # the DataLoader samples on the CPU
+    noise_rng = secret_generator(device)
     loader = DataLoader(
         TensorDataset(x, y), batch_size=spec.batch_size, shuffle=True, generator=sampling_rng
     )
@@ -103,20 +163,38 @@ def train(
                 clipping="flat",  # one norm over all parameters: the whole gradient
                 noise_generator=noise_rng,
             )
-        _check_plan(spec, loader)
+        _check_plan(spec, getattr(loader, "sample_rate", None), len(loader))
     # Opacus' hooks fire on module outputs because inputs need no gradient: expected, harmless.
     warnings.filterwarnings("ignore", message="Full backward hook is firing")
     criterion = nn.BCEWithLogitsLoss()
-    result = TrainingResult(network=network, epochs_completed=0)
-    for epoch in range(1, spec.epochs + 1):
+
+    def run_epoch() -> None:
         network.train()
         for xb, yb in loader:
             xb, yb = xb.to(device), yb.to(device)
             optimizer.zero_grad(set_to_none=True)
             _loss(criterion, network(xb).squeeze(-1), yb).backward()
             optimizer.step()
+
+    def history() -> list[tuple[float, float, int]]:
+        return list(engine.accountant.history) if engine else []
+
+    return _run_epochs(spec, run_epoch, history, on_epoch, network)
+
+
+def _run_epochs(
+    spec: TrainingSpec,
+    run_epoch: Callable[[], None],
+    history: Callable[[], list[tuple[float, float, int]]],
+    on_epoch: EpochCallback | None,
+    network: nn.Module,
+) -> TrainingResult:
+    """The epoch loop both engines share: history and the stop decision after every epoch."""
+    result = TrainingResult(network=network, epochs_completed=0)
+    for epoch in range(1, spec.epochs + 1):
+        run_epoch()
         result.epochs_completed = epoch
-        result.history = list(engine.accountant.history) if engine else []
+        result.history = history()
         if on_epoch is not None and not on_epoch(epoch, result.history):
             result.stopped_early = epoch < spec.epochs
             break
@@ -124,12 +202,10 @@ def train(
     return result
 
 
-def _check_plan(spec: TrainingSpec, loader: DataLoader) -> None:
-    """The loader Opacus built must sample exactly as the ledger was charged."""
-    actual_rate = getattr(loader, "sample_rate", None)
-    steps_per_epoch = len(loader)
-    if actual_rate is None or abs(actual_rate - spec.sample_rate) > 1e-12:
-        raise RuntimeError(f"sample rate {actual_rate} differs from planned {spec.sample_rate}")
+def _check_plan(spec: TrainingSpec, sample_rate: float | None, steps_per_epoch: int) -> None:
+    """The sampler must sample exactly as the ledger was charged (rate and step count)."""
+    if sample_rate is None or abs(sample_rate - spec.sample_rate) > 1e-12:
+        raise RuntimeError(f"sample rate {sample_rate} differs from planned {spec.sample_rate}")
     if steps_per_epoch * spec.epochs != spec.steps:
         raise RuntimeError(
             f"{steps_per_epoch * spec.epochs} steps differ from the planned {spec.steps}"

@@ -1,0 +1,349 @@
+"""Vectorised DP-SGD on tensors in memory: the same mechanism as Opacus, without a DataLoader.
+
+Per step, exactly as Opacus with ``poisson_sampling=True``, ``clipping="flat"`` and a mean loss:
+
+1. Poisson sampling: every record joins the batch independently with probability q (secret
+   generator). Drawn as geometric gaps between chosen rows, so a step costs O(q n), not O(n).
+2. Per-sample gradients of the whole parameter vector (closed forms for the two model families,
+   ``torch.func`` for anything else), one L2 norm per sample over ALL parameters.
+3. Clip factor ``min(1, C / (norm + 1e-6))``, sum, add N(0, (sigma C)^2) per coordinate
+   (secret generator), divide by the EXPECTED batch size ``int(n q)``.
+4. The optimizer (SGD with momentum) sees only that noisy gradient.
+
+Spend is recorded by an Opacus accountant through the optimizer's step hook, so the history is
+the (sigma, q, steps) list Opacus itself would keep.
+"""
+
+import math
+import secrets
+from collections.abc import Iterator
+from typing import NamedTuple, Protocol
+
+import torch
+from opacus.accountants import PRVAccountant
+from torch import nn
+from torch.func import functional_call, grad, vmap
+
+CLIP_EPSILON = 1e-6  # Opacus' flat clipping adds it to the norm before dividing
+_BLOCK_DRAWS = 1 << 20  # uniform draws per sampling block: bounds memory for huge tables
+
+
+def secret_generator(device: torch.device) -> torch.Generator:
+    """A generator seeded from OS entropy and never stored: batches and noise cannot be replayed."""
+    return torch.Generator(device=device).manual_seed(secrets.randbits(63))
+
+
+def poisson_plan(n_rows: int, batch_size: int) -> tuple[float, int]:
+    """(sample rate, steps per epoch) exactly as Opacus' DPDataLoader derives them."""
+    sample_rate = 1.0 / math.ceil(n_rows / batch_size)
+    return sample_rate, int(1 / sample_rate)
+
+
+class PoissonSampler:
+    """Exact Poisson subsampling of ``range(n_rows)`` with rate q, in O(q n) work per step.
+
+    The gaps between consecutive chosen rows of a Bernoulli(q) sequence are i.i.d. geometric
+    on {1, 2, ...}: ``floor(log(1 - U) / log(1 - q)) + 1`` for U uniform on [0, 1). Each step
+    draws enough gaps to pass the end of the table with overwhelming probability (mean + 6 sd)
+    and draws more for the rare step that falls short, so the law is exact, not truncated.
+    """
+
+    def __init__(
+        self,
+        n_rows: int,
+        sample_rate: float,
+        generator: torch.Generator,
+        *,
+        draws_per_step: int | None = None,
+    ) -> None:
+        """``draws_per_step`` overrides the first round of gaps per step (tests force refills)."""
+        if not 0.0 < sample_rate <= 1.0:
+            raise ValueError(f"sample rate {sample_rate} outside (0, 1]")
+        self.n_rows = n_rows
+        self.sample_rate = sample_rate
+        self._generator = generator
+        self._log_keep = math.log1p(-sample_rate) if sample_rate < 1.0 else -math.inf
+        mean = n_rows * sample_rate
+        self.draws_per_step = draws_per_step or int(
+            mean + 6.0 * math.sqrt(mean * (1.0 - sample_rate)) + 16
+        )
+        self._rows_per_block = max(1, _BLOCK_DRAWS // self.draws_per_step)
+
+    def blocks(self, steps: int) -> Iterator[tuple[torch.Tensor, list[int]]]:
+        """Yield (chosen rows of several steps concatenated, batch size of each step)."""
+        done = 0
+        while done < steps:
+            rows = min(steps - done, self._rows_per_block)
+            positions = self._positions(rows)
+            chosen = positions < self.n_rows
+            yield positions[chosen], chosen.sum(dim=1).tolist()
+            done += rows
+
+    def batches(self, steps: int) -> Iterator[torch.Tensor]:
+        """Yield the sorted row indices of each of ``steps`` batches."""
+        for rows, counts in self.blocks(steps):
+            yield from rows.split(counts)
+
+    def _positions(self, rows: int) -> torch.Tensor:
+        positions = self._gaps(rows).cumsum(dim=1) - 1
+        # A step is complete once its last position is past the table (the next would be too).
+        while bool((positions[:, -1] < self.n_rows - 1).any()):
+            more = self._gaps(rows).cumsum(dim=1) + positions[:, -1:]
+            positions = torch.cat([positions, more], dim=1)
+        return positions
+
+    def _gaps(self, rows: int) -> torch.Tensor:
+        device = self._generator.device
+        u = torch.rand((rows, self.draws_per_step), generator=self._generator, dtype=torch.float64,
+                       device=device)
+        return torch.floor(torch.log1p(-u) / self._log_keep).to(torch.int64) + 1
+
+
+class Batch(NamedTuple):
+    """One Poisson batch, its columns cut once per block so that a step does no slicing."""
+
+    x: torch.Tensor  # (B, d) scaled features
+    x1t: torch.Tensor  # (d + 1, B) features and a row of ones, transposed: [weight, bias] grads
+    sq_norm: torch.Tensor  # (B,) |x|^2 + 1, the squared norm of [x, 1]
+    norm: torch.Tensor  # (B,) its square root
+    y: torch.Tensor  # (B,) labels 0/1
+
+
+class Table:
+    """The training rows on their device, with the per-row constants the closed forms need."""
+
+    def __init__(self, x: torch.Tensor, y: torch.Tensor) -> None:
+        self.n_rows, self.n_features = x.shape
+        ones = torch.ones(self.n_rows, 1, dtype=x.dtype, device=x.device)
+        self._x1 = torch.cat([x, ones], dim=1)
+        sq_norm = (x * x).sum(dim=1) + 1.0
+        self._aux = torch.stack([sq_norm, sq_norm.sqrt(), y.to(x.dtype)], dim=1)
+
+    def batches(self, rows: torch.Tensor, counts: list[int]) -> list[Batch]:
+        """Gather the rows of several steps at once and split them into per-step batches.
+
+        The transposed copy makes the per-step gradient product ``x1t @ r`` a plain
+        matrix-vector product: MKL multithreads ``x1.t() @ r`` even for 512 rows, and a
+        thread waiting on a busy core then costs milliseconds per step.
+        """
+        x1 = self._x1.index_select(0, rows)
+        x1t = x1.t().contiguous()
+        aux = self._aux.index_select(0, rows).t().contiguous()
+        parts = (
+            x1[:, : self.n_features].split(counts), x1t.split(counts, dim=1),
+            aux[0].split(counts), aux[1].split(counts), aux[2].split(counts),
+        )
+        return [Batch(*columns) for columns in zip(*parts, strict=True)]
+
+
+class PerSampleGradients(Protocol):
+    """Writes the sum of (clipped) per-sample gradients of the BCE-with-logits loss into ``out``.
+
+    ``out`` is the flat gradient, parameters in ``network.parameters()`` order, whose contiguous
+    views are the parameters' ``.grad``. ``clip`` None sums without clipping (non-private).
+    """
+
+    def accumulate(self, batch: Batch, clip: torch.Tensor | None) -> None: ...
+
+
+def _clip_factor(norms: torch.Tensor, clip: torch.Tensor) -> torch.Tensor:
+    """Opacus' flat clipping, same operations in the same order: min(1, C / (norm + 1e-6))."""
+    return torch.div(clip, norms.add_(CLIP_EPSILON)).clamp_max_(1.0)
+
+
+class _LogisticGradients:
+    """z = w.x + b; per sample dL/dz = sigmoid(z) - y =: r, gradient r [x, 1], norm |r| |[x, 1]|."""
+
+    def __init__(self, linear: nn.Linear, out: torch.Tensor) -> None:
+        self.w, self.b = linear.weight[0], linear.bias  # views: they follow the optimizer
+        self.out = out
+
+    def accumulate(self, batch: Batch, clip: torch.Tensor | None) -> None:
+        if len(batch.y) == 0:
+            self.out.zero_()
+            return
+        r = torch.addmv(self.b, batch.x, self.w).sigmoid_().sub_(batch.y)
+        if clip is not None:
+            r.mul_(_clip_factor(torch.abs(r).mul_(batch.norm), clip))
+        torch.mv(batch.x1t, r, out=self.out)
+
+
+class _MLPGradients:
+    """h = tanh(W1 x + b1), z = w2.h + b2; per-sample norms from the closed form, no loops.
+
+    With r = dL/dz and a = r w2 (1 - h^2) = dL/d(W1 x + b1), a sample's squared gradient norm is
+    |a|^2 (|x|^2 + 1) (from W1, b1) + r^2 (|h|^2 + 1) (from w2, b2).
+    """
+
+    def __init__(self, first: nn.Linear, last: nn.Linear, out: torch.Tensor) -> None:
+        d, h = first.in_features, first.out_features
+        self.w1t, self.b1 = first.weight.t(), first.bias
+        self.w2, self.b2 = last.weight[0], last.bias
+        self.out = out
+        self.g_w1 = out[: h * d].view(h, d)
+        self.g_b1 = out[h * d : h * (d + 1)]
+        self.g_w2 = out[h * (d + 1) : h * (d + 2)]
+        self.g_b2 = out[h * (d + 2) :]
+
+    def accumulate(self, batch: Batch, clip: torch.Tensor | None) -> None:
+        if len(batch.y) == 0:
+            self.out.zero_()
+            return
+        hidden = torch.addmm(self.b1, batch.x, self.w1t).tanh_()
+        r = torch.addmv(self.b2, hidden, self.w2).sigmoid_().sub_(batch.y)
+        hidden_sq = hidden * hidden
+        a = torch.rsub(hidden_sq, 1.0).mul_(self.w2).mul_(r.unsqueeze(1))
+        if clip is not None:
+            norms = (a * a).sum(dim=1).mul_(batch.sq_norm)
+            norms.addcmul_(r * r, hidden_sq.sum(dim=1).add_(1.0)).sqrt_()
+            factor = _clip_factor(norms, clip)
+            a.mul_(factor.unsqueeze(1))
+            r.mul_(factor)
+        torch.mm(a.t(), batch.x, out=self.g_w1)
+        torch.sum(a, dim=0, out=self.g_b1)
+        torch.mv(hidden.t().contiguous(), r, out=self.g_w2)  # see Table.batches: no MKL threads
+        torch.sum(r, dim=0, keepdim=True, out=self.g_b2)
+
+
+class _FunctionalGradients:
+    """Any other network: ``vmap(grad(loss))`` over the batch (slower, same arithmetic)."""
+
+    def __init__(self, network: nn.Module, out: torch.Tensor) -> None:
+        self.params = dict(network.named_parameters())
+        self.out = out
+
+        def loss(params: dict[str, torch.Tensor], x: torch.Tensor, y: torch.Tensor):  # noqa: ANN202
+            logit = functional_call(network, params, (x[None],)).reshape(())
+            return nn.functional.binary_cross_entropy_with_logits(logit, y)
+
+        self._per_sample = vmap(grad(loss), in_dims=(None, 0, 0))
+
+    def accumulate(self, batch: Batch, clip: torch.Tensor | None) -> None:
+        if len(batch.y) == 0:
+            self.out.zero_()
+            return
+        detached = {k: v.detach() for k, v in self.params.items()}
+        grads = self._per_sample(detached, batch.x, batch.y)
+        flat = torch.cat([g.reshape(len(batch.y), -1) for g in grads.values()], dim=1)
+        if clip is not None:
+            flat = flat * _clip_factor(flat.norm(dim=1), clip).unsqueeze(1)
+        torch.sum(flat, dim=0, out=self.out)
+
+
+def per_sample_gradients(network: nn.Module, out: torch.Tensor) -> PerSampleGradients:
+    """The fastest exact per-sample gradient rule for ``network``, writing into ``out``."""
+    layers = list(network.children()) if isinstance(network, nn.Sequential) else []
+    shapes = [type(layer) for layer in layers]
+    if shapes == [nn.Linear] and layers[0].out_features == 1:
+        return _LogisticGradients(layers[0], out)
+    if shapes == [nn.Linear, nn.Tanh, nn.Linear] and layers[2].out_features == 1:
+        return _MLPGradients(layers[0], layers[2], out)
+    return _FunctionalGradients(network, out)
+
+
+def bind_gradients(network: nn.Module, flat: torch.Tensor) -> None:
+    """Make every parameter's ``.grad`` a contiguous view of ``flat`` (fused SGD needs that)."""
+    offset = 0
+    for p in network.parameters():
+        p.grad = flat[offset : offset + p.numel()].view_as(p)
+        offset += p.numel()
+
+
+class DPSGD:
+    """One job's vectorised DP-SGD over an in-memory table (on the table's device).
+
+    Args:
+        network: a ``build_network`` model (any other module falls back to ``torch.func``).
+        optimizer: steps ``network``'s parameters; it only ever sees the noisy gradient.
+        x: scaled features, (n, d) float32. y: labels 0/1, (n,).
+        batch_size: the expected batch size the job asked for; q = 1 / ceil(n / batch_size).
+        noise_multiplier: sigma; 0 means non-private (same sampling, no clipping, no noise).
+        max_grad_norm: clip norm C, > 0.
+        sampling_rng, noise_rng: secret generators on ``x``'s device (``secret_generator``).
+    """
+
+    def __init__(
+        self,
+        network: nn.Module,
+        optimizer: torch.optim.Optimizer,
+        x: torch.Tensor,
+        y: torch.Tensor,
+        *,
+        batch_size: int,
+        noise_multiplier: float,
+        max_grad_norm: float,
+        sampling_rng: torch.Generator,
+        noise_rng: torch.Generator,
+    ) -> None:
+        self.table = Table(x, y)
+        n_rows = self.table.n_rows
+        self.sample_rate, self.steps_per_epoch = poisson_plan(n_rows, batch_size)
+        # Opacus divides by int(len(dataset) * q); the floor of 1 guards its 0.999... case.
+        self.expected_batch_size = max(1, int(n_rows * self.sample_rate))
+        self.noise_multiplier = noise_multiplier
+        self.private = noise_multiplier > 0
+        self.optimizer = optimizer
+        self._clip = torch.tensor(max_grad_norm, dtype=x.dtype, device=x.device)
+        self._noise_std = noise_multiplier * max_grad_norm
+        self._noise_rng = noise_rng
+        self.sampler = PoissonSampler(n_rows, self.sample_rate, sampling_rng)
+        self._flat = torch.zeros(
+            sum(p.numel() for p in network.parameters()), dtype=x.dtype, device=x.device
+        )
+        bind_gradients(network, self._flat)
+        self._grads = per_sample_gradients(network, self._flat)
+        self.accountant = PRVAccountant()
+        if self.private:
+            optimizer.register_step_post_hook(self._account)
+
+    def _account(self, *_: object) -> None:
+        self.accountant.step(noise_multiplier=self.noise_multiplier, sample_rate=self.sample_rate)
+
+    @property
+    def history(self) -> list[tuple[float, float, int]]:
+        """The accountant's (sigma, q, steps) history, as Opacus' ``accountant.history``."""
+        return list(self.accountant.history)
+
+    @torch.no_grad()
+    def run_epoch(self) -> None:
+        """``steps_per_epoch`` optimizer steps, each on a fresh Poisson batch."""
+        for rows, counts in self.sampler.blocks(self.steps_per_epoch):
+            noise = self._draw_noise(len(counts))
+            for batch, noise_row in zip(self.table.batches(rows, counts), noise, strict=True):
+                self._privatise(batch, noise_row)
+                self.optimizer.step()
+
+    @torch.no_grad()
+    def gradient(self, rows: torch.Tensor, *, noise: bool = True) -> torch.Tensor:
+        """What the optimizer would see for a batch of ``rows`` (a copy; for tests).
+
+        ``noise=False`` gives the clipped sum over the expected batch size without the noise,
+        which is what Opacus' optimizer holds after clipping with a zero noise multiplier.
+        """
+        (batch,) = self.table.batches(rows, [len(rows)])
+        (noise_row,) = self._draw_noise(1) if noise else [None]
+        self._privatise(batch, noise_row)
+        return self._flat.clone()
+
+    def _draw_noise(self, steps: int) -> list[torch.Tensor | None]:
+        """Noise for ``steps`` steps, already scaled by sigma C / expected batch size."""
+        if not self.private:
+            return [None] * steps
+        noise = torch.randn((steps, len(self._flat)), generator=self._noise_rng,
+                            dtype=self._flat.dtype, device=self._flat.device)
+        return list(noise.mul_(self._noise_std / self.expected_batch_size).unbind(0))
+
+    def _privatise(self, batch: Batch, noise: torch.Tensor | None) -> None:
+        # An empty batch gives a zero sum and still takes the noisy step: skipping it would
+        # reveal that the batch was empty.
+        self._grads.accumulate(batch, self._clip if self.private else None)
+        if noise is None:
+            self._flat.div_(self.expected_batch_size)
+        else:  # (clipped sum + N(0, (sigma C)^2)) / expected batch size, in one operation
+            torch.add(noise, self._flat, alpha=1.0 / self.expected_batch_size, out=self._flat)
+
+    def release(self) -> None:
+        """Drop the gradient views so the trained network holds no reference to them."""
+        for group in self.optimizer.param_groups:
+            for p in group["params"]:
+                p.grad = None
