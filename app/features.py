@@ -3,6 +3,13 @@
 Bounds are *public* (instrument ranges, a published cap on sessions), never statistics of the
 private data: scaling with the data's own min/max/mean would leak it. The reference point is a
 public, clinically ordinary patient, used as the baseline of the Shapley explanations.
+
+The model sees each feature mapped to [-1, 1] over its *model range*: the public bounds, except
+where a published clinical range is much narrower than the validation cap. Sessions accept 0-50
+(a documented cap) but the model range is 0-15 ("monthly-plus" outpatient care): with the cap,
+almost every patient sits in [-1, -0.4], the problem is ill-conditioned (condition number ~350
+against ~17) and DP noise swamps the sessions coefficient. Chosen on the public proxy generator
+(seeds no dataset uses), never on user data; values above 15 count as 15.
 """
 
 from collections.abc import Callable, Mapping
@@ -32,6 +39,7 @@ class Feature:
     loinc: str | None = None
     severities: tuple[Severity, ...] = ()
     describe: Callable[[float], str] | None = None
+    model_upper: float | None = None  # top of the model range when narrower than ``upper``
 
     def severity(self, value: float) -> Severity | None:
         for band in self.severities:
@@ -81,7 +89,7 @@ FEATURES: tuple[Feature, ...] = (
     ),
     Feature(
         "num_sessions", "Sessions", "sessions in the last 12 months", "integer", 0, 50, 4,
-        describe=lambda v: f"{v:g} sessions in the last 12 months",
+        describe=lambda v: f"{v:g} sessions in the last 12 months", model_upper=15,
     ),
     Feature(
         "substance_use", "Substance use", "", "binary", 0, 1, 0,
@@ -99,13 +107,19 @@ N_FEATURES = len(FEATURES)
 LOWER = np.array([f.lower for f in FEATURES], dtype=np.float64)
 UPPER = np.array([f.upper for f in FEATURES], dtype=np.float64)
 REFERENCE = np.array([f.reference for f in FEATURES], dtype=np.float64)
+MODEL_UPPER = np.array(
+    [f.upper if f.model_upper is None else f.model_upper for f in FEATURES], dtype=np.float64
+)
+# Recorded in every model artifact: a model is only ever scored with the scaling it was
+# trained with ("public-bounds" was v1, before the sessions model range).
+SCALING = "public-model-ranges-v2"
 
 
 def scale(x: np.ndarray) -> np.ndarray:
-    """Map raw features to [-1, 1] using the public bounds only (no data statistics)."""
-    mid = (UPPER + LOWER) / 2.0
-    half = (UPPER - LOWER) / 2.0
-    return (np.clip(x, LOWER, UPPER) - mid) / half
+    """Map raw features to [-1, 1] over their public model ranges (no data statistics)."""
+    mid = (MODEL_UPPER + LOWER) / 2.0
+    half = (MODEL_UPPER - LOWER) / 2.0
+    return (np.clip(x, LOWER, MODEL_UPPER) - mid) / half
 
 
 def to_row(features: Mapping[str, float]) -> np.ndarray:
@@ -123,6 +137,7 @@ def spec_document() -> list[dict[str, object]]:
             "type": f.kind,
             "minimum": f.lower,
             "maximum": f.upper,
+            "model_range": [f.lower, f.upper if f.model_upper is None else f.model_upper],
             "reference": f.reference,
             "loinc": f.loinc,
             "severity_bands": [

@@ -46,6 +46,7 @@ class TrainingSpec:
     delta: float
     seed: int
     engine: str = "vectorised"  # or "opacus" (make_private with a DataLoader)
+    tail_average: float = 0.0  # average the iterates of this last fraction of steps
 
 
 @dataclass
@@ -100,9 +101,53 @@ def train(
     )
     x = torch.as_tensor(scale(x_train), dtype=torch.float32)
     y = torch.as_tensor(y_train, dtype=torch.float32)
+    average = TailAverage(network, optimizer, first_step=_first_averaged_step(spec))
     if spec.engine == "vectorised":
-        return _train_vectorised(network, optimizer, x.to(device), y.to(device), spec, on_epoch)
-    return _train_opacus(network, optimizer, x, y, spec, device, on_epoch)
+        result = _train_vectorised(network, optimizer, x.to(device), y.to(device), spec, on_epoch)
+    else:
+        result = _train_opacus(network, optimizer, x, y, spec, device, on_epoch)
+    average.apply_to(result.network)
+    return result
+
+
+def _first_averaged_step(spec: TrainingSpec) -> int:
+    """1-based index of the first step in the averaged tail (past the end: no averaging)."""
+    if spec.tail_average <= 0:
+        return spec.steps + 1
+    return spec.steps - max(1, round(spec.tail_average * spec.steps)) + 1
+
+
+class TailAverage:
+    """Running mean of the parameters over the last steps (Polyak-Ruppert tail averaging).
+
+    Post-processing of the noisy iterates, so it costs no privacy; it averages much of the
+    noise away. Hooked on the optimizer the job created (Opacus' DPOptimizer calls it too).
+    """
+
+    def __init__(self, network: nn.Module, optimizer: torch.optim.Optimizer, first_step: int):
+        self.params = [p for group in optimizer.param_groups for p in group["params"]]
+        self.first_step = first_step
+        self.step = 0
+        self.count = 0
+        self.mean = [torch.zeros_like(p) for p in self.params]
+        optimizer.register_step_post_hook(self._after_step)
+
+    @torch.no_grad()
+    def _after_step(self, *_: object) -> None:
+        self.step += 1
+        if self.step < self.first_step:
+            return
+        self.count += 1
+        for mean, p in zip(self.mean, self.params, strict=True):
+            mean.add_(p - mean, alpha=1.0 / self.count)
+
+    @torch.no_grad()
+    def apply_to(self, network: nn.Module) -> None:
+        """Replace ``network``'s weights by the tail mean (a no-op if no step was averaged)."""
+        if self.count == 0:
+            return
+        for target, mean in zip(network.parameters(), self.mean, strict=True):
+            target.copy_(mean.to(target.device))
 
 
 def _train_vectorised(

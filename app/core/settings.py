@@ -22,7 +22,14 @@ class Settings(BaseSettings):
     artifact_dir: Path = Field(default=Path("./var/artifacts"))
     worker_poll_seconds: float = Field(default=1.0, gt=0)
     worker_lease_seconds: float = Field(default=60.0, gt=0)
-    torch_threads: int = Field(default=0, ge=0, description="0 keeps torch's default")
+    worker_wake: bool = Field(
+        default=True,
+        description="a submission wakes the embedded worker; false leaves it to its poll "
+        "timer (bench/time_to_model.py measures the difference)",
+    )
+    torch_threads: int = Field(
+        default=0, ge=0, description="0: 1 for a CPU worker, torch's default otherwise"
+    )
     device: str = Field(default="auto", description="auto | cpu | cuda")
 
     @cached_property

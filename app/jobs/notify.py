@@ -2,11 +2,20 @@
 
 import threading
 
+from app.core.settings import settings
+
 job_submitted = threading.Event()
 
 
 def wake_workers() -> None:
+    """Wake the embedded worker now (a new job, or a stop request)."""
     job_submitted.set()
+
+
+def announce_job() -> None:
+    """A job was queued: wake the worker unless ``WORKER_WAKE`` is off (then it polls)."""
+    if settings.worker_wake:
+        wake_workers()
 
 
 def wait_for_work(timeout: float) -> None:

@@ -9,7 +9,7 @@ from app.core.negotiation import REPORT_RESPONSES, PrefersHtml
 from app.core.pagination import Limit, Offset
 from app.datasets import service as dataset_service
 from app.jobs import service
-from app.jobs.notify import wake_workers
+from app.jobs.notify import announce_job
 from app.jobs.schemas import JobCreate, JobOut, JobPage, JobStatus
 from app.ledger import report as ledger_report
 from app.ledger import report_html
@@ -22,7 +22,7 @@ def submit_job(body: JobCreate, session: SessionDep, response: Response) -> dict
     """Submit a DP-SGD training job; its budget is reserved atomically or refused (409)."""
     job = service.submit(session=session, request=body)
     session.commit()
-    wake_workers()
+    announce_job()
     response.headers["Location"] = f"/v1/jobs/{job.id}"
     return service.to_out(session=session, job=job)
 

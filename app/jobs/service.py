@@ -11,7 +11,12 @@ from app.core.time import as_utc, utcnow
 from app.datasets import service as dataset_service
 from app.datasets.models import Dataset
 from app.jobs.models import CANCELLED, FINISHED, QUEUED, RUNNING, Job
-from app.jobs.schemas import JobCreate
+from app.jobs.schemas import (
+    FULL_BATCH_EPOCHS,
+    MINI_BATCH_EPOCHS,
+    JobCreate,
+    TrainingConfig,
+)
 from app.ledger import accounting
 from app.ledger import service as ledger_service
 from app.registry.models import TrainedModel
@@ -32,6 +37,15 @@ def _plan_sampling(dataset: Dataset, batch_size: int, epochs: int) -> tuple[floa
     batches_per_epoch = math.ceil(dataset.n_train / batch_size)
     sample_rate = 1.0 / batches_per_epoch
     return sample_rate, epochs * int(1 / sample_rate)
+
+
+def _resolve_training(training: TrainingConfig, dataset: Dataset) -> TrainingConfig:
+    """Fill the size-dependent defaults (a public function of n_train, never of the data)."""
+    batch_size = training.batch_size if training.batch_size is not None else dataset.n_train
+    epochs = training.epochs
+    if epochs is None:
+        epochs = FULL_BATCH_EPOCHS if batch_size >= dataset.n_train else MINI_BATCH_EPOCHS
+    return training.model_copy(update={"batch_size": batch_size, "epochs": epochs})
 
 
 def _resolve_delta(dataset: Dataset, requested: float | None) -> float:
@@ -100,7 +114,8 @@ def submit(*, session: Session, request: JobCreate) -> Job:
         DatasetNotFound, InvalidRequest, BudgetExceeded.
     """
     dataset = dataset_service.get(session=session, dataset_id=request.dataset_id)
-    training = request.training
+    training = _resolve_training(request.training, dataset)
+    request = request.model_copy(update={"training": training})
     sample_rate, steps = _plan_sampling(dataset, training.batch_size, training.epochs)
     delta = _resolve_delta(dataset, request.privacy.delta)
     sigma = _resolve_noise(request, dataset, delta, sample_rate, steps)

@@ -8,12 +8,20 @@ from typing import Any
 import torch
 from torch import nn
 
+from app.core.errors import Conflict
 from app.core.settings import settings
+from app.features import SCALING
 from app.registry.network import build_network
 
 
 class ArtifactCorrupt(RuntimeError):
     """The artifact's bytes no longer match the hash recorded for it."""
+
+
+class ArtifactIncompatible(Conflict):
+    """The model was trained with another feature scaling than this service applies."""
+
+    kind, title = "model-incompatible", "Model trained with an older feature scaling"
 
 
 def _path(sha256: str, root: Path | None = None) -> Path:
@@ -43,6 +51,13 @@ def load(sha256: str, root: Path | None = None) -> tuple[nn.Module, dict[str, An
         raise ArtifactCorrupt(f"artifact {sha256} does not match its hash")
     payload = torch.load(io.BytesIO(data), weights_only=True)
     config = payload["config"]
+    if config.get("scaling") != SCALING:
+        # Scoring it with today's scaling would silently give wrong risks: refuse instead.
+        raise ArtifactIncompatible(
+            f"model artifact {sha256[:12]} was trained with feature scaling "
+            f"{config.get('scaling')!r}, this service scales with {SCALING!r}: retrain it",
+            field="model_id",
+        )
     network = build_network(config["kind"], int(config.get("hidden_units", 16)))
     network.load_state_dict(payload["state_dict"])
     network.eval()

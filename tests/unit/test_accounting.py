@@ -315,3 +315,20 @@ def test_noise_search_matches_plain_bisection(target: float) -> None:
             low = mid
     assert _prv(fast, q, steps) <= target
     assert fast == pytest.approx(high, rel=0.01)  # within the epsilon tolerance's worth
+
+
+@pytest.mark.parametrize(("sigma", "steps"), [(84.2, 500), (13.4, 500), (1.0, 10), (5.0, 1)])
+def test_full_batch_epsilon_is_the_exact_gaussian_one(sigma: float, steps: int) -> None:
+    """q = 1: closed form; Opacus' numerical PRV upper bound sits within its eps_error above."""
+    from opacus.accountants import PRVAccountant as OpacusPRV
+
+    stock = OpacusPRV()
+    stock.history = [(sigma, 1.0, steps)]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        upper = stock.get_epsilon(delta=DELTA, eps_error=0.01)
+    exact = _prv(sigma, 1.0, steps)
+    assert upper - 0.02 <= exact <= upper
+    pld = PLDAccountant(value_discretization_interval=1e-4)
+    pld.compose(dp_accounting.SelfComposedDpEvent(dp_accounting.GaussianDpEvent(sigma), steps))
+    assert exact == pytest.approx(pld.get_epsilon(DELTA), rel=0.01)

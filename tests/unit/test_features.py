@@ -10,6 +10,7 @@ from app.features import (
     FEATURE_NAMES,
     FEATURES,
     LOWER,
+    MODEL_UPPER,
     N_FEATURES,
     REFERENCE,
     UPPER,
@@ -109,19 +110,30 @@ def test_true_logit_ignores_age() -> None:
 # --- scaling -----------------------------------------------------------------------------------
 
 
-def test_scale_maps_public_bounds_to_minus_one_and_plus_one() -> None:
+def test_scale_maps_public_model_ranges_to_minus_one_and_plus_one() -> None:
     np.testing.assert_allclose(scale(LOWER[None, :]), -np.ones((1, N_FEATURES)), atol=1e-15)
+    np.testing.assert_allclose(scale(MODEL_UPPER[None, :]), np.ones((1, N_FEATURES)), atol=1e-15)
     np.testing.assert_allclose(scale(UPPER[None, :]), np.ones((1, N_FEATURES)), atol=1e-15)
-    np.testing.assert_allclose(scale((LOWER + UPPER)[None, :] / 2), 0.0, atol=1e-15)
+    np.testing.assert_allclose(scale((LOWER + MODEL_UPPER)[None, :] / 2), 0.0, atol=1e-15)
 
 
-def test_scale_uses_each_features_own_bounds() -> None:
+def test_scale_uses_each_features_own_range() -> None:
     for i, f in enumerate(FEATURES):
+        top = f.upper if f.model_upper is None else f.model_upper
         row = REFERENCE.copy()
         row[i] = f.lower
         assert scale(row[None, :])[0, i] == pytest.approx(-1.0), f.name
-        row[i] = f.upper
+        row[i] = top
         assert scale(row[None, :])[0, i] == pytest.approx(1.0), f.name
+
+
+def test_only_sessions_has_a_narrower_model_range() -> None:
+    narrower = {f.name: f.model_upper for f in FEATURES if f.model_upper is not None}
+    assert narrower == {"num_sessions": 15}
+    sessions = FEATURE_NAMES.index("num_sessions")
+    row = REFERENCE.copy()
+    row[sessions] = 40  # valid input, above the model range: counts as 15
+    assert scale(row[None, :])[0, sessions] == 1.0
 
 
 def test_scale_does_not_depend_on_the_data() -> None:

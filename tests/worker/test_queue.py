@@ -21,7 +21,7 @@ from app.ledger import accounting
 from app.ledger import service as ledger_service
 from app.ledger.models import LedgerEntry
 from tests.conftest import FAST_TRAINING, SMALL_DATASET
-from worker.runner import Worker
+from worker.runner import Worker, report_interval
 
 
 def _submit(db: Database, n_jobs: int = 1, epochs: int = 3) -> list[int]:
@@ -145,20 +145,22 @@ def test_cancel_while_running_stops_and_keeps_the_charge(
     db: Database, artifact_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     (job_id,) = _submit(db, epochs=50)
+    first_report = report_interval(50)  # progress is reported (and cancel seen) every 3 epochs
+    assert first_report == 3
 
-    def cancel_after_first_epoch(epoch: int) -> None:
-        if epoch == 1:
+    def cancel_at_first_report(epoch: int) -> None:
+        if epoch == first_report:
             with db.session_scope() as session:
                 job_service.cancel(session=session, job=session.get(Job, job_id))
 
-    _before_each_epoch_record(monkeypatch, cancel_after_first_epoch)
+    _before_each_epoch_record(monkeypatch, cancel_at_first_report)
     Worker(database=db).run_once()
     job = _job(db, job_id)
-    assert job.status == "cancelled" and job.progress_epoch == 1
+    assert job.status == "cancelled" and job.progress_epoch == first_report
     assert _entry_status(db, job_id) == "committed"
-    # The epoch that ran stays charged; the 49 that never ran go back to the budget.
+    # The epochs that ran stay charged; the 47 that never ran go back to the budget.
     planned, charged, released = _charge(db, job_id)
-    assert released and charged == planned // 50
+    assert released and charged == planned // 50 * first_report
     mechanism = accounting.Mechanism(2.0, job.sample_rate, charged)
     assert _spent(db, job_id) == pytest.approx(
         accounting.RDPAccountant().epsilon([mechanism], 1e-5), rel=1e-12

@@ -78,3 +78,31 @@ def test_non_private_training_has_no_accountant_history() -> None:
     result = train(x, y, _spec(len(x), epochs=2, noise_multiplier=0.0),
                    device=torch.device("cpu"))
     assert result.history == []
+
+
+def test_tail_average_is_the_mean_of_the_last_iterates() -> None:
+    from torch import nn
+
+    from worker.training import TailAverage
+
+    layer = nn.Linear(2, 1)
+    optimizer = torch.optim.SGD(layer.parameters(), lr=1.0)
+    average = TailAverage(layer, optimizer, first_step=3)  # steps 3 and 4 are averaged
+    seen = []
+    for step in range(1, 5):
+        for p in layer.parameters():
+            p.grad = torch.full_like(p, float(step))
+        optimizer.step()
+        seen.append([p.detach().clone() for p in layer.parameters()])
+    average.apply_to(layer)
+    for i, p in enumerate(layer.parameters()):
+        torch.testing.assert_close(p, (seen[2][i] + seen[3][i]) / 2)
+
+
+@pytest.mark.parametrize(("fraction", "first"), [(0.0, 101), (0.5, 51), (0.25, 76), (0.999, 1)])
+def test_first_averaged_step(fraction: float, first: int) -> None:
+    from worker.training import _first_averaged_step
+
+    spec = _spec(1000, batch_size=1000, epochs=100, tail_average=fraction)
+    assert spec.steps == 100
+    assert _first_averaged_step(spec) == first
