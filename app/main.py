@@ -6,8 +6,11 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 
 from app import health
+from app.cdshooks.router import router as cds_hooks_router
 from app.core.errors import install_error_handlers
+from app.dashboard.router import router as dashboard_router
 from app.datasets.router import router as datasets_router
+from app.fhir.router import router as fhir_router
 from app.jobs.router import router as jobs_router
 from app.ledger.router import router as ledger_router
 from app.registry.router import router as models_router
@@ -39,7 +42,8 @@ def create_app(*, embedded_worker: bool = False) -> FastAPI:
     )
     install_error_handlers(app)
     routers = (health.router, datasets_router, ledger_router, jobs_router, models_router,
-               scoring_router)
+               scoring_router, fhir_router, cds_hooks_router)
     for router in routers:
         app.include_router(router)
+    app.include_router(dashboard_router)
     return app

@@ -1,9 +1,19 @@
-"""Trained models: the artifact's content hash, its privacy statement and held-out metrics."""
+"""Trained models (artifact hash, privacy statement, held-out metrics, band thresholds) and the
+history of which one is active."""
 
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import JSON, DateTime, Float, ForeignKey, Integer, String
+from sqlalchemy import (
+    JSON,
+    CheckConstraint,
+    DateTime,
+    Float,
+    ForeignKey,
+    Integer,
+    String,
+    UniqueConstraint,
+)
 from sqlalchemy.orm import Mapped, mapped_column
 
 from app.core.database import Base
@@ -25,4 +35,29 @@ class TrainedModel(Base):
     accountant: Mapped[str] = mapped_column(String(16))
     metrics: Mapped[dict[str, Any]] = mapped_column(JSON)
     band_thresholds: Mapped[dict[str, float]] = mapped_column(JSON)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+ACTIVATION_ACTIONS = ("auto", "activate", "rollback")
+
+
+class ModelActivation(Base):
+    """Append-only history of which model scores by default; the newest row is the active one.
+
+    ``seq`` is unique, so two writers racing to append the same step cannot both succeed.
+    ``action``: ``auto`` (the first model stored while none was active), ``activate`` (an explicit
+    ``POST /v1/models/{id}/activate``) or ``rollback`` (back to the model active before).
+    """
+
+    __tablename__ = "model_activation"
+    __table_args__ = (
+        UniqueConstraint("seq"),
+        CheckConstraint("action IN ('auto', 'activate', 'rollback')", name="action"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    seq: Mapped[int] = mapped_column(Integer)
+    model_id: Mapped[int] = mapped_column(ForeignKey("model.id"), index=True)
+    previous_model_id: Mapped[int | None] = mapped_column(ForeignKey("model.id"), nullable=True)
+    action: Mapped[str] = mapped_column(String(16))
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)

@@ -1,20 +1,66 @@
-"""Model registry: record trained models, find the one to score with, shape views."""
+"""Model registry: record trained models, say which one scores by default, shape views.
 
+Which model is *active* is the newest row of the append-only ``model_activation`` history:
+
+- the first model stored while none is active is activated automatically (``auto``), so the
+  zero-set-up flow (register, train, score) works without an extra step;
+- every later model waits for an explicit ``activate``: a new model never replaces the one
+  clinicians are scored with just because it finished training;
+- ``rollback`` undoes the latest activation (a stack: rolling back twice goes back two steps).
+
+Scoring reads the active model in one query and holds no lock, so activation never blocks it.
+Writers to the history serialise on a registry lock (an advisory lock on PostgreSQL, the
+database write lock on SQLite), and ``seq`` is unique as a last line of defence.
+"""
+
+from collections.abc import Mapping
 from typing import Any
 
-from sqlalchemy import func, select
-from sqlalchemy.orm import Session
+from sqlalchemy import func, select, text
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session, load_only
+from torch import nn
 
-from app.core.errors import NotFound
+from app.core.errors import Conflict, InvalidRequest, NotFound
 from app.core.time import as_utc
-from app.registry.models import TrainedModel
+from app.jobs.models import SUCCEEDED, Job
+from app.ledger.report import epsilon_text
+from app.registry import artifacts
+from app.registry.models import ModelActivation, TrainedModel
 
 DEFAULT_BAND_THRESHOLDS = {"low_medium": 0.05, "medium_high": 0.20}
-"""Defaults for a rare outcome (~2% prevalence): medium from 2.5x, high from 10x the base rate."""
+"""Defaults for a rare outcome (~2% prevalence): medium from 2.5x, high from 10x the base rate.
+
+A band is ``low`` below ``low_medium``, ``medium`` from ``low_medium`` up to ``medium_high``
+and ``high`` from ``medium_high``; each model carries its own copy, changed with
+``PUT /v1/models/{id}/band-thresholds`` (0 < low_medium < medium_high < 1).
+"""
+
+_REGISTRY_LOCK_KEY = 0x6470637269736973  # "dpcrisis": one PostgreSQL advisory lock
 
 
 class ModelNotFound(NotFound):
     kind, title = "model-not-found", "Model not found"
+
+
+class NoActiveModel(Conflict):
+    kind, title = "no-active-model", "No active model"
+
+
+class ModelNotActivatable(Conflict):
+    kind, title = "model-not-activatable", "Model cannot be activated"
+
+
+class ModelUnavailable(Conflict):
+    kind, title = "model-unavailable", "Model unavailable"
+
+
+class NothingToRollBack(Conflict):
+    kind, title = "nothing-to-roll-back", "Nothing to roll back to"
+
+
+class ActivationRace(Conflict):
+    kind, title = "activation-race", "Activation changed concurrently"
 
 
 def get(*, session: Session, model_id: int) -> TrainedModel:
@@ -24,11 +70,187 @@ def get(*, session: Session, model_id: int) -> TrainedModel:
     return model
 
 
-def latest(*, session: Session) -> TrainedModel:
-    """The most recent successful model (the one scoring uses when none is named)."""
-    model = session.scalar(select(TrainedModel).order_by(TrainedModel.id.desc()).limit(1))
+def active_id(*, session: Session) -> int | None:
+    """The active model's id, or None when nothing was ever activated."""
+    stmt = select(ModelActivation.model_id).order_by(ModelActivation.seq.desc()).limit(1)
+    return session.scalar(stmt)
+
+
+_SCORING_COLUMNS = load_only(
+    TrainedModel.id, TrainedModel.job_id, TrainedModel.dataset_id, TrainedModel.kind,
+    TrainedModel.artifact_sha256, TrainedModel.epsilon, TrainedModel.epsilon_rdp,
+    TrainedModel.delta, TrainedModel.accountant, TrainedModel.band_thresholds,
+    TrainedModel.created_at,
+)
+"""What scoring reads: the held-out metrics (a large JSON document) stay unloaded."""
+
+_ACTIVE = (
+    select(TrainedModel)
+    .options(_SCORING_COLUMNS)
+    .join(ModelActivation, ModelActivation.model_id == TrainedModel.id)
+    .order_by(ModelActivation.seq.desc())
+    .limit(1)
+)
+
+
+def active(*, session: Session) -> TrainedModel:
+    """The model scoring uses when none is named (one query, no lock).
+
+    Raises:
+        ModelNotFound: no model trained yet (404).
+        NoActiveModel: models exist but none was ever activated (409).
+    """
+    model = session.scalar(_ACTIVE)
+    if model is not None:
+        return model
+    if session.scalar(select(func.count()).select_from(TrainedModel)):
+        raise NoActiveModel(
+            "no model is active: activate one with POST /v1/models/{id}/activate or name "
+            "model_id",
+            field="model_id",
+        )
+    raise ModelNotFound("no trained model yet: submit a training job first", field="model_id")
+
+
+def resolve(*, session: Session, model_id: int | None) -> TrainedModel:
+    """The named model (any succeeded one, active or not), else the active one."""
+    if model_id is None:
+        return active(session=session)
+    model = session.scalar(
+        select(TrainedModel).options(_SCORING_COLUMNS).where(TrainedModel.id == model_id)
+    )
     if model is None:
-        raise ModelNotFound("no trained model yet: submit a training job first", field="model_id")
+        raise ModelNotFound(f"model {model_id} does not exist", field="model_id")
+    return model
+
+
+def load_network(model: TrainedModel) -> nn.Module:
+    """Load and verify a model's weights.
+
+    Raises:
+        ModelUnavailable: the artifact is missing or its bytes no longer match the hash.
+    """
+    try:
+        network, _ = artifacts.load(model.artifact_sha256)
+    except (FileNotFoundError, artifacts.ArtifactCorrupt) as exc:
+        raise ModelUnavailable(
+            f"model {model.id}'s artifact is missing or does not match its SHA-256",
+            field="model_id",
+        ) from exc
+    return network
+
+
+def _lock_registry(session: Session) -> None:
+    """Serialise writers of the activation history; readers (scoring) never wait on it."""
+    if session.get_bind().dialect.name == "postgresql":
+        session.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _REGISTRY_LOCK_KEY})
+    else:  # SQLite: a write statement takes the database write lock before anything is read
+        session.execute(text("UPDATE model_activation SET seq = seq WHERE 1 = 0"))
+
+
+def _append(
+    session: Session, *, model_id: int, previous_model_id: int | None, action: str
+) -> ModelActivation:
+    head = session.scalar(select(func.max(ModelActivation.seq))) or 0
+    row = ModelActivation(
+        seq=head + 1, model_id=model_id, previous_model_id=previous_model_id, action=action
+    )
+    session.add(row)
+    try:
+        session.flush()
+    except IntegrityError as exc:  # only a writer that skipped the lock can get here
+        raise ActivationRace("another activation was written at the same time: retry") from exc
+    return row
+
+
+def activate(*, session: Session, model: TrainedModel) -> ModelActivation | None:
+    """Make ``model`` the active one; None if it already is (nothing is written).
+
+    Raises:
+        ModelNotActivatable: its job did not succeed (409).
+        ModelUnavailable: its artifact is missing or corrupt (409).
+    """
+    status = session.scalar(select(Job.status).where(Job.id == model.job_id))
+    if status != SUCCEEDED:
+        raise ModelNotActivatable(
+            f"model {model.id} comes from a job that is {status}: only models of succeeded "
+            "jobs can be activated",
+            field="model_id",
+        )
+    load_network(model)
+    _lock_registry(session)
+    current = active_id(session=session)
+    if current == model.id:
+        return None
+    return _append(session, model_id=model.id, previous_model_id=current, action="activate")
+
+
+def activate_if_none(*, session: Session, model: TrainedModel) -> bool:
+    """Activate a newly stored model only if no model is active (the worker calls this)."""
+    session.flush()
+    _lock_registry(session)
+    if active_id(session=session) is not None:
+        return False
+    _append(session, model_id=model.id, previous_model_id=None, action="auto")
+    return True
+
+
+def _activation_stack(session: Session) -> list[int]:
+    """Replay the history: activations push a model, a rollback pops one."""
+    stack: list[int] = []
+    rows = session.execute(
+        select(ModelActivation.action, ModelActivation.model_id).order_by(ModelActivation.seq)
+    )
+    for action, model_id in rows:
+        if action == "rollback" and stack:
+            stack.pop()
+        if not stack or stack[-1] != model_id:
+            stack.append(model_id)
+    return stack
+
+
+def rollback(*, session: Session) -> tuple[TrainedModel, ModelActivation]:
+    """Go back to the model that was active before the latest activation.
+
+    Raises:
+        NothingToRollBack: no earlier activation to return to (409).
+    """
+    _lock_registry(session)
+    stack = _activation_stack(session)
+    if len(stack) < 2:
+        raise NothingToRollBack(
+            "there is no previously active model to roll back to", field="model_id"
+        )
+    target = get(session=session, model_id=stack[-2])
+    load_network(target)
+    row = _append(session, model_id=target.id, previous_model_id=stack[-1], action="rollback")
+    return target, row
+
+
+def validate_thresholds(thresholds: Mapping[str, float]) -> dict[str, float]:
+    """0 < low_medium < medium_high < 1 (probabilities of a crisis within 30 days).
+
+    Raises:
+        InvalidRequest: a threshold is out of range or they are not in order (422).
+    """
+    low, high = float(thresholds["low_medium"]), float(thresholds["medium_high"])
+    if not 0.0 < low < 1.0:
+        raise InvalidRequest("low_medium must lie in (0, 1)", field="low_medium", allowed="(0, 1)")
+    if not low < high < 1.0:
+        raise InvalidRequest(
+            f"medium_high must lie above low_medium ({low:g}) and below 1",
+            field="medium_high",
+            allowed=f"({low:g}, 1)",
+        )
+    return {"low_medium": low, "medium_high": high}
+
+
+def set_band_thresholds(
+    *, session: Session, model: TrainedModel, thresholds: Mapping[str, float]
+) -> TrainedModel:
+    """Replace a model's band thresholds; scoring uses them from the next request on."""
+    model.band_thresholds = validate_thresholds(thresholds)
+    session.flush()
     return model
 
 
@@ -36,6 +258,35 @@ def list_page(*, session: Session, limit: int, offset: int) -> tuple[list[Traine
     total = session.scalar(select(func.count()).select_from(TrainedModel)) or 0
     stmt = select(TrainedModel).order_by(TrainedModel.id.desc()).limit(limit).offset(offset)
     return list(session.scalars(stmt)), total
+
+
+def history_page(
+    *, session: Session, limit: int, offset: int
+) -> tuple[list[ModelActivation], int]:
+    total = session.scalar(select(func.count()).select_from(ModelActivation)) or 0
+    stmt = (
+        select(ModelActivation).order_by(ModelActivation.seq.desc()).limit(limit).offset(offset)
+    )
+    return list(session.scalars(stmt)), total
+
+
+def version_of(model: TrainedModel) -> str:
+    """The first 12 hex digits of the artifact's SHA-256: same version, same weights."""
+    return model.artifact_sha256[:12]
+
+
+def privacy_sentence(model: TrainedModel) -> str:
+    """The model's guarantee in one sentence, for cards, notes and dashboards."""
+    if model.epsilon is None:
+        return (
+            f"Model {model.id} was trained without differential privacy (epsilon = infinity) "
+            "on a public dataset."
+        )
+    return (
+        f"Model {model.id} was trained with DP-SGD: ({epsilon_text(model.epsilon)}, "
+        f"{model.delta:g})-differential privacy per patient record ({model.accountant.upper()} "
+        "accountant)."
+    )
 
 
 def privacy_statement(model: TrainedModel) -> dict[str, Any]:
@@ -46,12 +297,15 @@ def privacy_statement(model: TrainedModel) -> dict[str, Any]:
         "epsilon_rdp": model.epsilon_rdp,
         "non_private": model.epsilon is None,
         "unit": "record (one patient)",
+        "statement": privacy_sentence(model),
     }
 
 
-def to_out(model: TrainedModel) -> dict[str, Any]:
+def to_out(model: TrainedModel, *, active_model_id: int | None) -> dict[str, Any]:
     return {
         "id": model.id,
+        "version": version_of(model),
+        "active": model.id == active_model_id,
         "job_id": model.job_id,
         "dataset_id": model.dataset_id,
         "kind": model.kind,
@@ -61,4 +315,14 @@ def to_out(model: TrainedModel) -> dict[str, Any]:
         "metrics": model.metrics,
         "band_thresholds": model.band_thresholds,
         "created_at": as_utc(model.created_at),
+    }
+
+
+def activation_out(row: ModelActivation) -> dict[str, Any]:
+    return {
+        "seq": row.seq,
+        "action": row.action,
+        "model_id": row.model_id,
+        "previous_model_id": row.previous_model_id,
+        "activated_at": as_utc(row.created_at),
     }

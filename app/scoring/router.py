@@ -2,22 +2,41 @@
 
 from typing import Any
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Response
+from starlette.concurrency import run_in_threadpool
 
-from app.core.database import SessionDep
+from app.core.database import SessionDep, get_database
 from app.features import spec_document
-from app.scoring import service
-from app.scoring.schemas import RiskRequest
+from app.scoring import render, service
+from app.scoring.schemas import RiskBatchRequest, RiskBatchResponse, RiskRequest, RiskResult
 
 router = APIRouter(tags=["scoring"])
 
 
-@router.post("/v1/risk")
-def score_patient(body: RiskRequest, session: SessionDep) -> dict[str, Any]:
+def _score_one(body: RiskRequest) -> dict[str, Any]:
+    with get_database().session_scope() as session:
+        return service.score(
+            session=session, features=body.features.model_dump(), model_id=body.model_id
+        )
+
+
+@router.post("/v1/risk", response_model=RiskResult)
+async def score_patient(body: RiskRequest) -> dict[str, Any]:
     """Score one patient: probability, risk band and contributing features."""
-    return service.score(
-        session=session, features=body.features.model_dump(), model_id=body.model_id
+    # One hop to a worker thread for the session and the model, not three (a sync route with
+    # SessionDep enters, runs and exits in separate hops): the single-patient latency path.
+    return await run_in_threadpool(_score_one, body)
+
+
+@router.post("/v1/risk/batch", response_model=RiskBatchResponse)
+def score_patients(body: RiskBatchRequest, session: SessionDep) -> Response:
+    """Score 1 to 10,000 patients in one call; results in request order."""
+    scored = service.score_batch(
+        session=session, patients=[p.features.model_dump() for p in body.patients],
+        model_id=body.model_id,
     )
+    return Response(render.batch_json(scored, [p.id for p in body.patients]),
+                    media_type="application/json")
 
 
 @router.get("/v1/features")

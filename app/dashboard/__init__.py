@@ -1,0 +1,1 @@
+"""The clinician dashboard: scoring and privacy pages served by the service itself."""

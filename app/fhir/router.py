@@ -1,0 +1,29 @@
+"""FHIR R4 face of the risk endpoint: a RiskAssessment resource."""
+
+from fastapi import APIRouter
+from fastapi.responses import JSONResponse
+
+from app.core.database import SessionDep
+from app.core.time import utcnow
+from app.fhir import service
+from app.fhir.schemas import RiskFhirRequest
+from app.scoring import service as scoring_service
+
+router = APIRouter(tags=["fhir"])
+
+
+@router.post(
+    "/v1/risk/fhir",
+    response_class=JSONResponse,
+    responses={200: {"content": {service.FHIR_JSON: {}},
+                     "description": "a FHIR R4 RiskAssessment"}},
+)
+def score_patient_fhir(body: RiskFhirRequest, session: SessionDep) -> JSONResponse:
+    """Score one patient and answer with a FHIR R4 RiskAssessment."""
+    features = body.features.model_dump()
+    scored = scoring_service.score(session=session, features=features, model_id=body.model_id)
+    resource = service.risk_assessment(
+        scored=scored, features=features, subject=body.subject, references=body.basis,
+        now=utcnow(),
+    )
+    return JSONResponse(resource, media_type=service.FHIR_JSON)

@@ -1,0 +1,157 @@
+"""A score as a FHIR R4 ``RiskAssessment`` (built from the same batch core as ``/v1/risk``).
+
+Choices worth knowing:
+
+- ``prediction[0].probabilityDecimal`` is the probability on a 0-1 scale (0.25 = 25%). R4's
+  element comment speaks of percentages while its own examples use fractions, so a ``note``
+  says which scale this is.
+- ``whenPeriod`` (from the assessment to 30 days later) carries the horizon: R4 reads
+  ``whenRange`` as an age range of the subject, so 0-30 days there would mean something else.
+- ``qualitativeRisk`` codes the band twice: the service's own band (``BAND_SYSTEM``), and the
+  nearest HL7 risk-probability code (see ``QUALITATIVE``).
+"""
+
+from collections.abc import Mapping
+from datetime import datetime, timedelta
+from typing import Any
+
+from app.fhir.codes import (
+    BAND_SYSTEM,
+    FEATURE_CODES,
+    HORIZON_DAYS,
+    MODEL_SYSTEM,
+    OUTCOME_TEXT,
+    RISK_PROBABILITY,
+)
+
+FHIR_JSON = "application/fhir+json"
+
+QUALITATIVE: dict[str, tuple[str, str]] = {
+    "low": ("low", "Low likelihood"),
+    "medium": ("moderate", "Moderate likelihood"),
+    "high": ("high", "High likelihood"),
+}
+"""Band -> HL7 risk-probability (code, display).
+
+That code system has negligible / low / moderate / high / certain. ``negligible``
+("exceptionally unlikely") and ``certain`` ("effectively guaranteed") are never used: a model
+trained with DP noise on a rare outcome, checked on a few dozen held-out positives, cannot
+warrant either claim, and our low band (below 5% by default) is "possible but unlikely", not
+negligible. low -> low and medium -> moderate ("a reasonable likelihood") match their
+definitions. HL7 defines ``high`` as "more likely to occur than not", while our high band starts
+at 20% by default (10x the ~2% base rate): the band's own coding and the text carry the exact
+threshold so nobody reads "high" as "over 50%".
+"""
+
+
+def _timestamp(value: datetime) -> str:
+    return value.replace(microsecond=0).isoformat().replace("+00:00", "Z")
+
+
+def percent(p: float) -> str:
+    """A probability for people: one decimal, and "<0.1%" rather than a misleading "0.0%"."""
+    return "<0.1%" if 0 < p < 0.0005 else f"{100 * p:.1f}%"
+
+
+def _qualitative_risk(band: str, thresholds: Mapping[str, float]) -> dict[str, Any]:
+    code, display = QUALITATIVE[band]
+    low, high = thresholds["low_medium"], thresholds["medium_high"]
+    bounds = {
+        "low": f"probability < {low:g}",
+        "medium": f"{low:g} <= probability < {high:g}",
+        "high": f"probability >= {high:g}",
+    }[band]
+    return {
+        "coding": [
+            {"system": RISK_PROBABILITY, "code": code, "display": display},
+            {"system": BAND_SYSTEM, "code": band, "display": f"{band} risk band ({bounds})"},
+        ],
+        "text": f"{band} risk band ({bounds}, on a 0-1 scale)",
+    }
+
+
+def _basis(features: Mapping[str, float], references: Mapping[str, str]) -> list[dict[str, Any]]:
+    """One Reference per input: to the Observation when the caller named it, else display only."""
+    basis = []
+    for c in FEATURE_CODES:
+        f = c.feature
+        item: dict[str, Any] = {
+            "type": "Observation",
+            "display": f"{f.reason(float(features[f.name]))} ({c.token})",
+        }
+        if f.name in references:
+            item["reference"] = references[f.name]
+        basis.append(item)
+    return basis
+
+
+def _rationale(contributions: list[dict[str, Any]], base_probability: float) -> str:
+    parts = [
+        f"{c['reason']} ({c['direction']} the risk by "
+        f"{100 * abs(c['contribution_probability']):.1f} percentage points)"
+        for c in contributions
+        if c["direction"] != "neutral"
+    ]
+    listed = "; ".join(parts) if parts else "no feature differs from the reference patient"
+    return (
+        f"Exact Shapley contributions against the public reference patient "
+        f"({percent(base_probability)}), largest first: {listed}."
+    )
+
+
+def risk_assessment(
+    *,
+    scored: Mapping[str, Any],
+    features: Mapping[str, float],
+    subject: str | None,
+    references: Mapping[str, str] | None = None,
+    now: datetime,
+) -> dict[str, Any]:
+    """The RiskAssessment for one result of ``scoring.service.score`` (never stored).
+
+    Args:
+        scored: the single-patient score (probability, band, contributions, model, reference).
+        features: the inputs, for ``basis``.
+        subject: ``Patient/<id>`` (or ``Group/<id>``); without it the subject is display-only.
+        references: feature name -> ``Observation/<id>`` the value came from, when known.
+        now: when the assessment was made (``occurrenceDateTime``, start of ``whenPeriod``).
+    """
+    model = scored["model"]
+    occurred = _timestamp(now)
+    method_text = (
+        f"dpcrisis {model['kind']} model {model['id']} (version {model['version']}), "
+        f"DP-SGD; exact Shapley explanations"
+    )
+    return {
+        "resourceType": "RiskAssessment",
+        "status": "final",
+        "method": {
+            "coding": [{"system": MODEL_SYSTEM, "code": f"model-{model['id']}",
+                        "display": method_text}],
+            "text": method_text,
+        },
+        "code": {"text": f"{HORIZON_DAYS}-day mental-health crisis risk"},
+        "subject": {"reference": subject} if subject else {"display": "patient not identified"},
+        "occurrenceDateTime": occurred,
+        "performer": {"type": "Device", "display": f"dpcrisis model {model['id']}"},
+        "basis": _basis(features, references or {}),
+        "prediction": [
+            {
+                "outcome": {"text": OUTCOME_TEXT},
+                "probabilityDecimal": scored["probability"],
+                "qualitativeRisk": _qualitative_risk(scored["band"], scored["band_thresholds"]),
+                "whenPeriod": {
+                    "start": occurred,
+                    "end": _timestamp(now + timedelta(days=HORIZON_DAYS)),
+                },
+                "rationale": _rationale(
+                    scored["contributions"], scored["reference"]["probability"]
+                ),
+            }
+        ],
+        "note": [
+            {"text": model["statement"]},
+            {"text": "probabilityDecimal is a probability on a 0-1 scale (0.25 means 25%), "
+                     "not a percentage."},
+        ],
+    }

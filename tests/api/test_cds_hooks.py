@@ -1,0 +1,180 @@
+"""CDS Hooks: discovery, a patient-view card from prefetched FHIR resources, and the errors an
+EHR can act on (412 for missing data, 404 unknown service, 400/422 malformed calls)."""
+
+import copy
+import logging
+import re
+import uuid
+from datetime import date
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+
+from app.cdshooks.service import SERVICE_ID
+from app.fhir.codes import FEATURE_SYSTEM, LOINC
+from app.fhir.service import percent
+from tests.api.scoring_helpers import problem, train_models
+from tests.conftest import PATIENT
+
+PATIENT_ID = "pat-42"
+URL = f"/cds-services/{SERVICE_ID}"
+
+
+def birth_date_for(age: int) -> str:
+    return date(date.today().year - age, 1, 1).isoformat()  # birthday already passed
+
+
+def observation(obs_id: str, system: str, code: str, when: str, **value: Any) -> dict[str, Any]:
+    return {"resourceType": "Observation", "id": obs_id, "status": "final",
+            "code": {"coding": [{"system": system, "code": code}]},
+            "subject": {"reference": f"Patient/{PATIENT_ID}"},
+            "effectiveDateTime": when, **value}
+
+
+def bundle(*resources: dict[str, Any]) -> dict[str, Any]:
+    return {"resourceType": "Bundle", "type": "searchset",
+            "entry": [{"resource": r} for r in resources]}
+
+
+def prefetch() -> dict[str, Any]:
+    """The PATIENT of tests/conftest.py as an EHR would send it, with older values too."""
+    return {
+        "patient": {"resourceType": "Patient", "id": PATIENT_ID,
+                    "birthDate": birth_date_for(PATIENT["age"])},
+        "phq9": bundle(
+            observation("phq9-new", LOINC, "44261-6", "2026-03-01T10:00:00Z",
+                        valueQuantity={"value": 22, "unit": "{score}"}),
+            observation("phq9-old", LOINC, "44261-6", "2025-01-01T10:00:00Z",
+                        valueQuantity={"value": 3, "unit": "{score}"}),
+        ),
+        "gaf": bundle(observation("gaf-1", FEATURE_SYSTEM, "gaf", "2026-02-01", valueInteger=35)),
+        "num_sessions": bundle(observation("s-1", FEATURE_SYSTEM, "num_sessions",
+                                           "2026-02-01T00:00:00+01:00",
+                                           valueQuantity={"value": 12.0})),
+        "substance_use": bundle(observation("su-1", FEATURE_SYSTEM, "substance_use",
+                                            "2026-01-05", valueBoolean=True)),
+        "prior_crisis": observation(
+            "pc-1", FEATURE_SYSTEM, "prior_crisis", "2026-01-05",
+            valueCodeableConcept={"coding": [{"system": "http://snomed.info/sct",
+                                              "code": "373066001"}]},
+        ),
+    }
+
+
+def hook_call(**changes: Any) -> dict[str, Any]:
+    body = {"hook": "patient-view", "hookInstance": str(uuid.uuid4()),
+            "fhirServer": "https://ehr.example/fhir",
+            "context": {"userId": "Practitioner/7", "patientId": PATIENT_ID},
+            "prefetch": prefetch()}
+    body.update(changes)
+    return body
+
+
+def test_discovery_names_the_data_it_needs(client: TestClient) -> None:
+    response = client.get("/cds-services")
+    assert response.status_code == 200
+    (svc,) = response.json()["services"]
+    assert svc["id"] == SERVICE_ID and svc["hook"] == "patient-view"
+    assert svc["title"] and svc["description"]
+    prefetch_templates = svc["prefetch"]
+    assert prefetch_templates["patient"] == "Patient/{{context.patientId}}"
+    assert "code=http://loinc.org|44261-6" in prefetch_templates["phq9"]
+    assert f"code={FEATURE_SYSTEM}|gaf" in prefetch_templates["gaf"]
+    assert all("{{context.patientId}}" in t for t in prefetch_templates.values())
+
+
+def test_card_for_patient_view(any_client: TestClient, run_worker: Any) -> None:
+    (model_id,) = train_models(any_client, run_worker)
+    plain = any_client.post("/v1/risk", json={"features": PATIENT}).json()
+    response = any_client.post(URL, json=hook_call())
+    assert response.status_code == 200, response.text
+    (card,) = response.json()["cards"]
+    assert len(card["summary"]) < 140
+    assert card["indicator"] == {"low": "info", "medium": "warning",
+                                 "high": "critical"}[plain["band"]]
+    assert percent(plain["probability"]) in card["summary"]
+    assert card["source"]["label"]
+    assert plain["model"]["statement"] in card["detail"]
+    assert "PHQ-9 22: severe depressive symptoms (20-27)" in card["detail"]  # the newest PHQ-9
+    assert "substance use recorded" in card["detail"] and "prior crisis recorded" in card["detail"]
+    uuid.UUID(card["uuid"])
+    assert card["source"]["topic"]["code"] == f"model-{model_id}"
+
+
+@pytest.mark.parametrize(
+    ("alter", "missing"),
+    [
+        (lambda p: p.pop("phq9"), ["phq9"]),
+        (lambda p: p.update(gaf=None, patient=None), ["age", "gaf"]),
+        (lambda p: p["num_sessions"]["entry"][0]["resource"].update(status="entered-in-error"),
+         ["num_sessions"]),
+        (lambda p: p["substance_use"]["entry"][0]["resource"].update(
+            subject={"reference": "Patient/someone-else"}), ["substance_use"]),
+        (lambda p: p.clear(), ["age", "phq9", "gaf", "num_sessions", "substance_use",
+                               "prior_crisis"]),
+    ],
+)
+def test_missing_prefetch_is_412(client: TestClient, run_worker: Any, alter: Any,
+                                 missing: list[str]) -> None:
+    train_models(client, run_worker)
+    data = copy.deepcopy(prefetch())
+    alter(data)
+    body = problem(client.post(URL, json=hook_call(prefetch=data)), 412,
+                   kind="prefetch-incomplete")
+    assert body["missing"] == missing
+    assert {e["field"] for e in body["errors"]} == {f"prefetch.{m}" for m in missing}
+    for name in missing:
+        assert name in body["detail"]
+
+
+def test_age_observation_is_used_without_birth_date(client: TestClient, run_worker: Any) -> None:
+    train_models(client, run_worker)
+    data = prefetch()
+    data["patient"] = {"resourceType": "Patient", "id": PATIENT_ID}
+    data["age"] = bundle(observation("age-1", LOINC, "30525-0", "2026-01-01",
+                                     valueQuantity={"value": 34, "unit": "a"}))
+    response = client.post(URL, json=hook_call(prefetch=data))
+    assert response.status_code == 200, response.text
+    assert "Age 34 years" in response.json()["cards"][0]["detail"]
+
+
+def test_malformed_hook_calls(client: TestClient, run_worker: Any) -> None:
+    train_models(client, run_worker)
+    problem(client.post("/cds-services/nope", json=hook_call()), 404,
+            kind="cds-service-not-found")
+    problem(client.post("/cds-services/nope", json={"garbage": True}), 404)
+    problem(client.post(URL, json=hook_call(hook="order-select")), 400, field="hook")
+    problem(client.post(URL, json={"hook": "patient-view"}), 422, field="hookInstance")
+    problem(client.post(URL, json=hook_call(context={"userId": "Practitioner/7"})), 422,
+            field="context.patientId")
+    problem(client.post(URL, content="{not json", headers={"content-type": "application/json"}),
+            422)
+
+    out_of_range = prefetch()
+    out_of_range["phq9"]["entry"][0]["resource"]["valueQuantity"]["value"] = 30
+    problem(client.post(URL, json=hook_call(prefetch=out_of_range)), 422,
+            field="prefetch.phq9", allowed="[0, 27]")
+    wrong_kind = prefetch()
+    wrong_kind["gaf"]["entry"][0]["resource"] = observation(
+        "gaf-2", FEATURE_SYSTEM, "gaf", "2026-02-02", valueString="poor")
+    problem(client.post(URL, json=hook_call(prefetch=wrong_kind)), 422,
+            field="prefetch.gaf", allowed="[1, 100]")
+
+
+def test_prefetched_values_are_not_logged(
+    client: TestClient, run_worker: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    train_models(client, run_worker)
+    data = prefetch()
+    data["gaf"]["entry"][0]["resource"]["valueInteger"] = 17
+    caplog.set_level(logging.DEBUG)
+    assert client.post(URL, json=hook_call(prefetch=data)).status_code == 200
+    data["phq9"]["entry"][0]["resource"]["valueQuantity"]["value"] = 31  # the error path
+    assert client.post(URL, json=hook_call(prefetch=data)).status_code == 422
+    assert caplog.records
+    for record in caplog.records:
+        text = record.getMessage() + str(record.args)
+        assert PATIENT_ID not in text and "phq9-new" not in text, record
+        if not record.name.startswith("sqlalchemy"):
+            assert not re.search(r"(?<![\w.])(17|31)(?![\w.])", text), record
