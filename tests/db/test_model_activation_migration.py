@@ -1,39 +1,16 @@
 """0004 activates the newest existing model, so an upgraded service scores with the model it
 used before; it downgrades back to 0003."""
 
-import uuid
-from collections.abc import Iterator
 from datetime import UTC, datetime
-from pathlib import Path
 
 import pytest
 from alembic import command
-from sqlalchemy import create_engine, inspect, text
+from sqlalchemy import inspect, text
 
 from app.core.database import Database
 from app.core.migrations import alembic_config
-from tests.conftest import POSTGRES_URL
 
 T0 = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
-
-
-@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
-def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    if request.param == "sqlite":
-        yield f"sqlite:///{tmp_path / 'migrate.db'}"
-        return
-    if not request.getfixturevalue("postgres_ready"):
-        pytest.skip("PostgreSQL not reachable")
-    schema = f"m_{uuid.uuid4().hex[:12]}"
-    admin = create_engine(POSTGRES_URL)
-    with admin.begin() as conn:
-        conn.execute(text(f'CREATE SCHEMA "{schema}"'))
-    try:
-        yield f"{POSTGRES_URL}?options=-csearch_path%3D{schema}"
-    finally:
-        with admin.begin() as conn:
-            conn.execute(text(f'DROP SCHEMA "{schema}" CASCADE'))
-        admin.dispose()
 
 
 def _seed_models(db: Database, count: int) -> None:

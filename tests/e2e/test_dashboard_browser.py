@@ -18,7 +18,7 @@ import pytest
 
 from app.ledger.report import epsilon_text
 from tests.conftest import FAST_TRAINING, PATIENT, SMALL_DATASET
-from tests.e2e.test_readme_walkthrough import start_server
+from tests.e2e.service import start_server, wait_ready
 
 CHROMIUM = Path("/usr/bin/chromium")
 ARTIFACTS = Path(__file__).resolve().parents[2] / "artifacts"
@@ -43,26 +43,12 @@ from playwright.sync_api import (  # noqa: E402
 pytestmark = pytest.mark.slow
 
 
-def _wait_ready(process: Any, base: str) -> None:
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            pytest.fail(f"server exited: {process.stdout.read() if process.stdout else ''}")
-        try:
-            if httpx.get(f"{base}/readyz", timeout=1).status_code == 200:
-                return
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.2)
-    pytest.fail("server did not become ready in 60 s")
-
-
 @pytest.fixture(scope="module")
 def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     """A served app with one small dataset and one trained model; yields ids and the base URL."""
     process, base = start_server(tmp_path_factory.mktemp("dashboard"))
     try:
-        _wait_ready(process, base)
+        wait_ready(process, base)
         http = httpx.Client(base_url=base, timeout=30)
         dataset = http.post("/v1/datasets", json=SMALL_DATASET)
         assert dataset.status_code == 201, dataset.text

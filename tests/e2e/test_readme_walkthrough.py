@@ -4,10 +4,6 @@ Also the issue's done-when figure: a default job on the 8,000-row dataset goes f
 to a model that scores in under 30 s on 2 CPU cores, with epsilon not above its target.
 """
 
-import os
-import socket
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,50 +12,14 @@ import httpx
 import pytest
 
 from tests.conftest import PATIENT
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-CLI = str(Path(sys.executable).parent / "dpcrisis")
-
-
-def service_env(tmp_path: Path) -> dict[str, str]:
-    return {
-        **os.environ,
-        "DATABASE_URL": f"sqlite:///{tmp_path / 'var' / 'dpcrisis.db'}",
-        "ARTIFACT_DIR": str(tmp_path / "var" / "artifacts"),
-        "WORKER_POLL_SECONDS": "0.2",
-    }
-
-
-def start_server(tmp_path: Path, *extra: str) -> tuple[subprocess.Popen[str], str]:
-    port = _free_port()
-    process = subprocess.Popen(
-        [CLI, "serve", "--port", str(port), *extra],
-        env=service_env(tmp_path), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-    )
-    return process, f"http://127.0.0.1:{port}"
+from tests.e2e.service import start_server, wait_ready
 
 
 @pytest.fixture
 def server(tmp_path: Path) -> Iterator[str]:
     process, base = start_server(tmp_path)
     try:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            if process.poll() is not None:
-                pytest.fail(f"server exited: {process.stdout.read() if process.stdout else ''}")
-            try:
-                if httpx.get(f"{base}/readyz", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                time.sleep(0.2)
-        else:
-            pytest.fail("server did not become ready in 60 s")
+        wait_ready(process, base)
         yield base
     finally:
         process.terminate()

@@ -7,20 +7,7 @@ import time
 import httpx
 import pytest
 
-from tests.e2e.test_readme_walkthrough import CLI, service_env, start_server
-
-
-def _wait_ready(base: str, process: subprocess.Popen[str]) -> None:
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        assert process.poll() is None, process.stdout.read() if process.stdout else ""
-        try:
-            if httpx.get(f"{base}/readyz", timeout=1).status_code == 200:
-                return
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.2)
-    pytest.fail("server not ready in 60 s")
+from tests.e2e.service import CLI, service_env, start_server, wait_ready
 
 
 @pytest.mark.slow
@@ -34,7 +21,7 @@ def test_separate_worker_process_trains_and_stops_on_sigterm(tmp_path) -> None: 
     server, base = start_server(tmp_path, "--no-worker")
     worker: subprocess.Popen[str] | None = None
     try:
-        _wait_ready(base, server)
+        wait_ready(server, base)
         http = httpx.Client(base_url=base, timeout=30)
         dataset = http.post(
             "/v1/datasets",

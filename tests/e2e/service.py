@@ -1,0 +1,52 @@
+"""Start a real `dpcrisis` process on a temporary SQLite database, for the end-to-end tests."""
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+CLI = str(Path(sys.executable).parent / "dpcrisis")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def service_env(tmp_path: Path) -> dict[str, str]:
+    return {
+        **os.environ,
+        "DATABASE_URL": f"sqlite:///{tmp_path / 'var' / 'dpcrisis.db'}",
+        "ARTIFACT_DIR": str(tmp_path / "var" / "artifacts"),
+        "WORKER_POLL_SECONDS": "0.2",
+    }
+
+
+def start_server(tmp_path: Path, *extra: str) -> tuple[subprocess.Popen[str], str]:
+    port = _free_port()
+    process = subprocess.Popen(
+        [CLI, "serve", "--port", str(port), *extra],
+        env=service_env(tmp_path), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )
+    return process, f"http://127.0.0.1:{port}"
+
+
+def wait_ready(process: subprocess.Popen[str], base: str, seconds: float = 60) -> None:
+    """Until /readyz answers 200; fails the test if the process exits or time runs out."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            pytest.fail(f"server exited: {process.stdout.read() if process.stdout else ''}")
+        try:
+            if httpx.get(f"{base}/readyz", timeout=1).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.2)
+    pytest.fail(f"server did not become ready in {seconds:g} s")
