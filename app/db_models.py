@@ -1,9 +1,12 @@
 """Imports every table so ``Base.metadata`` is complete (Alembic and tests use this)."""
 
 from app.core.database import Base
+from app.core.idempotency import IdempotencyRecord
 from app.datasets.models import Dataset
 from app.jobs.models import Job
 from app.ledger.models import LedgerEntry, LedgerEvent
 from app.registry.models import TrainedModel
 
-__all__ = ["Base", "Dataset", "Job", "LedgerEntry", "LedgerEvent", "TrainedModel"]
+__all__ = [
+    "Base", "Dataset", "IdempotencyRecord", "Job", "LedgerEntry", "LedgerEvent", "TrainedModel",
+]

@@ -13,6 +13,7 @@ from app.datasets.router import router as datasets_router
 from app.fhir.router import router as fhir_router
 from app.jobs.router import router as jobs_router
 from app.ledger.router import router as ledger_router
+from app.observability.metrics import install_metrics
 from app.registry.router import router as models_router
 from app.scoring.router import router as scoring_router
 
@@ -41,6 +42,7 @@ def create_app(*, embedded_worker: bool = False) -> FastAPI:
         lifespan=lifespan,
     )
     install_error_handlers(app)
+    install_metrics(app)
     routers = (health.router, datasets_router, ledger_router, jobs_router, models_router,
                scoring_router, fhir_router, cds_hooks_router)
     for router in routers:

@@ -5,6 +5,7 @@ from typing import Any
 from fastapi import APIRouter, Request, Response, status
 
 from app.core.database import SessionDep
+from app.core.idempotency import IdempotencyKey, create_once, replay_headers
 from app.core.negotiation import REPORT_RESPONSES, PrefersHtml
 from app.core.pagination import Limit, Offset
 from app.datasets import service
@@ -16,10 +17,18 @@ router = APIRouter(prefix="/v1/datasets", tags=["datasets"])
 
 
 @router.post("", status_code=status.HTTP_201_CREATED, response_model=DatasetOut)
-def create_dataset(body: DatasetCreate, session: SessionDep, request: Request) -> dict[str, Any]:
-    """Register a dataset with its privacy budget."""
-    dataset = service.create(session=session, request=body)
-    return service.to_out(dataset)
+def create_dataset(
+    body: DatasetCreate, session: SessionDep, response: Response,
+    idempotency_key: IdempotencyKey = None,
+) -> dict[str, Any]:
+    """Register a dataset with its privacy budget (``Idempotency-Key`` makes retries safe)."""
+    dataset_id, replayed = create_once(
+        session=session, route="POST /v1/datasets", key=idempotency_key, body=body,
+        create=lambda: service.create(session=session, request=body).id,
+    )
+    response.headers.update(replay_headers(replayed))
+    response.headers["Location"] = f"/v1/datasets/{dataset_id}"
+    return service.to_out(service.get(session=session, dataset_id=dataset_id))
 
 
 @router.get("")

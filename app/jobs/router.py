@@ -5,6 +5,7 @@ from typing import Any
 from fastapi import APIRouter, Query, Request, Response, status
 
 from app.core.database import SessionDep
+from app.core.idempotency import IdempotencyKey, create_once, replay_headers
 from app.core.negotiation import REPORT_RESPONSES, PrefersHtml
 from app.core.pagination import Limit, Offset
 from app.datasets import service as dataset_service
@@ -18,13 +19,22 @@ router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
 
 
 @router.post("", status_code=status.HTTP_202_ACCEPTED, response_model=JobOut)
-def submit_job(body: JobCreate, session: SessionDep, response: Response) -> dict[str, Any]:
-    """Submit a DP-SGD training job; its budget is reserved atomically or refused (409)."""
-    job = service.submit(session=session, request=body)
-    session.commit()
-    announce_job()
-    response.headers["Location"] = f"/v1/jobs/{job.id}"
-    return service.to_out(session=session, job=job)
+def submit_job(
+    body: JobCreate, session: SessionDep, response: Response, idempotency_key: IdempotencyKey = None
+) -> dict[str, Any]:
+    """Submit a DP-SGD training job; its budget is reserved atomically or refused (409).
+
+    With ``Idempotency-Key``, a retry returns the first attempt's job and reserves nothing.
+    """
+    job_id, replayed = create_once(
+        session=session, route="POST /v1/jobs", key=idempotency_key, body=body,
+        create=lambda: service.submit(session=session, request=body).id,
+    )
+    if not replayed:
+        announce_job()
+    response.headers.update(replay_headers(replayed))
+    response.headers["Location"] = f"/v1/jobs/{job_id}"
+    return service.to_out(session=session, job=service.get(session=session, job_id=job_id))
 
 
 @router.get("", response_model=JobPage)

@@ -1,0 +1,1 @@
+"""Operational metrics: the Prometheus ``/metrics`` endpoint and the HTTP timing middleware."""
