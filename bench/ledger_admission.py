@@ -58,8 +58,8 @@ def admitted_by_ledger(database_url: str) -> int:
 
 def main() -> None:
     n_train = round(0.7 * N_ROWS)
-    q = 1 / math.ceil(n_train / BATCH)
-    steps = EPOCHS * int(1 / q)
+    q, steps_per_epoch = accounting.poisson_plan(n_train, BATCH)
+    steps = EPOCHS * steps_per_epoch
     sigma = accounting.noise_for_target(
         target_epsilon=JOB_EPSILON, delta=DELTA, sample_rate=q, steps=steps, accountant="prv"
     )

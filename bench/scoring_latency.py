@@ -18,7 +18,6 @@ import argparse
 import json
 import os
 import queue
-import socket
 import statistics
 import subprocess
 import sys
@@ -31,46 +30,19 @@ from pathlib import Path
 import httpx
 import numpy as np
 
-from app.features import FEATURE_NAMES, LOWER, UPPER
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from app.features import FEATURE_NAMES, LOWER, UPPER  # noqa: E402
+from bench import service  # noqa: E402
 
 RATE, P99_GOAL_S, BATCH_N, BATCH_GOAL_S = 200, 0.010, 10_000, 1.0
 CLIENT_THREADS = 4
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _env(root: Path) -> dict[str, str]:
-    return {**os.environ, "DATABASE_URL": f"sqlite:///{root / 'bench.db'}",
-            "ARTIFACT_DIR": str(root / "artifacts"), "WORKER_POLL_SECONDS": "0.2"}
-
-
-def _cli(root: Path, name: str, *args: str) -> subprocess.Popen[bytes]:
-    with (root / f"{name}.log").open("wb") as out:
-        return subprocess.Popen(
-            [str(Path(sys.executable).parent / "dpcrisis"), name, *args], env=_env(root),
-            stdout=out, stderr=subprocess.STDOUT,
-        )
+WORKER_ENV = {"WORKER_POLL_SECONDS": "0.2"}
 
 
 def start_server(root: Path) -> tuple[subprocess.Popen[bytes], str]:
     """``dpcrisis serve --no-worker``: no worker thread polls the database while we measure."""
-    port = _free_port()
-    process = _cli(root, "serve", "--port", str(port), "--no-worker")
-    base = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline and process.poll() is None:
-        try:
-            if httpx.get(f"{base}/readyz", timeout=1).status_code == 200:
-                return process, base
-        except httpx.HTTPError:
-            time.sleep(0.2)
-    process.terminate()
-    tail = (root / "serve.log").read_text(errors="replace")[-2000:]
-    raise SystemExit(f"server did not become ready in 120 s:\n{tail}")
+    return service.start_server(root, "--no-worker", env=WORKER_ENV)
 
 
 def train_default_model(http: httpx.Client) -> int:
@@ -169,7 +141,8 @@ def main() -> None:
         process, base = start_server(Path(tmp))
         try:
             with httpx.Client(base_url=base, timeout=120) as http:
-                worker = _cli(Path(tmp), "worker")  # its own process, stopped once trained
+                # The worker in its own process, stopped once the model is trained.
+                worker = service.run_cli(Path(tmp), "worker", env=WORKER_ENV)
                 try:
                     model_id = train_default_model(http)
                 finally:

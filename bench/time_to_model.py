@@ -13,8 +13,6 @@ Goal: <= 3 s on 2 CPU cores, through the API.
 """
 
 import argparse
-import os
-import socket
 import statistics
 import subprocess
 import sys
@@ -25,35 +23,18 @@ from pathlib import Path
 
 import httpx
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench import service  # noqa: E402
+
 GOAL_SECONDS = 3.0
 PATIENT = {"age": 34, "phq9": 22, "gaf": 35, "num_sessions": 12, "substance_use": 1,
            "prior_crisis": 0}
-CLI = str(Path(sys.executable).parent / "dpcrisis")
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def start(var: Path, *, wake: bool) -> tuple[subprocess.Popen[bytes], str]:
-    port = _free_port()
-    env = {**os.environ, "DATABASE_URL": f"sqlite:///{var / 'db.sqlite'}",
-           "ARTIFACT_DIR": str(var / "artifacts"), "WORKER_POLL_SECONDS": "1.0",
-           "WORKER_WAKE": "true" if wake else "false"}
-    process = subprocess.Popen([CLI, "serve", "--port", str(port)], env=env,
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    base = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 90
-    while time.monotonic() < deadline:
-        try:
-            if httpx.get(f"{base}/readyz", timeout=1).status_code == 200:
-                return process, base
-        except httpx.HTTPError:
-            time.sleep(0.1)
-    process.kill()
-    raise SystemExit("the service did not become ready")
+    return service.start_server(var, env={"WORKER_POLL_SECONDS": "1.0",
+                                          "WORKER_WAKE": "true" if wake else "false"})
 
 
 def _ts(value: str) -> float:

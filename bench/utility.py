@@ -30,7 +30,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from app.core.svg_plot import Chart, Reference, Series, render_svg  # noqa: E402
 from app.datasets import synthetic  # noqa: E402
 from app.jobs.schemas import FULL_BATCH_EPOCHS, TrainingConfig  # noqa: E402
-from app.ledger.accounting import Mechanism, PRVAccountant, noise_for_target  # noqa: E402
+from app.ledger.accounting import (  # noqa: E402
+    Mechanism,
+    PRVAccountant,
+    noise_for_target,
+    poisson_plan,
+)
 from worker.training import TrainingSpec, predict_proba, train  # noqa: E402
 
 DELTA = 1e-5
@@ -63,8 +68,8 @@ BASELINE = Recipe("Opacus hand-tuned", 512, 20, 0.5, 0.9, 1.0, 0.0)
 
 def spec_for(recipe: Recipe, n_train: int, epsilon: float | None, seed: int) -> TrainingSpec:
     batch = recipe.batch_size or n_train
-    sample_rate = 1.0 / math.ceil(n_train / batch)
-    steps = recipe.epochs * int(1 / sample_rate)
+    sample_rate, steps_per_epoch = poisson_plan(n_train, batch)
+    steps = recipe.epochs * steps_per_epoch
     sigma = 0.0 if epsilon is None else noise_for_target(
         target_epsilon=epsilon, delta=DELTA, sample_rate=sample_rate, steps=steps
     )

@@ -24,6 +24,8 @@ from opacus.accountants import PRVAccountant
 from torch import nn
 from torch.func import functional_call, grad, vmap
 
+from app.ledger.accounting import poisson_plan
+
 CLIP_EPSILON = 1e-6  # Opacus' flat clipping adds it to the norm before dividing
 _BLOCK_DRAWS = 1 << 20  # uniform draws per sampling block: bounds memory for huge tables
 
@@ -31,12 +33,6 @@ _BLOCK_DRAWS = 1 << 20  # uniform draws per sampling block: bounds memory for hu
 def secret_generator(device: torch.device) -> torch.Generator:
     """A generator seeded from OS entropy and never stored: batches and noise cannot be replayed."""
     return torch.Generator(device=device).manual_seed(secrets.randbits(63))
-
-
-def poisson_plan(n_rows: int, batch_size: int) -> tuple[float, int]:
-    """(sample rate, steps per epoch) exactly as Opacus' DPDataLoader derives them."""
-    sample_rate = 1.0 / math.ceil(n_rows / batch_size)
-    return sample_rate, int(1 / sample_rate)
 
 
 class PoissonSampler:

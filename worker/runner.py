@@ -19,6 +19,7 @@ from app.datasets import service as dataset_service
 from app.features import FEATURE_NAMES, SCALING
 from app.jobs import notify, queue
 from app.jobs.models import CANCELLED, FAILED, SUCCEEDED, Job
+from app.ledger.accounting import finite_or_none
 from app.registry import artifacts
 from app.registry import service as registry_service
 from app.registry.models import TrainedModel
@@ -58,6 +59,11 @@ def _spec_of(job: Job) -> TrainingSpec:
     )
 
 
+def _epsilons(history: list[tuple[float, float, int]], delta: float) -> tuple[float, float]:
+    """(PRV, RDP) epsilon so far; a non-private run records no history and is infinite."""
+    return epsilon_of(history, delta) if history else (math.inf, math.inf)
+
+
 REPORTS_PER_JOB = 20
 
 
@@ -70,10 +76,6 @@ def report_interval(epochs: int) -> int:
     committed steps are exactly the steps it ran.
     """
     return max(1, math.ceil(epochs / REPORTS_PER_JOB))
-
-
-def _finite(value: float) -> float | None:
-    return None if math.isinf(value) else value
 
 
 class Worker:
@@ -139,14 +141,14 @@ class Worker:
         def callback(epoch: int, history: list[tuple[float, float, int]]) -> bool:
             if epoch % every and epoch != claimed.spec.epochs:
                 return True  # between reports: no database round trip, no accounting
-            eps_prv, eps_rdp = epsilon_of(history, claimed.spec.delta) if history else (0.0, 0.0)
-            if not history:  # non-private
-                eps_prv = eps_rdp = math.inf
+            eps_prv, eps_rdp = _epsilons(history, claimed.spec.delta)
             # Steps actually taken (the accountant's history); the planned count when non-private.
             steps = sum(n for _, _, n in history) or epoch * (
                 claimed.spec.steps // claimed.spec.epochs
             )
-            progress = queue.EpochProgress(epoch, steps, _finite(eps_prv), _finite(eps_rdp))
+            progress = queue.EpochProgress(
+                epoch, steps, finite_or_none(eps_prv), finite_or_none(eps_rdp)
+            )
             with self.database.session_scope() as session:
                 owned, cancel = queue.record_epoch(
                     session=session,
@@ -183,11 +185,7 @@ class Worker:
             {"kind": claimed.spec.kind, "hidden_units": claimed.spec.hidden_units,
              "scaling": SCALING},
         )
-        eps_prv, eps_rdp = (
-            epsilon_of(result.history, claimed.spec.delta)
-            if result.history
-            else (math.inf, math.inf)
-        )
+        eps_prv, eps_rdp = _epsilons(result.history, claimed.spec.delta)
         with self.database.session_scope() as session:
             job = queue.finish(
                 session=session,
@@ -204,8 +202,8 @@ class Worker:
                 kind=claimed.spec.kind,
                 artifact_sha256=sha,
                 feature_names=list(FEATURE_NAMES),
-                epsilon=_finite(eps_prv),
-                epsilon_rdp=_finite(eps_rdp),
+                epsilon=finite_or_none(eps_prv),
+                epsilon_rdp=finite_or_none(eps_rdp),
                 delta=claimed.spec.delta,
                 accountant="prv",
                 metrics=metrics,

@@ -101,7 +101,7 @@ def train(
     )
     x = torch.as_tensor(scale(x_train), dtype=torch.float32)
     y = torch.as_tensor(y_train, dtype=torch.float32)
-    average = TailAverage(network, optimizer, first_step=_first_averaged_step(spec))
+    average = TailAverage(optimizer, first_step=_first_averaged_step(spec))
     if spec.engine == "vectorised":
         result = _train_vectorised(network, optimizer, x.to(device), y.to(device), spec, on_epoch)
     else:
@@ -124,7 +124,7 @@ class TailAverage:
     noise away. Hooked on the optimizer the job created (Opacus' DPOptimizer calls it too).
     """
 
-    def __init__(self, network: nn.Module, optimizer: torch.optim.Optimizer, first_step: int):
+    def __init__(self, optimizer: torch.optim.Optimizer, first_step: int) -> None:
         self.params = [p for group in optimizer.param_groups for p in group["params"]]
         self.first_step = first_step
         self.step = 0

@@ -34,9 +34,8 @@ def _plan_sampling(dataset: Dataset, batch_size: int, epochs: int) -> tuple[floa
             field="training.batch_size",
             allowed=f"[8, {dataset.n_train}]",
         )
-    batches_per_epoch = math.ceil(dataset.n_train / batch_size)
-    sample_rate = 1.0 / batches_per_epoch
-    return sample_rate, epochs * int(1 / sample_rate)
+    sample_rate, steps_per_epoch = accounting.poisson_plan(dataset.n_train, batch_size)
+    return sample_rate, epochs * steps_per_epoch
 
 
 def _resolve_training(training: TrainingConfig, dataset: Dataset) -> TrainingConfig:

@@ -85,6 +85,7 @@ def rdp_curve(history: Sequence[Mechanism]) -> np.ndarray:
     return total
 
 
+ORDERS = np.array(RDP_ORDERS, dtype=float)
 INTEGER_ORDERS = np.array([a for a in RDP_ORDERS if float(a).is_integer()], dtype=float)
 
 
@@ -112,23 +113,36 @@ def integer_order_epsilon(history: Sequence[tuple[float, float, int]], delta: fl
     Never below the full grid's RDP epsilon (a subset of the same orders), never below PRV.
     """
     curve = sum(integer_order_rdp(sigma, q, steps) for sigma, q, steps in history)
-    orders = INTEGER_ORDERS
-    eps = curve - (np.log(delta) + np.log(orders)) / (orders - 1) + np.log((orders - 1) / orders)
-    return float(max(np.min(eps), 0.0))
+    return rdp_to_epsilon(curve, delta, orders=INTEGER_ORDERS)
 
 
-def rdp_to_epsilon(curve: np.ndarray, delta: float) -> float:
+def rdp_to_epsilon(curve: np.ndarray, delta: float, orders: np.ndarray | None = None) -> float:
     """Convert an RDP curve to (epsilon, delta)-DP (Balle et al. 2020, as Opacus and dp-accounting).
 
-    eps = min_a  rdp(a) + log((a-1)/a) - (log(delta) + log(a)) / (a-1)
+    eps = min_a  rdp(a) + log((a-1)/a) - (log(delta) + log(a)) / (a-1), over ``orders`` (the
+    fixed grid unless given).
     """
-    orders = np.array(RDP_ORDERS)
+    orders = ORDERS if orders is None else orders
     if not np.all(np.isfinite(curve)):
         return math.inf
     if not np.any(curve):  # nothing was spent; the conversion's slack is not a spend
         return 0.0
     eps = curve - (np.log(delta) + np.log(orders)) / (orders - 1) + np.log((orders - 1) / orders)
     return float(max(np.nanmin(eps), 0.0))
+
+
+def finite_or_none(value: float | None) -> float | None:
+    """An epsilon as JSON can carry it: infinity (non-private) becomes None."""
+    return None if value is None or math.isinf(value) else value
+
+
+def poisson_plan(n_rows: int, batch_size: int) -> tuple[float, int]:
+    """(sample rate, steps per epoch) exactly as Opacus' DPDataLoader derives them.
+
+    The ledger charges this plan and the trainers check they sample by it: one definition.
+    """
+    sample_rate = 1.0 / math.ceil(n_rows / batch_size)
+    return sample_rate, int(1 / sample_rate)
 
 
 class RDPAccountant:

@@ -17,6 +17,7 @@ from app.datasets.models import Dataset
 from app.jobs import service as job_service
 from app.jobs.models import SUCCEEDED, Job
 from app.ledger import service as ledger_service
+from app.ledger.accounting import finite_or_none
 from app.ledger.models import NON_PRIVATE, LedgerEntry
 
 PRIVACY_UNIT = "record (one patient)"
@@ -26,10 +27,6 @@ METRICS_NOTE = (
     "computed on held-out rows never used for training, without noise: they are not covered "
     "by the differential-privacy guarantee"
 )
-
-
-def _finite(value: float | None) -> float | None:
-    return None if value is None or math.isinf(value) else value
 
 
 def round_up(value: float, digits: int = 3) -> float:
@@ -264,9 +261,9 @@ def _timeline_view(point: ledger_service.TimelinePoint) -> dict[str, Any]:
         "entry_id": point.entry_id,
         "job_id": point.job_id,
         "at": as_utc(point.at),
-        "entry_epsilon": _finite(point.entry_epsilon),
-        "composed_epsilon": _finite(point.composed_epsilon),
-        "naive_epsilon": _finite(point.naive_epsilon),
+        "entry_epsilon": finite_or_none(point.entry_epsilon),
+        "composed_epsilon": finite_or_none(point.composed_epsilon),
+        "naive_epsilon": finite_or_none(point.naive_epsilon),
         "non_private": math.isinf(point.entry_epsilon),
         "composed_epsilon_text": epsilon_text(point.composed_epsilon),
     }
@@ -274,10 +271,10 @@ def _timeline_view(point: ledger_service.TimelinePoint) -> dict[str, Any]:
 
 def dataset_report(*, session: Session, dataset: Dataset) -> dict[str, Any]:
     """Budget, composed spend (RDP), the naive sum for comparison, remaining, all entries."""
-    spend = ledger_service.dataset_spend(session=session, dataset=dataset)
     entries = ledger_service.list_entries(session=session, dataset_id=dataset.id)
-    timeline = ledger_service.spend_timeline(session=session, dataset=dataset)
-    composed, naive = _finite(spend.composed_epsilon), _finite(spend.naive_epsilon)
+    timeline = ledger_service.timeline_of(dataset, entries)
+    spend = ledger_service.spend_of(dataset, entries)
+    composed, naive = finite_or_none(spend.composed_epsilon), finite_or_none(spend.naive_epsilon)
     return {
         "dataset_id": dataset.id,
         "dataset_name": dataset.name,

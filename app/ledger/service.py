@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+import numpy as np
 from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
@@ -57,13 +58,16 @@ def mechanism_of(entry: LedgerEntry) -> accounting.Mechanism:
     return accounting.Mechanism(entry.noise_multiplier, entry.sample_rate, entry.charged_steps)
 
 
-def charged_entries(*, session: Session, dataset_id: int) -> list[LedgerEntry]:
+def charged(entries: list[LedgerEntry]) -> list[LedgerEntry]:
     """Entries that count against the budget: all but those released before any step.
 
     Fails closed: an entry whose events are missing still counts in full.
     """
-    entries = list_entries(session=session, dataset_id=dataset_id)
     return [e for e in entries if e.charged_steps > 0]
+
+
+def charged_entries(*, session: Session, dataset_id: int) -> list[LedgerEntry]:
+    return charged(list_entries(session=session, dataset_id=dataset_id))
 
 
 def list_entries(*, session: Session, dataset_id: int) -> list[LedgerEntry]:
@@ -71,13 +75,11 @@ def list_entries(*, session: Session, dataset_id: int) -> list[LedgerEntry]:
     return list(session.scalars(stmt))
 
 
-def _composed_epsilon(dataset: Dataset, entries: list[LedgerEntry]) -> float:
-    """RDP composition of ``entries`` at the budget delta (the filter's measure of spend)."""
+def _composed_epsilon(entries: list[LedgerEntry], delta: float) -> float:
+    """RDP composition of ``entries`` at ``delta`` (the filter's measure of spend)."""
     if not entries:
         return 0.0
-    return accounting.RDPAccountant().epsilon(
-        [mechanism_of(e) for e in entries], _spend_delta(dataset, entries)
-    )
+    return accounting.RDPAccountant().epsilon([mechanism_of(e) for e in entries], delta)
 
 
 def _spend_delta(dataset: Dataset, entries: list[LedgerEntry]) -> float:
@@ -85,20 +87,6 @@ def _spend_delta(dataset: Dataset, entries: list[LedgerEntry]) -> float:
         return dataset.budget_delta
     # A public dataset without a budget: report at the strictest job delta.
     return min((e.delta for e in entries), default=1e-5)
-
-
-def _spend(dataset: Dataset, entries: list[LedgerEntry]) -> Spend:
-    delta = _spend_delta(dataset, entries)
-    rdp = accounting.RDPAccountant()
-    naive = sum(rdp.epsilon([mechanism_of(e)], delta) for e in entries)
-    return Spend(
-        _composed_epsilon(dataset, entries), naive, dataset.budget_epsilon, dataset.budget_delta
-    )
-
-
-def dataset_spend(*, session: Session, dataset: Dataset) -> Spend:
-    """Composed spend of every charged entry at the dataset's budget delta."""
-    return _spend(dataset, charged_entries(session=session, dataset_id=dataset.id))
 
 
 @dataclass(frozen=True)
@@ -113,21 +101,44 @@ class TimelinePoint:
     naive_epsilon: float
 
 
-def spend_timeline(*, session: Session, dataset: Dataset) -> list[TimelinePoint]:
-    """Composed (RDP) and naive spend after each charged entry, oldest first."""
-    entries = charged_entries(session=session, dataset_id=dataset.id)
+def timeline_of(dataset: Dataset, entries: list[LedgerEntry]) -> list[TimelinePoint]:
+    """Composed (RDP) and naive spend after each charged entry of ``entries``, in their order.
+
+    One RDP curve per entry, summed as it goes: the composition after each entry costs one
+    conversion, not a recomposition of every entry before it.
+    """
+    entries = charged(entries)
     delta = _spend_delta(dataset, entries)
-    rdp = accounting.RDPAccountant()
-    points: list[TimelinePoint] = []
+    total = np.zeros(len(accounting.RDP_ORDERS))
     naive = 0.0
-    for i, entry in enumerate(entries):
-        alone = rdp.epsilon([mechanism_of(entry)], delta)
+    points: list[TimelinePoint] = []
+    for entry in entries:
+        curve = accounting.rdp_curve([mechanism_of(entry)])
+        total = total + curve
+        alone = accounting.rdp_to_epsilon(curve, delta)
         naive += alone
-        composed = rdp.epsilon([mechanism_of(e) for e in entries[: i + 1]], delta)
+        composed = accounting.rdp_to_epsilon(total, delta)
         points.append(
             TimelinePoint(entry.id, entry.job_id, entry.created_at, alone, composed, naive)
         )
     return points
+
+
+def spend_of(dataset: Dataset, entries: list[LedgerEntry]) -> Spend:
+    """The spend after the last charged entry of ``entries``: the timeline's end."""
+    points = timeline_of(dataset, entries)
+    composed, naive = (points[-1].composed_epsilon, points[-1].naive_epsilon) if points else (0, 0)
+    return Spend(float(composed), float(naive), dataset.budget_epsilon, dataset.budget_delta)
+
+
+def dataset_spend(*, session: Session, dataset: Dataset) -> Spend:
+    """Composed spend of every charged entry at the dataset's budget delta."""
+    return spend_of(dataset, list_entries(session=session, dataset_id=dataset.id))
+
+
+def spend_timeline(*, session: Session, dataset: Dataset) -> list[TimelinePoint]:
+    """Composed (RDP) and naive spend after each charged entry, oldest first."""
+    return timeline_of(dataset, list_entries(session=session, dataset_id=dataset.id))
 
 
 def lock_dataset(*, session: Session, dataset_id: int) -> None:
@@ -168,15 +179,15 @@ def reserve(
         delta=job.delta,
         accountant=COMPOSITION_ACCOUNTANT,
         created_at=utcnow(),
-        epsilon_rdp=None if math.isinf(epsilon_rdp) else epsilon_rdp,
-        epsilon_prv=None if math.isinf(epsilon_prv) else epsilon_prv,
+        epsilon_rdp=accounting.finite_or_none(epsilon_rdp),
+        epsilon_prv=accounting.finite_or_none(epsilon_prv),
     )
     if dataset.budget_epsilon is not None:
         # Only the composition decides admission; the "before" figures are for the refusal.
         entries = charged_entries(session=session, dataset_id=dataset.id)
-        after = _composed_epsilon(dataset, [*entries, entry])
+        after = _composed_epsilon([*entries, entry], dataset.budget_delta)
         if after > dataset.budget_epsilon:
-            spent = _composed_epsilon(dataset, entries)
+            spent = _composed_epsilon(entries, dataset.budget_delta)
             remaining = max(dataset.budget_epsilon - spent, 0.0)
             raise BudgetExceeded(
                 f"this job would bring the dataset's composed spend to "
@@ -185,8 +196,8 @@ def reserve(
                 budget={"epsilon": dataset.budget_epsilon, "delta": dataset.budget_delta},
                 spent_epsilon=spent,
                 remaining_epsilon=remaining,
-                job_epsilon=None if math.isinf(epsilon_rdp) else epsilon_rdp,
-                composed_epsilon_with_job=None if math.isinf(after) else after,
+                job_epsilon=accounting.finite_or_none(epsilon_rdp),
+                composed_epsilon_with_job=accounting.finite_or_none(after),
                 accountant=COMPOSITION_ACCOUNTANT,
             )
     session.add(entry)
@@ -212,22 +223,30 @@ def _locked_entry(session: Session, job_id: int) -> LedgerEntry | None:
     return _entry_for(session, job_id)
 
 
+def _committed(entry: LedgerEntry) -> int:
+    return entry.committed_steps or 0
+
+
 def _open(entry: LedgerEntry | None) -> bool:
     """Still accepting commits: not released and the whole plan not yet committed."""
-    return entry is not None and not entry.released and (entry.committed_steps or 0) < entry.steps
+    return entry is not None and not entry.released and _committed(entry) < entry.steps
+
+
+def _append(session: Session, entry: LedgerEntry, kind: str, steps: int | None = None) -> None:
+    chain.append(session=session, dataset_id=entry.dataset_id, entry=entry, kind=kind,
+                 steps=steps)
 
 
 def commit_steps(*, session: Session, job_id: int, steps: int) -> None:
     """Charge the first ``steps`` steps for good (they ran); called after every epoch."""
     entry = _locked_entry(session, job_id)
-    if _open(entry) and steps > (entry.committed_steps or 0):
-        chain.append(
-            session=session,
-            dataset_id=entry.dataset_id,
-            entry=entry,
-            kind=COMMIT,
-            steps=min(steps, entry.steps),
-        )
+    if _open(entry) and steps > _committed(entry):
+        _append(session, entry, COMMIT, min(steps, entry.steps))
+
+
+def _commit_all(session: Session, entry: LedgerEntry | None) -> None:
+    if _open(entry):
+        _append(session, entry, COMMIT, entry.steps)
 
 
 def commit(*, session: Session, job_id: int) -> None:
@@ -236,45 +255,32 @@ def commit(*, session: Session, job_id: int) -> None:
     A run that touched data keeps its charge; when it is unknown how far a run got, it is
     charged in full.
     """
-    entry = _locked_entry(session, job_id)
-    if _open(entry):
-        chain.append(
-            session=session, dataset_id=entry.dataset_id, entry=entry, kind=COMMIT,
-            steps=entry.steps,
-        )
+    _commit_all(session, _locked_entry(session, job_id))
 
 
 def release(*, session: Session, job_id: int) -> None:
     """Give the whole reservation back: only for a job that never touched a record."""
     entry = _locked_entry(session, job_id)
     if entry is not None and entry.status == RESERVED:
-        chain.append(session=session, dataset_id=entry.dataset_id, entry=entry, kind=RELEASE)
-
-
-def release_remainder(*, session: Session, job_id: int) -> None:
-    """After a stop at an epoch boundary: the steps that never ran go back, the rest stays."""
-    entry = _locked_entry(session, job_id)
-    if _open(entry) and (entry.committed_steps or 0) > 0:
-        chain.append(session=session, dataset_id=entry.dataset_id, entry=entry, kind=RELEASE)
+        _append(session, entry, RELEASE)
 
 
 def settle(*, session: Session, job_id: int, stopped_early: bool) -> None:
     """Close a job's entry when its worker ends it.
 
     Stopped at an epoch boundary (cancel, worker shutdown) after committed epochs: the unrun
-    remainder is released. Anything else (success, failure, no epoch committed) is charged in
-    full: a failed run may have taken steps after its last committed epoch.
+    remainder is released, the committed steps stay. Anything else (success, failure, no
+    epoch committed) is charged in full: a failed run may have taken steps after its last
+    committed epoch.
     """
     entry = _locked_entry(session, job_id)
-    if stopped_early and entry is not None and (entry.committed_steps or 0) > 0:
-        release_remainder(session=session, job_id=job_id)
+    if stopped_early and _open(entry) and _committed(entry) > 0:
+        _append(session, entry, RELEASE)
     else:
-        commit(session=session, job_id=job_id)
+        _commit_all(session, entry)
 
 
-def record_budget(*, session: Session, dataset: Dataset) -> None:
-    """Chain the dataset's current budget (at registration and after every change)."""
-    lock_dataset(session=session, dataset_id=dataset.id)
+def _append_budget(session: Session, dataset: Dataset) -> None:
     chain.append(
         session=session,
         dataset_id=dataset.id,
@@ -283,34 +289,33 @@ def record_budget(*, session: Session, dataset: Dataset) -> None:
     )
 
 
-def change_budget(*, session: Session, dataset: Dataset, epsilon: float, delta: float) -> Spend:
-    """Set a new budget unless what is already spent or reserved would exceed it.
+def record_budget(*, session: Session, dataset: Dataset) -> None:
+    """Chain the dataset's budget as registered."""
+    lock_dataset(session=session, dataset_id=dataset.id)
+    _append_budget(session, dataset)
+
+
+def change_budget(*, session: Session, dataset: Dataset, epsilon: float, delta: float) -> None:
+    """Set and chain a new budget unless what is already spent or reserved would exceed it.
 
     Raises:
         BudgetBelowSpend: the composed spend at the new delta is above the new epsilon.
     """
     lock_dataset(session=session, dataset_id=dataset.id)
     session.refresh(dataset)
-    entries = charged_entries(session=session, dataset_id=dataset.id)
-    proposed = Dataset(budget_epsilon=epsilon, budget_delta=delta)
-    spent = _composed_epsilon(proposed, entries)
+    spent = _composed_epsilon(charged_entries(session=session, dataset_id=dataset.id), delta)
     if spent > epsilon:
         raise BudgetBelowSpend(
             f"the dataset has already spent or reserved epsilon {spent:.4g} at delta {delta:g}; "
             f"the budget cannot go below that",
             field="epsilon",
             allowed=f"[{spent:.6g}, 100]" if math.isfinite(spent) else None,
-            spent_epsilon=_finite_or_none(spent),
+            spent_epsilon=accounting.finite_or_none(spent),
             requested={"epsilon": epsilon, "delta": delta},
         )
     dataset.budget_epsilon, dataset.budget_delta = epsilon, delta
     session.flush()
-    record_budget(session=session, dataset=dataset)
-    return _spend(dataset, entries)
-
-
-def _finite_or_none(value: float) -> float | None:
-    return value if math.isfinite(value) else None
+    _append_budget(session, dataset)
 
 
 def verify_chain(*, session: Session, dataset: Dataset) -> dict[str, Any]:

@@ -87,7 +87,7 @@ def test_tail_average_is_the_mean_of_the_last_iterates() -> None:
 
     layer = nn.Linear(2, 1)
     optimizer = torch.optim.SGD(layer.parameters(), lr=1.0)
-    average = TailAverage(layer, optimizer, first_step=3)  # steps 3 and 4 are averaged
+    average = TailAverage(optimizer, first_step=3)  # steps 3 and 4 are averaged
     seen = []
     for step in range(1, 5):
         for p in layer.parameters():
