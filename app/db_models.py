@@ -1,5 +1,6 @@
 """Imports every table so ``Base.metadata`` is complete (Alembic and tests use this)."""
 
+from app.auth.models import ApiKey, AuditEvent
 from app.core.database import Base
 from app.core.idempotency import IdempotencyRecord
 from app.datasets.models import Dataset
@@ -8,5 +9,6 @@ from app.ledger.models import LedgerEntry, LedgerEvent
 from app.registry.models import TrainedModel
 
 __all__ = [
-    "Base", "Dataset", "IdempotencyRecord", "Job", "LedgerEntry", "LedgerEvent", "TrainedModel",
+    "ApiKey", "AuditEvent", "Base", "Dataset", "IdempotencyRecord", "Job", "LedgerEntry",
+    "LedgerEvent", "TrainedModel",
 ]

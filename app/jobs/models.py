@@ -17,6 +17,7 @@ QUEUED, RUNNING, SUCCEEDED, FAILED, CANCELLED = (
     "cancelled",
 )
 FINISHED = (SUCCEEDED, FAILED, CANCELLED)
+TRAIN, PRIVACY_AUDIT = "train", "privacy_audit"  # job kinds sharing the one queue
 
 
 class Job(Base):
@@ -25,6 +26,7 @@ class Job(Base):
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     dataset_id: Mapped[int] = mapped_column(ForeignKey("dataset.id"), index=True)
     status: Mapped[str] = mapped_column(String(16), default=QUEUED, index=True)
+    kind: Mapped[str] = mapped_column(String(16), default=TRAIN, server_default=TRAIN)
     # What the caller asked for (exactly one of the two is set) and what it resolved to.
     target_epsilon: Mapped[float | None] = mapped_column(Float, nullable=True)
     requested_noise_multiplier: Mapped[float | None] = mapped_column(Float, nullable=True)

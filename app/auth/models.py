@@ -1,0 +1,44 @@
+"""API keys (stored only as SHA-256 hashes) and the audit log of who did what."""
+
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import JSON, CheckConstraint, DateTime, ForeignKey, Integer, String
+from sqlalchemy.orm import Mapped, mapped_column
+
+from app.core.database import Base
+from app.core.time import utcnow
+
+ROLES = ("admin", "data_scientist", "privacy_officer", "clinician")
+
+
+class ApiKey(Base):
+    """A caller's key. The secret is shown once at creation; only its hash is kept."""
+
+    __tablename__ = "api_key"
+    __table_args__ = (CheckConstraint(f"role IN {ROLES!r}", name="role"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    name: Mapped[str] = mapped_column(String(100), unique=True)
+    role: Mapped[str] = mapped_column(String(32))
+    # The first characters of the key (not secret) so an operator can tell keys apart.
+    prefix: Mapped[str] = mapped_column(String(16))
+    key_sha256: Mapped[str] = mapped_column(String(64), unique=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    revoked_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+
+
+class AuditEvent(Base):
+    """One action by one caller. Never holds patient features (scoring records a count)."""
+
+    __tablename__ = "audit_event"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow, index=True)
+    api_key_id: Mapped[int | None] = mapped_column(ForeignKey("api_key.id"), nullable=True)
+    actor: Mapped[str] = mapped_column(String(100))  # key name, or "cli" / "system"
+    role: Mapped[str | None] = mapped_column(String(32), nullable=True)
+    action: Mapped[str] = mapped_column(String(64), index=True)
+    target: Mapped[str | None] = mapped_column(String(200), nullable=True)
+    detail: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    request_id: Mapped[str | None] = mapped_column(String(64), nullable=True)
