@@ -1,4 +1,4 @@
-"""The ``dpcrisis`` command: serve, worker, migrate."""
+"""The ``dpcrisis`` command: serve, worker, migrate, check."""
 
 import argparse
 import logging
@@ -8,9 +8,10 @@ from types import FrameType
 
 
 def _configure_logging() -> None:
-    logging.basicConfig(
-        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
+    from app.core.settings import settings
+    from app.observability.logs import configure_logging
+
+    configure_logging(settings.log_format)  # LOG_FORMAT=json (default) | text
 
 
 def _serve(args: argparse.Namespace) -> int:
@@ -21,7 +22,8 @@ def _serve(args: argparse.Namespace) -> int:
 
     upgrade_head()
     app = create_app(embedded_worker=not args.no_worker)
-    uvicorn.run(app, host=args.host, port=args.port, log_level="info")
+    # log_config=None: uvicorn's records (access lines included) go through our handler.
+    uvicorn.run(app, host=args.host, port=args.port, log_level="info", log_config=None)
     return 0
 
 
@@ -30,7 +32,7 @@ def _worker(_args: argparse.Namespace) -> int:
     from worker.runner import Worker
 
     upgrade_head()
-    worker = Worker()
+    worker = Worker(listen=True)  # LISTEN/NOTIFY on PostgreSQL, polling otherwise
 
     def _stop(signum: int, _frame: FrameType | None) -> None:
         logging.getLogger("dpcrisis.worker").info("signal %s: finishing current job", signum)
@@ -43,6 +45,15 @@ def _worker(_args: argparse.Namespace) -> int:
     signal.signal(signal.SIGINT, _stop)
     worker.run_forever()
     return 0
+
+
+def _check(_args: argparse.Namespace) -> int:
+    """Container health check: exit 0 when the database answers at the newest migration."""
+    from app.core.migrations import at_head
+
+    ok = at_head()
+    print("ready" if ok else "not ready: database unreachable or not migrated")
+    return 0 if ok else 1
 
 
 def _migrate(_args: argparse.Namespace) -> int:
@@ -63,6 +74,12 @@ def build_parser() -> argparse.ArgumentParser:
     serve.set_defaults(func=_serve)
     sub.add_parser("worker", help="run a worker process").set_defaults(func=_worker)
     sub.add_parser("migrate", help="apply database migrations").set_defaults(func=_migrate)
+    from app.auth.cli import add_parser as add_keys_parser
+
+    add_keys_parser(sub)  # dpcrisis keys create | list | revoke
+    sub.add_parser(
+        "check", help="exit 0 if the database answers at the newest migration (health check)"
+    ).set_defaults(func=_check)
     return parser
 
 

@@ -3,17 +3,26 @@
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-from fastapi import FastAPI
+from fastapi import Depends, FastAPI
 
 from app import health
+from app.auth import service as auth_service
+from app.auth.dependencies import AUTH_RESPONSES, authenticate
+from app.auth.router import audit_router, keys_router
+from app.auth.scoring_log import scoring_log
 from app.cdshooks.router import router as cds_hooks_router
+from app.core.body_limit import install_body_limit
 from app.core.errors import install_error_handlers
+from app.core.openapi import install_problem_docs
 from app.dashboard.router import router as dashboard_router
 from app.datasets.router import router as datasets_router
 from app.fhir.router import router as fhir_router
+from app.jobs.reaper import running_reaper
 from app.jobs.router import router as jobs_router
 from app.ledger.router import router as ledger_router
 from app.observability.metrics import install_metrics
+from app.observability.request_id import RequestIdMiddleware
+from app.privacy_audit.router import router as privacy_audit_router
 from app.registry.router import router as models_router
 from app.scoring.router import router as scoring_router
 
@@ -23,17 +32,23 @@ def create_app(*, embedded_worker: bool = False) -> FastAPI:
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
-        if not embedded_worker:
-            yield
-            return
-        from worker.runner import EmbeddedWorker
-
-        runner = EmbeddedWorker()
-        runner.start()
+        auth_service.on_startup()  # DPCRISIS_ADMIN_KEY, or a hint when no key exists
+        # The reaper fails a dead worker's job even when no other worker runs.
         try:
-            yield
+            with running_reaper():
+                if not embedded_worker:
+                    yield
+                    return
+                from worker.runner import EmbeddedWorker
+
+                runner = EmbeddedWorker()
+                runner.start()
+                try:
+                    yield
+                finally:
+                    runner.stop()
         finally:
-            runner.stop()
+            scoring_log.flush()  # queued scoring audit events
 
     app = FastAPI(
         title="dpcrisis",
@@ -42,10 +57,16 @@ def create_app(*, embedded_worker: bool = False) -> FastAPI:
         lifespan=lifespan,
     )
     install_error_handlers(app)
-    install_metrics(app)
-    routers = (health.router, datasets_router, ledger_router, jobs_router, models_router,
-               scoring_router, fhir_router, cds_hooks_router)
+    install_body_limit(app)  # MAX_REQUEST_BYTES: 413 before a huge body is buffered
+    install_metrics(app)  # outside the limit, so refused requests are counted too
+    app.add_middleware(RequestIdMiddleware)  # outermost: every later layer logs with the id
+    app.include_router(health.router)  # probes: no key
+    app.include_router(dashboard_router)  # static files: no key (their API calls send one)
+    # Every other route needs a valid key; each names the roles it admits (app/auth/).
+    routers = (datasets_router, ledger_router, jobs_router, models_router, scoring_router,
+               fhir_router, cds_hooks_router, keys_router, audit_router, privacy_audit_router)
     for router in routers:
-        app.include_router(router)
-    app.include_router(dashboard_router)
+        app.include_router(router, dependencies=[Depends(authenticate)],
+                           responses=AUTH_RESPONSES)
+    install_problem_docs(app)  # errors documented as the problem+json they are
     return app

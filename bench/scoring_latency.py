@@ -75,7 +75,7 @@ def single_latencies(base: str, seconds: float) -> tuple[list[float], int]:
     lock = threading.Lock()
 
     host, port = base.removeprefix("http://").split(":")
-    headers = {"content-type": "application/json"}
+    headers = {"content-type": "application/json", **service.AUTH}
 
     def client() -> None:
         # http.client, not httpx: a lighter client leaves more of a 2-core machine to the server.
@@ -140,7 +140,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         process, base = start_server(Path(tmp))
         try:
-            with httpx.Client(base_url=base, timeout=120) as http:
+            with service.api_client(base, timeout=120) as http:
                 # The worker in its own process, stopped once the model is trained.
                 worker = service.run_cli(Path(tmp), "worker", env=WORKER_ENV)
                 try:

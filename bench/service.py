@@ -10,6 +10,9 @@ from pathlib import Path
 import httpx
 
 CLI = str(Path(sys.executable).parent / "dpcrisis")
+ADMIN_KEY = "dpk_bench-admin-key-not-for-production-0123"
+AUTH = {"Authorization": f"Bearer {ADMIN_KEY}"}
+"""The served process creates ``ADMIN_KEY`` from ``DPCRISIS_ADMIN_KEY``; benches send ``AUTH``."""
 
 
 def free_port() -> int:
@@ -22,7 +25,8 @@ def run_cli(root: Path, name: str, *args: str, env: dict[str, str] | None = None
             ) -> subprocess.Popen[bytes]:
     """``dpcrisis <name> <args>`` on ``root``'s database and artifacts, logging to root/name.log."""
     full_env = {**os.environ, "DATABASE_URL": f"sqlite:///{root / 'bench.db'}",
-                "ARTIFACT_DIR": str(root / "artifacts"), **(env or {})}
+                "ARTIFACT_DIR": str(root / "artifacts"), "DPCRISIS_ADMIN_KEY": ADMIN_KEY,
+                **(env or {})}
     with (root / f"{name}.log").open("wb") as out:
         return subprocess.Popen([CLI, name, *args], env=full_env, stdout=out,
                                 stderr=subprocess.STDOUT)
@@ -44,3 +48,8 @@ def start_server(root: Path, *args: str, env: dict[str, str] | None = None,
     process.terminate()
     tail = (root / "serve.log").read_text(errors="replace")[-2000:]
     raise SystemExit(f"server did not become ready in {seconds:g} s:\n{tail}")
+
+
+def api_client(base: str, timeout: float) -> httpx.Client:
+    """An HTTP client for ``base`` that sends the admin key."""
+    return httpx.Client(base_url=base, timeout=timeout, headers=AUTH)

@@ -70,7 +70,7 @@ def measure(wake: bool, runs: int, target: float) -> list[dict[str, float]]:
     with tempfile.TemporaryDirectory() as tmp:
         process, base = start(Path(tmp), wake=wake)
         try:
-            with httpx.Client(base_url=base, timeout=60) as client:
+            with service.api_client(base, timeout=60) as client:
                 dataset = client.post("/v1/datasets", json={
                     "name": "bench", "source": {"kind": "synthetic", "n_rows": 8000},
                     "privacy_budget": {"epsilon": 100, "delta": 1e-5}}).json()

@@ -1,6 +1,7 @@
 """Privacy-utility benchmark: the service's default recipe against hand-tuned Opacus settings.
 
-Both run through ``worker.training.train`` (the code path jobs take) on public proxy datasets
+Both run through ``worker.training.train`` and ``worker.calibration`` (the code path jobs take)
+on public proxy datasets
 (generator seeds no real dataset uses), 8,000 rows each (5,600 train), delta 1e-5, at epsilon 1,
 3, 8 and non-private. Scoring is on fresh generator rows; the Bayes-optimal AUC of the *same*
 rows (the true probabilities) is printed beside every figure, because it moves by +-0.004 from
@@ -36,12 +37,19 @@ from app.ledger.accounting import (  # noqa: E402
     noise_for_target,
     poisson_plan,
 )
+from worker.calibration import calibrate_model  # noqa: E402
+from worker.holdout_metrics import ece_equal_mass  # noqa: E402
 from worker.training import TrainingSpec, predict_proba, train  # noqa: E402
 
 DELTA = 1e-5
 N_ROWS = 8_000
 EPSILONS = (1.0, 3.0, 8.0, None)  # None: non-private
 GOALS = {1.0: 0.830, 3.0: 0.836, 8.0: 0.838}
+SEED_FLOOR = 0.82
+# The issue states its goals on evaluation rows whose Bayes-optimal AUC was 0.845; a 1M-row draw
+# here gives 0.840 (the ceiling itself moves by +-0.004 between 200k-row draws). The same goals
+# as distances below the Bayes ceiling of the rows measured on are printed beside them.
+ISSUE_BAYES = 0.845
 PROXY_SEEDS = (910_001, 910_002, 910_003, 910_004, 910_005)  # not the seeds defaults were tuned on
 EVAL_SEED = 4242
 
@@ -83,24 +91,37 @@ def spec_for(recipe: Recipe, n_train: int, epsilon: float | None, seed: int) -> 
 
 def run(recipe: Recipe, datasets: list[int], seeds: int, x_eval: np.ndarray,
         y_eval: np.ndarray) -> dict[float | None, dict[str, float]]:
+    """AUC (calibration cannot change it), and ECE on fresh rows before and after the worker's
+    DP calibration on each dataset's held-out rows."""
     results: dict[float | None, dict[str, float]] = {}
     for epsilon in EPSILONS:
-        aucs, spent, started = [], [], time.perf_counter()
+        aucs, spent, ece_raw, ece_cal, mean_p = [], [], [], [], []
+        started = time.perf_counter()
         for dataset_seed in datasets:
             table = synthetic.generate(N_ROWS, dataset_seed)
-            train_rows, _ = synthetic.split_indices(N_ROWS, dataset_seed)
+            train_rows, held_out = synthetic.split_indices(N_ROWS, dataset_seed)
             x, y = table.x[train_rows], table.y[train_rows]
             for seed in range(seeds):
                 spec = spec_for(recipe, len(y), epsilon, seed)
                 result = train(x, y, spec, device=torch.device("cpu"))
-                aucs.append(roc_auc_score(y_eval, predict_proba(result.network, x_eval)))
-                if spec.noise_multiplier > 0:
-                    spent.append(PRVAccountant().epsilon(
-                        [Mechanism(spec.noise_multiplier, spec.sample_rate, spec.steps)], DELTA))
+                raw = predict_proba(result.network, x_eval)
+                aucs.append(roc_auc_score(y_eval, raw))
+                history = [Mechanism(*step) for step in result.history]
+                eps = PRVAccountant().epsilon(history, DELTA) if history else math.inf
+                if history:
+                    spent.append(eps)
+                calibrate_model(result.network, table.x[held_out], table.y[held_out],
+                                history=history, delta=DELTA, training_epsilon=eps)
+                calibrated = predict_proba(result.network, x_eval)
+                ece_raw.append(ece_equal_mass(y_eval, raw, 10)[0])
+                ece_cal.append(ece_equal_mass(y_eval, calibrated, 10)[0])
+                mean_p.append(float(calibrated.mean()))
         results[epsilon] = {
             "mean": float(np.mean(aucs)), "min": float(np.min(aucs)),
             "epsilon": max(spent) if spent else math.inf,
             "seconds_per_run": (time.perf_counter() - started) / len(aucs),
+            "ece_raw": float(np.mean(ece_raw)), "ece_calibrated": float(np.mean(ece_cal)),
+            "ece_calibrated_max": float(np.max(ece_cal)), "mean_p": float(np.mean(mean_p)),
         }
     return results
 
@@ -119,6 +140,18 @@ def write_plot(path: Path, rows: dict[str, dict], bayes: float) -> None:
         description="Mean ROC-AUC over datasets and seeds at epsilon 1, 3 and 8.",
     )
     path.write_text(render_svg(chart), encoding="utf-8")
+
+
+def _verdicts(goal: float | None, result: dict[str, float], bayes: float) -> str:
+    """PASS/FAIL against the absolute goal, then against the goal as a gap to Bayes."""
+    if goal is None:
+        return " | "
+    absolute = result["mean"] >= goal and result["min"] >= SEED_FLOOR
+    shift = bayes - ISSUE_BAYES
+    relative = result["mean"] >= goal + shift and result["min"] >= SEED_FLOOR + shift
+    return (f">= {goal}, min >= {SEED_FLOOR}: {'PASS' if absolute else 'FAIL'} | "
+            f">= {goal + shift:.4f}, min >= {SEED_FLOOR + shift:.4f}: "
+            f"{'PASS' if relative else 'FAIL'}")
 
 
 def main() -> None:
@@ -141,17 +174,25 @@ def main() -> None:
             for r in (BASELINE, default_recipe())}
     base, ours = rows[BASELINE.name], rows[default_recipe().name]
     print("\n| epsilon | Opacus hand-tuned | service default (min seed) | gain | gap to Bayes "
-          "| goal | s/run |")
-    print("|---|---:|---:|---:|---:|---|---:|")
+          "| goal (absolute) | goal (as gap to Bayes) | s/run |")
+    print("|---|---:|---:|---:|---:|---|---|---:|")
     for eps in EPSILONS:
         b, o = base[eps], ours[eps]
-        goal = GOALS.get(eps)
-        verdict = "" if goal is None else (
-            f">= {goal}: {'PASS' if o['mean'] >= goal and o['min'] >= 0.82 else 'FAIL'}")
         label = "non-private" if eps is None else f"{eps:g} (PRV {o['epsilon']:.3f})"
         print(f"| {label} | {b['mean']:.4f} | {o['mean']:.4f} ({o['min']:.4f}) | "
-              f"{o['mean'] - b['mean']:+.4f} | {o['mean'] - bayes:+.4f} | {verdict} | "
-              f"{o['seconds_per_run']:.2f} |")
+              f"{o['mean'] - b['mean']:+.4f} | {o['mean'] - bayes:+.4f} | "
+              f"{_verdicts(GOALS.get(eps), o, bayes)} | {o['seconds_per_run']:.2f} |")
+    print(f"\nCalibration on the fresh rows (prevalence {evaluation.y.mean():.4f}): expected "
+          "calibration error (10 equal-mass bins) of the trained model, then after the DP "
+          "calibration on each dataset's held-out rows (no extra privacy spend)")
+    print("\n| epsilon | recipe | ECE raw | ECE calibrated (worst run) | mean probability |")
+    print("|---|---|---:|---:|---:|")
+    for eps in EPSILONS:
+        for name, results in rows.items():
+            r = results[eps]
+            label = "non-private" if eps is None else f"{eps:g}"
+            print(f"| {label} | {name} | {r['ece_raw']:.4f} | {r['ece_calibrated']:.4f} "
+                  f"({r['ece_calibrated_max']:.4f}) | {r['mean_p']:.4f} |")
     write_plot(args.plot, rows, bayes)
     print(f"\nplot: {args.plot}")
 

@@ -3,7 +3,7 @@ client bound to it, and a worker that runs jobs on demand."""
 
 import os
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -11,7 +11,9 @@ import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import create_engine, text
 
-from app.core.database import Database, set_database
+from app.auth import service as auth_service
+from app.auth.principal import Principal
+from app.core.database import Database, get_database, set_database
 from app.core.migrations import upgrade_head
 from app.core.settings import settings
 from app.main import create_app
@@ -90,10 +92,26 @@ def artifact_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return path
 
 
+def new_key(role: str, name: str | None = None) -> str:
+    """A fresh API key of ``role`` in the current database (its plaintext)."""
+    with get_database().session_scope() as session:
+        _, secret = auth_service.create(
+            session=session, name=name or f"test-{role}-{uuid.uuid4().hex[:8]}", role=role,
+            principal=Principal.cli(),
+        )
+    return secret
+
+
+def bearer(secret: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {secret}"}
+
+
 def _client(database: Database) -> Iterator[TestClient]:
+    """A client calling as an admin (every route admits admin); ``client_as`` for other roles."""
     set_database(database)
     try:
-        with TestClient(create_app(embedded_worker=False)) as client:
+        admin = new_key("admin", name="test-admin")
+        with TestClient(create_app(embedded_worker=False), headers=bearer(admin)) as client:
             yield client
     finally:
         set_database(None)
@@ -109,6 +127,20 @@ def client(db: Database, artifact_dir: Path) -> Iterator[TestClient]:
 def any_client(any_db: Database, artifact_dir: Path) -> Iterator[TestClient]:
     """API client on SQLite and on PostgreSQL."""
     yield from _client(any_db)
+
+
+@pytest.fixture
+def client_as(request: pytest.FixtureRequest) -> Callable[[str | None], TestClient]:
+    """``client_as("clinician")``: a client on the same app and database with a fresh key of
+    that role; ``client_as(None)`` sends no key. Use with ``client`` or ``any_client``."""
+    name = "any_client" if "any_client" in request.fixturenames else "client"
+    base: TestClient = request.getfixturevalue(name)
+
+    def make(role: str | None) -> TestClient:
+        headers = {} if role is None else bearer(new_key(role))
+        return TestClient(base.app, headers=headers)
+
+    return make
 
 
 @pytest.fixture

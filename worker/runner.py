@@ -18,12 +18,17 @@ from app.core.settings import settings
 from app.datasets import service as dataset_service
 from app.features import FEATURE_NAMES, SCALING
 from app.jobs import notify, queue
-from app.jobs.models import CANCELLED, FAILED, SUCCEEDED, Job
-from app.ledger.accounting import finite_or_none
+from app.jobs.models import CANCELLED, FAILED, PRIVACY_AUDIT, SUCCEEDED, TRAIN, Job
+from app.ledger.accounting import Mechanism, finite_or_none
+from app.observability.logs import job_context
 from app.registry import artifacts
 from app.registry import service as registry_service
 from app.registry.models import TrainedModel
+from worker.calibration import calibrate_model
 from worker.evaluation import evaluate
+from worker.heartbeat import Heartbeat
+from worker.launch import train_distributed
+from worker.privacy_audit.job import run_audit_job
 from worker.training import TrainingSpec, epsilon_of, pick_device, predict_proba, train
 
 logger = logging.getLogger("dpcrisis.worker")
@@ -38,6 +43,7 @@ class ClaimedJob:
     job_id: int
     dataset_id: int
     spec: TrainingSpec
+    kind: str = TRAIN  # PRIVACY_AUDIT jobs go to worker.privacy_audit
 
 
 def _spec_of(job: Job) -> TrainingSpec:
@@ -56,6 +62,7 @@ def _spec_of(job: Job) -> TrainingSpec:
         steps=job.steps,
         delta=job.delta,
         seed=int(t.get("seed", 0)),
+        world_size=int(t.get("world_size", 1)),
     )
 
 
@@ -81,12 +88,17 @@ def report_interval(epochs: int) -> int:
 class Worker:
     """One worker; ``run_once`` handles at most one job (tests call it directly)."""
 
-    def __init__(self, database: Database | None = None, worker_id: str | None = None) -> None:
+    def __init__(
+        self, database: Database | None = None, worker_id: str | None = None, *,
+        listen: bool = True,
+    ) -> None:
         self.database = database or get_database()
         self.worker_id = worker_id or f"{socket.gethostname()}:{os.getpid()}:{id(self):x}"
         self.lease_seconds = settings.worker_lease_seconds
         self.device = pick_device(settings.device)
         self.stop_requested = threading.Event()
+        self.listen = listen  # LISTEN for NOTIFY on PostgreSQL (the embedded worker does not)
+        self.heartbeat: Heartbeat | None = None  # of the job running now
         if self.device.type == "cpu":
             # The vectorised engine's tensors are small: one thread is 1.2-9x faster than two
             # here (no cross-core handoff per step, no waiting on a busy core).
@@ -95,16 +107,26 @@ class Worker:
             torch.set_num_threads(settings.torch_threads)
 
     def run_forever(self) -> None:
-        logger.info("worker %s started on %s", self.worker_id, self.device)
-        while not self.stop_requested.is_set():
-            try:
-                worked = self.run_once()
-            except Exception:  # noqa: BLE001 - keep the worker alive; the job was failed
-                logger.exception("worker loop error")
-                worked = False
-            if not worked:
-                notify.wait_for_work(settings.worker_poll_seconds)
-        logger.info("worker %s stopped", self.worker_id)
+        # torch.optim imports torch._dynamo lazily on the first optimizer (0.5 s, seconds on a
+        # busy machine): pay it before announcing readiness, not in the first job's latency.
+        import torch._dynamo  # noqa: F401
+
+        # LISTEN before the first claim: a job queued in between still wakes the first wait.
+        waiter = notify.create_waiter(self.database.url, listen=self.listen)
+        logger.info("worker %s started on %s (%s)", self.worker_id, self.device,
+                    type(waiter).__name__, extra={"worker_id": self.worker_id})
+        try:
+            while not self.stop_requested.is_set():
+                try:
+                    worked = self.run_once()
+                except Exception:  # noqa: BLE001 - keep the worker alive; the job was failed
+                    logger.exception("worker loop error")
+                    worked = False
+                if not worked and not self.stop_requested.is_set():
+                    waiter.wait(settings.worker_poll_seconds)
+        finally:
+            waiter.close()
+        logger.info("worker %s stopped", self.worker_id, extra={"worker_id": self.worker_id})
 
     def run_once(self) -> bool:
         """Reap lost jobs, claim one queued job and run it. Returns whether a job ran."""
@@ -116,16 +138,28 @@ class Worker:
             job = queue.claim(
                 session=session, worker_id=self.worker_id, lease_seconds=self.lease_seconds
             )
-            claimed = None if job is None else ClaimedJob(job.id, job.dataset_id, _spec_of(job))
+            claimed = None if job is None else ClaimedJob(
+                job.id, job.dataset_id, _spec_of(job), job.kind
+            )
         if claimed is None:
             return False
-        self._run(claimed)
+        heartbeat = Heartbeat(self.database, job_id=claimed.job_id, worker_id=self.worker_id,
+                              lease_seconds=self.lease_seconds)
+        with job_context(claimed.job_id), heartbeat:
+            self.heartbeat = heartbeat
+            try:
+                self._run(claimed)
+            finally:
+                self.heartbeat = None
         return True
 
     def _run(self, claimed: ClaimedJob) -> None:
-        logger.info("job %s claimed", claimed.job_id)
+        logger.info("job %s claimed", claimed.job_id, extra={"worker_id": self.worker_id})
         try:
-            outcome = self._train_and_store(claimed)
+            if claimed.kind == PRIVACY_AUDIT:
+                outcome = run_audit_job(self, claimed)
+            else:
+                outcome = self._train_and_store(claimed)
         except LeaseLost:
             logger.warning("job %s: lease lost, results discarded", claimed.job_id)
             return
@@ -139,6 +173,8 @@ class Worker:
         every = report_interval(claimed.spec.epochs)
 
         def callback(epoch: int, history: list[tuple[float, float, int]]) -> bool:
+            if self.heartbeat is not None and self.heartbeat.lost.is_set():
+                raise LeaseLost(claimed.job_id)  # reaped meanwhile: stop touching data now
             if epoch % every and epoch != claimed.spec.epochs:
                 return True  # between reports: no database round trip, no accounting
             eps_prv, eps_rdp = _epsilons(history, claimed.spec.delta)
@@ -167,25 +203,40 @@ class Worker:
         with self.database.session_scope() as session:
             dataset = dataset_service.get(session=session, dataset_id=claimed.dataset_id)
             x_train, y_train, x_hold, y_hold = dataset_service.load_split(dataset)
-        result = train(
-            x_train, y_train, claimed.spec, device=self.device, on_epoch=self._on_epoch(claimed)
-        )
+        if claimed.spec.world_size > 1:  # torchrun; stops only at reports, as below
+            result = train_distributed(
+                x_train, y_train, claimed.spec, device=self.device,
+                on_epoch=self._on_epoch(claimed), sync_every=report_interval(claimed.spec.epochs),
+            )
+        else:
+            result = train(
+                x_train, y_train, claimed.spec, device=self.device,
+                on_epoch=self._on_epoch(claimed),
+            )
         if result.epochs_completed < claimed.spec.epochs:
             reason = "cancelled" if not self.stop_requested.is_set() else "worker stopping"
             self._finish(claimed, CANCELLED, error_code=reason.replace(" ", "_"), error=reason)
             return CANCELLED
+        eps_prv, eps_rdp = _epsilons(result.history, claimed.spec.delta)
+        # Calibrated on the held-out rows, in parallel composition with training (no extra
+        # spend); the held-out metrics below are of the calibrated model.
+        calibration = calibrate_model(
+            result.network, x_hold, y_hold,
+            history=[Mechanism(*step) for step in result.history],
+            delta=claimed.spec.delta, training_epsilon=eps_prv,
+        )
         metrics = evaluate(
             y_hold,
             predict_proba(result.network, x_hold),
             x_raw=x_hold,
             band_thresholds=registry_service.DEFAULT_BAND_THRESHOLDS,
         )
+        metrics["calibration"] = calibration.as_dict()
         sha = artifacts.save(
             result.network,
             {"kind": claimed.spec.kind, "hidden_units": claimed.spec.hidden_units,
-             "scaling": SCALING},
+             "scaling": SCALING, "calibration": calibration.method},
         )
-        eps_prv, eps_rdp = _epsilons(result.history, claimed.spec.delta)
         with self.database.session_scope() as session:
             job = queue.finish(
                 session=session,
@@ -229,7 +280,7 @@ class EmbeddedWorker:
     """A worker thread inside the API process (the zero-set-up default)."""
 
     def __init__(self) -> None:
-        self.worker = Worker()
+        self.worker = Worker(listen=False)  # woken by the in-process event
         self.thread = threading.Thread(target=self.worker.run_forever, name="dpcrisis-worker",
                                        daemon=True)
 

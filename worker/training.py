@@ -47,6 +47,7 @@ class TrainingSpec:
     seed: int
     engine: str = "vectorised"  # or "opacus" (make_private with a DataLoader)
     tail_average: float = 0.0  # average the iterates of this last fraction of steps
+    world_size: int = 1  # > 1: torchrun processes with Opacus' DPDDP (worker.launch)
 
 
 @dataclass

@@ -4,12 +4,18 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends
 
+from app.auth import audit
+from app.auth.dependencies import require_roles
+from app.auth.principal import Principal
 from app.cdshooks import service
 from app.cdshooks.schemas import HookRequest
 from app.core.database import SessionDep
+from app.core.openapi import problems
 from app.core.time import utcnow
 
 router = APIRouter(prefix="/cds-services", tags=["cds-hooks"])
+# EHRs call as clinicians (their key is configured with the service, even for discovery).
+Clinician = Annotated[Principal, require_roles("clinician")]
 
 
 def known_service(service_id: str) -> str:
@@ -21,18 +27,22 @@ def known_service(service_id: str) -> str:
     return service_id
 
 
-@router.get("")
+@router.get("", dependencies=[require_roles("clinician")])
 def discovery() -> dict[str, Any]:
     """CDS Hooks discovery: the services this server offers."""
     return service.discovery()
 
 
-@router.post("/{service_id}")
+@router.post("/{service_id}", responses=problems(409))
 def call_service(
-    service_id: Annotated[str, Depends(known_service)], body: HookRequest, session: SessionDep
+    principal: Clinician, service_id: Annotated[str, Depends(known_service)],
+    body: HookRequest, session: SessionDep,
 ) -> dict[str, Any]:
     """Call the crisis-risk service for a patient-view hook; answers CDS Hooks cards."""
-    return service.evaluate(
+    answer, model = service.evaluate(
         session=session, service_id=service_id, hook=body.hook,
         patient_id=body.context.patientId, prefetch=body.prefetch, today=utcnow().date(),
     )
+    audit.record_scoring(principal=principal, endpoint="cds-services",
+                         patients=1, model=model)
+    return answer

@@ -143,8 +143,9 @@ def card(scored: dict[str, Any]) -> dict[str, Any]:
 def evaluate(
     *, session: Session, service_id: str, hook: str, patient_id: str,
     prefetch: dict[str, Any] | None, today: date,
-) -> dict[str, Any]:
-    """Answer one hook call with ``{"cards": [card]}``.
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Answer one hook call with ``{"cards": [card]}``, and the model that scored (its id
+    goes to the audit log).
 
     Raises:
         UnknownService: not this service's id (404).
@@ -160,4 +161,4 @@ def evaluate(
     raw, _ = features_from_prefetch(prefetch, patient_id=patient_id, today=today)
     features = _checked_features(raw)
     scored = scoring_service.score(session=session, features=features, model_id=None)
-    return {"cards": [card(scored)]}
+    return {"cards": [card(scored)]}, scored["model"]

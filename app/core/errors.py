@@ -21,6 +21,7 @@ class DomainError(Exception):
     status: int = 400
     kind: str = "bad-request"
     title: str = "Bad request"
+    headers: dict[str, str] = {}  # extra response headers, e.g. a 401's WWW-Authenticate
 
     def __init__(self, detail: str, *, field: str | None = None, **extra: Any) -> None:
         super().__init__(detail)
@@ -41,6 +42,24 @@ class InvalidRequest(DomainError):
 
 class Conflict(DomainError):
     status, kind, title = 409, "conflict", "Conflict"
+
+
+class Unauthorized(DomainError):
+    """No usable API key (missing, unknown or revoked): 401 with a Bearer challenge."""
+
+    status, kind, title = 401, "unauthorized", "Unauthorized"
+
+    def __init__(self, detail: str, *, error: str | None = None) -> None:
+        super().__init__(detail)
+        # RFC 6750: no error code when no key was sent, "invalid_token" for a bad one.
+        challenge = "Bearer" if error is None else f'Bearer error="{error}"'
+        self.headers = {"WWW-Authenticate": challenge}
+
+
+class Forbidden(DomainError):
+    """A valid key whose role may not call this endpoint."""
+
+    status, kind, title = 403, "forbidden", "Forbidden"
 
 
 def problem(
@@ -104,7 +123,11 @@ def install_error_handlers(app: FastAPI) -> None:
         extra = dict(exc.extra)
         if exc.field:
             extra["errors"] = [{"field": exc.field, "message": exc.detail, **_pick(extra)}]
-        return problem(exc.status, exc.kind, exc.title, exc.detail, request.url.path, **extra)
+        response = problem(
+            exc.status, exc.kind, exc.title, exc.detail, request.url.path, **extra
+        )
+        response.headers.update(exc.headers)
+        return response
 
     @app.exception_handler(RequestValidationError)
     async def _validation(request: Request, exc: RequestValidationError) -> JSONResponse:

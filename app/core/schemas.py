@@ -16,6 +16,10 @@ class ResponseModel(BaseModel):
     model_config = ConfigDict(from_attributes=True)
 
 
+NO_CONTROL_CHARACTERS = r"^[^\x00-\x1f\x7f]*$"
+"""Free text (names, filters): any Unicode but C0 controls and DEL. PostgreSQL cannot store or
+even compare a NUL, and a name is one line on pages and in logs."""
+
 ALLOWED_RANGES: dict[str, str] = {}
 """Field path (e.g. ``privacy.target_epsilon``) -> its full allowed range, for error bodies."""
 

@@ -2,8 +2,9 @@
 
 from functools import cached_property
 from pathlib import Path
+from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -31,6 +32,26 @@ class Settings(BaseSettings):
         default=0, ge=0, description="0: 1 for a CPU worker, torch's default otherwise"
     )
     device: str = Field(default="auto", description="auto | cpu | cuda")
+    dpcrisis_admin_key: SecretStr | None = Field(
+        default=None,
+        description="an admin API key created at start-up if no key has its hash (automated "
+        "set-up); at least 24 characters, e.g. from `openssl rand -base64 32`",
+    )
+    api_reap_seconds: float = Field(
+        default=0.0, ge=0,
+        description="how often the API fails running jobs whose lease expired (a lost worker's "
+        "job ends even when no other worker runs); 0: a third of WORKER_LEASE_SECONDS",
+    )
+    max_request_bytes: int = Field(
+        default=16 * 2**20, ge=1,
+        description="largest request body accepted; a larger one is a 413 (the largest real "
+        "body, a 10,000-patient risk batch, is about 3 MB)",
+    )
+    log_format: Literal["json", "text"] = Field(
+        default="json",
+        description="json: one JSON object per line (time, level, logger, message, request_id, "
+        "job_id) for log shippers; text: the classic human-readable line",
+    )
 
     @cached_property
     def alembic_dir(self) -> Path:

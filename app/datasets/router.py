@@ -1,12 +1,19 @@
 """Datasets API: thin routes over app.datasets.service."""
 
-from typing import Any
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Request, Response, status
+from sqlalchemy.orm import Session
 
+from app.auth import audit
+from app.auth.audit import Action
+from app.auth.dependencies import require_roles
+from app.auth.principal import Principal
 from app.core.database import SessionDep
 from app.core.idempotency import IdempotencyKey, create_once, replay_headers
+from app.core.ids import DatasetIdPath
 from app.core.negotiation import REPORT_RESPONSES, PrefersHtml
+from app.core.openapi import problems
 from app.core.pagination import Limit, Offset
 from app.datasets import service
 from app.datasets.schemas import DatasetCreate, DatasetOut, PrivacyBudget
@@ -14,24 +21,39 @@ from app.ledger import report as ledger_report
 from app.ledger import report_html
 
 router = APIRouter(prefix="/v1/datasets", tags=["datasets"])
+READERS = require_roles("data_scientist", "privacy_officer")
+
+
+def _register(*, session: Session, body: DatasetCreate, principal: Principal) -> int:
+    """Create the dataset and its audit event in one transaction (an idempotent replay
+    creates neither)."""
+    dataset = service.create(session=session, request=body)
+    audit.record(
+        session=session, principal=principal, action=Action.DATASET_REGISTERED,
+        target=f"dataset/{dataset.id}",
+        detail={"name": dataset.name, "n_rows": dataset.n_rows,
+                "budget": {"epsilon": dataset.budget_epsilon, "delta": dataset.budget_delta}},
+    )
+    return dataset.id
 
 
 @router.post("", status_code=status.HTTP_201_CREATED, response_model=DatasetOut)
 def create_dataset(
     body: DatasetCreate, session: SessionDep, response: Response,
+    principal: Annotated[Principal, require_roles("data_scientist")],
     idempotency_key: IdempotencyKey = None,
 ) -> dict[str, Any]:
     """Register a dataset with its privacy budget (``Idempotency-Key`` makes retries safe)."""
     dataset_id, replayed = create_once(
         session=session, route="POST /v1/datasets", key=idempotency_key, body=body,
-        create=lambda: service.create(session=session, request=body).id,
+        create=lambda: _register(session=session, body=body, principal=principal),
     )
     response.headers.update(replay_headers(replayed))
     response.headers["Location"] = f"/v1/datasets/{dataset_id}"
     return service.to_out(service.get(session=session, dataset_id=dataset_id))
 
 
-@router.get("")
+@router.get("", dependencies=[READERS])
 def list_datasets(session: SessionDep, limit: Limit = 50, offset: Offset = 0) -> dict[str, Any]:
     """List datasets."""
     rows, total = service.list_page(session=session, limit=limit, offset=offset)
@@ -39,26 +61,34 @@ def list_datasets(session: SessionDep, limit: Limit = 50, offset: Offset = 0) ->
             "offset": offset}
 
 
-@router.get("/{dataset_id}", response_model=DatasetOut)
-def get_dataset(dataset_id: int, session: SessionDep) -> dict[str, Any]:
+@router.get("/{dataset_id}", response_model=DatasetOut, dependencies=[READERS])
+def get_dataset(dataset_id: DatasetIdPath, session: SessionDep) -> dict[str, Any]:
     """Read one dataset."""
     return service.to_out(service.get(session=session, dataset_id=dataset_id))
 
 
-@router.put("/{dataset_id}/privacy-budget", response_model=DatasetOut)
+@router.put("/{dataset_id}/privacy-budget", response_model=DatasetOut,
+            responses=problems(409))
 def change_privacy_budget(
-    dataset_id: int, body: PrivacyBudget, session: SessionDep
+    dataset_id: DatasetIdPath, body: PrivacyBudget, session: SessionDep,
+    principal: Annotated[Principal, require_roles()],
 ) -> dict[str, Any]:
-    """Raise or lower a dataset's budget; 409 if it would fall below what is already spent."""
+    """Raise or lower a dataset's budget (admin); 409 if it would fall below what is spent."""
     dataset = service.get(session=session, dataset_id=dataset_id)
+    before = {"epsilon": dataset.budget_epsilon, "delta": dataset.budget_delta}
     service.change_budget(session=session, dataset=dataset, budget=body)
+    audit.record(session=session, principal=principal, action=Action.BUDGET_CHANGED,
+                 target=f"dataset/{dataset.id}",
+                 detail={"from": before, "to": body.model_dump(mode="json")})
     session.commit()
     return service.to_out(dataset)
 
 
-@router.get("/{dataset_id}/privacy-report", response_model=None, responses=REPORT_RESPONSES)
+@router.get("/{dataset_id}/privacy-report", response_model=None, responses=REPORT_RESPONSES,
+            dependencies=[READERS])
 def dataset_privacy_report(
-    dataset_id: int, session: SessionDep, html: PrefersHtml, request: Request, response: Response
+    dataset_id: DatasetIdPath, session: SessionDep, html: PrefersHtml, request: Request,
+    response: Response,
 ) -> dict[str, Any] | Response:
     """Budget, composed spend, remaining budget and the ledger entries (JSON or HTML page)."""
     dataset = service.get(session=session, dataset_id=dataset_id)

@@ -5,7 +5,12 @@ from typing import Literal
 
 from pydantic import Field
 
-from app.core.schemas import RequestModel, ResponseModel, register_ranges
+from app.core.schemas import (
+    NO_CONTROL_CHARACTERS,
+    RequestModel,
+    ResponseModel,
+    register_ranges,
+)
 
 MIN_ROWS, MAX_ROWS = 100, 2_000_000
 
@@ -24,7 +29,7 @@ class PrivacyBudget(RequestModel):
 
 @register_ranges
 class DatasetCreate(RequestModel):
-    name: str = Field(min_length=1, max_length=200)
+    name: str = Field(min_length=1, max_length=200, pattern=NO_CONTROL_CHARACTERS)
     source: SyntheticSource
     privacy_budget: PrivacyBudget | None = None
     public: bool = False

@@ -37,7 +37,7 @@ def create(*, session: Session, request: DatasetCreate) -> Dataset:
         name=request.name,
         source_kind=request.source.kind,
         n_rows=n_rows,
-        n_train=int(round(TRAIN_FRACTION * n_rows)),
+        n_train=synthetic.training_row_count(n_rows, request.source.seed, TRAIN_FRACTION),
         seed=request.source.seed,
         public=request.public,
         budget_epsilon=budget.epsilon if budget else None,

@@ -50,7 +50,20 @@ def generate(n_rows: int, seed: int) -> SyntheticTable:
 
 
 def split_indices(n_rows: int, seed: int, train_fraction: float = 0.7) -> tuple[np.ndarray, ...]:
-    """A fixed train / held-out split of a dataset's rows, derived from its seed."""
-    order = np.random.default_rng([seed, 1]).permutation(n_rows)
-    n_train = int(round(train_fraction * n_rows))
-    return order[:n_train], order[n_train:]
+    """(training rows, held-out rows): each record is a training row with probability
+    ``train_fraction``, by its own coin, independently of the others and of the data.
+
+    Per-record coins (rather than a fixed-size permutation) make the two parts a
+    data-independent partition *record by record*: adding or removing one patient moves no
+    other patient between the parts. That is what lets the held-out calibration and the
+    training compose in parallel (``worker/calibration.py``). The coins come from the dataset's
+    seed, so the split is reproducible.
+    """
+    coins = np.random.default_rng([seed, 2]).random(n_rows)
+    in_train = coins < train_fraction
+    return np.flatnonzero(in_train), np.flatnonzero(~in_train)
+
+
+def training_row_count(n_rows: int, seed: int, train_fraction: float = 0.7) -> int:
+    """How many of the rows the coins put in training (a function of size and seed only)."""
+    return int(len(split_indices(n_rows, seed, train_fraction)[0]))

@@ -1,9 +1,15 @@
 """FHIR R4 face of the risk endpoint: a RiskAssessment resource."""
 
+from typing import Annotated
+
 from fastapi import APIRouter
 from fastapi.responses import JSONResponse
 
+from app.auth import audit
+from app.auth.dependencies import require_roles
+from app.auth.principal import Principal
 from app.core.database import SessionDep
+from app.core.openapi import problems
 from app.core.time import utcnow
 from app.fhir import service
 from app.fhir.schemas import RiskFhirRequest
@@ -16,12 +22,17 @@ router = APIRouter(tags=["fhir"])
     "/v1/risk/fhir",
     response_class=JSONResponse,
     responses={200: {"content": {service.FHIR_JSON: {}},
-                     "description": "a FHIR R4 RiskAssessment"}},
+                     "description": "a FHIR R4 RiskAssessment"}, **problems(404, 409)},
 )
-def score_patient_fhir(body: RiskFhirRequest, session: SessionDep) -> JSONResponse:
+def score_patient_fhir(
+    body: RiskFhirRequest, session: SessionDep,
+    principal: Annotated[Principal, require_roles("clinician")],
+) -> JSONResponse:
     """Score one patient and answer with a FHIR R4 RiskAssessment."""
     features = body.features.model_dump()
     scored = scoring_service.score(session=session, features=features, model_id=body.model_id)
+    audit.record_scoring(principal=principal, endpoint="risk/fhir",
+                         patients=1, model=scored["model"])
     resource = service.risk_assessment(
         scored=scored, features=features, subject=body.subject, references=body.basis,
         now=utcnow(),

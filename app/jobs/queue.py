@@ -125,8 +125,15 @@ def finish(
 
 
 def reap_expired(*, session: Session) -> list[int]:
-    """Fail running jobs whose worker stopped heart-beating; their spend is kept."""
+    """Fail running jobs whose worker stopped heart-beating; their spend is kept.
+
+    Every idle worker and every API process calls this often: a plain read first, so that on
+    SQLite the common case (nothing expired) takes no write lock.
+    """
     now = utcnow()
+    expired = select(Job.id).where(Job.status == RUNNING, Job.lease_until < now).limit(1)
+    if session.scalar(expired) is None:
+        return []
     stmt = (
         update(Job)
         .where(Job.status == RUNNING, Job.lease_until < now)

@@ -1,12 +1,19 @@
 """Jobs API: thin routes over app.jobs.service."""
 
-from typing import Any
+from typing import Annotated, Any
 
-from fastapi import APIRouter, Query, Request, Response, status
+from fastapi import APIRouter, Request, Response, status
+from sqlalchemy.orm import Session
 
+from app.auth import audit
+from app.auth.audit import Action
+from app.auth.dependencies import require_roles
+from app.auth.principal import Principal
 from app.core.database import SessionDep
 from app.core.idempotency import IdempotencyKey, create_once, replay_headers
+from app.core.ids import DatasetIdQuery, JobIdPath
 from app.core.negotiation import REPORT_RESPONSES, PrefersHtml
+from app.core.openapi import problems
 from app.core.pagination import Limit, Offset
 from app.datasets import service as dataset_service
 from app.jobs import service
@@ -16,11 +23,26 @@ from app.ledger import report as ledger_report
 from app.ledger import report_html
 
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
+READERS = require_roles("data_scientist", "privacy_officer")
+DataScientist = Annotated[Principal, require_roles("data_scientist")]
 
 
-@router.post("", status_code=status.HTTP_202_ACCEPTED, response_model=JobOut)
+def _submit(*, session: Session, body: JobCreate, principal: Principal) -> int:
+    """Reserve, queue and audit in one transaction (an idempotent replay does none)."""
+    job = service.submit(session=session, request=body)
+    audit.record(
+        session=session, principal=principal, action=Action.JOB_SUBMITTED, target=f"job/{job.id}",
+        detail={"dataset_id": job.dataset_id, "target_epsilon": job.target_epsilon,
+                "noise_multiplier": job.noise_multiplier, "epochs": job.epochs},
+    )
+    return job.id
+
+
+@router.post("", status_code=status.HTTP_202_ACCEPTED, response_model=JobOut,
+             responses=problems(404, 409))
 def submit_job(
-    body: JobCreate, session: SessionDep, response: Response, idempotency_key: IdempotencyKey = None
+    body: JobCreate, session: SessionDep, response: Response, principal: DataScientist,
+    idempotency_key: IdempotencyKey = None,
 ) -> dict[str, Any]:
     """Submit a DP-SGD training job; its budget is reserved atomically or refused (409).
 
@@ -28,7 +50,7 @@ def submit_job(
     """
     job_id, replayed = create_once(
         session=session, route="POST /v1/jobs", key=idempotency_key, body=body,
-        create=lambda: service.submit(session=session, request=body).id,
+        create=lambda: _submit(session=session, body=body, principal=principal),
     )
     if not replayed:
         announce_job()
@@ -37,13 +59,13 @@ def submit_job(
     return service.to_out(session=session, job=service.get(session=session, job_id=job_id))
 
 
-@router.get("", response_model=JobPage)
+@router.get("", response_model=JobPage, dependencies=[READERS])
 def list_jobs(
     session: SessionDep,
     limit: Limit = 50,
     offset: Offset = 0,
     status: JobStatus | None = None,
-    dataset_id: int | None = Query(default=None, ge=1),
+    dataset_id: DatasetIdQuery = None,
 ) -> dict[str, Any]:
     """List jobs, newest first."""
     rows, total = service.list_page(
@@ -53,22 +75,27 @@ def list_jobs(
     return {"items": items, "total": total, "limit": limit, "offset": offset}
 
 
-@router.get("/{job_id}", response_model=JobOut)
-def get_job(job_id: int, session: SessionDep) -> dict[str, Any]:
+@router.get("/{job_id}", response_model=JobOut, dependencies=[READERS])
+def get_job(job_id: JobIdPath, session: SessionDep) -> dict[str, Any]:
     """Read a job's status and progress."""
     return service.to_out(session=session, job=service.get(session=session, job_id=job_id))
 
 
-@router.post("/{job_id}/cancel", response_model=JobOut)
-def cancel_job(job_id: int, session: SessionDep) -> dict[str, Any]:
+@router.post("/{job_id}/cancel", response_model=JobOut, responses=problems(409))
+def cancel_job(job_id: JobIdPath, session: SessionDep, principal: DataScientist) -> dict[str, Any]:
     """Cancel a job: a queued one is released, a running one stops and keeps its charge."""
     job = service.cancel(session=session, job=service.get(session=session, job_id=job_id))
+    # "cancelled" for a queued job; "running" for one asked to stop at its epoch's end.
+    audit.record(session=session, principal=principal, action=Action.JOB_CANCELLED,
+                 target=f"job/{job.id}", detail={"status": job.status})
     return service.to_out(session=session, job=job)
 
 
-@router.get("/{job_id}/privacy-report", response_model=None, responses=REPORT_RESPONSES)
+@router.get("/{job_id}/privacy-report", response_model=None, responses=REPORT_RESPONSES,
+            # Clinicians too: it is the model card of the model that scores their patients.
+            dependencies=[require_roles("data_scientist", "privacy_officer", "clinician")])
 def job_privacy_report(
-    job_id: int, session: SessionDep, html: PrefersHtml, request: Request, response: Response
+    job_id: JobIdPath, session: SessionDep, html: PrefersHtml, request: Request, response: Response
 ) -> dict[str, Any] | Response:
     """The job's mechanism, accounting, model card and held-out metrics (JSON or HTML page)."""
     job = service.get(session=session, job_id=job_id)

@@ -5,6 +5,7 @@ from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
+from app.core.ids import MAX_ID
 from app.core.schemas import RequestModel, ResponseModel, register_ranges
 
 FULL_BATCH_EPOCHS = 500  # one step per epoch at q = 1
@@ -58,11 +59,17 @@ class TrainingConfig(RequestModel):
     )
     hidden_units: int = Field(default=16, ge=2, le=256, description="mlp only")
     seed: int = Field(default=0, ge=0, le=2**31 - 1)
+    world_size: int = Field(
+        default=1, ge=1, le=8,
+        description="processes that train this one job together (torchrun with Opacus' "
+        "distributed wrapper: one GPU each when the worker has that many, else CPU). The "
+        "privacy plan is unchanged: the global sample rate, noise and steps are the same",
+    )
 
 
 @register_ranges
 class JobCreate(RequestModel):
-    dataset_id: int = Field(ge=1)
+    dataset_id: int = Field(ge=1, le=MAX_ID)
     privacy: PrivacyRequest
     training: TrainingConfig = Field(default_factory=TrainingConfig)
 
@@ -85,6 +92,7 @@ class ProgressOut(ResponseModel):
 
 class JobOut(ResponseModel):
     id: int
+    kind: str = Field(description="train, or privacy_audit (details at /v1/audits/{id})")
     dataset_id: int
     status: str
     privacy: JobPrivacyOut

@@ -10,7 +10,8 @@ from app.core.errors import Conflict, InvalidRequest, NotFound
 from app.core.time import as_utc, utcnow
 from app.datasets import service as dataset_service
 from app.datasets.models import Dataset
-from app.jobs.models import CANCELLED, FINISHED, QUEUED, RUNNING, Job
+from app.jobs import notify  # noqa: F401 - its insert hook NOTIFYs workers on PostgreSQL
+from app.jobs.models import CANCELLED, FINISHED, QUEUED, RUNNING, TRAIN, Job
 from app.jobs.schemas import (
     FULL_BATCH_EPOCHS,
     MINI_BATCH_EPOCHS,
@@ -160,7 +161,7 @@ def list_page(
     status: str | None = None,
     dataset_id: int | None = None,
 ) -> tuple[list[Job], int]:
-    stmt = select(Job)
+    stmt = select(Job).where(Job.kind == TRAIN)  # privacy audits: GET /v1/audits
     if status is not None:
         stmt = stmt.where(Job.status == status)
     if dataset_id is not None:
@@ -216,6 +217,7 @@ def to_out(*, session: Session, job: Job) -> dict[str, Any]:
         error = {"code": job.error_code, "message": job.error}
     return {
         "id": job.id,
+        "kind": job.kind,
         "dataset_id": job.dataset_id,
         "status": job.status,
         "privacy": {

@@ -153,7 +153,12 @@ class RDPAccountant:
 
 
 class PRVAccountant:
-    """Opacus' PRV accountant; returns its upper bound (estimate + error), never the estimate."""
+    """Opacus' PRV accountant; returns its upper bound (estimate + error), never the estimate.
+
+    For very small delta (below about 1e-13, depending on the domain) PRV's numerics fail
+    (Opacus raises, or divides by zero at denormal delta); the RDP epsilon, also a valid upper
+    bound, is returned instead, so an unusual but legal delta is never a server error.
+    """
 
     name = "prv"
 
@@ -168,11 +173,14 @@ class PRVAccountant:
             return math.inf
         if all(m.sample_rate >= 1.0 for m in live):
             return gaussian_epsilon(live, delta)
-        return _prv_epsilon(
-            tuple((m.noise_multiplier, m.sample_rate, m.steps) for m in live),
-            delta,
-            self.eps_error,
-        )
+        try:
+            return _prv_epsilon(
+                tuple((m.noise_multiplier, m.sample_rate, m.steps) for m in live),
+                delta,
+                self.eps_error,
+            )
+        except (ValueError, ArithmeticError):
+            return RDPAccountant().epsilon(live, delta)
 
 
 def gaussian_epsilon(history: Sequence[Mechanism], delta: float) -> float:

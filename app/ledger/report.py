@@ -7,7 +7,7 @@ are never emitted as numbers (JSON has no Infinity): the numeric field is null, 
 """
 
 import math
-from collections.abc import Callable
+from decimal import ROUND_CEILING, ROUND_FLOOR, ROUND_HALF_EVEN, Decimal
 from typing import Any
 
 from sqlalchemy.orm import Session
@@ -19,33 +19,64 @@ from app.jobs.models import SUCCEEDED, Job
 from app.ledger import service as ledger_service
 from app.ledger.accounting import finite_or_none
 from app.ledger.models import NON_PRIVATE, LedgerEntry
+from app.privacy_audit import service as privacy_audit_service
 
 PRIVACY_UNIT = "record (one patient)"
 INFINITY = "infinity"
 REPORTED_ACCOUNTANT = "prv"
 METRICS_NOTE = (
     "computed on held-out rows never used for training, without noise: they are not covered "
-    "by the differential-privacy guarantee"
+    "by the differential-privacy guarantee. The same rows calibrated the model's probabilities "
+    "(two parameters, under differential privacy), so the calibration figures are in-sample "
+    "for those two parameters"
 )
+
+
+def calibration_text(calibration: dict[str, Any] | None) -> str:
+    """The calibration step in words, or '' for a model stored before calibration existed."""
+    if not calibration:
+        return ""
+    noise = calibration["noise_multiplier"]
+    release = (
+        f"with Gaussian noise (noise multiplier {noise:.4g}, L2 sensitivity sqrt(2))"
+        if noise > 0 else "exactly (the training is non-private)"
+    )
+    return (
+        f" Calibration: the probabilities were calibrated by Platt scaling (slope "
+        f"{calibration['slope']:.3g}, intercept {calibration['intercept']:.3g}) fitted to the "
+        f"number of held-out rows and of crises per bin of the model's score, released {release}. "
+        f"The held-out rows ({calibration['rows']}) are a per-record random part disjoint from "
+        "the training rows, and the release is no costlier than the training at every RDP order "
+        "and at this delta, so the two compose in parallel: the guarantee below covers the "
+        "calibrated model with no extra spend."
+    )
 
 
 def round_up(value: float, digits: int = 3) -> float:
     """Round up to ``digits`` significant digits: a rounded epsilon must never understate spend."""
-    return _round_significant(value, digits, math.ceil)
+    return _round_significant(value, digits, up=True)
 
 
 def round_down(value: float, digits: int = 3) -> float:
     """Round down to ``digits`` significant digits: a remaining budget must never be overstated."""
-    return _round_significant(value, digits, math.floor)
+    return _round_significant(value, digits, up=False)
 
 
-def _round_significant(value: float, digits: int, direction: Callable[[float], int]) -> float:
+def _round_significant(value: float, digits: int, *, up: bool) -> float:
+    """Exact decimal rounding of the float (no overflow at tiny values, no float noise).
+
+    A float that *is* a ``digits``-digit number (2.68 is stored as 2.6800000000000002) keeps
+    that number; otherwise the rounding goes strictly in ``up``'s direction, so the result is
+    never below (up) or above (down) ``value``.
+    """
     if value <= 0 or not math.isfinite(value):
         return value
-    scale = 10.0 ** (digits - 1 - math.floor(math.log10(value)))
-    scaled = value * scale
-    nudge = 1e-9 * scaled if direction is math.ceil else -1e-9 * scaled  # absorbs float noise
-    return direction(scaled - nudge) / scale
+    exact = Decimal(value)
+    quantum = Decimal(1).scaleb(exact.adjusted() - digits + 1)
+    nearest = float(exact.quantize(quantum, rounding=ROUND_HALF_EVEN))
+    if nearest == value:
+        return nearest
+    return float(exact.quantize(quantum, rounding=ROUND_CEILING if up else ROUND_FLOOR))
 
 
 def epsilon_text(value: float | None, *, non_private: bool = False, digits: int = 3) -> str:
@@ -67,12 +98,13 @@ def _statement(job: Job, dataset: Dataset, planned: dict[str, float | None]) -> 
         "anything outside the trust boundary: the raw data store, the operators and the "
         "database, side channels such as timing, and the choice of the budget itself."
     )
+    calibration = calibration_text((job.metrics or {}).get("calibration"))
     if job.non_private:
         return (
             f"Non-private training: epsilon = infinity. No noise was added to the gradients, so "
             f"the model carries no differential-privacy guarantee; this is allowed only because "
             f"dataset {dataset.id} is public. {data} Training: {job.steps} steps over "
-            f"{job.epochs} epochs with noise multiplier 0. {limits}"
+            f"{job.epochs} epochs with noise multiplier 0.{calibration} {limits}"
         )
     status = (
         ""
@@ -86,8 +118,9 @@ def _statement(job: Job, dataset: Dataset, planned: dict[str, float | None]) -> 
         f"batch size {job.sample_rate * dataset.n_train:.1f}), each record's whole gradient is "
         f"clipped to L2 norm {job.max_grad_norm:g}, and Gaussian noise with noise multiplier "
         f"{job.noise_multiplier:.4g} (standard deviation {job.noise_multiplier:.4g} x "
-        f"{job.max_grad_norm:g}) is added; {job.steps} steps over {job.epochs} epochs. "
-        f"Accounting: epsilon = {epsilon_text(planned['prv'])} at delta = {job.delta:g} by the "
+        f"{job.max_grad_norm:g}) is added; {job.steps} steps over {job.epochs} epochs."
+        f"{calibration} Accounting: epsilon = {epsilon_text(planned['prv'])} at delta = "
+        f"{job.delta:g} by the "
         f"PRV accountant (the reported figure); the RDP accountant, which the dataset ledger "
         f"uses to compose spend across jobs, gives epsilon = {epsilon_text(planned['rdp'])}. "
         f"Guarantee: ({epsilon_text(planned['prv'])}, {job.delta:g})-differential privacy "
@@ -99,7 +132,8 @@ def _statement(job: Job, dataset: Dataset, planned: dict[str, float | None]) -> 
 
 def _coverage(job: Job) -> dict[str, list[str]]:
     not_covered = [
-        "held-out metrics: computed on held-out rows without noise",
+        "held-out metrics: computed on held-out rows without noise (the calibration itself is "
+        "covered)",
         "the raw data store (the training rows themselves)",
         "operators and the database (they can read the data)",
         "side channels such as training time or resource use",
@@ -116,6 +150,7 @@ def _coverage(job: Job) -> dict[str, list[str]]:
     return {
         "covers": [
             "the released model",
+            "its probability calibration on the held-out rows (parallel composition)",
             "every checkpoint and intermediate model of the run",
             "anything computed from the model alone, e.g. risk scores and explanations "
             "(post-processing)",
@@ -300,4 +335,6 @@ def dataset_report(*, session: Session, dataset: Dataset) -> dict[str, Any]:
         "remaining": {"epsilon": spend.remaining_epsilon},
         "entries": [entry_view(e) for e in entries],
         "timeline": [_timeline_view(p) for p in timeline],
+        # Empirical checks of the accounting (public datasets only; they charge nothing).
+        "privacy_audits": privacy_audit_service.summaries(session=session, dataset_id=dataset.id),
     }

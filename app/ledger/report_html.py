@@ -43,6 +43,7 @@ th,td{border:1px solid #8a8a8a;padding:.25rem .5rem;text-align:left;vertical-ali
 th{background:#f0f0f0} .num{text-align:right} figure{margin:1rem 0}
 svg.chart{max-width:100%;height:auto} figcaption,.note{color:#444;font-size:.9rem}
 footer{margin-top:2rem;border-top:1px solid #8a8a8a;color:#444;font-size:.9rem}
+.alarm{color:#b00020;border-color:#b00020;font-weight:700}
 @page{margin:15mm}
 @media print{body{max-width:none;padding:0;font-size:10pt} a{color:inherit} table{font-size:9pt}
 figure,tr,.summary,dl{break-inside:avoid} h2,h3{break-after:avoid}}
@@ -472,6 +473,36 @@ def _dataset_facts(report: dict[str, Any]) -> str:
     )
 
 
+def _audits_section(report: dict[str, Any], root_path: str) -> str:
+    """Links to the dataset's privacy audits; an alarm row is red and says so in words."""
+    audits = report.get("privacy_audits") or []
+    if not audits:
+        return ""
+    rows = []
+    for a in audits:
+        audited = a["audited_epsilon"]
+        cells = [
+            _link(f"{root_path}{a['report']}", f"audit {a['id']}"),
+            _link(report_href("jobs", a["audited_job_id"], root_path),
+                  f"job {a['audited_job_id']}"),
+            escape(a["status"]),
+            eps(a["accounted_epsilon"], non_private=a["accounted_epsilon"] is None),
+            num(round_down(audited, 3) if _finite(audited) else None, ".3g"),
+            "PRIVACY BUG" if a["alarm"] else "none",
+        ]
+        if a["alarm"]:
+            cells = [f'<span class="alarm">{cell}</span>' for cell in cells]
+        rows.append(cells)
+    headers = [("Audit", False), ("Audited job", False), ("Status", False),
+               ("Accounted ε (upper bound)", True), ("Audited ε (lower bound)", True),
+               ("Alarm", False)]
+    return (
+        '<section id="privacy-audits"><h2>Privacy audits</h2>'
+        f"{_table('Empirical audits of the accounting (they charge nothing)', headers, rows)}"
+        "</section>"
+    )
+
+
 def render_dataset_page(report: dict[str, Any], *, root_path: str = "") -> str:
     """The dataset's ledger report as a complete HTML5 document."""
     dataset_id = report["dataset_id"]
@@ -493,6 +524,6 @@ def render_dataset_page(report: dict[str, Any], *, root_path: str = "") -> str:
         f'<section id="spend"><h2>Cumulative spend</h2>'
         f"{figure}{_timeline_table(report, root_path)}</section>"
         f'<section id="entries"><h2>Ledger entries</h2>{_entries_table(report, root_path)}'
-        "</section></main>"
+        f"</section>{_audits_section(report, root_path)}</main>"
     )
     return _page(f"Privacy report: dataset {dataset_id}", body)

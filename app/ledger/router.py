@@ -1,10 +1,15 @@
 """Ledger API: thin routes over app.ledger.service."""
 
-from typing import Any
+from typing import Annotated, Any
 
 from fastapi import APIRouter
 
+from app.auth import audit
+from app.auth.audit import Action
+from app.auth.dependencies import require_roles
+from app.auth.principal import Principal
 from app.core.database import SessionDep
+from app.core.ids import DatasetIdPath
 from app.datasets import service as dataset_service
 from app.ledger import service
 from app.ledger.schemas import ChainVerification
@@ -13,7 +18,15 @@ router = APIRouter(prefix="/v1/datasets", tags=["ledger"])
 
 
 @router.get("/{dataset_id}/ledger/verify", response_model=ChainVerification)
-def verify_ledger(dataset_id: int, session: SessionDep) -> dict[str, Any]:
+def verify_ledger(
+    dataset_id: DatasetIdPath, session: SessionDep,
+    principal: Annotated[Principal, require_roles("privacy_officer")],
+) -> dict[str, Any]:
     """Recompute the dataset's ledger hash chain and name the first record that breaks it."""
     dataset = dataset_service.get(session=session, dataset_id=dataset_id)
-    return service.verify_chain(session=session, dataset=dataset)
+    result = service.verify_chain(session=session, dataset=dataset)
+    audit.record(session=session, principal=principal, action=Action.LEDGER_VERIFIED,
+                 target=f"dataset/{dataset.id}",
+                 detail={"valid": result["valid"], "records": result["records"],
+                         "head_hash": result["head_hash"]})
+    return result

@@ -35,6 +35,7 @@ from sqlalchemy import func, select
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session
 
+from app.auth.dependencies import require_roles
 from app.core.database import get_database
 from app.datasets.models import Dataset
 from app.jobs import models as job_models
@@ -99,8 +100,8 @@ def training_throughputs(session: Session) -> list[float]:
     stmt = (
         select(Job.steps, Job.sample_rate, Dataset.n_train, Job.started_at, Job.finished_at)
         .join(Dataset, Dataset.id == Job.dataset_id)
-        .where(Job.status == job_models.SUCCEEDED, Job.started_at.is_not(None),
-               Job.finished_at.is_not(None))
+        .where(Job.status == job_models.SUCCEEDED, Job.kind == job_models.TRAIN,
+               Job.started_at.is_not(None), Job.finished_at.is_not(None))
         .order_by(Job.finished_at.desc(), Job.id.desc())
         .limit(WINDOW)
     )
@@ -178,7 +179,9 @@ class DatabaseCollector(Collector):
 router = APIRouter(include_in_schema=False)
 
 
-@router.get("/metrics")
+# A Prometheus scrape job sends a privacy officer's key (``authorization: {credentials: ...}``):
+# read-only, and the figures are operational (no ids, no patient data).
+@router.get("/metrics", dependencies=[require_roles("privacy_officer")])
 def metrics(request: Request) -> Response:
     """Prometheus text exposition format 0.0.4."""
     registry: CollectorRegistry = request.app.state.metrics_registry

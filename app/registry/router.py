@@ -4,23 +4,34 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends
 
+from app.auth import audit
+from app.auth.audit import Action
+from app.auth.dependencies import require_roles
+from app.auth.principal import Principal
 from app.core.database import SessionDep
+from app.core.ids import ModelIdPath
+from app.core.openapi import problems
 from app.core.pagination import Limit, Offset
 from app.registry import service
 from app.registry.models import TrainedModel
 from app.registry.schemas import BandThresholds
 
 router = APIRouter(prefix="/v1/models", tags=["models"])
+# Clinicians read models too: the dashboard lists them and shows each one's guarantee.
+READERS = require_roles("data_scientist", "privacy_officer", "clinician")
+# First in a route's parameters: checked before ``get_model_or_404``, so a refused caller
+# learns nothing about which models exist.
+DataScientist = Annotated[Principal, require_roles("data_scientist")]
 
 
-def get_model_or_404(model_id: int, session: SessionDep) -> TrainedModel:
+def get_model_or_404(model_id: ModelIdPath, session: SessionDep) -> TrainedModel:
     return service.get(session=session, model_id=model_id)
 
 
 ValidModel = Annotated[TrainedModel, Depends(get_model_or_404)]
 
 
-@router.get("")
+@router.get("", dependencies=[READERS])
 def list_models(session: SessionDep, limit: Limit = 50, offset: Offset = 0) -> dict[str, Any]:
     """List trained models, newest first, with which one is active."""
     rows, total = service.list_page(session=session, limit=limit, offset=offset)
@@ -29,14 +40,14 @@ def list_models(session: SessionDep, limit: Limit = 50, offset: Offset = 0) -> d
             "total": total, "limit": limit, "offset": offset, "active_model_id": active_id}
 
 
-@router.get("/active")
+@router.get("/active", dependencies=[READERS], responses=problems(404, 409))
 def get_active_model(session: SessionDep) -> dict[str, Any]:
     """The model scoring uses when no model_id is named."""
     model = service.active(session=session)
     return service.to_out(model, active_model_id=model.id)
 
 
-@router.get("/activations")
+@router.get("/activations", dependencies=[READERS])
 def list_activations(
     session: SessionDep, limit: Limit = 50, offset: Offset = 0
 ) -> dict[str, Any]:
@@ -46,32 +57,40 @@ def list_activations(
             "limit": limit, "offset": offset}
 
 
-@router.post("/rollback")
-def rollback(session: SessionDep) -> dict[str, Any]:
+@router.post("/rollback", responses=problems(409))
+def rollback(principal: DataScientist, session: SessionDep) -> dict[str, Any]:
     """Reactivate the model that was active before the latest activation."""
     model, row = service.rollback(session=session)
+    audit.record(session=session, principal=principal, action=Action.MODEL_ROLLED_BACK,
+                 target=f"model/{model.id}")
     return {"model": service.to_out(model, active_model_id=model.id),
             "activation": service.activation_out(row)}
 
 
-@router.get("/{model_id}")
+@router.get("/{model_id}", dependencies=[READERS])
 def get_model(model: ValidModel, session: SessionDep) -> dict[str, Any]:
     """Read a model: metrics, privacy statement, band thresholds, whether it is active."""
     return service.to_out(model, active_model_id=service.active_id(session=session))
 
 
-@router.post("/{model_id}/activate")
-def activate_model(model: ValidModel, session: SessionDep) -> dict[str, Any]:
+@router.post("/{model_id}/activate", responses=problems(409))
+def activate_model(
+    principal: DataScientist, model: ValidModel, session: SessionDep
+) -> dict[str, Any]:
     """Make this model the one scoring uses by default (only models of succeeded jobs)."""
     row = service.activate(session=session, model=model)
+    audit.record(session=session, principal=principal, action=Action.MODEL_ACTIVATED,
+                 target=f"model/{model.id}", detail={"changed": row is not None})
     return {"model": service.to_out(model, active_model_id=model.id),
             "activation": None if row is None else service.activation_out(row)}
 
 
 @router.put("/{model_id}/band-thresholds")
 def put_band_thresholds(
-    body: BandThresholds, model: ValidModel, session: SessionDep
+    principal: DataScientist, body: BandThresholds, model: ValidModel, session: SessionDep
 ) -> dict[str, Any]:
     """Change the model's risk-band thresholds (0 < low_medium < medium_high < 1)."""
     service.set_band_thresholds(session=session, model=model, thresholds=body.model_dump())
+    audit.record(session=session, principal=principal, action=Action.BAND_THRESHOLDS_CHANGED,
+                 target=f"model/{model.id}", detail=body.model_dump())
     return service.to_out(model, active_model_id=service.active_id(session=session))

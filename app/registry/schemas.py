@@ -15,7 +15,9 @@ def _real_number(value: Any) -> Any:
     return value
 
 
-Probability = Annotated[float, BeforeValidator(_real_number), Field(gt=0, lt=1)]
+# Field before the validator: after it, pydantic publishes "gt"/"lt" instead of JSON Schema's
+# exclusiveMinimum/exclusiveMaximum, and clients (and the fuzzer) see no bounds at all.
+Probability = Annotated[float, Field(gt=0, lt=1), BeforeValidator(_real_number)]
 
 
 @register_ranges

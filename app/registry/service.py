@@ -280,13 +280,40 @@ def privacy_sentence(model: TrainedModel) -> str:
     if model.epsilon is None:
         return (
             f"Model {model.id} was trained without differential privacy (epsilon = infinity) "
-            "on a public dataset."
+            f"on a public dataset.{_calibration_clause(model)}"
         )
     return (
         f"Model {model.id} was trained with DP-SGD: ({epsilon_text(model.epsilon)}, "
         f"{model.delta:g})-differential privacy per patient record ({model.accountant.upper()} "
-        "accountant)."
+        f"accountant).{_calibration_clause(model)}"
     )
+
+
+_calibrated_rows: dict[tuple[int, str], int | None] = {}
+
+
+def calibration_of(model: TrainedModel) -> dict[str, Any] | None:
+    """The model's held-out calibration record (None for models stored before it existed)."""
+    return (model.metrics or {}).get("calibration")
+
+
+def calibrated_rows(model: TrainedModel) -> int | None:
+    """Held-out rows the model was calibrated on, or None; cached per model (models never
+    change), so scoring does not load the large ``metrics`` column on every request."""
+    key = (model.id, model.artifact_sha256)
+    if key not in _calibrated_rows:
+        calibration = calibration_of(model)
+        _calibrated_rows[key] = None if calibration is None else int(calibration["rows"])
+    return _calibrated_rows[key]
+
+
+def _calibration_clause(model: TrainedModel) -> str:
+    rows = calibrated_rows(model)
+    if rows is None:
+        return " Its probabilities are uncalibrated (stored before held-out calibration)."
+    if model.epsilon is None:
+        return f" Its probabilities were calibrated on {rows} held-out rows."
+    return f" Its probabilities were calibrated on {rows} held-out rows under the same guarantee."
 
 
 def privacy_statement(model: TrainedModel) -> dict[str, Any]:
@@ -297,6 +324,7 @@ def privacy_statement(model: TrainedModel) -> dict[str, Any]:
         "epsilon_rdp": model.epsilon_rdp,
         "non_private": model.epsilon is None,
         "unit": "record (one patient)",
+        "calibrated": calibrated_rows(model) is not None,
         "statement": privacy_sentence(model),
     }
 

@@ -1,45 +1,59 @@
 """Risk API. Patient features are never logged."""
 
-from typing import Any
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Response
 from starlette.concurrency import run_in_threadpool
 
+from app.auth import audit
+from app.auth.dependencies import require_roles
+from app.auth.models import ROLES
+from app.auth.principal import Principal
 from app.core.database import SessionDep, get_database
+from app.core.openapi import problems
 from app.features import spec_document
 from app.scoring import render, service
 from app.scoring.schemas import RiskBatchRequest, RiskBatchResponse, RiskRequest, RiskResult
 
 router = APIRouter(tags=["scoring"])
+Clinician = Annotated[Principal, require_roles("clinician")]
 
 
-def _score_one(body: RiskRequest) -> dict[str, Any]:
+def _score_one(body: RiskRequest, principal: Principal) -> dict[str, Any]:
     with get_database().session_scope() as session:
-        return service.score(
+        scored = service.score(
             session=session, features=body.features.model_dump(), model_id=body.model_id
         )
+        audit.record_scoring(principal=principal, endpoint="risk",
+                             patients=1, model=scored["model"])
+        return scored
 
 
-@router.post("/v1/risk", response_model=RiskResult)
-async def score_patient(body: RiskRequest) -> dict[str, Any]:
+@router.post("/v1/risk", response_model=RiskResult, responses=problems(404, 409))
+async def score_patient(body: RiskRequest, principal: Clinician) -> dict[str, Any]:
     """Score one patient: probability, risk band and contributing features."""
     # One hop to a worker thread for the session and the model, not three (a sync route with
     # SessionDep enters, runs and exits in separate hops): the single-patient latency path.
-    return await run_in_threadpool(_score_one, body)
+    return await run_in_threadpool(_score_one, body, principal)
 
 
-@router.post("/v1/risk/batch", response_model=RiskBatchResponse)
-def score_patients(body: RiskBatchRequest, session: SessionDep) -> Response:
+@router.post("/v1/risk/batch", response_model=RiskBatchResponse,
+             responses=problems(404, 409))
+def score_patients(
+    body: RiskBatchRequest, session: SessionDep, principal: Clinician
+) -> Response:
     """Score 1 to 10,000 patients in one call; results in request order."""
     scored = service.score_batch(
         session=session, patients=[p.features.model_dump() for p in body.patients],
         model_id=body.model_id,
     )
+    audit.record_scoring(principal=principal, endpoint="risk/batch",
+                         patients=len(body.patients), model=scored.model)
     return Response(render.batch_json(scored, [p.id for p in body.patients]),
                     media_type="application/json")
 
 
-@router.get("/v1/features")
+@router.get("/v1/features", dependencies=[require_roles(*ROLES)])
 def feature_spec() -> list[dict[str, object]]:
     """The feature spec: names, public bounds, reference values, labels."""
     return spec_document()

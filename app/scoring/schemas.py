@@ -18,6 +18,7 @@ from pydantic import (
 )
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
+from app.core.ids import MAX_ID
 from app.core.schemas import ALLOWED_RANGES, RequestModel, register_ranges
 from app.features import BY_NAME, FEATURE_NAMES, FEATURES
 
@@ -71,10 +72,10 @@ class _FeaturesBase(RequestModel):
 def _feature_fields() -> dict[str, Any]:
     fields: dict[str, Any] = {}
     for f in FEATURES:
-        kind = Annotated[
+        kind = Annotated[  # Field first, or the schema shows "ge"/"le", not minimum/maximum
             int,
-            BeforeValidator(_whole_number),
             Field(ge=f.lower, le=f.upper, description=f"{f.label} ({f.unit})".strip()),
+            BeforeValidator(_whole_number),
         ]
         fields[f.name] = (kind, ...)
     return fields
@@ -86,7 +87,8 @@ PatientFeatures = create_model(  # type: ignore[call-overload]
 
 ModelId = Annotated[
     int | None,
-    Field(default=None, ge=1, description="score with this model; the active one when absent"),
+    Field(default=None, ge=1, le=MAX_ID,
+          description="score with this model; the active one when absent"),
 ]
 
 
@@ -153,6 +155,9 @@ class ModelStatementOut(BaseModel):
     epsilon_rdp: float | None
     non_private: bool
     unit: str
+    calibrated: bool = Field(
+        description="probabilities calibrated on held-out rows (DP Platt scaling, no extra spend)"
+    )
     statement: str
 
 

@@ -16,7 +16,7 @@ def _create_dataset(client: TestClient, **overrides: Any) -> dict[str, Any]:
 
 def test_register_train_report_score(any_client: TestClient, run_worker: Any) -> None:
     dataset = _create_dataset(any_client)
-    assert dataset["rows"] == 2000 and dataset["training_rows"] == 1400
+    assert dataset["rows"] == 2000 and dataset["training_rows"] == 1393  # per-record coins
 
     submitted = any_client.post(
         "/v1/jobs",
@@ -36,6 +36,9 @@ def test_register_train_report_score(any_client: TestClient, run_worker: Any) ->
     assert 0 < done["progress"]["epsilon_spent"] <= 3.0
     assert done["model_id"] is not None
     assert done["metrics"]["roc_auc"] > 0.6
+    calibration = done["metrics"]["calibration"]  # DP Platt scaling on the held-out rows
+    assert calibration["rows"] == dataset["holdout_rows"]
+    assert calibration["noise_multiplier"] > 0 and calibration["slope"] > 0
 
     report = any_client.get(f"/v1/jobs/{job['id']}/privacy-report").json()
     assert report["epsilon"]["prv"] <= 3.0
@@ -63,6 +66,8 @@ def test_register_train_report_score(any_client: TestClient, run_worker: Any) ->
     assert body["model"]["id"] == done["model_id"]
     assert body["model"]["epsilon"] == pytest.approx(report["epsilon"]["prv"])
     assert body["model"]["delta"] == 1e-5
+    assert body["model"]["calibrated"] is True
+    assert "calibrated on" in body["model"]["statement"]
     total = body["reference"]["log_odds"] + sum(c["contribution"] for c in body["contributions"])
     assert total == pytest.approx(body["log_odds"], abs=1e-6)
     sizes = [abs(c["contribution"]) for c in body["contributions"]]

@@ -141,7 +141,7 @@ def test_private_job_and_dataset_pages(
     statement = report["statement"]
     for words in (
         "one record, which is one patient",
-        "2000 rows, of which 1400 were used for training",
+        "2000 rows, of which 1393 were used for training",
         "Poisson sampling",
         f"probability {report['sample_rate']:.4g}",
         "expected batch size",
@@ -154,6 +154,8 @@ def test_private_job_and_dataset_pages(
         f"epsilon = {report['epsilon_text']}",
         "every checkpoint or intermediate model",
         "post-processing",
+        "calibrated by Platt scaling",
+        "compose in parallel",
         "held-out metrics (computed on held-out rows without noise)",
         "raw data store",
         "operators and the database",
@@ -169,7 +171,7 @@ def test_private_job_and_dataset_pages(
     assert card["intended_use"]["decision_support_not_diagnosis"] is True
     assert any("automated decisions" in u for u in card["intended_use"]["out_of_scope"])
     data = card["training_data"]
-    assert (data["rows"], data["training_rows"], data["holdout_rows"]) == (2000, 1400, 600)
+    assert (data["rows"], data["training_rows"], data["holdout_rows"]) == (2000, 1393, 607)
     assert data["synthetic"] is True and data["public"] is False
     assert "prevalence" not in data  # no statistic of the private training rows
     assert card["metrics"]["values"] == report["metrics"]

@@ -149,7 +149,7 @@ def test_batch_unknown_or_missing_model(client: TestClient, run_worker: Any) -> 
     problem(client.post("/v1/risk/batch", json={**body, "model_id": model_id + 1}), 404,
             field="model_id", kind="model-not-found")
     problem(client.post("/v1/risk/batch", json={**body, "model_id": 0}), 422,
-            field="model_id", allowed="[1, inf)")
+            field="model_id", allowed="[1, 2147483647]")  # ids are 32-bit on PostgreSQL
 
 
 def test_patient_features_never_logged(
@@ -189,6 +189,7 @@ def test_batch_json_is_the_document_byte_for_byte(kind: str) -> None:
                                                                "medium_high": 0.2},
         kind=kind, dataset_id=1, created_at=datetime(2026, 1, 1, tzinfo=UTC), epsilon=2.5,
         delta=1e-5, accountant="prv", epsilon_rdp=2.9,
+        metrics={"calibration": {"rows": 600}},
     )
     scoring_service._cache[model.artifact_sha256] = network
     raw = scoring_service.rows_of([PATIENT, *random_patients(300, seed=4)])

@@ -11,6 +11,8 @@ import httpx
 import pytest
 
 CLI = str(Path(sys.executable).parent / "dpcrisis")
+ADMIN_KEY = "dpk_e2e-admin-key-for-tests-only-0123456789"
+"""Created by the served process from ``DPCRISIS_ADMIN_KEY`` (the automated set-up path)."""
 
 
 def _free_port() -> int:
@@ -25,7 +27,14 @@ def service_env(tmp_path: Path) -> dict[str, str]:
         "DATABASE_URL": f"sqlite:///{tmp_path / 'var' / 'dpcrisis.db'}",
         "ARTIFACT_DIR": str(tmp_path / "var" / "artifacts"),
         "WORKER_POLL_SECONDS": "0.2",
+        "DPCRISIS_ADMIN_KEY": ADMIN_KEY,
     }
+
+
+def api_client(base: str, key: str = ADMIN_KEY, timeout: float = 30) -> httpx.Client:
+    """An HTTP client for ``base`` that sends ``key`` as its Bearer token."""
+    return httpx.Client(base_url=base, timeout=timeout,
+                        headers={"Authorization": f"Bearer {key}"})
 
 
 def start_server(tmp_path: Path, *extra: str) -> tuple[subprocess.Popen[str], str]:

@@ -1,9 +1,10 @@
 """The clinician dashboard in a real headless Chromium (Debian's package, driven by Playwright)
-against a real `dpcrisis serve` process with a trained model: keyboard scoring, field errors
-from the API, CSV scoring, the privacy page, 200% zoom, and no console or CSP errors.
+against a real `dpcrisis serve` process with a trained model: the API key field, keyboard
+scoring, field errors from the API, CSV scoring, the privacy page and its reports, 200% zoom,
+and no console or CSP errors. Each page runs with the key of the role that uses it.
 
-Leaves screenshots in artifacts/ (dashboard.png; dashboard-privacy.png, dashboard-200pct.png)
-for people to look at.
+Leaves screenshots in artifacts/ (dashboard.png; dashboard-privacy.png, dashboard-report.png,
+dashboard-200pct.png) for people to look at.
 """
 
 import os
@@ -13,12 +14,11 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 
 from app.ledger.report import epsilon_text
 from tests.conftest import FAST_TRAINING, PATIENT, SMALL_DATASET
-from tests.e2e.service import start_server, wait_ready
+from tests.e2e.service import api_client, start_server, wait_ready
 
 CHROMIUM = Path("/usr/bin/chromium")
 ARTIFACTS = Path(__file__).resolve().parents[2] / "artifacts"
@@ -49,7 +49,9 @@ def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]
     process, base = start_server(tmp_path_factory.mktemp("dashboard"))
     try:
         wait_ready(process, base)
-        http = httpx.Client(base_url=base, timeout=30)
+        http = api_client(base)  # admin
+        keys = {role: http.post("/v1/keys", json={"name": role, "role": role}).json()["key"]
+                for role in ("clinician", "privacy_officer")}
         dataset = http.post("/v1/datasets", json=SMALL_DATASET)
         assert dataset.status_code == 201, dataset.text
         job = http.post("/v1/jobs", json={"dataset_id": dataset.json()["id"],
@@ -62,7 +64,7 @@ def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]
             assert time.monotonic() < deadline, state
             time.sleep(0.2)
         assert state["status"] == "succeeded", state
-        yield {"base": base, "dataset": dataset.json(), "job": state, "http": http}
+        yield {"base": base, "dataset": dataset.json(), "job": state, "http": http, **keys}
     finally:
         process.terminate()
         process.wait(timeout=30)
@@ -114,8 +116,11 @@ def _percent(p: float) -> str:
     return f"{p * 100:.2g} %" if 0 < p < 0.01 else f"{p * 100:.1f} %"
 
 
-def _open(page: Page, url: str) -> None:
+def _open(page: Page, url: str, key: str) -> None:
+    """Open a dashboard page in a fresh tab: paste the key, press Enter, wait for the data."""
     page.goto(url)
+    page.fill("#api-key", key)
+    page.press("#api-key", "Enter")  # stores the key for this tab and reloads
     page.wait_for_selector("body[data-ready='true']")
 
 
@@ -129,7 +134,7 @@ def _tab_to(page: Page, element_id: str, limit: int = 20) -> None:
 
 def test_score_a_patient_with_the_keyboard(service: dict[str, Any], page: Page) -> None:
     expected = service["http"].post("/v1/risk", json={"features": PATIENT}).json()
-    _open(page, f"{service['base']}/dashboard")
+    _open(page, f"{service['base']}/dashboard", service["clinician"])
     spec = service["http"].get("/v1/features").json()
     assert page.locator("#feature-fields .field").count() == len(spec)
     for feature in spec:  # every control has a label, and its range in the help text
@@ -177,20 +182,55 @@ def test_score_a_patient_with_the_keyboard(service: dict[str, Any], page: Page) 
     assert f"model {model['id']}" in statement and "differential privacy" in statement
     assert f"ε = {epsilon_text(model['epsilon'])}" in statement
     assert "record (one patient)" in statement
+    report = f"/v1/jobs/{service['job']['id']}/privacy-report"
     assert page.locator("#privacy-statement a").get_attribute("href") == (
-        f"/v1/jobs/{service['job']['id']}/privacy-report"
+        f"/dashboard/privacy#report={report}"
     )
 
-    assert page.evaluate("localStorage.length + sessionStorage.length") == 0
+    assert page.evaluate("localStorage.length") == 0  # only the key, and only for this tab
+    assert page.evaluate("Object.keys(sessionStorage)") == ["dpcrisis.apiKey"]
 
     ARTIFACTS.mkdir(exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / "dashboard.png"), full_page=True)
+
+    page.click("#privacy-statement a")  # the model card, read with the clinician's key
+    expect(page.locator("#report h1")).to_have_text(
+        f"Privacy report: job {service['job']['id']}")
+
+
+def test_the_page_asks_for_a_key_and_says_when_it_is_refused(
+    service: dict[str, Any], page: Page
+) -> None:
+    api_calls: list[str] = []
+    page.on("request", lambda r: api_calls.append(r.url) if "/v1/" in r.url else None)
+    page.goto(f"{service['base']}/dashboard")
+    expect(page.locator("#page-status")).to_have_text(re.compile("Paste your API key"))
+    assert page.locator("#api-key").evaluate("e => e.labels.length") == 1
+    page.press("#api-key", "Enter")
+    expect(page.locator("#api-key-error")).to_have_text(re.compile("Paste your API key first"))
+    assert api_calls == []  # without a key the page calls nothing
+
+    page.fill("#api-key", "dpk_not-a-key-of-this-service")
+    page.press("#api-key", "Enter")
+    expect(page.locator("#api-key[aria-invalid='true']")).to_have_count(1)
+    expect(page.locator("#api-key-error")).to_have_text(re.compile("refused this key"))
+    assert api_calls and page.locator("body[data-ready='true']").count() == 0
+
+    page.fill("#api-key", service["clinician"])  # a valid key, of a role the page is not for
+    page.press("#api-key", "Enter")
+    page.wait_for_selector("body[data-ready='true']")
+    page.goto(f"{service['base']}/dashboard/privacy")
+    expect(page.locator("#page-status")).to_have_text(re.compile("role 'clinician' may not"))
+
+    page.click("#key-forget")
+    expect(page.locator("#page-status")).to_have_text(re.compile("Paste your API key"))
+    assert page.evaluate("sessionStorage.length") == 0
 
 
 def test_out_of_range_value_is_shown_next_to_its_field(
     service: dict[str, Any], page: Page
 ) -> None:
-    _open(page, f"{service['base']}/dashboard")
+    _open(page, f"{service['base']}/dashboard", service["clinician"])
     for name, value in PATIENT.items():
         if page.locator(f"#f-{name}").evaluate("e => e.tagName") == "SELECT":
             page.select_option(f"#f-{name}", str(value))
@@ -237,7 +277,7 @@ def test_csv_file_scores_every_row(service: dict[str, Any], page: Page, tmp_path
             calls.append(request.url.rsplit("/v1/", 1)[-1])
 
     page.on("request", record_post)
-    _open(page, f"{service['base']}/dashboard")
+    _open(page, f"{service['base']}/dashboard", service["clinician"])
     page.set_input_files("#csv-file", str(csv))
     expect(page.locator("#csv-text")).to_have_value(re.compile("p-3, quoted"))
     page.click("#csv-button")
@@ -285,7 +325,7 @@ def test_csv_falls_back_to_one_call_per_row_without_a_batch_endpoint(
 
     page.route("**/v1/risk/batch", no_batch)
     page.on("request", count_single)
-    _open(page, f"{service['base']}/dashboard")
+    _open(page, f"{service['base']}/dashboard", service["clinician"])
     names = list(PATIENT)
     row = ",".join(str(PATIENT[n]) for n in names)
     for attempt in (1, 2):  # the second CSV goes straight to one call per row
@@ -299,7 +339,7 @@ def test_privacy_page_lists_datasets_models_and_links_reports(
     service: dict[str, Any], page: Page
 ) -> None:
     dataset, job = service["dataset"], service["job"]
-    _open(page, f"{service['base']}/dashboard/privacy")
+    _open(page, f"{service['base']}/dashboard/privacy", service["privacy_officer"])
     row = page.locator(f"#datasets-table tr[data-dataset='{dataset['id']}']")
     assert dataset["name"] in row.inner_text()
     report = service["http"].get(f"/v1/datasets/{dataset['id']}/privacy-report").json()
@@ -315,17 +355,24 @@ def test_privacy_page_lists_datasets_models_and_links_reports(
     ARTIFACTS.mkdir(exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / "dashboard-privacy.png"), full_page=True)
 
-    page.click(f"text=Report of dataset {dataset['id']}")  # the browser gets the HTML report
-    page.wait_for_load_state()
-    assert page.url.endswith(f"/v1/datasets/{dataset['id']}/privacy-report")
-    assert page.locator("svg").count() >= 1 and page.locator("h1").count() == 1
+    page.click(f"text=Report of dataset {dataset['id']}")  # fetched with the key, shown here
+    page.locator("#report h1").wait_for()
+    assert page.url.endswith(f"/dashboard/privacy#report=/v1/datasets/{dataset['id']}"
+                             "/privacy-report")
+    assert page.locator("#report svg").count() >= 1 and page.locator("h1:visible").count() == 1
+    assert page.evaluate("document.activeElement.tagName") == "H1"
+    page.screenshot(path=str(ARTIFACTS / "dashboard-report.png"), full_page=True)
+    page.click(f"#report a[href$='/v1/jobs/{job['id']}/privacy-report']")  # a report's link
+    expect(page.locator("#report h1")).to_have_text(f"Privacy report: job {job['id']}")
+    page.reload()  # the address names the report: it comes back with the tab's key
+    expect(page.locator("#report h1")).to_have_text(f"Privacy report: job {job['id']}")
 
 
 def test_reflows_at_200_percent_zoom(service: dict[str, Any], browser: Browser) -> None:
     context = browser.new_context(viewport={"width": 640, "height": 900})  # 1280 px at 200%
     page = context.new_page()
     try:
-        _open(page, f"{service['base']}/dashboard")
+        _open(page, f"{service['base']}/dashboard", service["clinician"])
         page.select_option("#f-substance_use", "1")
         page.select_option("#f-prior_crisis", "1")
         for name in ("age", "phq9", "gaf", "num_sessions"):

@@ -4,15 +4,15 @@ Also the issue's done-when figure: a default job on the 8,000-row dataset goes f
 to a model that scores in under 30 s on 2 CPU cores, with epsilon not above its target.
 """
 
+import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
 import pytest
 
 from tests.conftest import PATIENT
-from tests.e2e.service import start_server, wait_ready
+from tests.e2e.service import CLI, api_client, service_env, start_server, wait_ready
 
 
 @pytest.fixture
@@ -28,8 +28,13 @@ def server(tmp_path: Path) -> Iterator[str]:
 
 
 @pytest.mark.slow
-def test_readme_walkthrough_default_job_under_30s(server: str) -> None:
-    http = httpx.Client(base_url=server, timeout=30)
+def test_readme_walkthrough_default_job_under_30s(server: str, tmp_path: Path) -> None:
+    # KEY=$(dpcrisis keys create --role admin --name ops), beside the running service
+    created = subprocess.run([CLI, "keys", "create", "--role", "admin", "--name", "ops"],
+                             env=service_env(tmp_path), capture_output=True, text=True,
+                             timeout=60)
+    assert created.returncode == 0, created.stderr
+    http = api_client(server, key=created.stdout.strip())
     dataset = http.post(
         "/v1/datasets",
         json={"name": "crisis-demo", "source": {"kind": "synthetic", "n_rows": 8000, "seed": 7},

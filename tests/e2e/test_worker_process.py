@@ -4,10 +4,9 @@ import signal
 import subprocess
 import time
 
-import httpx
 import pytest
 
-from tests.e2e.service import CLI, service_env, start_server, wait_ready
+from tests.e2e.service import CLI, api_client, service_env, start_server, wait_ready
 
 
 @pytest.mark.slow
@@ -22,7 +21,7 @@ def test_separate_worker_process_trains_and_stops_on_sigterm(tmp_path) -> None: 
     worker: subprocess.Popen[str] | None = None
     try:
         wait_ready(server, base)
-        http = httpx.Client(base_url=base, timeout=30)
+        http = api_client(base)
         dataset = http.post(
             "/v1/datasets",
             json={"name": "w", "source": {"kind": "synthetic", "n_rows": 2000, "seed": 3},

@@ -166,13 +166,23 @@ def test_scale_output_is_in_unit_box(large_table: SyntheticTable) -> None:
 # --- split -------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("n_rows", [10, 1_000, 2_001])
-def test_split_is_a_disjoint_cover_with_70_percent_train(n_rows: int) -> None:
+@pytest.mark.parametrize("n_rows", [10, 1_000, 2_001, 100_000])
+def test_split_is_a_disjoint_cover_with_about_70_percent_train(n_rows: int) -> None:
     train, holdout = split_indices(n_rows, seed=17)
-    assert len(train) == round(0.7 * n_rows)
+    # Binomial(n, 0.7): within 4 standard deviations.
+    assert abs(len(train) - 0.7 * n_rows) <= 4 * (0.21 * n_rows) ** 0.5 + 1
     assert len(train) + len(holdout) == n_rows
     assert len(np.intersect1d(train, holdout)) == 0
     np.testing.assert_array_equal(np.sort(np.concatenate([train, holdout])), np.arange(n_rows))
+
+
+def test_split_is_decided_record_by_record() -> None:
+    """Adding a patient moves no other patient between training and held-out rows: the
+    partition behind the parallel composition of training and calibration."""
+    train, holdout = split_indices(1_000, seed=17)
+    train_more, holdout_more = split_indices(1_001, seed=17)
+    np.testing.assert_array_equal(train_more[train_more < 1_000], train)
+    np.testing.assert_array_equal(holdout_more[holdout_more < 1_000], holdout)
 
 
 def test_split_is_reproducible_and_seeded() -> None:

@@ -2,11 +2,14 @@
 // step; scoring.js (with csv.js) drives the scoring page and privacy.js the privacy page.
 //
 // Patient features go to this service's risk API and nowhere else: nothing is logged to the
-// console, nothing is kept in browser storage, and the page's Content-Security-Policy only
-// allows this origin. Every DOM node is built with createElement/textContent (never parsed from
-// HTML strings), so no value from the API or from a CSV can become markup.
+// console, nothing but the caller's API key is kept in browser storage (session storage: this tab
+// only, gone when it closes), and the page's Content-Security-Policy only allows this origin.
+// Every DOM node is built with createElement/textContent (never parsed from HTML strings), so no
+// value from the API or from a CSV can become markup; the one exception, privacy.js showing
+// this service's own report pages, parses them inertly and keeps no script, style or handler.
 
 const API_ROOT = new URL("../../", import.meta.url); // this file is at /dashboard/static/
+const KEY_STORAGE = "dpcrisis.apiKey";
 const BAND_TEXT = { low: "Low risk", medium: "Medium risk", high: "High risk" };
 const BAND_ICON = { low: "\u25CF", medium: "\u25C6", high: "\u25B2" }; // circle, diamond, triangle
 
@@ -17,17 +20,31 @@ function apiUrl(path) {
   return new URL(path, API_ROOT).href;
 }
 
-export function apiPath(path) {
+function apiPath(path) {
   return new URL(path, API_ROOT).pathname;
 }
 
-export async function request(method, path, body) {
-  const init = { method, headers: { Accept: "application/json" }, credentials: "same-origin" };
+/** Where the privacy page shows an API report page (``v1/jobs/3/privacy-report``). */
+export function reportHref(path) {
+  return `${new URL("dashboard/privacy", API_ROOT).pathname}#report=${apiPath(path)}`;
+}
+
+/** A fetch of this service's API with the tab's key; a 401 asks for another key. */
+export async function apiFetch(method, path, { accept = "application/json", body } = {}) {
+  const init = { method, headers: { Accept: accept }, credentials: "same-origin" };
+  const key = apiKey();
+  if (key) init.headers.Authorization = `Bearer ${key}`;
   if (body !== undefined) {
     init.headers["Content-Type"] = "application/json";
     init.body = JSON.stringify(body);
   }
   const response = await fetch(apiUrl(path), init);
+  if (response.status === 401) keyRefused();
+  return response;
+}
+
+export async function request(method, path, body) {
+  const response = await apiFetch(method, path, { body });
   let data = null;
   try {
     data = await response.json();
@@ -116,6 +133,54 @@ export function badge(band, small = false) {
     h("span", { "aria-hidden": "true", text: BAND_ICON[band] || "" }),
     BAND_TEXT[band] || band,
   );
+}
+
+// ---------------------------------------------------------------------------------------------
+// The API key: pasted once per tab, kept in its session storage, sent as a Bearer token
+
+function apiKey() {
+  return sessionStorage.getItem(KEY_STORAGE) || "";
+}
+
+function keyRefused() {
+  const input = document.getElementById("api-key");
+  const error = document.getElementById("api-key-error");
+  if (!input || !error) return;
+  markField(input, error, "The service refused this key (unknown or revoked). Paste a valid "
+    + "key and press Use key.");
+  document.getElementById("key-form").dataset.state = "refused";
+}
+
+/** Wire the key form in the page header. Returns whether a key is set; without one the page
+ * asks for it and calls no API (every API route needs a key). Saving or forgetting a key
+ * reloads the page, so everything on it comes from calls made with the new key. */
+export function initApiKey() {
+  const form = document.getElementById("key-form");
+  const input = document.getElementById("api-key");
+  const error = document.getElementById("api-key-error");
+  form.addEventListener("submit", (event) => {
+    event.preventDefault();
+    clearErrors(form);
+    const value = input.value.trim();
+    if (!value) {
+      markField(input, error, "Paste your API key first.");
+      input.focus();
+      return;
+    }
+    sessionStorage.setItem(KEY_STORAGE, value);
+    window.location.reload();
+  });
+  document.getElementById("key-forget").addEventListener("click", () => {
+    sessionStorage.removeItem(KEY_STORAGE);
+    window.location.reload();
+  });
+  const present = apiKey() !== "";
+  form.dataset.state = present ? "set" : "missing";
+  document.getElementById("api-key-state").textContent = present
+    ? "A key is in use in this tab; paste another to replace it."
+    : "No key yet: paste the API key your administrator gave you.";
+  if (!present) setStatus("Paste your API key above, then press Use key.");
+  return present;
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -1,16 +1,24 @@
 // The privacy page: each dataset's budget, spend and ledger (from its JSON privacy report), each
-// model's (epsilon, delta), and links to the printable report pages that carry the plots.
+// model's (epsilon, delta), and the printable report pages that carry the plots. Those pages
+// need the API key too, which a plain link cannot send: a report is fetched with the key and
+// shown here, at #report=/v1/.../privacy-report (so it can be reloaded, linked and printed).
 
 import {
-  apiPath,
+  apiFetch,
   dateText,
   deltaText,
   epsilonText,
   getJSON,
   h,
+  initApiKey,
   remainingText,
+  reportHref,
   setStatus,
 } from "./common.js";
+
+const REPORT_HASH = /^#report=(\/(?:[\w.~-]+\/)*v1\/(?:datasets|jobs)\/\d+\/privacy-report)$/;
+const INERT = "script, style, link, meta, base, iframe, object, embed, form, template";
+const STYLE_ELEMENT = /<style\b[^>]*>[\s\S]*?<\/style>/gi;
 
 function meter(fraction) {
   const fill = h("span");
@@ -39,7 +47,7 @@ function datasetRow(report) {
     const fraction = spent.epsilon / budget.epsilon;
     used = h("span", {}, `${Math.ceil(fraction * 100)} % spent`, meter(fraction));
   }
-  const href = apiPath(`v1/datasets/${report.dataset_id}/privacy-report`);
+  const href = reportHref(`v1/datasets/${report.dataset_id}/privacy-report`);
   return h(
     "tr",
     { "data-dataset": report.dataset_id },
@@ -59,7 +67,7 @@ function ledgerDetails(report) {
     "tr",
     {},
     h("td", { className: "num", text: e.id }),
-    h("td", {}, e.job_id ? h("a", { href: apiPath(`v1/jobs/${e.job_id}/privacy-report`) },
+    h("td", {}, e.job_id ? h("a", { href: reportHref(`v1/jobs/${e.job_id}/privacy-report`) },
       `Job ${e.job_id}`) : "\u2014"),
     h("td", { text: e.status }),
     h("td", { text: String(e.mechanism).replaceAll("_", " ") }),
@@ -98,12 +106,12 @@ function modelRow(model) {
     h("td", { className: "num", text: epsilonText(p.epsilon, p.non_private) }),
     h("td", { className: "num", text: deltaText(p.delta) }),
     h("td", { className: "num", text: p.non_private ? "\u221E" : epsilonText(p.epsilon_rdp) }),
-    h("td", {}, model.job_id ? h("a", { href: apiPath(`v1/jobs/${model.job_id}/privacy-report`) },
+    h("td", {}, model.job_id ? h("a", { href: reportHref(`v1/jobs/${model.job_id}/privacy-report`) },
       `Report of job ${model.job_id}`) : "\u2014"),
   );
 }
 
-async function initPrivacy() {
+async function showOverview() {
   try {
     const [datasets, models] = await Promise.all([
       getJSON("v1/datasets?limit=200"), getJSON("v1/models?limit=200"),
@@ -132,4 +140,69 @@ async function initPrivacy() {
   }
 }
 
-initPrivacy();
+/** The report page's content, inert: no script, style, handler or inline style survives, and
+ * its links to other reports open here too. */
+function reportNodes(html) {
+  // The page's one style element goes before parsing: a parsed document takes this page's
+  // Content-Security-Policy, which refuses inline style (this page's stylesheet styles it).
+  const unstyled = html.replace(STYLE_ELEMENT, "");
+  const page = new DOMParser().parseFromString(unstyled, "text/html");
+  for (const node of page.body.querySelectorAll(INERT)) node.remove();
+  for (const node of page.body.querySelectorAll("*")) {
+    for (const attr of [...node.attributes]) {
+      if (attr.name.startsWith("on") || attr.name === "style") node.removeAttribute(attr.name);
+    }
+  }
+  for (const link of page.body.querySelectorAll("a[href]")) {
+    const path = new URL(link.getAttribute("href"), window.location.href).pathname;
+    if (REPORT_HASH.test(`#report=${path}`)) link.setAttribute("href", `#report=${path}`);
+  }
+  for (const table of page.body.querySelectorAll("table")) {
+    const wrap = h("div", { className: "table-wrap" });
+    table.replaceWith(wrap);
+    wrap.append(table);
+  }
+  const main = page.body.querySelector("main");
+  if (main) main.replaceWith(...main.childNodes); // this page has its own <main>
+  return [...page.body.childNodes].map((node) => document.adoptNode(node));
+}
+
+async function showReport(path) {
+  const view = document.getElementById("report");
+  setStatus("Loading the report\u2026");
+  try {
+    const response = await apiFetch("GET", path, { accept: "text/html" });
+    if (!response.ok) {
+      const problem = await response.json().catch(() => null);
+      setStatus(`The report could not be loaded: ${problem?.detail || response.status}`);
+      return;
+    }
+    const back = h("p", {}, h("a", { href: "privacy" }, "\u2190 All datasets and models"));
+    view.replaceChildren(back, ...reportNodes(await response.text()));
+    document.getElementById("overview").hidden = true;
+    view.hidden = false;
+    document.title = `${view.querySelector("h1")?.textContent || "Report"} \u2014 dpcrisis`;
+    view.querySelector("h1")?.setAttribute("tabindex", "-1");
+    view.querySelector("h1")?.focus();
+    setStatus("");
+    document.body.dataset.ready = "true";
+  } catch (error) {
+    setStatus(`The report could not be loaded: ${error.message}`);
+  }
+}
+
+function route() {
+  const match = REPORT_HASH.exec(window.location.hash);
+  if (match) {
+    showReport(match[1]);
+  } else {
+    document.getElementById("report").hidden = true;
+    document.getElementById("overview").hidden = false;
+    showOverview();
+  }
+}
+
+if (initApiKey()) {
+  window.addEventListener("hashchange", route);
+  route();
+}

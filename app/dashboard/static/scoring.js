@@ -2,7 +2,6 @@
 // contribution chart, privacy statement), field errors from the API; CSV scoring is csv.js.
 
 import {
-  apiPath,
   badge,
   clearErrors,
   dateText,
@@ -11,9 +10,11 @@ import {
   errorMessage,
   getJSON,
   h,
+  initApiKey,
   markField,
   percent,
   points,
+  reportHref,
   request,
   setStatus,
 } from "./common.js";
@@ -219,7 +220,7 @@ function privacyStatement(model) {
       + "model and everything computed from it alone, this score included.";
   }
   const link = info?.job_id
-    ? h("a", { href: apiPath(`v1/jobs/${info.job_id}/privacy-report`) },
+    ? h("a", { href: reportHref(`v1/jobs/${info.job_id}/privacy-report`) },
       `Privacy report of job ${info.job_id} (\u03B5 per epoch, model card)`)
     : null;
   return h("div", { className: "statement", id: "privacy-statement" },
@@ -284,6 +285,7 @@ function onReset(event) {
 }
 
 async function initScoring() {
+  if (!initApiKey()) return; // every API call needs the key: ask for it first
   const form = document.getElementById("patient-form");
   form.addEventListener("submit", onScore);
   form.addEventListener("reset", onReset);

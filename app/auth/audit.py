@@ -1,0 +1,94 @@
+"""The audit log: who did what, and when, written in the same transaction as the action.
+
+An event is added to the caller's session, so it commits with the job, budget or key it
+describes and rolls back with it: the log never claims an action that did not happen. Details
+are small JSON objects of ids and counts. Scoring records only how many patients were scored,
+never a feature value (DESIGN.md: patient features are never logged).
+"""
+
+from enum import StrEnum
+from typing import Any
+
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from app.auth.models import AuditEvent
+from app.auth.principal import Principal
+from app.auth.scoring_log import scoring_log
+from app.core.time import as_utc
+
+
+class Action(StrEnum):
+    """What an audit event records; the values are what ``GET /v1/audit-log?action=`` takes."""
+
+    DATASET_REGISTERED = "dataset.registered"
+    BUDGET_CHANGED = "budget.changed"
+    JOB_SUBMITTED = "job.submitted"
+    JOB_CANCELLED = "job.cancelled"
+    MODEL_ACTIVATED = "model.activated"
+    MODEL_ROLLED_BACK = "model.rolled_back"
+    BAND_THRESHOLDS_CHANGED = "model.band_thresholds_changed"
+    LEDGER_VERIFIED = "ledger.verified"
+    KEY_CREATED = "key.created"
+    KEY_REVOKED = "key.revoked"
+    RISK_SCORED = "risk.scored"
+
+
+def record(
+    *, session: Session, principal: Principal, action: Action, target: str | None = None,
+    detail: dict[str, Any] | None = None,
+) -> AuditEvent:
+    """Add one event to ``session`` (committed by the caller, with the action itself).
+
+    Args:
+        target: what was acted on, as ``kind/id`` (``"job/7"``, ``"model/2"``).
+        detail: ids, counts and parameters only; never patient features.
+    """
+    event = AuditEvent(
+        api_key_id=principal.key_id, actor=principal.name, role=principal.role,
+        action=str(action), target=target, detail=detail or {}, request_id=principal.request_id,
+    )
+    session.add(event)
+    return event
+
+
+def record_scoring(
+    *, principal: Principal, endpoint: str, patients: int, model: dict[str, Any]
+) -> None:
+    """A scoring call: the endpoint, the model and the number of patients, nothing else.
+
+    Queued and committed within a fraction of a second, off the request path
+    (``app.auth.scoring_log``): scoring writes nothing else to commit it with.
+    """
+    scoring_log.add(
+        api_key_id=principal.key_id, actor=principal.name, role=principal.role,
+        action=str(Action.RISK_SCORED), target=f"model/{model['id']}",
+        detail={"endpoint": endpoint, "patients": patients}, request_id=principal.request_id,
+    )
+
+
+def list_page(
+    *, session: Session, limit: int, offset: int, action: Action | None = None,
+    actor: str | None = None,
+) -> tuple[list[AuditEvent], int]:
+    """Events, newest first, optionally of one action and/or one actor (queued scoring
+    events are committed first, so the log is complete up to this call)."""
+    scoring_log.flush()
+    query = select(AuditEvent)
+    if action is not None:
+        query = query.where(AuditEvent.action == str(action))
+    if actor is not None:
+        query = query.where(AuditEvent.actor == actor)
+    total = session.scalar(select(func.count()).select_from(query.subquery())) or 0
+    rows = session.scalars(
+        query.order_by(AuditEvent.id.desc()).limit(limit).offset(offset)
+    ).all()
+    return list(rows), total
+
+
+def to_out(event: AuditEvent) -> dict[str, Any]:
+    return {
+        "id": event.id, "at": as_utc(event.at), "actor": event.actor, "role": event.role,
+        "api_key_id": event.api_key_id, "action": event.action, "target": event.target,
+        "detail": event.detail, "request_id": event.request_id,
+    }

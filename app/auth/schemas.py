@@ -1,0 +1,56 @@
+"""Request and response bodies of the keys and audit-log APIs."""
+
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import Field
+
+from app.auth.service import NAME_PATTERN
+from app.core.schemas import RequestModel, ResponseModel
+
+Role = Literal["admin", "data_scientist", "privacy_officer", "clinician"]
+
+
+class KeyCreate(RequestModel):
+    name: str = Field(pattern=NAME_PATTERN,
+                      description="unique, never reused: who or what holds the key")
+    role: Role
+
+
+class KeyOut(ResponseModel):
+    id: int
+    name: str
+    role: Role
+    prefix: str = Field(description="the key's first characters (not secret), to tell keys apart")
+    created_at: datetime
+    revoked_at: datetime | None
+
+
+class KeyCreated(KeyOut):
+    key: str = Field(description="the key itself: shown once, stored only as a SHA-256 hash")
+
+
+class KeyPage(ResponseModel):
+    items: list[KeyOut]
+    total: int
+    limit: int
+    offset: int
+
+
+class AuditEventOut(ResponseModel):
+    id: int
+    at: datetime
+    actor: str = Field(description="the key's name, or cli / system")
+    role: Role | None
+    api_key_id: int | None
+    action: str
+    target: str | None = Field(description="what was acted on, as kind/id (job/7, model/2)")
+    detail: dict[str, Any] = Field(description="ids, counts, parameters; never patient features")
+    request_id: str | None
+
+
+class AuditPage(ResponseModel):
+    items: list[AuditEventOut]
+    total: int
+    limit: int
+    offset: int

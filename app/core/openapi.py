@@ -1,0 +1,108 @@
+"""The OpenAPI document says what errors really look like: RFC 9457 problem+json.
+
+FastAPI documents a 422 as ``application/json`` with its own ``HTTPValidationError`` body and no
+other error at all, while every error here leaves through ``core/errors.py`` as
+``application/problem+json``. Rather than repeat ``responses=`` on every route, the generated
+document is rewritten once: each operation gets the errors that follow from its shape (401/403
+behind a key, 404 with a path id, 400/413 with a body, 422 with any input, 503 when the database is
+down), and every error a route declares itself (e.g. ``responses=problems(409)``) gets the
+``Problem`` schema under ``application/problem+json``.
+"""
+
+from http import HTTPStatus
+from typing import Any
+
+from fastapi import FastAPI
+from pydantic import BaseModel, ConfigDict, Field
+
+from app.core.errors import PROBLEM_JSON
+
+PROBLEM_REF = {"$ref": "#/components/schemas/Problem"}
+
+
+class FieldProblem(BaseModel):
+    """One rejected input: where it is, what is wrong, and what would be accepted."""
+
+    field: str = Field(description="dotted path of the input, e.g. privacy.target_epsilon")
+    message: str
+    allowed: str | None = Field(default=None, description="the allowed range or values")
+
+
+class Problem(BaseModel):
+    """RFC 9457 problem details; some errors add members (e.g. ``remaining_epsilon``)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    type: str = Field(description="a URI naming the kind of problem")
+    title: str
+    status: int = Field(ge=400, le=599)
+    detail: str
+    instance: str | None = Field(default=None, description="the request path")
+    errors: list[FieldProblem] | None = None
+
+
+def problems(*statuses: int) -> dict[int | str, dict[str, Any]]:
+    """``responses=`` for a route's own errors, e.g. ``problems(409)`` where budget may run out."""
+    return {status: {"description": HTTPStatus(status).phrase} for status in statuses}
+
+
+def _is_error(status: str) -> bool:
+    return status == "default" or status[:1] in ("4", "5")
+
+
+def _implied_errors(operation: dict[str, Any]) -> list[int]:
+    params = operation.get("parameters", [])
+    implied = [503]
+    if operation.get("security"):
+        implied += [401, 403]
+    if any(p.get("in") == "path" for p in params):
+        implied.append(404)
+    if "requestBody" in operation:
+        implied += [400, 413]  # 400: a body that is not UTF-8 cannot even be parsed
+    if params or "requestBody" in operation:
+        implied.append(422)
+    return implied
+
+
+def _document_errors(operation: dict[str, Any]) -> None:
+    responses: dict[str, Any] = operation.setdefault("responses", {})
+    for status in _implied_errors(operation):
+        responses.setdefault(str(status), {})
+    for status, response in responses.items():
+        if not _is_error(status):
+            continue
+        if status.isdigit() and not response.get("description"):
+            response["description"] = HTTPStatus(int(status)).phrase
+        response["content"] = {PROBLEM_JSON: {"schema": PROBLEM_REF}}
+    operation["responses"] = dict(sorted(responses.items()))
+
+
+def _drop_unused(schemas: dict[str, Any], document: dict[str, Any]) -> None:
+    """FastAPI's own validation-error schemas are no longer referenced by anything."""
+    text = repr(document.get("paths", {}))
+    for name in ("HTTPValidationError", "ValidationError"):
+        if f"#/components/schemas/{name}'" not in text:
+            schemas.pop(name, None)
+
+
+def install_problem_docs(app: FastAPI) -> None:
+    """Rewrite the app's OpenAPI document (built once, then cached) as described above."""
+    build = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is not None:
+            return app.openapi_schema
+        document = build()
+        for path_item in document.get("paths", {}).values():
+            for operation in path_item.values():
+                if isinstance(operation, dict) and "responses" in operation:
+                    _document_errors(operation)
+        schemas = document.setdefault("components", {}).setdefault("schemas", {})
+        problem = Problem.model_json_schema(ref_template="#/components/schemas/{model}")
+        schemas.update(problem.pop("$defs", {}))
+        schemas["Problem"] = problem
+        _drop_unused(schemas, document)
+        app.openapi_schema = document
+        return document
+
+    app.openapi = openapi  # type: ignore[method-assign]

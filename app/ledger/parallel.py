@@ -1,0 +1,50 @@
+"""Noise for a release on the held-out rows that costs nothing beyond the training it follows.
+
+The held-out rows are a per-record random part of the dataset, disjoint from the training rows
+(``app.datasets.synthetic.split_indices``). Given the coins, adding or removing one patient
+changes either the training's input or the held-out release's input, never both; averaging
+over that patient's coin keeps the worse of the two (hockey-stick divergence is jointly convex,
+Renyi divergence jointly quasi-convex). So a job whose held-out release is, at every RDP order
+of the ledger's grid and at the job's delta, no worse than its training is charged exactly its
+training's spend: parallel composition.
+"""
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+
+from app.ledger.accounting import ORDERS, Mechanism, gaussian_epsilon, rdp_curve
+
+
+def dominated_gaussian_noise(
+    history: Sequence[Mechanism], delta: float, training_epsilon: float
+) -> float:
+    """The smallest noise multiplier (to 1e-4, rounded up) of one Gaussian release whose RDP
+    is at most the training's at every grid order and whose exact epsilon at ``delta`` is at
+    most ``training_epsilon``.
+
+    Args:
+        history: the training job's mechanisms (sigma, q, steps).
+        delta: the job's delta.
+        training_epsilon: the training's accounted epsilon at ``delta`` (the job's figure).
+
+    Returns:
+        The noise multiplier (noise std over the release's L2 sensitivity); 0 when the training
+        is non-private (nothing to protect, an exact release).
+    """
+    if not history or any(m.non_private for m in history) or not math.isfinite(training_epsilon):
+        return 0.0
+    # One Gaussian at noise multiplier s has RDP alpha / (2 s^2) at every order alpha.
+    sigma_rdp = math.sqrt(float(np.max(ORDERS / (2.0 * rdp_curve(history)))))
+
+    def eps(sigma: float) -> float:
+        return gaussian_epsilon([Mechanism(sigma, 1.0, 1)], delta)
+
+    low, high = 1e-3, max(sigma_rdp, 1e-3)
+    while eps(high) > training_epsilon:
+        high *= 2.0
+    for _ in range(60):
+        mid = 0.5 * (low + high)
+        low, high = (mid, high) if eps(mid) > training_epsilon else (low, mid)
+    return max(sigma_rdp, high) * (1.0 + 1e-4)

@@ -1,0 +1,106 @@
+"""The privacy-audit report: accounted epsilon (an upper bound) beside audited (a lower bound).
+
+A JSON-able dict; ``app.privacy_audit.report_html`` renders the same dict as a page. The
+accounted epsilon is rounded up and the audited one down, so rounding can never make the gap
+look smaller than it is, nor invent an alarm.
+"""
+
+from typing import Any
+
+from app.datasets.models import Dataset
+from app.jobs.models import Job
+from app.ledger.report import PRIVACY_UNIT, epsilon_text, round_down
+from app.privacy_audit import service
+
+ATTACKS = ("loss", "lira")
+MODELS = ("dp", "non_private")
+
+
+def audited_text(value: float | None) -> str | None:
+    """A lower bound for people: rounded down, never overstated."""
+    return None if value is None else f"{round_down(value, 3):.3g}"
+
+
+def _statement(report: dict[str, Any]) -> str:
+    eps, job = report["epsilon"], report["audited_job_id"]
+    claim = (
+        f"The accountant claims epsilon <= {eps['accounted_text']} at delta {eps['delta']:g} "
+        f"for job {job}'s mechanism (an upper bound: no attack can do better)."
+        if not eps["non_private"]
+        else f"Job {job} is non-private (epsilon = infinity): no bound to check."
+    )
+    if eps["audited"] is None:
+        return f"{claim} The audit has not finished ({report['status']})."
+    found = (
+        f" The audit proves epsilon >= {eps['audited_text']} at {eps['confidence']:.0%} "
+        "confidence (a lower bound, from one training run with canaries: Steinke, Nasr and "
+        "Jagielski 2023)."
+    )
+    if report["alarm"]:
+        verdict = (
+            " The lower bound EXCEEDS the upper bound: the training leaks more than its "
+            "accounting claims. This is a privacy bug; do not rely on this mechanism's "
+            "guarantee until it is found and fixed."
+        )
+    elif eps["non_private"]:
+        verdict = ""
+    else:
+        verdict = (
+            " The lower bound is below the upper bound, as it must be when the implementation "
+            "matches its accounting. The gap is expected: one-run audits with a few thousand "
+            "canaries cannot prove large epsilons."
+        )
+    return claim + found + verdict
+
+
+def attack_aucs(membership: dict[str, Any] | None) -> dict[str, dict[str, float | None]]:
+    """ROC-AUC of each attack on each model (None until the audit has run)."""
+    return {
+        model: {
+            attack: ((membership or {}).get(model) or {}).get(attack, {}).get("roc_auc")
+            for attack in ATTACKS
+        }
+        for model in MODELS
+    }
+
+
+def audit_report(*, job: Job, dataset: Dataset, root_path: str = "") -> dict[str, Any]:
+    """Per audited job: both epsilons, the one-run audits, the attacks, and where it ran."""
+    out = service.to_out(job)
+    metrics = job.metrics or {}
+    accounted, audited = out["accounted_epsilon"], out["audited_epsilon"]
+    request = out["request"]
+    report: dict[str, Any] = {
+        "audit_id": job.id,
+        "audited_job_id": out["audited_job_id"],
+        "dataset_id": dataset.id,
+        "dataset_name": dataset.name,
+        "status": job.status,
+        "alarm": out["alarm"],
+        "error": out["error"],
+        "privacy_unit": PRIVACY_UNIT,
+        "epsilon": {
+            "accounted": accounted,
+            "accounted_text": epsilon_text(accounted, non_private=accounted is None),
+            "accountant": "prv",
+            "audited": audited,
+            "audited_text": audited_text(audited),
+            "audited_by": metrics.get("audited_by"),
+            "delta": job.delta,
+            "confidence": float(request.get("confidence", 0.95)),
+            "non_private": accounted is None,
+        },
+        "request": request,
+        "settings": metrics.get("settings"),
+        "one_run": metrics.get("one_run"),
+        "membership": metrics.get("membership"),
+        "attack_auc": attack_aucs(metrics.get("membership")),
+        "seconds": metrics.get("seconds"),
+        "ledger": service.LEDGER_NOTE,
+        "links": {
+            "audited_job_report": f"{root_path}/v1/jobs/{out['audited_job_id']}/privacy-report",
+            "dataset_report": f"{root_path}/v1/datasets/{dataset.id}/privacy-report",
+        },
+    }
+    report["statement"] = _statement(report)
+    return report

@@ -1,0 +1,82 @@
+"""Privacy-audit API: thin routes over app.privacy_audit.service.
+
+An audit is a job of kind ``privacy_audit`` on the shared queue; cancel it like any job
+(``POST /v1/jobs/{id}/cancel``).
+"""
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Request, Response, status
+
+from app.auth import audit as action_log
+from app.auth.audit import Action
+from app.auth.dependencies import require_roles
+from app.auth.principal import Principal
+from app.core.database import SessionDep
+from app.core.ids import AuditIdPath, DatasetIdQuery
+from app.core.negotiation import REPORT_RESPONSES, PrefersHtml
+from app.core.openapi import problems
+from app.core.pagination import Limit, Offset
+from app.datasets import service as dataset_service
+from app.jobs.notify import announce_job
+from app.ledger import report_html as ledger_html
+from app.privacy_audit import report, report_html, service
+from app.privacy_audit.schemas import AuditCreate, AuditOut, AuditPage
+
+router = APIRouter(prefix="/v1/audits", tags=["privacy audits"])
+Auditor = Annotated[Principal, require_roles("data_scientist", "privacy_officer")]
+READERS = require_roles("data_scientist", "privacy_officer")
+
+
+@router.post("", status_code=status.HTTP_202_ACCEPTED, response_model=AuditOut,
+             responses=problems(404))
+def submit_audit(
+    body: AuditCreate, session: SessionDep, response: Response, principal: Auditor
+) -> dict[str, Any]:
+    """Queue a privacy audit of a training job on a public dataset (422 otherwise)."""
+    job = service.submit(session=session, request=body)
+    action_log.record(
+        session=session, principal=principal, action=Action.JOB_SUBMITTED,
+        target=f"job/{job.id}", detail={"kind": job.kind, **body.model_dump()},
+    )
+    session.commit()
+    announce_job()
+    response.headers["Location"] = f"/v1/audits/{job.id}"
+    return service.to_out(job)
+
+
+@router.get("", response_model=AuditPage, dependencies=[READERS])
+def list_audits(
+    session: SessionDep, limit: Limit = 50, offset: Offset = 0,
+    dataset_id: DatasetIdQuery = None,
+) -> dict[str, Any]:
+    """List privacy audits, newest first."""
+    rows, total = service.list_page(
+        session=session, limit=limit, offset=offset, dataset_id=dataset_id
+    )
+    return {"items": [service.to_out(j) for j in rows], "total": total, "limit": limit,
+            "offset": offset}
+
+
+@router.get("/{audit_id}", response_model=AuditOut, dependencies=[READERS])
+def get_audit(audit_id: AuditIdPath, session: SessionDep) -> dict[str, Any]:
+    """Read an audit's status and its two epsilons."""
+    return service.to_out(service.get(session=session, audit_id=audit_id))
+
+
+@router.get("/{audit_id}/report", response_model=None, responses=REPORT_RESPONSES,
+            dependencies=[READERS])
+def audit_report(
+    audit_id: AuditIdPath, session: SessionDep, html: PrefersHtml, request: Request,
+    response: Response,
+) -> dict[str, Any] | Response:
+    """Accounted against audited epsilon, the one-run audits and the attacks (JSON or HTML)."""
+    job = service.get(session=session, audit_id=audit_id)
+    dataset = dataset_service.get(session=session, dataset_id=job.dataset_id)
+    body = report.audit_report(
+        job=job, dataset=dataset, root_path=request.scope.get("root_path", "")
+    )
+    if html:
+        return ledger_html.page_response(report_html.render_audit_page(body))
+    response.headers["Vary"] = "Accept"
+    return body

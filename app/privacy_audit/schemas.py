@@ -1,0 +1,56 @@
+"""Request and response bodies of the privacy-audit API."""
+
+from datetime import datetime
+from typing import Any
+
+from pydantic import Field
+
+from app.core.ids import MAX_ID
+from app.core.schemas import RequestModel, ResponseModel, register_ranges
+
+
+@register_ranges
+class AuditCreate(RequestModel):
+    """Audit the mechanism of training job ``job_id``, with its exact settings."""
+
+    job_id: int = Field(ge=1, le=MAX_ID, description="the training job whose settings are audited")
+    canaries: int = Field(
+        default=1000, ge=10, le=100_000,
+        description="m: canaries of each one-run audit, each included with probability 1/2; "
+        "more canaries allow a larger audited epsilon",
+    )
+    shadow_models: int = Field(
+        default=8, ge=2, le=64,
+        description="shadow models per attacked model (LiRA); each pool record is in half",
+    )
+    seed: int = Field(
+        default=0, ge=0, le=2**31 - 1,
+        description="the auditor's choices (canaries, coin flips, fresh rows); the training "
+        "noise stays secret and fresh",
+    )
+    confidence: float = Field(
+        default=0.95, ge=0.5, le=0.999, description="of the audited lower bound",
+    )
+
+
+class AuditOut(ResponseModel):
+    id: int  # the audit's own job on the shared queue
+    audited_job_id: int
+    dataset_id: int
+    status: str
+    request: dict[str, Any]
+    accounted_epsilon: float | None
+    audited_epsilon: float | None
+    alarm: bool
+    error: dict[str, str | None] | None
+    report: str
+    created_at: datetime
+    started_at: datetime | None
+    finished_at: datetime | None
+
+
+class AuditPage(ResponseModel):
+    items: list[AuditOut]
+    total: int
+    limit: int
+    offset: int

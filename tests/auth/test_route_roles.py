@@ -1,0 +1,123 @@
+"""Every route, called with every role and with no key, answers as this table says: 401 without
+a key, 403 for a role it does not admit, and neither for one it does (admin is admitted
+everywhere). A route missing from the table fails the test until someone decides its roles.
+
+Runs on SQLite and PostgreSQL (the key lookup is a query on either).
+"""
+
+import re
+from collections.abc import Callable
+
+from fastapi.routing import iter_route_contexts
+from fastapi.testclient import TestClient
+
+PUBLIC = "public"
+DS, PO, CL = "data_scientist", "privacy_officer", "clinician"
+ROLES = ("admin", DS, PO, CL)
+ADMIN_ONLY: frozenset[str] = frozenset()
+
+TABLE: dict[tuple[str, str], frozenset[str] | str] = {
+    # Probes, the dashboard's static files and the API's own documentation: no key.
+    ("GET", "/healthz"): PUBLIC,
+    ("GET", "/readyz"): PUBLIC,
+    ("GET", "/dashboard"): PUBLIC,
+    ("GET", "/dashboard/privacy"): PUBLIC,
+    ("GET", "/dashboard/static/{name}"): PUBLIC,
+    ("GET", "/openapi.json"): PUBLIC,
+    ("GET", "/docs"): PUBLIC,
+    ("GET", "/docs/oauth2-redirect"): PUBLIC,
+    ("GET", "/redoc"): PUBLIC,
+    # Datasets: data scientists register; privacy officers read budgets and reports.
+    ("POST", "/v1/datasets"): frozenset({DS}),
+    ("GET", "/v1/datasets"): frozenset({DS, PO}),
+    ("GET", "/v1/datasets/{dataset_id}"): frozenset({DS, PO}),
+    ("PUT", "/v1/datasets/{dataset_id}/privacy-budget"): ADMIN_ONLY,
+    ("GET", "/v1/datasets/{dataset_id}/privacy-report"): frozenset({DS, PO}),
+    ("GET", "/v1/datasets/{dataset_id}/ledger/verify"): frozenset({PO}),
+    # Jobs: data scientists submit and cancel; the job's report is also the model card
+    # clinicians may read.
+    ("POST", "/v1/jobs"): frozenset({DS}),
+    ("GET", "/v1/jobs"): frozenset({DS, PO}),
+    ("GET", "/v1/jobs/{job_id}"): frozenset({DS, PO}),
+    ("POST", "/v1/jobs/{job_id}/cancel"): frozenset({DS}),
+    ("GET", "/v1/jobs/{job_id}/privacy-report"): frozenset({DS, PO, CL}),
+    # Privacy audits of training jobs (app/privacy_audit): data scientists and privacy officers.
+    ("POST", "/v1/audits"): frozenset({DS, PO}),
+    ("GET", "/v1/audits"): frozenset({DS, PO}),
+    ("GET", "/v1/audits/{audit_id}"): frozenset({DS, PO}),
+    ("GET", "/v1/audits/{audit_id}/report"): frozenset({DS, PO}),
+    # Models: everyone reads (the dashboard lists them); data scientists change them.
+    ("GET", "/v1/models"): frozenset({DS, PO, CL}),
+    ("GET", "/v1/models/active"): frozenset({DS, PO, CL}),
+    ("GET", "/v1/models/activations"): frozenset({DS, PO, CL}),
+    ("GET", "/v1/models/{model_id}"): frozenset({DS, PO, CL}),
+    ("POST", "/v1/models/rollback"): frozenset({DS}),
+    ("POST", "/v1/models/{model_id}/activate"): frozenset({DS}),
+    ("PUT", "/v1/models/{model_id}/band-thresholds"): frozenset({DS}),
+    # Scoring, in every form an EHR or the dashboard uses: clinicians.
+    ("POST", "/v1/risk"): frozenset({CL}),
+    ("POST", "/v1/risk/batch"): frozenset({CL}),
+    ("POST", "/v1/risk/fhir"): frozenset({CL}),
+    ("GET", "/cds-services"): frozenset({CL}),
+    ("POST", "/cds-services/{service_id}"): frozenset({CL}),
+    ("GET", "/v1/features"): frozenset({DS, PO, CL}),
+    # Keys: admin. The audit log and metrics: read-only for privacy officers.
+    ("POST", "/v1/keys"): ADMIN_ONLY,
+    ("GET", "/v1/keys"): ADMIN_ONLY,
+    ("DELETE", "/v1/keys/{key_id}"): ADMIN_ONLY,
+    ("GET", "/v1/audit-log"): frozenset({PO}),
+    ("GET", "/metrics"): frozenset({PO}),
+}
+
+
+def _routes(client: TestClient) -> set[tuple[str, str]]:
+    found = set()
+    for route in iter_route_contexts(client.app.routes):  # type: ignore[attr-defined]
+        if route.path is not None:
+            found |= {(m, route.path) for m in route.methods or () if m != "HEAD"}
+    return found
+
+
+def _openapi_operations(client: TestClient) -> set[tuple[str, str]]:
+    schema = client.get("/openapi.json").json()
+    return {(m.upper(), path) for path, ops in schema["paths"].items() for m in ops}
+
+
+def _call(client: TestClient, method: str, path: str) -> int:
+    """One call with placeholder ids (no such resource) and an empty body: an admitted role
+    gets a 404 or 422 from the route itself, a refused one 401 or 403 before it."""
+    url = re.sub(r"\{[^}]+\}", "999999", path)
+    if path == "/dashboard/static/{name}":
+        url = "/dashboard/static/common.js"
+    body = {} if method in ("POST", "PUT") else None
+    return client.request(method, url, json=body).status_code
+
+
+def test_the_table_covers_every_route(any_client: TestClient) -> None:
+    routes = _routes(any_client)
+    assert _openapi_operations(any_client) <= routes
+    assert set(TABLE) == routes, {
+        "routes without roles in the table": sorted(routes - set(TABLE)),
+        "table rows without a route": sorted(set(TABLE) - routes),
+    }
+
+
+def test_every_route_with_every_role(
+    any_client: TestClient, client_as: Callable[[str | None], TestClient]
+) -> None:
+    callers = {"no key": client_as(None), **{role: client_as(role) for role in ROLES}}
+    wrong = []
+    for (method, path), admitted in sorted(TABLE.items()):
+        for who, caller in callers.items():
+            status = _call(caller, method, path)
+            if admitted == PUBLIC:
+                ok = status not in (401, 403)
+            elif who == "no key":
+                ok = status == 401
+            elif who == "admin" or who in admitted:
+                ok = status not in (401, 403)
+            else:
+                ok = status == 403
+            if not ok:
+                wrong.append(f"{method} {path} as {who}: {status}")
+    assert not wrong, "\n".join(wrong)

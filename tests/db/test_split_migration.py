@@ -1,0 +1,41 @@
+"""0006 recounts every dataset's training rows for the per-record split (the count the service
+computes for a new dataset) and downgrades back to the fixed 70% permutation count."""
+
+from datetime import UTC, datetime
+
+from alembic import command
+from sqlalchemy import text
+
+from app.core.database import Database
+from app.core.migrations import alembic_config
+from app.datasets.synthetic import training_row_count
+
+T0 = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
+DATASETS = {1: (2000, 11), 2: (8000, 7), 3: (100, 0)}  # id: (n_rows, seed)
+
+
+def _n_train(db: Database) -> dict[int, int]:
+    with db.engine.connect() as conn:
+        return {row[0]: row[1] for row in conn.execute(text("SELECT id, n_train FROM dataset"))}
+
+
+def test_upgrade_recounts_training_rows_and_downgrade_restores(database_url: str) -> None:
+    config = alembic_config(database_url)
+    command.upgrade(config, "0005")
+    db = Database(database_url)
+    try:
+        with db.engine.begin() as conn:
+            for dataset_id, (n_rows, seed) in DATASETS.items():
+                conn.execute(text(
+                    "INSERT INTO dataset (id, name, source_kind, n_rows, n_train, seed, public, "
+                    "budget_epsilon, budget_delta, ledger_version, ledger_head_seq, "
+                    "ledger_head_hash, created_at) VALUES (:id, 'd', 'synthetic', :n, :t70, "
+                    ":seed, false, 10.0, 1e-05, 0, 0, :genesis, :t)"
+                ), {"id": dataset_id, "n": n_rows, "t70": round(0.7 * n_rows), "seed": seed,
+                    "genesis": "0" * 64, "t": T0})
+        command.upgrade(config, "head")
+        assert _n_train(db) == {i: training_row_count(n, s) for i, (n, s) in DATASETS.items()}
+        command.downgrade(config, "0005")
+        assert _n_train(db) == {i: round(0.7 * n) for i, (n, _) in DATASETS.items()}
+    finally:
+        db.dispose()

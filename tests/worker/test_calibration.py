@@ -1,0 +1,140 @@
+"""DP calibration on the held-out rows: its noise never costs more than the training (parallel
+composition), the Platt fit recovers known maps, the folded model ranks as before, and a DP
+model's probabilities come out close to the truth."""
+
+import math
+
+import numpy as np
+import pytest
+import torch
+from sklearn.metrics import roc_auc_score
+
+from app.datasets import synthetic
+from app.ledger.accounting import (
+    ORDERS,
+    Mechanism,
+    PRVAccountant,
+    gaussian_epsilon,
+    noise_for_target,
+    rdp_curve,
+)
+from app.ledger.parallel import dominated_gaussian_noise
+from worker import calibration as cal
+from worker.training import TrainingSpec, predict_proba, train
+
+DELTA = 1e-5
+
+
+def _gaussian_rdp(sigma: float) -> np.ndarray:
+    return ORDERS / (2 * sigma**2)
+
+
+@pytest.mark.parametrize(
+    ("sigma", "q", "steps"), [(8.0, 1.0, 500), (1.1, 0.09, 220), (0.8, 0.02, 2000), (3.0, 0.5, 10)]
+)
+def test_release_noise_is_dominated_by_the_training_and_minimal(
+    sigma: float, q: float, steps: int
+) -> None:
+    history = [Mechanism(sigma, q, steps)]
+    train_eps = PRVAccountant().epsilon(history, DELTA)
+    noise = dominated_gaussian_noise(history, DELTA, train_eps)
+    train_rdp = rdp_curve(history)
+    assert np.all(_gaussian_rdp(noise) <= train_rdp * (1 + 1e-9))
+    assert gaussian_epsilon([Mechanism(noise, 1.0, 1)], DELTA) <= train_eps
+    # Minimal: 1% less noise breaks one of the two conditions.
+    less = noise * 0.99
+    assert (np.any(_gaussian_rdp(less) > train_rdp)
+            or gaussian_epsilon([Mechanism(less, 1.0, 1)], DELTA) > train_eps)
+
+
+def test_full_batch_release_noise_is_the_training_noise_over_root_steps() -> None:
+    """At q = 1, T steps at sigma are exactly one Gaussian at sigma / sqrt(T)."""
+    history = [Mechanism(8.0, 1.0, 500)]
+    noise = dominated_gaussian_noise(history, DELTA, PRVAccountant().epsilon(history, DELTA))
+    assert noise == pytest.approx(8.0 / math.sqrt(500), rel=1e-3)
+
+
+def test_non_private_training_releases_exactly() -> None:
+    assert dominated_gaussian_noise([Mechanism(0.0, 1.0, 100)], DELTA, math.inf) == 0.0
+
+
+@pytest.mark.parametrize(("slope", "intercept"), [(1.0, 1.2), (0.9, -0.5), (1.1, 0.3)])
+def test_platt_fit_recovers_a_known_map_from_exact_counts(slope: float, intercept: float) -> None:
+    rng = np.random.default_rng(0)
+    z = rng.normal(-4.5, 1.2, 2_000_000)
+    y = rng.binomial(1, 1 / (1 + np.exp(-(slope * z + intercept)))).astype(float)
+    c = cal.calibrate(z, y, noise_multiplier=0.0, rng=rng)
+    # Binned scores (half a log-odds unit wide) blur the slope a little; the prior is negligible.
+    assert c.slope == pytest.approx(slope, abs=0.05)
+    assert c.intercept == pytest.approx(intercept, abs=0.25)
+    mean_p = np.mean(1 / (1 + np.exp(-(c.slope * z + c.intercept))))
+    assert mean_p == pytest.approx(y.mean(), rel=0.05)
+
+
+def test_released_counts_carry_noise_of_the_stated_scale() -> None:
+    z = np.full(1000, -4.0)
+    y = np.zeros(1000)
+    rng = np.random.default_rng(1)
+    draws = np.array([cal.release_counts(z, y, 2.0, rng)[0] for _ in range(4000)])
+    exact = cal.release_counts(z, y, 0.0, rng)[0]
+    assert np.std(draws - exact) == pytest.approx(2.0 * math.sqrt(2), rel=0.03)
+
+
+def test_noise_comes_from_fresh_entropy_unless_a_generator_is_given() -> None:
+    z = np.linspace(-8, 0, 500)
+    y = (np.arange(500) % 40 == 0).astype(float)
+    first = cal.calibrate(z, y, 1.0, np.random.default_rng())
+    second = cal.calibrate(z, y, 1.0, np.random.default_rng())
+    assert first.noisy_counts != second.noisy_counts
+
+
+def test_folding_keeps_the_ranking_and_applies_the_map() -> None:
+    table = synthetic.generate(3000, 5)
+    network = torch.nn.Linear(6, 1)
+    torch.nn.init.normal_(network.weight)
+    before = cal.logits_of(network, table.x)
+    c = cal.Calibration("test", 10, 0.0, 0.8, -1.5, [], [], [])
+    cal.fold_into(network, c)
+    after = cal.logits_of(network, table.x)
+    np.testing.assert_allclose(after, 0.8 * before - 1.5, rtol=1e-5, atol=1e-5)
+    assert roc_auc_score(table.y, after) == pytest.approx(roc_auc_score(table.y, before))
+
+
+def _dp_model(epsilon: float, seed: int) -> tuple[torch.nn.Module, list[Mechanism], float]:
+    table = synthetic.generate(8000, seed)
+    train_rows, _ = synthetic.split_indices(8000, seed)
+    n = len(train_rows)
+    steps = 500
+    sigma = noise_for_target(target_epsilon=epsilon, delta=DELTA, sample_rate=1.0, steps=steps)
+    spec = TrainingSpec(
+        kind="logistic", hidden_units=8, epochs=steps, batch_size=n, learning_rate=0.5,
+        momentum=0.9, max_grad_norm=0.5, noise_multiplier=sigma, sample_rate=1.0, steps=steps,
+        delta=DELTA, seed=0, tail_average=0.5,
+    )
+    result = train(table.x[train_rows], table.y[train_rows], spec, device=torch.device("cpu"))
+    history = [Mechanism(*step) for step in result.history]
+    return result.network, history, PRVAccountant().epsilon(history, DELTA)
+
+
+def test_a_dp_model_comes_out_calibrated_on_fresh_rows() -> None:
+    """Clipping makes the DP model under-predict (about 3x at 2% prevalence); the DP
+    calibration on 2,400 held-out rows brings the mean probability near the prevalence."""
+    seed = 910_001
+    network, history, epsilon = _dp_model(3.0, seed)
+    table = synthetic.generate(8000, seed)
+    _, held_out = synthetic.split_indices(8000, seed)
+    fresh = synthetic.generate(100_000, 4242)
+    before = predict_proba(network, fresh.x)
+    auc_before = roc_auc_score(fresh.y, before)
+    c = cal.calibrate_model(network, table.x[held_out], table.y[held_out], history=history,
+                            delta=DELTA, training_epsilon=epsilon,
+                            rng=np.random.default_rng(3))
+    after = predict_proba(network, fresh.x)
+    prevalence = fresh.y.mean()
+    assert before.mean() < 0.5 * prevalence  # the miscalibration this fixes
+    assert after.mean() == pytest.approx(prevalence, rel=0.35)
+    assert roc_auc_score(fresh.y, after) == pytest.approx(auc_before, abs=1e-6)  # float32 ties
+    assert c.noise_multiplier == pytest.approx(
+        dominated_gaussian_noise(history, DELTA, epsilon), rel=1e-12
+    )
+    assert c.rows == len(held_out)
