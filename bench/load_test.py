@@ -94,7 +94,11 @@ class Client:
         headers = {"Idempotency-Key": f"load-{uuid.uuid4()}"}
         first = self.send(kind, "POST", url, json=body, headers=headers)
         retry = self.send(kind, "POST", url, json=body, headers=headers)
-        if first is not None and retry is not None and first.status_code < 300:
+        if first is None or first.status_code >= 300:
+            # A refused first attempt stored nothing, so its key is unused: the retry is a
+            # fresh request and may succeed (e.g. budget freed by a cancel in between).
+            return retry
+        if retry is not None:
             same = retry.status_code < 300 and retry.json()["id"] == first.json()["id"]
             with self.tally.lock:
                 self.tally.replays += 1
