@@ -27,9 +27,9 @@ import numpy as np
 import torch
 from torch import nn
 
-from app.features import scale
 from app.ledger.accounting import Mechanism
 from app.ledger.parallel import dominated_gaussian_noise
+from worker.training import predict_log_odds
 
 METHOD = "dp-platt-binned-v1"
 # Logit bin edges: probabilities 0.25% .. 32% doubling, the range where a rare outcome's
@@ -138,14 +138,6 @@ def fold_into(network: nn.Module, calibration: Calibration) -> None:
         last.bias.mul_(calibration.slope).add_(calibration.intercept)
 
 
-@torch.no_grad()
-def logits_of(network: nn.Module, x_raw: np.ndarray) -> np.ndarray:
-    """The model's log-odds for raw feature rows (public-bound scaling, as in scoring)."""
-    network.eval()
-    z = network(torch.as_tensor(scale(x_raw), dtype=torch.float32)).squeeze(-1)
-    return z.double().numpy()
-
-
 def calibrate_model(
     network: nn.Module,
     x_holdout: np.ndarray,
@@ -163,6 +155,6 @@ def calibrate_model(
     """
     noise = dominated_gaussian_noise(history, delta, training_epsilon)
     generator = rng if rng is not None else np.random.default_rng()
-    calibration = calibrate(logits_of(network, x_holdout), y_holdout, noise, generator)
+    calibration = calibrate(predict_log_odds(network, x_holdout), y_holdout, noise, generator)
     fold_into(network, calibration)
     return calibration

@@ -23,7 +23,7 @@ from torch.utils.data import DataLoader, TensorDataset
 
 from app.features import scale
 from app.ledger import accounting
-from app.registry.network import build_network
+from app.registry.network import build_network, predict_logits
 from worker.dpsgd import DPSGD, secret_generator
 
 ENGINES = ("vectorised", "opacus")
@@ -272,8 +272,11 @@ def epsilon_of(history: list[tuple[float, float, int]], delta: float) -> tuple[f
     )
 
 
-@torch.no_grad()
+def predict_log_odds(network: nn.Module, x_raw: np.ndarray) -> np.ndarray:
+    """The model's log-odds for raw feature rows (public-bound scaling, as in scoring)."""
+    x = torch.as_tensor(scale(x_raw), dtype=torch.float32)
+    return predict_logits(network, x).double().numpy()
+
+
 def predict_proba(network: nn.Module, x_raw: np.ndarray) -> np.ndarray:
-    network.eval()
-    logits = network(torch.as_tensor(scale(x_raw), dtype=torch.float32)).squeeze(-1)
-    return torch.sigmoid(logits).double().numpy()
+    return 1.0 / (1.0 + np.exp(-predict_log_odds(network, x_raw)))

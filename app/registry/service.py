@@ -292,17 +292,13 @@ def privacy_sentence(model: TrainedModel) -> str:
 _calibrated_rows: dict[tuple[int, str], int | None] = {}
 
 
-def calibration_of(model: TrainedModel) -> dict[str, Any] | None:
-    """The model's held-out calibration record (None for models stored before it existed)."""
-    return (model.metrics or {}).get("calibration")
-
-
 def calibrated_rows(model: TrainedModel) -> int | None:
     """Held-out rows the model was calibrated on, or None; cached per model (models never
     change), so scoring does not load the large ``metrics`` column on every request."""
     key = (model.id, model.artifact_sha256)
     if key not in _calibrated_rows:
-        calibration = calibration_of(model)
+        # The held-out calibration record; absent for models stored before it existed.
+        calibration = (model.metrics or {}).get("calibration")
         _calibrated_rows[key] = None if calibration is None else int(calibration["rows"])
     return _calibrated_rows[key]
 

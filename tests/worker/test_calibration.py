@@ -20,7 +20,7 @@ from app.ledger.accounting import (
 )
 from app.ledger.parallel import dominated_gaussian_noise
 from worker import calibration as cal
-from worker.training import TrainingSpec, predict_proba, train
+from worker.training import TrainingSpec, predict_log_odds, predict_proba, train
 
 DELTA = 1e-5
 
@@ -92,10 +92,10 @@ def test_folding_keeps_the_ranking_and_applies_the_map() -> None:
     table = synthetic.generate(3000, 5)
     network = torch.nn.Linear(6, 1)
     torch.nn.init.normal_(network.weight)
-    before = cal.logits_of(network, table.x)
+    before = predict_log_odds(network, table.x)
     c = cal.Calibration("test", 10, 0.0, 0.8, -1.5, [], [], [])
     cal.fold_into(network, c)
-    after = cal.logits_of(network, table.x)
+    after = predict_log_odds(network, table.x)
     np.testing.assert_allclose(after, 0.8 * before - 1.5, rtol=1e-5, atol=1e-5)
     assert roc_auc_score(table.y, after) == pytest.approx(roc_auc_score(table.y, before))
 
