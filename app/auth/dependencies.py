@@ -48,7 +48,7 @@ async def authenticate(
     if credentials is None:
         raise Unauthorized("an API key is required: send 'Authorization: Bearer <key>'")
     key_digest = service.digest(credentials.credentials)
-    database_id = id(get_database())
+    database_id = get_database().token
     key = key_cache.get(database_id, key_digest)
     if key is None:
         key = await run_in_threadpool(_lookup, key_digest)

@@ -9,7 +9,6 @@ from app.auth.dependencies import require_roles
 from app.auth.principal import Principal
 from app.cdshooks import service
 from app.cdshooks.schemas import HookRequest
-from app.core.database import SessionDep
 from app.core.openapi import problems
 from app.core.time import utcnow
 
@@ -36,11 +35,11 @@ def discovery() -> dict[str, Any]:
 @router.post("/{service_id}", responses=problems(409))
 def call_service(
     principal: Clinician, service_id: Annotated[str, Depends(known_service)],
-    body: HookRequest, session: SessionDep,
+    body: HookRequest,
 ) -> dict[str, Any]:
     """Call the crisis-risk service for a patient-view hook; answers CDS Hooks cards."""
     answer, model = service.evaluate(
-        session=session, service_id=service_id, hook=body.hook,
+        service_id=service_id, hook=body.hook,
         patient_id=body.context.patientId, prefetch=body.prefetch, today=utcnow().date(),
     )
     audit.record_scoring(principal=principal, endpoint="cds-services",

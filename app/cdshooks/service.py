@@ -10,7 +10,6 @@ from datetime import date
 from typing import Any
 
 from pydantic import ValidationError
-from sqlalchemy.orm import Session
 
 from app.cdshooks.prefetch import features_from_prefetch
 from app.core.errors import DomainError, InvalidRequest, NotFound
@@ -141,7 +140,7 @@ def card(scored: dict[str, Any]) -> dict[str, Any]:
 
 
 def evaluate(
-    *, session: Session, service_id: str, hook: str, patient_id: str,
+    *, service_id: str, hook: str, patient_id: str,
     prefetch: dict[str, Any] | None, today: date,
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """Answer one hook call with ``{"cards": [card]}``, and the model that scored (its id
@@ -160,5 +159,5 @@ def evaluate(
                         allowed=HOOK)
     raw, _ = features_from_prefetch(prefetch, patient_id=patient_id, today=today)
     features = _checked_features(raw)
-    scored = scoring_service.score(session=session, features=features, model_id=None)
+    scored = scoring_service.score(features=features, model_id=None)
     return {"cards": [card(scored)]}, scored["model"]

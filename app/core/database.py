@@ -1,5 +1,6 @@
 """Engine, session factory and the declarative base shared by every domain."""
 
+import itertools
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -50,11 +51,17 @@ def build_engine(url: str, **kwargs: Any) -> Engine:
     return create_engine(url, pool_pre_ping=True, **kwargs)
 
 
+_tokens = itertools.count(1)
+
+
 class Database:
     """Holds the engine and session factory so tests can point the app at another database."""
 
     def __init__(self, url: str) -> None:
         self.url = url
+        self.token = next(_tokens)
+        """Unique per instance for the life of the process, unlike ``id()``, which a new
+        instance may reuse: per-process caches (keys, scoring models) are keyed on it."""
         self.engine = build_engine(url)
         self.session_factory = sessionmaker(bind=self.engine, expire_on_commit=False)
 

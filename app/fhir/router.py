@@ -8,7 +8,6 @@ from fastapi.responses import JSONResponse
 from app.auth import audit
 from app.auth.dependencies import require_roles
 from app.auth.principal import Principal
-from app.core.database import SessionDep
 from app.core.openapi import problems
 from app.core.time import utcnow
 from app.fhir import service
@@ -25,12 +24,12 @@ router = APIRouter(tags=["fhir"])
                      "description": "a FHIR R4 RiskAssessment"}, **problems(404, 409)},
 )
 def score_patient_fhir(
-    body: RiskFhirRequest, session: SessionDep,
+    body: RiskFhirRequest,
     principal: Annotated[Principal, require_roles("clinician")],
 ) -> JSONResponse:
     """Score one patient and answer with a FHIR R4 RiskAssessment."""
     features = body.features.model_dump()
-    scored = scoring_service.score(session=session, features=features, model_id=body.model_id)
+    scored = scoring_service.score(features=features, model_id=body.model_id)
     audit.record_scoring(principal=principal, endpoint="risk/fhir",
                          patients=1, model=scored["model"])
     resource = service.risk_assessment(

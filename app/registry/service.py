@@ -37,6 +37,9 @@ and ``high`` from ``medium_high``; each model carries its own copy, changed with
 """
 
 _REGISTRY_LOCK_KEY = 0x6470637269736973  # "dpcrisis": one PostgreSQL advisory lock
+CHANGED = "registry_changed"
+"""``session.info`` flag: this session changed which model scores or how it bands; scoring's
+remembered models (``app.scoring.model_cache``) are forgotten when it commits."""
 
 
 class ModelNotFound(NotFound):
@@ -156,6 +159,7 @@ def _append(
         seq=head + 1, model_id=model_id, previous_model_id=previous_model_id, action=action
     )
     session.add(row)
+    session.info[CHANGED] = True
     try:
         session.flush()
     except IntegrityError as exc:  # only a writer that skipped the lock can get here
@@ -250,6 +254,7 @@ def set_band_thresholds(
 ) -> TrainedModel:
     """Replace a model's band thresholds; scoring uses them from the next request on."""
     model.band_thresholds = validate_thresholds(thresholds)
+    session.info[CHANGED] = True
     session.flush()
     return model
 

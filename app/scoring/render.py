@@ -1,4 +1,5 @@
-"""The batch response written straight to JSON: the same document as ``Scored.document``.
+"""Scoring responses written straight to JSON: for the batch, the same document as
+``Scored.document``.
 
 For 10,000 patients, building 60,000 contribution dicts and then encoding them costs more than
 the model itself. Every contribution's constant parts (feature, label, value, reason, severity)
@@ -9,6 +10,7 @@ are encoded once per feature value and cached; only the numbers are written per 
 import json
 from collections.abc import Sequence
 from functools import lru_cache
+from typing import Any
 
 from app.features import FEATURES
 from app.scoring.service import Scored, direction_of, explained_value
@@ -35,6 +37,11 @@ def _contributions(scored: Scored, k: int) -> str:
         parts.append(f'{head}{phi[i]!r},"contribution_probability":{phi_p[i]!r},'
                      f'"direction":"{direction_of(phi[i])}"{tail}')
     return ",".join(parts)
+
+
+def document_json(document: dict[str, Any]) -> bytes:
+    """A response document (one patient's answer) as UTF-8 JSON, as ``batch_json`` writes."""
+    return _encode(document).encode()
 
 
 def batch_json(scored: Scored, ids: Sequence[str | None]) -> bytes:

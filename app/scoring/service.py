@@ -13,14 +13,14 @@ from typing import Any
 
 import numpy as np
 import torch
-from sqlalchemy.orm import Session
 from torch import nn
 
-from app.core.time import as_utc
 from app.features import FEATURE_NAMES, FEATURES, REFERENCE, scale
 from app.registry import service as registry_service
 from app.registry.models import TrainedModel
+from app.scoring import model_cache
 from app.scoring.explain import coalition_inputs, shapley_from_values
+from app.scoring.model_cache import ScoringModel
 
 _cache: dict[str, nn.Module] = {}
 _cache_lock = threading.Lock()
@@ -28,7 +28,7 @@ _cache_lock = threading.Lock()
 REFERENCE_NOTE = "public reference patient from the feature spec, not from private data"
 
 
-def network_for(model: TrainedModel) -> nn.Module:
+def network_for(model: TrainedModel | ScoringModel) -> nn.Module:
     """The network behind a registered model, loaded once (artifacts are immutable).
 
     The lock is held only while a missing artifact is loaded; scoring itself runs unlocked.
@@ -106,20 +106,6 @@ def explained_value(index: int, value: float) -> tuple[str, dict[str, Any] | Non
 
 def direction_of(contribution: float) -> str:
     return "raises" if contribution > 0 else "lowers" if contribution < 0 else "neutral"
-
-
-def model_block(model: TrainedModel) -> dict[str, Any]:
-    """Which model scored, its version and its (epsilon, delta) statement."""
-    trained_at = as_utc(model.created_at)
-    return {
-        "id": model.id,
-        "version": registry_service.version_of(model),
-        "kind": model.kind,
-        "dataset_id": model.dataset_id,
-        "trained_at": None if trained_at is None
-        else trained_at.isoformat().replace("+00:00", "Z"),
-        **registry_service.privacy_statement(model),
-    }
 
 
 @dataclass(frozen=True)
@@ -201,7 +187,7 @@ def rows_of(patients: Sequence[Mapping[str, float]]) -> np.ndarray:
                     dtype=np.float64).reshape(len(patients), len(FEATURE_NAMES))
 
 
-def score_rows(*, model: TrainedModel, raw: np.ndarray) -> Scored:
+def score_rows(*, model: ScoringModel, raw: np.ndarray) -> Scored:
     """The batch core: every patient's score and exact Shapley contributions, in order.
 
     Raises:
@@ -213,8 +199,8 @@ def score_rows(*, model: TrainedModel, raw: np.ndarray) -> Scored:
             f"model {model.id} gives a non-finite score", field="model_id"
         )
     return Scored(
-        model=model_block(model),
-        band_thresholds=dict(model.band_thresholds),
+        model=model.block,
+        band_thresholds=model.band_thresholds,
         reference={
             "features": {f.name: f.reference for f in FEATURES},
             "log_odds": float(e["base"][0]),
@@ -231,7 +217,7 @@ def score_rows(*, model: TrainedModel, raw: np.ndarray) -> Scored:
 
 
 def score_batch(
-    *, session: Session, patients: Sequence[Mapping[str, float]], model_id: int | None
+    *, patients: Sequence[Mapping[str, float]], model_id: int | None
 ) -> Scored:
     """Score many patients with the named model or the active one, in request order.
 
@@ -240,14 +226,11 @@ def score_batch(
         NoActiveModel: no model named and none active (409).
         ModelUnavailable: the model's artifact is missing or corrupt (409).
     """
-    model = registry_service.resolve(session=session, model_id=model_id)
-    return score_rows(model=model, raw=rows_of(patients))
+    return score_rows(model=model_cache.resolve(model_id), raw=rows_of(patients))
 
 
-def score(
-    *, session: Session, features: Mapping[str, float], model_id: int | None
-) -> dict[str, Any]:
+def score(*, features: Mapping[str, float], model_id: int | None) -> dict[str, Any]:
     """Score one patient: the batch core with n = 1, with the full reference and statement."""
-    scored = score_batch(session=session, patients=[features], model_id=model_id)
+    scored = score_batch(patients=[features], model_id=model_id)
     result = {k: v for k, v in scored.result(0).items() if k != "id"}
     return {**result, "reference": scored.reference, "model": scored.model}

@@ -18,6 +18,7 @@ from app.features import FEATURE_NAMES, LOWER, UPPER
 from app.registry.network import build_network
 from app.scoring import render
 from app.scoring import service as scoring_service
+from app.scoring.model_cache import ScoringModel
 from app.scoring.schemas import MAX_BATCH, RiskBatchResponse
 from tests.api.scoring_helpers import problem, train_models
 from tests.conftest import PATIENT
@@ -194,7 +195,7 @@ def test_batch_json_is_the_document_byte_for_byte(kind: str) -> None:
     scoring_service._cache[model.artifact_sha256] = network
     raw = scoring_service.rows_of([PATIENT, *random_patients(300, seed=4)])
     ids = [None, 'quote " and unicode é', *(f"p{k}" for k in range(299))]
-    scored = scoring_service.score_rows(model=model, raw=raw)  # type: ignore[arg-type]
+    scored = scoring_service.score_rows(model=ScoringModel.of(model), raw=raw)  # type: ignore[arg-type]
     expected = json.dumps(scored.document(ids), ensure_ascii=False, allow_nan=False,
                           separators=(",", ":")).encode()
     assert render.batch_json(scored, ids) == expected

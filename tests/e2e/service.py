@@ -37,13 +37,26 @@ def api_client(base: str, key: str = ADMIN_KEY, timeout: float = 30) -> httpx.Cl
                         headers={"Authorization": f"Bearer {key}"})
 
 
+_server_logs: dict[int, Path] = {}
+
+
 def start_server(tmp_path: Path, *extra: str) -> tuple[subprocess.Popen[str], str]:
+    """``dpcrisis serve`` logging to ``tmp_path/serve.log``: a file, not a pipe nobody reads,
+    which would stall the server once its JSON access lines filled the pipe's buffer."""
     port = _free_port()
-    process = subprocess.Popen(
-        [CLI, "serve", "--port", str(port), *extra],
-        env=service_env(tmp_path), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-    )
+    log = tmp_path / "serve.log"
+    with log.open("w") as out:
+        process = subprocess.Popen(
+            [CLI, "serve", "--port", str(port), *extra],
+            env=service_env(tmp_path), stdout=out, stderr=subprocess.STDOUT, text=True,
+        )
+    _server_logs[process.pid] = log
     return process, f"http://127.0.0.1:{port}"
+
+
+def server_log(process: subprocess.Popen[str]) -> str:
+    log = _server_logs.get(process.pid)
+    return log.read_text(errors="replace")[-4000:] if log is not None else ""
 
 
 def wait_ready(process: subprocess.Popen[str], base: str, seconds: float = 60) -> None:
@@ -51,7 +64,7 @@ def wait_ready(process: subprocess.Popen[str], base: str, seconds: float = 60) -
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
         if process.poll() is not None:
-            pytest.fail(f"server exited: {process.stdout.read() if process.stdout else ''}")
+            pytest.fail(f"server exited: {server_log(process)}")
         try:
             if httpx.get(f"{base}/readyz", timeout=1).status_code == 200:
                 return

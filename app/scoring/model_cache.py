@@ -1,0 +1,111 @@
+"""Which model scores, remembered per process for up to ``TTL_SECONDS``.
+
+Resolving the model (the active one, or a named one) was a database session, a query and a
+commit on every request: about half of the single-patient scoring path's work. Models are
+immutable but for their band thresholds, and which one is active changes rarely, so a resolved
+model is remembered as a detached ``ScoringModel`` snapshot:
+
+- a change committed in *this* process (activate, rollback, new band thresholds, the embedded
+  worker's automatic first activation) forgets every snapshot as soon as it commits, and a
+  lookup that began before that commit stores nothing (a generation counter), so the next
+  request sees the change;
+- a change committed by another process (a second API replica, a separate worker) is seen
+  here within ``TTL_SECONDS``. Every answer names the model id and version that scored it.
+
+Errors (no such model, none active) are never remembered.
+"""
+
+import threading
+import time
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import event
+from sqlalchemy.orm import Session
+
+from app.core.database import get_database
+from app.core.time import as_utc
+from app.registry import service as registry_service
+from app.registry.models import TrainedModel
+
+TTL_SECONDS = 1.0
+
+
+@dataclass(frozen=True)
+class ScoringModel:
+    """What scoring reads of a registered model, detached from any session."""
+
+    id: int
+    artifact_sha256: str
+    band_thresholds: dict[str, float]
+    block: dict[str, Any]  # id, version, kind, dataset, trained_at and the privacy statement
+
+    @classmethod
+    def of(cls, model: TrainedModel) -> "ScoringModel":
+        return cls(
+            id=model.id,
+            artifact_sha256=model.artifact_sha256,
+            band_thresholds=dict(model.band_thresholds),
+            block=model_block(model),
+        )
+
+
+def model_block(model: TrainedModel) -> dict[str, Any]:
+    """Which model scored, its version and its (epsilon, delta) statement."""
+    trained_at: datetime | None = as_utc(model.created_at)
+    return {
+        "id": model.id,
+        "version": registry_service.version_of(model),
+        "kind": model.kind,
+        "dataset_id": model.dataset_id,
+        "trained_at": None if trained_at is None
+        else trained_at.isoformat().replace("+00:00", "Z"),
+        **registry_service.privacy_statement(model),
+    }
+
+
+_lock = threading.Lock()
+_generation = 0
+_entries: dict[tuple[int, int | None], tuple[float, ScoringModel]] = {}
+
+
+def resolve(model_id: int | None) -> ScoringModel:
+    """The named model, else the active one: from memory, or from the database.
+
+    Raises:
+        ModelNotFound: no such model, or no model trained yet (404).
+        NoActiveModel: no model named and none active (409).
+    """
+    database = get_database()
+    key = (database.token, model_id)
+    hit = _entries.get(key)
+    now = time.monotonic()
+    if hit is not None and now - hit[0] <= TTL_SECONDS:
+        return hit[1]
+    generation = _generation
+    with database.session_scope() as session:
+        snapshot = ScoringModel.of(registry_service.resolve(session=session, model_id=model_id))
+    with _lock:
+        if generation == _generation:  # no change committed here while we looked it up
+            _entries[key] = (now, snapshot)
+    return snapshot
+
+
+def forget_all() -> None:
+    """Forget every snapshot (a registry change committed in this process)."""
+    global _generation
+    with _lock:
+        _generation += 1
+        _entries.clear()
+
+
+@event.listens_for(Session, "after_commit")
+def _forget_on_commit(session: Session) -> None:
+    if session.info.pop(registry_service.CHANGED, False):
+        forget_all()
+
+
+@event.listens_for(Session, "after_rollback")
+def _keep_on_rollback(session: Session) -> None:
+    session.info.pop(registry_service.CHANGED, None)
