@@ -6,146 +6,40 @@ inline block whose hash is the only style the Content-Security-Policy allows, an
 in a plot is repeated in a table. Every value from the database goes through ``html.escape``.
 """
 
-import base64
-import hashlib
 import math
-from collections.abc import Iterable, Sequence
-from datetime import datetime
 from html import escape
 from typing import Any
 
-from fastapi.responses import HTMLResponse
-
-from app.core import svg_plot
+from app.core.html_report import (
+    MISSING,
+    bullet_list,
+    facts,
+    figure,
+    finite,
+    link,
+    note,
+    num,
+    page,
+    page_response,
+    table,
+    when,
+)
 from app.core.svg_plot import PALETTE, Chart, Reference, Series
 from app.ledger.report import epsilon_text, round_down
 
 INFINITY_LABEL = "∞ (non-private)"
-MISSING = "—"
-_NUM = ' class="num"'
 COMPOSITION_NOTE = (
     "The composed spend adds the jobs' Rényi-DP curves and converts once at the budget δ; the "
     "naive sum adds each job's own ε and is shown only to make the gain from composition visible."
 )
-
-STYLE = """
-body{font:16px/1.5 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;color:#1a1a1a;
-background:#fff;max-width:62rem;margin:0 auto;padding:1.5rem}
-h1{font-size:1.6rem;margin:0 0 .25rem} h3{font-size:1.05rem;margin-bottom:.25rem}
-h2{font-size:1.25rem;border-bottom:2px solid #0072B2;padding-bottom:.15rem;margin-top:2rem}
-a{color:#0a58a5} .sub{color:#444;margin-top:0} .big{font-size:1.5rem;font-weight:700}
-.summary{border:2px solid #1a1a1a;padding:.75rem 1rem;margin:1rem 0}
-dl.facts{display:grid;grid-template-columns:max-content 1fr;gap:.2rem 1rem}
-dl.facts dt{font-weight:600} dl.facts dd{margin:0}
-table{border-collapse:collapse;width:100%;margin:.5rem 0 1rem;font-variant-numeric:tabular-nums}
-caption{text-align:left;font-weight:600;padding:.25rem 0}
-th,td{border:1px solid #8a8a8a;padding:.25rem .5rem;text-align:left;vertical-align:top}
-th{background:#f0f0f0} .num{text-align:right} figure{margin:1rem 0}
-svg.chart{max-width:100%;height:auto} figcaption,.note{color:#444;font-size:.9rem}
-footer{margin-top:2rem;border-top:1px solid #8a8a8a;color:#444;font-size:.9rem}
-.alarm{color:#b00020;border-color:#b00020;font-weight:700}
-@page{margin:15mm}
-@media print{body{max-width:none;padding:0;font-size:10pt} a{color:inherit} table{font-size:9pt}
-figure,tr,.summary,dl{break-inside:avoid} h2,h3{break-after:avoid}}
-""".strip()
-
-_STYLE_HASH = base64.b64encode(hashlib.sha256(STYLE.encode()).digest()).decode()
-CONTENT_SECURITY_POLICY = (
-    f"default-src 'none'; style-src 'sha256-{_STYLE_HASH}'; base-uri 'none'; "
-    "form-action 'none'; frame-ancestors 'none'"
-)
-
-
-def page_response(page: str) -> HTMLResponse:
-    """The page with headers that forbid external resources and keep caches per Accept."""
-    return HTMLResponse(
-        page,
-        headers={
-            "Content-Security-Policy": CONTENT_SECURITY_POLICY,
-            "X-Content-Type-Options": "nosniff",
-            "Referrer-Policy": "no-referrer",
-            "Vary": "Accept",
-        },
-    )
-
-
-def _finite(value: Any) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
-
-
-def num(value: Any, fmt: str = ".4g") -> str:
-    """A number (integers as they are), or a dash for a missing one."""
-    if isinstance(value, int) and not isinstance(value, bool):
-        return escape(str(value))
-    return escape(format(value, fmt)) if _finite(value) else MISSING
+__all__ = ["page_response", "render_dataset_page", "render_job_page"]  # page_response: routers
 
 
 def eps(value: Any, *, non_private: bool = False) -> str:
     """An epsilon, rounded up to 4 digits; non-private spend reads "∞ (non-private)"."""
     if non_private or (isinstance(value, float) and math.isinf(value)):
         return INFINITY_LABEL
-    return escape(epsilon_text(value, digits=4)) if _finite(value) else MISSING
-
-
-def when(value: datetime | None) -> str:
-    return escape(value.strftime("%Y-%m-%d %H:%M:%S UTC")) if value else MISSING
-
-
-def _note(text: str) -> str:
-    return f'<p class="note">{escape(text)}</p>'
-
-
-def _link(href: str, text: str) -> str:
-    return f'<a href="{escape(href)}">{escape(text)}</a>'
-
-
-def _facts(rows: Iterable[tuple[str, str]]) -> str:
-    """A definition list; values are already-escaped HTML."""
-    items = "".join(f"<dt>{escape(k)}</dt><dd>{v}</dd>" for k, v in rows)
-    return f'<dl class="facts">{items}</dl>'
-
-
-def _list(items: Iterable[str]) -> str:
-    lis = "".join(f"<li>{escape(item)}</li>" for item in items)
-    return f"<ul>{lis}</ul>" if lis else "<p>None.</p>"
-
-
-def _table(caption: str, headers: Sequence[tuple[str, bool]], rows: Iterable[Sequence[str]]) -> str:
-    """A data table; ``headers`` are (label, numeric) and cells are already-escaped HTML."""
-    head = "".join(
-        f'<th scope="col"{_NUM if numeric else ""}>{escape(label)}</th>'
-        for label, numeric in headers
-    )
-    body = []
-    for row in rows:
-        cells = "".join(
-            f"<td{_NUM if numeric else ''}>{cell}</td>"
-            for cell, (_, numeric) in zip(row, headers, strict=True)
-        )
-        body.append(f"<tr>{cells}</tr>")
-    if not body:
-        body.append(f'<tr><td colspan="{len(headers)}">No rows yet.</td></tr>')
-    return (
-        f"<table><caption>{escape(caption)}</caption><thead><tr>{head}</tr></thead>"
-        f"<tbody>{''.join(body)}</tbody></table>"
-    )
-
-
-def _figure(chart: Chart, caption: str) -> str:
-    return (
-        f"<figure>{svg_plot.render_svg(chart)}<figcaption>{escape(caption)}</figcaption></figure>"
-    )
-
-
-def _page(title: str, body: str) -> str:
-    return (
-        '<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
-        '<meta name="viewport" content="width=device-width, initial-scale=1">\n'
-        f"<title>{escape(title)}</title>\n<style>{STYLE}</style>\n</head>\n<body>\n"
-        f"{body}\n<footer><p>Generated by the dpcrisis service. The same report is served as "
-        "JSON to requests that accept <code>application/json</code>.</p></footer>\n"
-        "</body>\n</html>\n"
-    )
+    return escape(epsilon_text(value, digits=4)) if finite(value) else MISSING
 
 
 def report_href(kind: str, ident: int, root_path: str = "") -> str:
@@ -161,10 +55,10 @@ def epoch_chart(report: dict[str, Any]) -> Chart:
     rdp = [(e["epoch"], _infinite_if(e.get("rdp"), non_private)) for e in per_epoch]
     references = []
     planned = report["epsilon"].get("prv")
-    if _finite(planned):
+    if finite(planned):
         references.append(Reference(f"planned final ε (PRV) {epsilon_text(planned)}", planned))
     target = report.get("target_epsilon")
-    if _finite(target):
+    if finite(target):
         references.append(Reference(f"target ε {target:g}", target, color="#7a3e00", dash="2 3"))
     last_epoch = max([report["epochs"], *(e["epoch"] for e in per_epoch)])
     return Chart(
@@ -203,7 +97,7 @@ def _epoch_table(report: dict[str, Any]) -> str:
         ]
         for e in report["epsilon_per_epoch"] or []
     ]
-    return _table(
+    return table(
         "Epsilon per epoch (data of the plot above)",
         [("Epoch", True), ("ε, PRV (reported)", True), ("ε, RDP", True)],
         rows,
@@ -214,7 +108,7 @@ def _job_facts(report: dict[str, Any], root_path: str) -> str:
     non_private = report["non_private"]
     prv, rdp = report["epsilon"].get("prv"), report["epsilon"].get("rdp")
     dataset_link = _dataset_link(report, root_path)
-    return _facts(
+    return facts(
         [
             ("Privacy unit", escape(report["privacy_unit"])),
             ("Dataset", dataset_link),
@@ -240,7 +134,7 @@ def _dataset_name(report: dict[str, Any]) -> str:
 
 
 def _dataset_link(report: dict[str, Any], root_path: str) -> str:
-    return _link(report_href("datasets", report["dataset_id"], root_path), _dataset_name(report))
+    return link(report_href("datasets", report["dataset_id"], root_path), _dataset_name(report))
 
 
 _HEADLINE_METRICS = (
@@ -260,7 +154,7 @@ def _with_ci(values: dict[str, Any], key: str) -> str:
     """A metric with its interval when one is stored beside it as ``<key>_ci``."""
     shown = num(values.get(key))
     ci = values.get(f"{key}_ci")
-    if isinstance(ci, list | tuple) and len(ci) == 2 and all(_finite(v) for v in ci):
+    if isinstance(ci, list | tuple) and len(ci) == 2 and all(finite(v) for v in ci):
         shown += f" [{num(ci[0])}, {num(ci[1])}]"
     return shown
 
@@ -274,7 +168,7 @@ def _metrics(metrics: dict[str, Any] | None) -> str:
         for key, label in _HEADLINE_METRICS
         if key in metrics
     ]
-    parts = [_table("Held-out metrics (95% interval where computed)",
+    parts = [table("Held-out metrics (95% interval where computed)",
                     [("Metric", False), ("Value", True)], headline)]
     bands = metrics.get("bands")
     if isinstance(bands, dict):
@@ -287,7 +181,7 @@ def _metrics(metrics: dict[str, Any] | None) -> str:
         ]
         headers = [("Band (this or higher)", False), ("Probability", False), ("Rows", True),
                    ("Positives", True), ("Precision", True), ("Recall", True)]
-        parts.append(_table("Risk bands on held-out rows", headers, rows))
+        parts.append(table("Risk bands on held-out rows", headers, rows))
     subgroups = metrics.get("subgroups")
     if isinstance(subgroups, list) and subgroups:
         rows = [
@@ -299,18 +193,18 @@ def _metrics(metrics: dict[str, Any] | None) -> str:
         ]
         headers = [("Subgroup", False), ("Rows", True), ("Positives", True), ("ROC-AUC", True),
                    ("Brier", True), ("ECE", True)]
-        parts.append(_table("Held-out metrics by subgroup", headers, rows))
+        parts.append(table("Held-out metrics by subgroup", headers, rows))
     notes = [n for n in metrics.get("notes") or [] if isinstance(n, str)]
     method = [f"{k}: {metrics[k]}" for k in ("ci_method", "ece_method") if k in metrics]
     if notes or method:
-        parts.append(f"{_note('Method and notes:')}{_list([*method, *notes])}")
+        parts.append(f"{note('Method and notes:')}{bullet_list([*method, *notes])}")
     return "".join(parts)
 
 
 def _model_card(card: dict[str, Any]) -> str:
     use = card["intended_use"]
     data = card["training_data"]
-    data_facts = _facts(
+    data_facts = facts(
         [
             ("Dataset", escape(f"{data['dataset_name']} (id {data['dataset_id']})")),
             ("Source", escape(data["source"])),
@@ -324,11 +218,11 @@ def _model_card(card: dict[str, Any]) -> str:
         '<section id="model-card"><h2>Model card</h2>'
         f"<h3>Intended use</h3><p>{escape(use['purpose'])} Users: {escape(use['users'])}. "
         "It is decision support, not a diagnosis.</p>"
-        f"<p>Out of scope:</p>{_list(use['out_of_scope'])}"
-        f"<h3>Training data</h3>{data_facts}{_note(data['note'])}"
+        f"<p>Out of scope:</p>{bullet_list(use['out_of_scope'])}"
+        f"<h3>Training data</h3>{data_facts}{note(data['note'])}"
         f"<h3>Metrics</h3>{_metrics(card['metrics']['values'])}"
-        f"{_note('Held-out metrics are ' + card['metrics']['note'] + '.')}"
-        f"<h3>Caveats</h3>{_list(card['caveats'])}</section>"
+        f"{note('Held-out metrics are ' + card['metrics']['note'] + '.')}"
+        f"<h3>Caveats</h3>{bullet_list(card['caveats'])}</section>"
     )
 
 
@@ -345,7 +239,7 @@ def render_job_page(report: dict[str, Any], *, root_path: str = "") -> str:
         )
     coverage = report["coverage"]
     dataset_link = _dataset_link(report, root_path)
-    figure = _figure(
+    plot = figure(
         epoch_chart(report),
         "Epsilon after each epoch; the horizontal lines are the planned final epsilon and the "
         "requested target.",
@@ -360,13 +254,14 @@ def render_job_page(report: dict[str, Any], *, root_path: str = "") -> str:
         f'<section id="mechanism"><h2>Mechanism and accounting</h2>'
         f"{_job_facts(report, root_path)}</section>"
         f'<section id="coverage"><h2>What the guarantee covers</h2><h3>Covers</h3>'
-        f"{_list(coverage['covers'])}<h3>Does not cover</h3>{_list(coverage['does_not_cover'])}"
+        f"{bullet_list(coverage['covers'])}<h3>Does not cover</h3>"
+        f"{bullet_list(coverage['does_not_cover'])}"
         f"</section>"
         f'<section id="epochs"><h2>Epsilon per epoch</h2>'
-        f"{figure}{_epoch_table(report)}</section>"
+        f"{plot}{_epoch_table(report)}</section>"
         f"{_model_card(report['model_card'])}</main>"
     )
-    return _page(f"Privacy report: job {job_id}", body)
+    return page(f"Privacy report: job {job_id}", body)
 
 
 def spend_chart(report: dict[str, Any]) -> Chart:
@@ -379,7 +274,7 @@ def spend_chart(report: dict[str, Any]) -> Chart:
         composed.append((i, _infinite_if(point["composed_epsilon"], True)))
         naive.append((i, _infinite_if(point["naive_epsilon"], True)))
     budget = report["budget"]["epsilon"]
-    references = [Reference(f"budget ε {budget:g}", budget)] if _finite(budget) else []
+    references = [Reference(f"budget ε {budget:g}", budget)] if finite(budget) else []
     return Chart(
         chart_id="cumulative-spend",
         title=f"Cumulative privacy spend, dataset {report['dataset_id']}",
@@ -387,7 +282,7 @@ def spend_chart(report: dict[str, Any]) -> Chart:
             f"Spend after each of {len(timeline)} charged jobs: composed by RDP "
             f"({report['spent']['epsilon_text']}) and the naive sum of per-job epsilons "
             f"({report['spent']['naive_sum_epsilon_text']})"
-            + (f", against a budget of {budget:g}." if _finite(budget) else "; no budget.")
+            + (f", against a budget of {budget:g}." if finite(budget) else "; no budget.")
         ),
         x_label="charged jobs (ledger order)",
         y_label="cumulative ε",
@@ -411,7 +306,7 @@ def _timeline_table(report: dict[str, Any], root_path: str) -> str:
         [
             escape(str(i)),
             escape(str(p["entry_id"])),
-            _link(report_href("jobs", p["job_id"], root_path), f"job {p['job_id']}"),
+            link(report_href("jobs", p["job_id"], root_path), f"job {p['job_id']}"),
             when(p["at"]),
             eps(p["entry_epsilon"], non_private=p["non_private"]),
             eps(p["composed_epsilon"], non_private=p["composed_epsilon"] is None),
@@ -421,14 +316,14 @@ def _timeline_table(report: dict[str, Any], root_path: str) -> str:
     ]
     headers = [("#", True), ("Ledger entry", True), ("Job", False), ("Charged at", False),
                ("Job ε (RDP)", True), ("Composed ε (RDP)", True), ("Naive sum ε", True)]
-    return _table("Cumulative spend (data of the plot above)", headers, rows)
+    return table("Cumulative spend (data of the plot above)", headers, rows)
 
 
 def _entries_table(report: dict[str, Any], root_path: str) -> str:
     rows = [
         [
             escape(str(e["id"])),
-            _link(report_href("jobs", e["job_id"], root_path), f"job {e['job_id']}"),
+            link(report_href("jobs", e["job_id"], root_path), f"job {e['job_id']}"),
             escape(e["status"] or MISSING),
             escape(e["mechanism"]),
             num(e["noise_multiplier"]),
@@ -445,7 +340,7 @@ def _entries_table(report: dict[str, Any], root_path: str) -> str:
     headers = [("Entry", True), ("Job", False), ("Status", False), ("Mechanism", False),
                ("σ", True), ("q", True), ("Steps charged", True), ("C", True), ("δ", True),
                ("Accountant", False), ("ε (RDP)", True), ("ε (PRV)", True)]
-    return _table("Ledger entries (only charged steps count against the budget)", headers, rows)
+    return table("Ledger entries (only charged steps count against the budget)", headers, rows)
 
 
 def _dataset_facts(report: dict[str, Any]) -> str:
@@ -458,9 +353,9 @@ def _dataset_facts(report: dict[str, Any]) -> str:
         remaining = "unlimited (no budget)"
     saved = spent.get("saved_by_composition_epsilon")
     naive = eps(spent["naive_sum_epsilon"], non_private=spent["non_private"])
-    if _finite(saved):
+    if finite(saved):
         naive += f" (composition saves ε = {num(saved)})"
-    return _facts(
+    return facts(
         [
             ("Privacy unit", escape(report["privacy_unit"])),
             ("Public", "yes" if report["public"] else "no"),
@@ -482,12 +377,12 @@ def _audits_section(report: dict[str, Any], root_path: str) -> str:
     for a in audits:
         audited = a["audited_epsilon"]
         cells = [
-            _link(f"{root_path}{a['report']}", f"audit {a['id']}"),
-            _link(report_href("jobs", a["audited_job_id"], root_path),
+            link(f"{root_path}{a['report']}", f"audit {a['id']}"),
+            link(report_href("jobs", a["audited_job_id"], root_path),
                   f"job {a['audited_job_id']}"),
             escape(a["status"]),
             eps(a["accounted_epsilon"], non_private=a["accounted_epsilon"] is None),
-            num(round_down(audited, 3) if _finite(audited) else None, ".3g"),
+            num(round_down(audited, 3) if finite(audited) else None, ".3g"),
             "PRIVACY BUG" if a["alarm"] else "none",
         ]
         if a["alarm"]:
@@ -498,7 +393,7 @@ def _audits_section(report: dict[str, Any], root_path: str) -> str:
                ("Alarm", False)]
     return (
         '<section id="privacy-audits"><h2>Privacy audits</h2>'
-        f"{_table('Empirical audits of the accounting (they charge nothing)', headers, rows)}"
+        f"{table('Empirical audits of the accounting (they charge nothing)', headers, rows)}"
         "</section>"
     )
 
@@ -511,7 +406,7 @@ def render_dataset_page(report: dict[str, Any], *, root_path: str = "") -> str:
     if report["budget"]["limited"]:
         headline += f' of {num(report["budget"]["epsilon"], "g")}'
     headline += "</p><p>Composed with Rényi DP; the naive sum is shown beside it.</p>"
-    figure = _figure(
+    plot = figure(
         spend_chart(report),
         "Step lines: spend after each charged job; the horizontal line is the budget.",
     )
@@ -520,10 +415,10 @@ def render_dataset_page(report: dict[str, Any], *, root_path: str = "") -> str:
         f'<p class="sub">Privacy ledger of dataset {dataset_id}</p></header>\n<main>'
         f'<section class="summary" aria-label="Spend">{headline}</section>'
         f'<section id="budget"><h2>Budget and spend</h2>{_dataset_facts(report)}'
-        f"{_note(COMPOSITION_NOTE)}</section>"
+        f"{note(COMPOSITION_NOTE)}</section>"
         f'<section id="spend"><h2>Cumulative spend</h2>'
-        f"{figure}{_timeline_table(report, root_path)}</section>"
+        f"{plot}{_timeline_table(report, root_path)}</section>"
         f'<section id="entries"><h2>Ledger entries</h2>{_entries_table(report, root_path)}'
         f"</section>{_audits_section(report, root_path)}</main>"
     )
-    return _page(f"Privacy report: dataset {dataset_id}", body)
+    return page(f"Privacy report: dataset {dataset_id}", body)

@@ -10,17 +10,8 @@ from typing import Any
 
 import numpy as np
 
+from app.core.html_report import MISSING, facts, figure, link, note, num, page, table
 from app.core.svg_plot import PALETTE, Chart, Series
-from app.ledger.report_html import (
-    MISSING,
-    _facts,
-    _figure,
-    _link,
-    _note,
-    _page,
-    _table,
-    num,
-)
 
 CURVES = (
     ("dp", "lira", "DP model, LiRA", PALETTE[0], ""),
@@ -87,7 +78,7 @@ def _one_run_table(report: dict[str, Any]) -> str:
     headers = [("Auditor", False), ("Canaries m", True), ("Included", True),
                ("Guesses in / out", True), ("Correct", True), ("Guess grid (union bound)", True),
                ("ε lower bound", True), ("σ measured", True), ("σ claimed", True)]
-    return _table("One-run audits (Steinke, Nasr and Jagielski 2023)", headers, rows)
+    return table("One-run audits (Steinke, Nasr and Jagielski 2023)", headers, rows)
 
 
 def _attack_table(report: dict[str, Any]) -> str:
@@ -100,7 +91,7 @@ def _attack_table(report: dict[str, Any]) -> str:
                      num(s.get("advantage"), ".3f")])
     headers = [("Model and attack", False), ("ROC-AUC", True), ("TPR at 1% FPR", True),
                ("TPR at 0.1% FPR", True), ("Advantage", True)]
-    return _table("Attack success: members against non-members", headers, rows)
+    return table("Attack success: members against non-members", headers, rows)
 
 
 def _roc_table(report: dict[str, Any]) -> str:
@@ -115,7 +106,7 @@ def _roc_table(report: dict[str, Any]) -> str:
                      for f in TABLE_FPRS]
         rows.append([escape(label), *cells])
     headers = [("Curve", False), *((f"TPR at FPR ≤ {f:g}", True) for f in TABLE_FPRS)]
-    return _table("ROC curves at selected false-positive rates (data of the plot above)",
+    return table("ROC curves at selected false-positive rates (data of the plot above)",
                   headers, rows)
 
 
@@ -123,9 +114,9 @@ def render_audit_page(report: dict[str, Any]) -> str:
     """The audit report as a complete HTML5 document."""
     audit_id, links = report["audit_id"], report["links"]
     membership = report.get("membership") or {}
-    facts = _facts([
-        ("Audited job", _link(links["audited_job_report"], f"job {report['audited_job_id']}")),
-        ("Dataset", _link(links["dataset_report"],
+    audit_facts = facts([
+        ("Audited job", link(links["audited_job_report"], f"job {report['audited_job_id']}")),
+        ("Dataset", link(links["dataset_report"],
                           f"{report['dataset_name']} (id {report['dataset_id']})")),
         ("Status", escape(report["status"])),
         ("Privacy unit", escape(report["privacy_unit"])),
@@ -144,12 +135,12 @@ def render_audit_page(report: dict[str, Any]) -> str:
         f"{escape(str(report['audited_job_id']))}'s mechanism, with its exact settings</p>"
         f"</header>\n<main>{_headline(report)}{error_html}"
         f'<section id="statement"><h2>Statement</h2><p>{escape(report["statement"])}</p>'
-        f"{_note(report['ledger'])}</section>"
-        f'<section id="audit"><h2>Audit</h2>{facts}{_one_run_table(report)}'
-        f"{_note(AUDITORS_NOTE)}"
+        f"{note(report['ledger'])}</section>"
+        f'<section id="audit"><h2>Audit</h2>{audit_facts}{_one_run_table(report)}'
+        f"{note(AUDITORS_NOTE)}"
         "</section>"
         f'<section id="attacks"><h2>Membership inference</h2>{_attack_table(report)}'
-        f"{_figure(roc_chart(report), 'ROC curves; the dotted diagonal is chance.')}"
+        f"{figure(roc_chart(report), 'ROC curves; the dotted diagonal is chance.')}"
         f"{_roc_table(report)}</section></main>"
     )
-    return _page(f"Privacy audit {audit_id}", body)
+    return page(f"Privacy audit {audit_id}", body)
