@@ -199,8 +199,9 @@ def score_rows(*, model: ScoringModel, raw: np.ndarray) -> Scored:
             f"model {model.id} gives a non-finite score", field="model_id"
         )
     return Scored(
-        model=model.block,
-        band_thresholds=model.band_thresholds,
+        # Copies: the snapshot is shared by every request that scores with it.
+        model=dict(model.block),
+        band_thresholds=dict(model.band_thresholds),
         reference={
             "features": {f.name: f.reference for f in FEATURES},
             "log_odds": float(e["base"][0]),
