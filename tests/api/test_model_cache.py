@@ -22,12 +22,17 @@ def scored_by(client: TestClient) -> int:
     return int(response.json()["model"]["id"])
 
 
+def two_models_first_remembered(client: TestClient, run_worker: Any,
+                                monkeypatch: pytest.MonkeyPatch) -> tuple[int, int]:
+    """Train two models; the first (auto-activated) has scored and is remembered for an hour."""
+    first, second = two_models_first_remembered(client, run_worker, monkeypatch)
+    return first, second
+
+
 def test_a_change_committed_elsewhere_is_seen_after_the_ttl(
     any_client: TestClient, any_db: Database, run_worker: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    first, second = train_models(any_client, run_worker, count=2)
-    monkeypatch.setattr(model_cache, "TTL_SECONDS", 3600.0)
-    assert scored_by(any_client) == first
+    first, second = two_models_first_remembered(any_client, run_worker, monkeypatch)
     # Another process activates ``second``: a plain commit, without this process's flag.
     with any_db.session_scope() as session:
         session.add(ModelActivation(seq=2, model_id=second, previous_model_id=first,
@@ -40,9 +45,7 @@ def test_a_change_committed_elsewhere_is_seen_after_the_ttl(
 def test_changes_committed_here_are_seen_at_once(
     client: TestClient, run_worker: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    first, second = train_models(client, run_worker, count=2)
-    monkeypatch.setattr(model_cache, "TTL_SECONDS", 3600.0)
-    assert scored_by(client) == first
+    first, second = two_models_first_remembered(client, run_worker, monkeypatch)
     assert client.post(f"/v1/models/{second}/activate").status_code == 200
     assert scored_by(client) == second
     thresholds = {"low_medium": 0.001, "medium_high": 0.002}
