@@ -25,7 +25,9 @@ def scored_by(client: TestClient) -> int:
 def two_models_first_remembered(client: TestClient, run_worker: Any,
                                 monkeypatch: pytest.MonkeyPatch) -> tuple[int, int]:
     """Train two models; the first (auto-activated) has scored and is remembered for an hour."""
-    first, second = two_models_first_remembered(client, run_worker, monkeypatch)
+    first, second = train_models(client, run_worker, count=2)
+    monkeypatch.setattr(model_cache, "TTL_SECONDS", 3600.0)
+    assert scored_by(client) == first
     return first, second
 
 
@@ -59,9 +61,7 @@ def test_changes_committed_here_are_seen_at_once(
 def test_a_failed_change_forgets_nothing(
     client: TestClient, run_worker: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    first, second = train_models(client, run_worker, count=2)
-    monkeypatch.setattr(model_cache, "TTL_SECONDS", 3600.0)
-    assert scored_by(client) == first
+    _, second = two_models_first_remembered(client, run_worker, monkeypatch)
     generation = model_cache._generation
     problem(client.put(f"/v1/models/{second}/band-thresholds",
                        json={"low_medium": 0.5, "medium_high": 0.1}), 422, field="medium_high")
