@@ -48,13 +48,14 @@ async def authenticate(
     if credentials is None:
         raise Unauthorized("an API key is required: send 'Authorization: Bearer <key>'")
     key_digest = service.digest(credentials.credentials)
-    database_id = get_database().token
-    key = key_cache.get(database_id, key_digest)
+    memory_key = (get_database().token, key_digest)
+    key = key_cache.remembered.get(memory_key, key_cache.TTL_SECONDS)
     if key is None:
+        ticket = key_cache.remembered.begin()
         key = await run_in_threadpool(_lookup, key_digest)
         if key is None:
             raise Unauthorized("the API key is unknown or revoked", error="invalid_token")
-        key_cache.put(database_id, key_digest, key)
+        key_cache.remembered.put(memory_key, key, ticket)
     return Principal(name=key.name, role=key.role, key_id=key.key_id,
                      request_id=request_id.get())
 

@@ -79,7 +79,7 @@ def create(
 def revoke(*, session: Session, key: ApiKey, principal: Principal) -> ApiKey:
     """Revoke a key (idempotent: revoking twice keeps the first time). The row stays, so the
     audit log's references to it keep their meaning."""
-    key_cache.forget_all()  # even if this transaction then fails: forgetting is always safe
+    key_cache.remembered.forget_on_commit(session)
     if key.revoked_at is None:
         key.revoked_at = utcnow()
         audit.record(session=session, principal=principal, action=Action.KEY_REVOKED,

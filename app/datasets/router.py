@@ -10,6 +10,7 @@ from app.auth.audit import Action
 from app.auth.dependencies import require_roles
 from app.auth.principal import Principal
 from app.core.database import SessionDep
+from app.core.html_report import page_response
 from app.core.idempotency import IdempotencyKey, create_once, replay_headers
 from app.core.ids import DatasetIdPath
 from app.core.negotiation import REPORT_RESPONSES, PrefersHtml
@@ -97,6 +98,6 @@ def dataset_privacy_report(
         page = report_html.render_dataset_page(
             report, root_path=request.scope.get("root_path", "")
         )
-        return report_html.page_response(page)
+        return page_response(page)
     response.headers["Vary"] = "Accept"
     return report

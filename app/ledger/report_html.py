@@ -20,7 +20,6 @@ from app.core.html_report import (
     note,
     num,
     page,
-    page_response,
     table,
     when,
 )
@@ -32,7 +31,6 @@ COMPOSITION_NOTE = (
     "The composed spend adds the jobs' Rényi-DP curves and converts once at the budget δ; the "
     "naive sum adds each job's own ε and is shown only to make the gain from composition visible."
 )
-__all__ = ["page_response", "render_dataset_page", "render_job_page"]  # page_response: routers
 
 
 def eps(value: Any, *, non_private: bool = False) -> str:

@@ -13,13 +13,13 @@ from app.auth.audit import Action
 from app.auth.dependencies import require_roles
 from app.auth.principal import Principal
 from app.core.database import SessionDep
+from app.core.html_report import page_response
 from app.core.ids import AuditIdPath, DatasetIdQuery
 from app.core.negotiation import REPORT_RESPONSES, PrefersHtml
 from app.core.openapi import problems
 from app.core.pagination import Limit, Offset
 from app.datasets import service as dataset_service
 from app.jobs.notify import announce_job
-from app.ledger import report_html as ledger_html
 from app.privacy_audit import report, report_html, service
 from app.privacy_audit.schemas import AuditCreate, AuditOut, AuditPage
 
@@ -77,6 +77,6 @@ def audit_report(
         job=job, dataset=dataset, root_path=request.scope.get("root_path", "")
     )
     if html:
-        return ledger_html.page_response(report_html.render_audit_page(body))
+        return page_response(report_html.render_audit_page(body))
     response.headers["Vary"] = "Accept"
     return body

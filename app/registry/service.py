@@ -22,6 +22,7 @@ from sqlalchemy.orm import Session, load_only
 from torch import nn
 
 from app.core.errors import Conflict, InvalidRequest, NotFound
+from app.core.recent import RecentMemory
 from app.core.time import as_utc
 from app.jobs.models import SUCCEEDED, Job
 from app.ledger.report import epsilon_text
@@ -37,9 +38,9 @@ and ``high`` from ``medium_high``; each model carries its own copy, changed with
 """
 
 _REGISTRY_LOCK_KEY = 0x6470637269736973  # "dpcrisis": one PostgreSQL advisory lock
-CHANGED = "registry_changed"
-"""``session.info`` flag: this session changed which model scores or how it bands; scoring's
-remembered models (``app.scoring.model_cache``) are forgotten when it commits."""
+scoring_models: RecentMemory[Any] = RecentMemory()
+"""What scoring remembers of the models it resolved (``app.scoring.model_cache``); every writer
+below that changes which model scores, or how it bands, forgets it when its session commits."""
 
 
 class ModelNotFound(NotFound):
@@ -159,7 +160,7 @@ def _append(
         seq=head + 1, model_id=model_id, previous_model_id=previous_model_id, action=action
     )
     session.add(row)
-    session.info[CHANGED] = True
+    scoring_models.forget_on_commit(session)
     try:
         session.flush()
     except IntegrityError as exc:  # only a writer that skipped the lock can get here
@@ -254,7 +255,7 @@ def set_band_thresholds(
 ) -> TrainedModel:
     """Replace a model's band thresholds; scoring uses them from the next request on."""
     model.band_thresholds = validate_thresholds(thresholds)
-    session.info[CHANGED] = True
+    scoring_models.forget_on_commit(session)
     session.flush()
     return model
 

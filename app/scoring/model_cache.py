@@ -7,7 +7,7 @@ model is remembered as a detached ``ScoringModel`` snapshot:
 
 - a change committed in *this* process (activate, rollback, new band thresholds, the embedded
   worker's automatic first activation) forgets every snapshot as soon as it commits, and a
-  lookup that began before that commit stores nothing (a generation counter), so the next
+  lookup that began before that commit stores nothing (``app.core.recent``), so the next
   request sees the change;
 - a change committed by another process (a second API replica, a separate worker) is seen
   here within ``TTL_SECONDS``. Every answer names the model id and version that scored it.
@@ -15,14 +15,9 @@ model is remembered as a detached ``ScoringModel`` snapshot:
 Errors (no such model, none active) are never remembered.
 """
 
-import threading
-import time
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
-
-from sqlalchemy import event
-from sqlalchemy.orm import Session
 
 from app.core.database import get_database
 from app.core.time import as_utc
@@ -65,11 +60,6 @@ def model_block(model: TrainedModel) -> dict[str, Any]:
     }
 
 
-_lock = threading.Lock()
-_generation = 0
-_entries: dict[tuple[int, int | None], tuple[float, ScoringModel]] = {}
-
-
 def resolve(model_id: int | None) -> ScoringModel:
     """The named model, else the active one: from memory, or from the database.
 
@@ -79,33 +69,12 @@ def resolve(model_id: int | None) -> ScoringModel:
     """
     database = get_database()
     key = (database.token, model_id)
-    hit = _entries.get(key)
-    now = time.monotonic()
-    if hit is not None and now - hit[0] <= TTL_SECONDS:
-        return hit[1]
-    generation = _generation
+    remembered = registry_service.scoring_models
+    hit = remembered.get(key, TTL_SECONDS)
+    if hit is not None:
+        return hit
+    ticket = remembered.begin()
     with database.session_scope() as session:
         snapshot = ScoringModel.of(registry_service.resolve(session=session, model_id=model_id))
-    with _lock:
-        if generation == _generation:  # no change committed here while we looked it up
-            _entries[key] = (now, snapshot)
+    remembered.put(key, snapshot, ticket)
     return snapshot
-
-
-def forget_all() -> None:
-    """Forget every snapshot (a registry change committed in this process)."""
-    global _generation
-    with _lock:
-        _generation += 1
-        _entries.clear()
-
-
-@event.listens_for(Session, "after_commit")
-def _forget_on_commit(session: Session) -> None:
-    if session.info.pop(registry_service.CHANGED, False):
-        forget_all()
-
-
-@event.listens_for(Session, "after_rollback")
-def _keep_on_rollback(session: Session) -> None:
-    session.info.pop(registry_service.CHANGED, None)

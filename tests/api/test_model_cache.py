@@ -62,30 +62,31 @@ def test_a_failed_change_forgets_nothing(
     client: TestClient, run_worker: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     _, second = two_models_first_remembered(client, run_worker, monkeypatch)
-    generation = model_cache._generation
+    generation = registry_service.scoring_models.generation
     problem(client.put(f"/v1/models/{second}/band-thresholds",
                        json={"low_medium": 0.5, "medium_high": 0.1}), 422, field="medium_high")
-    assert model_cache._generation == generation
+    assert registry_service.scoring_models.generation == generation
 
 
 def test_a_lookup_that_races_a_commit_stores_nothing(
     client: TestClient, run_worker: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     (model_id,) = train_models(client, run_worker)
-    model_cache.forget_all()
+    registry_service.scoring_models.forget_all()
     real_resolve = registry_service.resolve
 
     def resolve_then_commit_elsewhere(**kwargs: Any) -> TrainedModel:
         model = real_resolve(**kwargs)
-        model_cache.forget_all()  # a registry change commits while this lookup runs
+        # A registry change commits while this lookup runs.
+        registry_service.scoring_models.forget_all()
         return model
 
     monkeypatch.setattr(registry_service, "resolve", resolve_then_commit_elsewhere)
     assert model_cache.resolve(None).id == model_id
-    assert model_cache._entries == {}  # possibly stale: not remembered
+    assert len(registry_service.scoring_models) == 0  # possibly stale: not remembered
     monkeypatch.setattr(registry_service, "resolve", real_resolve)
     assert model_cache.resolve(None).id == model_id
-    assert len(model_cache._entries) == 1
+    assert len(registry_service.scoring_models) == 1
 
 
 def test_errors_are_not_remembered(client: TestClient, run_worker: Any) -> None:
