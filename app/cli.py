@@ -8,8 +8,8 @@ from types import FrameType
 
 
 def _configure_logging() -> None:
+    from app.core.logs import configure_logging
     from app.core.settings import settings
-    from app.observability.logs import configure_logging
 
     configure_logging(settings.log_format)  # LOG_FORMAT=json (default) | text
 

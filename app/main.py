@@ -7,25 +7,25 @@ from contextlib import asynccontextmanager
 from fastapi import Depends, FastAPI
 
 from app import health
+from app.api.auth import audit_router, keys_router
+from app.api.cdshooks import router as cds_hooks_router
+from app.api.datasets import router as datasets_router
+from app.api.fhir import router as fhir_router
+from app.api.jobs import router as jobs_router
+from app.api.ledger import router as ledger_router
+from app.api.privacy_audit import router as privacy_audit_router
+from app.api.registry import router as models_router
+from app.api.scoring import router as scoring_router
 from app.auth import service as auth_service
 from app.auth.dependencies import AUTH_RESPONSES, authenticate
-from app.auth.router import audit_router, keys_router
 from app.auth.scoring_log import scoring_log
-from app.cdshooks.router import router as cds_hooks_router
 from app.core.body_limit import install_body_limit
 from app.core.errors import install_error_handlers
 from app.core.openapi import install_problem_docs
 from app.dashboard.router import router as dashboard_router
-from app.datasets.router import router as datasets_router
-from app.fhir.router import router as fhir_router
 from app.jobs.reaper import running_reaper
-from app.jobs.router import router as jobs_router
-from app.ledger.router import router as ledger_router
 from app.observability.metrics import install_metrics
 from app.observability.request_id import RequestIdMiddleware
-from app.privacy_audit.router import router as privacy_audit_router
-from app.registry.router import router as models_router
-from app.scoring.router import router as scoring_router
 
 
 def create_app(*, embedded_worker: bool = False) -> FastAPI:

@@ -19,10 +19,10 @@ from app.core.database import Database
 from app.core.migrations import upgrade_head
 from app.datasets import service as dataset_service
 from app.datasets.schemas import DatasetCreate
-from app.jobs import service as job_service
+from app.flows import training as training_flow
 from app.jobs.schemas import JobCreate
-from app.ledger import accounting
 from app.ledger.errors import BudgetExceeded
+from app.privacy import accounting, noise
 
 BUDGET, DELTA, N_ROWS, BATCH, EPOCHS, JOB_EPSILON = 8.0, 1e-5, 8000, 512, 20, 2.0
 
@@ -48,7 +48,7 @@ def admitted_by_ledger(database_url: str) -> int:
         while True:
             try:
                 with db.session_scope() as session:
-                    job_service.submit(session=session, request=request)
+                    training_flow.submit_training(session=session, request=request)
                 admitted += 1
             except BudgetExceeded:
                 return admitted
@@ -60,7 +60,7 @@ def main() -> None:
     n_train = round(0.7 * N_ROWS)
     q, steps_per_epoch = accounting.poisson_plan(n_train, BATCH)
     steps = EPOCHS * steps_per_epoch
-    sigma = accounting.noise_for_target(
+    sigma = noise.noise_for_target(
         target_epsilon=JOB_EPSILON, delta=DELTA, sample_rate=q, steps=steps, accountant="prv"
     )
     job_prv = accounting.PRVAccountant().epsilon([accounting.Mechanism(sigma, q, steps)], DELTA)

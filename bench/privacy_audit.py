@@ -33,7 +33,8 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from app.datasets import synthetic  # noqa: E402
-from app.ledger.accounting import noise_for_target, poisson_plan  # noqa: E402
+from app.privacy.accounting import poisson_plan  # noqa: E402
+from app.privacy.noise import noise_for_target  # noqa: E402
 from worker.dpsgd import DPSGD  # noqa: E402
 from worker.privacy_audit import whitebox  # noqa: E402
 from worker.privacy_audit.audit import AuditPlan, accounted_epsilon, run  # noqa: E402

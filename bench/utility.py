@@ -28,15 +28,15 @@ from sklearn.metrics import roc_auc_score
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from app.core.svg_plot import Chart, Reference, Series, render_svg  # noqa: E402
 from app.datasets import synthetic  # noqa: E402
 from app.jobs.schemas import FULL_BATCH_EPOCHS, TrainingConfig  # noqa: E402
-from app.ledger.accounting import (  # noqa: E402
+from app.privacy.accounting import (  # noqa: E402
     Mechanism,
     PRVAccountant,
-    noise_for_target,
     poisson_plan,
 )
+from app.privacy.noise import noise_for_target  # noqa: E402
+from app.reports.svg_plot import Chart, Reference, Series, render_svg  # noqa: E402
 from worker.calibration import calibrate_model  # noqa: E402
 from worker.holdout_metrics import ece_equal_mass  # noqa: E402
 from worker.training import TrainingSpec, predict_proba, train  # noqa: E402

@@ -37,7 +37,7 @@ from app.core.migrations import upgrade_head  # noqa: E402
 from app.core.time import as_utc  # noqa: E402
 from app.datasets import service as dataset_service  # noqa: E402
 from app.datasets.schemas import DatasetCreate  # noqa: E402
-from app.jobs import service as job_service  # noqa: E402
+from app.flows import training as training_flow  # noqa: E402
 from app.jobs.models import Job  # noqa: E402
 from app.jobs.schemas import JobCreate  # noqa: E402
 from bench.service import CLI  # noqa: E402
@@ -69,7 +69,7 @@ def _queue(database: Database, datasets: list[int], n_jobs: int) -> list[int]:
     """``n_jobs`` jobs round-robin over the datasets, in one transaction."""
     with database.session_scope() as session:
         return [
-            job_service.submit(session=session, request=JobCreate.model_validate(
+            training_flow.submit_training(session=session, request=JobCreate.model_validate(
                 {"dataset_id": datasets[i % len(datasets)], "privacy": {"noise_multiplier": 5.0},
                  "training": SMALL_JOB})).id
             for i in range(n_jobs)

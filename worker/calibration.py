@@ -11,7 +11,7 @@ How:
 - One Gaussian mechanism releases, per bin of the trained model's logit (fixed, public edges), the
   number of calibration rows and of positives. Adding or removing a record changes one count and
   at most one positive count by 1: L2 sensitivity sqrt(2).
-- Its noise (``app.ledger.parallel.dominated_gaussian_noise``) makes it no costlier than the
+- Its noise (``app.privacy.parallel.dominated_gaussian_noise``) makes it no costlier than the
   training it follows, at every RDP order and at the job's delta: the job's ledger charge
   covers the calibration unchanged.
 - Platt's two parameters are then fitted to the noisy counts (post-processing) with a weak public
@@ -27,8 +27,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from app.ledger.accounting import Mechanism
-from app.ledger.parallel import dominated_gaussian_noise
+from app.privacy.accounting import Mechanism
+from app.privacy.parallel import dominated_gaussian_noise
 from worker.training import predict_log_odds
 
 METHOD = "dp-platt-binned-v1"

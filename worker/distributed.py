@@ -40,7 +40,7 @@ from opacus.utils.uniform_sampler import DistributedUniformWithReplacementSample
 from torch import nn
 from torch.distributed.elastic.multiprocessing.errors import record
 
-from app.ledger.accounting import poisson_plan
+from app.privacy.accounting import poisson_plan
 from app.registry.network import build_network
 from worker.dpsgd import secret_generator
 from worker.training import TailAverage, TrainingSpec, _check_plan, _first_averaged_step, _loss

@@ -24,7 +24,7 @@ from opacus.accountants import PRVAccountant
 from torch import nn
 from torch.func import functional_call, grad, vmap
 
-from app.ledger.accounting import poisson_plan
+from app.privacy.accounting import poisson_plan
 
 CLIP_EPSILON = 1e-6  # Opacus' flat clipping adds it to the norm before dividing
 _BLOCK_DRAWS = 1 << 20  # uniform draws per sampling block: bounds memory for huge tables

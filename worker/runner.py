@@ -14,13 +14,13 @@ from dataclasses import dataclass
 import torch
 
 from app.core.database import Database, get_database
+from app.core.logs import job_context
 from app.core.settings import settings
 from app.datasets import service as dataset_service
 from app.features import FEATURE_NAMES, SCALING
 from app.jobs import notify, queue
 from app.jobs.models import CANCELLED, FAILED, PRIVACY_AUDIT, SUCCEEDED, TRAIN, Job
-from app.ledger.accounting import Mechanism, finite_or_none
-from app.observability.logs import job_context
+from app.privacy.accounting import Mechanism, finite_or_none
 from app.registry import artifacts
 from app.registry import service as registry_service
 from app.registry.models import TrainedModel

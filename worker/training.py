@@ -22,7 +22,7 @@ from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
 from app.features import scale
-from app.ledger import accounting
+from app.privacy import accounting
 from app.registry.network import build_network, predict_logits
 from worker.dpsgd import DPSGD, secret_generator
 

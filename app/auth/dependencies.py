@@ -16,7 +16,7 @@ from app.auth import key_cache, service
 from app.auth.principal import Principal
 from app.core.database import get_database
 from app.core.errors import Forbidden, Unauthorized
-from app.observability.logs import request_id
+from app.core.logs import request_id
 
 AUTH_RESPONSES: dict[int | str, dict[str, Any]] = {
     401: {"description": "No API key, or an unknown or revoked one (problem+json)"},

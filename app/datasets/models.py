@@ -7,8 +7,7 @@ from sqlalchemy.orm import Mapped, mapped_column
 
 from app.core.database import Base
 from app.core.time import utcnow
-
-GENESIS_HASH = "0" * 64
+from app.ledger.models import GENESIS_HASH
 
 
 class Dataset(Base):

@@ -3,7 +3,7 @@
 Two paths, polling (``WORKER_POLL_SECONDS``) being the fallback of both:
 
 * In-process: a ``threading.Event`` wakes the embedded worker of the API that took the job.
-* PostgreSQL: every insert into ``job`` sends a NOTIFY on ``dpcrisis_jobs`` in the inserting
+* PostgreSQL: ``app.jobs.service.enqueue`` sends a NOTIFY on ``dpcrisis_jobs`` in the inserting
   transaction (delivered only if it commits), and worker processes ``LISTEN`` on a dedicated
   connection (``PostgresListener``), so workers on other machines wake at once too.
   SQLite has no such channel: its workers poll.
@@ -18,12 +18,11 @@ import threading
 import time
 from typing import Any, Protocol
 
-from sqlalchemy import event, text
-from sqlalchemy.engine import Connection, make_url
-from sqlalchemy.orm import Mapper
+from sqlalchemy import text
+from sqlalchemy.engine import make_url
+from sqlalchemy.orm import Session
 
 from app.core.settings import settings
-from app.jobs.models import Job
 
 logger = logging.getLogger("dpcrisis.notify")
 
@@ -60,11 +59,14 @@ def wait_for_work(timeout: float) -> None:
     job_submitted.clear()
 
 
-@event.listens_for(Job, "after_insert")
-def _notify_postgres(_mapper: Mapper[Any], connection: Connection, _job: Job) -> None:
-    """NOTIFY in the inserting transaction: listeners hear it only once the job is visible."""
-    if connection.dialect.name == "postgresql":
-        connection.execute(_NOTIFY, {"channel": CHANNEL})
+def notify_workers(session: Session) -> None:
+    """NOTIFY in the enqueuing transaction: listeners hear it only once the job is visible.
+
+    Called by ``app.jobs.service.enqueue``, the one place that queues a job; SQLite has no
+    channel (its workers poll, or the embedded worker is woken by ``announce_job``).
+    """
+    if session.get_bind().dialect.name == "postgresql":
+        session.execute(_NOTIFY, {"channel": CHANNEL})
 
 
 class Waiter(Protocol):

@@ -8,9 +8,8 @@ from sqlalchemy.orm import Session
 
 from app.core.errors import Conflict, InvalidRequest, NotFound
 from app.core.time import as_utc, utcnow
-from app.datasets import service as dataset_service
 from app.datasets.models import Dataset
-from app.jobs import notify  # noqa: F401 - its insert hook NOTIFYs workers on PostgreSQL
+from app.jobs import notify
 from app.jobs.models import CANCELLED, FINISHED, QUEUED, RUNNING, TRAIN, Job
 from app.jobs.schemas import (
     FULL_BATCH_EPOCHS,
@@ -18,9 +17,8 @@ from app.jobs.schemas import (
     JobCreate,
     TrainingConfig,
 )
-from app.ledger import accounting
 from app.ledger import service as ledger_service
-from app.registry.models import TrainedModel
+from app.privacy import accounting, noise
 
 
 class JobNotFound(NotFound):
@@ -86,14 +84,14 @@ def _resolve_noise(
         return sigma
     assert privacy.target_epsilon is not None
     try:
-        return accounting.noise_for_target(
+        return noise.noise_for_target(
             target_epsilon=privacy.target_epsilon,
             delta=delta,
             sample_rate=sample_rate,
             steps=steps,
             accountant="prv",
         )
-    except accounting.TargetUnreachable as exc:
+    except noise.TargetUnreachable as exc:
         floor = accounting.PRVAccountant().epsilon(
             [accounting.Mechanism(accounting.MAX_NOISE_MULTIPLIER, sample_rate, steps)], delta
         )
@@ -107,22 +105,22 @@ def _resolve_noise(
         ) from exc
 
 
-def submit(*, session: Session, request: JobCreate) -> Job:
-    """Plan the job's mechanism, then admit it and reserve its spend in one transaction.
+def plan(*, dataset: Dataset, request: JobCreate) -> Job:
+    """The job's DP mechanism planned from the request and public facts of the dataset.
+
+    Fills the size-dependent defaults, derives the Poisson plan, resolves delta and finds the
+    noise for a target epsilon. Nothing is stored: ``app.flows.training.submit_training`` queues
+    the job and reserves its spend in one transaction.
 
     Raises:
-        DatasetNotFound, InvalidRequest, BudgetExceeded.
+        InvalidRequest: a parameter is outside what this dataset allows.
     """
-    dataset = dataset_service.get(session=session, dataset_id=request.dataset_id)
     training = _resolve_training(request.training, dataset)
     request = request.model_copy(update={"training": training})
     sample_rate, steps = _plan_sampling(dataset, training.batch_size, training.epochs)
     delta = _resolve_delta(dataset, request.privacy.delta)
     sigma = _resolve_noise(request, dataset, delta, sample_rate, steps)
-    history = [accounting.Mechanism(sigma, sample_rate, steps)]
-    eps_prv = accounting.PRVAccountant().epsilon(history, delta)
-    eps_rdp = accounting.RDPAccountant().epsilon(history, delta)
-    job = Job(
+    return Job(
         dataset_id=dataset.id,
         status=QUEUED,
         target_epsilon=request.privacy.target_epsilon,
@@ -138,12 +136,19 @@ def submit(*, session: Session, request: JobCreate) -> Job:
         epsilon_per_epoch=[],
         cancel_requested=False,
     )
+
+
+def enqueue(*, session: Session, job: Job) -> Job:
+    """Insert a queued job and NOTIFY the workers in the same transaction (PostgreSQL)."""
     session.add(job)
     session.flush()
-    ledger_service.reserve(
-        session=session, dataset=dataset, job=job, epsilon_rdp=eps_rdp, epsilon_prv=eps_prv
-    )
+    notify.notify_workers(session)
     return job
+
+
+def mechanism_of(job: Job) -> accounting.Mechanism:
+    """The job's planned mechanism: (noise multiplier, sample rate, steps)."""
+    return accounting.Mechanism(job.noise_multiplier, job.sample_rate, job.steps)
 
 
 def get(*, session: Session, job_id: int) -> Job:
@@ -198,10 +203,6 @@ def cancel(*, session: Session, job: Job) -> Job:
     return job
 
 
-def model_id_of(session: Session, job: Job) -> int | None:
-    return session.scalar(select(TrainedModel.id).where(TrainedModel.job_id == job.id))
-
-
 def planned_epsilon(job: Job) -> dict[str, float | None]:
     history = [accounting.Mechanism(job.noise_multiplier, job.sample_rate, job.steps)]
     out: dict[str, float | None] = {}
@@ -211,7 +212,7 @@ def planned_epsilon(job: Job) -> dict[str, float | None]:
     return out
 
 
-def to_out(*, session: Session, job: Job) -> dict[str, Any]:
+def to_out(*, job: Job, model_id: int | None) -> dict[str, Any]:
     error = None
     if job.error_code or job.error:
         error = {"code": job.error_code, "message": job.error}
@@ -235,7 +236,7 @@ def to_out(*, session: Session, job: Job) -> dict[str, Any]:
             "epochs": job.epochs,
             "epsilon_spent": job.epsilon_spent,
         },
-        "model_id": model_id_of(session, job),
+        "model_id": model_id,
         "metrics": job.metrics,
         "error": error,
         "created_at": as_utc(job.created_at),

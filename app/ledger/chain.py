@@ -24,14 +24,15 @@ from sqlalchemy import or_, select, update
 from sqlalchemy.orm import Session
 
 from app.core.time import as_utc, utcnow
-from app.datasets.models import GENESIS_HASH, Dataset
 from app.ledger.models import (
     BUDGET,
     COMMIT,
+    GENESIS_HASH,
     RELEASE,
     RESERVE,
     LedgerEntry,
     LedgerEvent,
+    dataset_ledger,
 )
 
 _ENTRY_FLOATS = ("noise_multiplier", "sample_rate", "clip_norm", "delta")
@@ -152,8 +153,8 @@ def append(
     session.add(record)
     session.flush()
     session.execute(
-        update(Dataset)
-        .where(Dataset.id == dataset_id)
+        update(dataset_ledger)
+        .where(dataset_ledger.c.id == dataset_id)
         .values(ledger_head_seq=seq, ledger_head_hash=record.hash)
         .execution_options(synchronize_session=False)
     )
@@ -264,12 +265,12 @@ def verify(*, session: Session, dataset_id: int) -> dict[str, Any]:
     """
     head_seq, head_hash, budget_epsilon, budget_delta = session.execute(
         select(
-            Dataset.ledger_head_seq,
-            Dataset.ledger_head_hash,
-            Dataset.budget_epsilon,
-            Dataset.budget_delta,
+            dataset_ledger.c.ledger_head_seq,
+            dataset_ledger.c.ledger_head_hash,
+            dataset_ledger.c.budget_epsilon,
+            dataset_ledger.c.budget_delta,
         )
-        .where(Dataset.id == dataset_id)
+        .where(dataset_ledger.c.id == dataset_id)
         .with_for_update(read=True)
     ).one()
     records = list(

@@ -26,10 +26,12 @@ from sqlalchemy import (
     String,
     UniqueConstraint,
     case,
+    column,
     event,
     exists,
     func,
     select,
+    table,
 )
 from sqlalchemy.orm import Mapped, column_property, mapped_column, object_session
 
@@ -41,6 +43,21 @@ RESERVE, COMMIT, RELEASE, BUDGET = "reserve", "commit", "release", "budget"
 STATUS_AFTER = {RESERVE: RESERVED, COMMIT: COMMITTED, RELEASE: RELEASED}
 SUBSAMPLED_GAUSSIAN = "poisson_subsampled_gaussian"
 NON_PRIVATE = "non_private"
+MECHANISMS = (SUBSAMPLED_GAUSSIAN, NON_PRIVATE)
+GENESIS_HASH = "0" * 64
+
+# The ledger's columns on the dataset row: the lock counter, the chain head and the budget.
+# The row belongs to the datasets domain; the ledger reads and moves only these columns, through
+# this Core view of the table, so it never imports a domain above it.
+dataset_ledger = table(
+    "dataset",
+    column("id"),
+    column("ledger_version"),
+    column("ledger_head_seq"),
+    column("ledger_head_hash"),
+    column("budget_epsilon"),
+    column("budget_delta"),
+)
 
 
 class LedgerEvent(Base):

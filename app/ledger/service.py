@@ -12,29 +12,47 @@ release append events, never update rows. Every event extends the dataset's hash
 import math
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
 from app.core.time import utcnow
-from app.datasets.models import Dataset
-from app.jobs.models import Job
-from app.ledger import accounting, chain
+from app.ledger import chain
 from app.ledger.errors import BudgetBelowSpend, BudgetExceeded
 from app.ledger.models import (
     BUDGET,
     COMMIT,
+    MECHANISMS,
     NON_PRIVATE,
     RELEASE,
     RESERVE,
     RESERVED,
     SUBSAMPLED_GAUSSIAN,
     LedgerEntry,
+    dataset_ledger,
 )
+from app.privacy import accounting
 
 COMPOSITION_ACCOUNTANT = "rdp"
+# Accountants whose per-entry curves add up soundly under the filter (Rényi composition).
+COMPOSABLE_ACCOUNTANTS = frozenset({COMPOSITION_ACCOUNTANT})
+
+
+class Budgeted(Protocol):
+    """What the ledger reads of a dataset: its id and its (epsilon, delta) budget.
+
+    ``None`` for both: a public dataset without a budget.
+    """
+
+    id: int
+    budget_epsilon: float | None
+    budget_delta: float | None
+
+
+class LedgerIntegrityError(RuntimeError):
+    """An entry names a mechanism or an accountant the ledger cannot compose soundly."""
 
 
 @dataclass(frozen=True)
@@ -54,8 +72,44 @@ class Spend:
 
 
 def mechanism_of(entry: LedgerEntry) -> accounting.Mechanism:
-    """The part of the entry's mechanism that counts: its charged steps (see charged_steps)."""
-    return accounting.Mechanism(entry.noise_multiplier, entry.sample_rate, entry.charged_steps)
+    """The part of the entry's mechanism that counts: its charged steps (see charged_steps).
+
+    Checks what the entry records before composing it: a known mechanism whose parameters
+    agree with its name (non-private exactly when the noise is zero), and an accountant that
+    composes soundly under the filter.
+
+    Raises:
+        LedgerIntegrityError: the entry cannot be composed as recorded.
+    """
+    if entry.mechanism not in MECHANISMS:
+        raise LedgerIntegrityError(
+            f"ledger entry {entry.id}: unknown mechanism {entry.mechanism!r}"
+        )
+    mechanism = accounting.Mechanism(entry.noise_multiplier, entry.sample_rate, entry.charged_steps)
+    if mechanism.non_private != (entry.mechanism == NON_PRIVATE):
+        raise LedgerIntegrityError(
+            f"ledger entry {entry.id}: noise {entry.noise_multiplier} contradicts its mechanism "
+            f"{entry.mechanism!r}"
+        )
+    if entry.accountant not in COMPOSABLE_ACCOUNTANTS:
+        raise LedgerIntegrityError(
+            f"ledger entry {entry.id}: accountant {entry.accountant!r} cannot be composed by the "
+            f"filter; known: {sorted(COMPOSABLE_ACCOUNTANTS)}"
+        )
+    return mechanism
+
+
+def _compose(entries: list[LedgerEntry], delta: float) -> float:
+    """Epsilon at ``delta`` of the entries' mechanisms under the accountant they record.
+
+    Every entry of a dataset records the filter's accountant (``COMPOSITION_ACCOUNTANT``); the
+    accountant is looked up by name from that record, never assumed.
+    """
+    names = {entry.accountant for entry in entries}
+    if len(names) > 1:
+        raise LedgerIntegrityError(f"entries record different accountants: {sorted(names)}")
+    accountant = accounting.create_accountant(names.pop())
+    return accountant.epsilon([mechanism_of(e) for e in entries], delta)
 
 
 def charged(entries: list[LedgerEntry]) -> list[LedgerEntry]:
@@ -79,10 +133,10 @@ def _composed_epsilon(entries: list[LedgerEntry], delta: float) -> float:
     """RDP composition of ``entries`` at ``delta`` (the filter's measure of spend)."""
     if not entries:
         return 0.0
-    return accounting.RDPAccountant().epsilon([mechanism_of(e) for e in entries], delta)
+    return _compose(entries, delta)
 
 
-def _spend_delta(dataset: Dataset, entries: list[LedgerEntry]) -> float:
+def _spend_delta(dataset: Budgeted, entries: list[LedgerEntry]) -> float:
     if dataset.budget_delta is not None:
         return dataset.budget_delta
     # A public dataset without a budget: report at the strictest job delta.
@@ -101,7 +155,7 @@ class TimelinePoint:
     naive_epsilon: float
 
 
-def timeline_of(dataset: Dataset, entries: list[LedgerEntry]) -> list[TimelinePoint]:
+def timeline_of(dataset: Budgeted, entries: list[LedgerEntry]) -> list[TimelinePoint]:
     """Composed (RDP) and naive spend after each charged entry of ``entries``, in their order.
 
     One RDP curve per entry, summed as it goes: the composition after each entry costs one
@@ -124,19 +178,19 @@ def timeline_of(dataset: Dataset, entries: list[LedgerEntry]) -> list[TimelinePo
     return points
 
 
-def spend_of(dataset: Dataset, entries: list[LedgerEntry]) -> Spend:
+def spend_of(dataset: Budgeted, entries: list[LedgerEntry]) -> Spend:
     """The spend after the last charged entry of ``entries``: the timeline's end."""
     points = timeline_of(dataset, entries)
     composed, naive = (points[-1].composed_epsilon, points[-1].naive_epsilon) if points else (0, 0)
     return Spend(float(composed), float(naive), dataset.budget_epsilon, dataset.budget_delta)
 
 
-def dataset_spend(*, session: Session, dataset: Dataset) -> Spend:
+def dataset_spend(*, session: Session, dataset: Budgeted) -> Spend:
     """Composed spend of every charged entry at the dataset's budget delta."""
     return spend_of(dataset, list_entries(session=session, dataset_id=dataset.id))
 
 
-def spend_timeline(*, session: Session, dataset: Dataset) -> list[TimelinePoint]:
+def spend_timeline(*, session: Session, dataset: Budgeted) -> list[TimelinePoint]:
     """Composed (RDP) and naive spend after each charged entry, oldest first."""
     return timeline_of(dataset, list_entries(session=session, dataset_id=dataset.id))
 
@@ -144,9 +198,9 @@ def spend_timeline(*, session: Session, dataset: Dataset) -> list[TimelinePoint]
 def lock_dataset(*, session: Session, dataset_id: int) -> None:
     """Serialise ledger writers on this dataset until the transaction ends."""
     session.execute(
-        update(Dataset)
-        .where(Dataset.id == dataset_id)
-        .values(ledger_version=Dataset.ledger_version + 1)
+        update(dataset_ledger)
+        .where(dataset_ledger.c.id == dataset_id)
+        .values(ledger_version=dataset_ledger.c.ledger_version + 1)
         .execution_options(synchronize_session=False)
     )
 
@@ -154,29 +208,38 @@ def lock_dataset(*, session: Session, dataset_id: int) -> None:
 def reserve(
     *,
     session: Session,
-    dataset: Dataset,
-    job: Job,
-    epsilon_rdp: float,
-    epsilon_prv: float,
+    dataset: Budgeted,
+    job_id: int,
+    mechanism: accounting.Mechanism,
+    clip_norm: float,
+    delta: float,
 ) -> LedgerEntry:
-    """Admit ``job`` if the composition of all charged entries plus it stays within budget.
+    """Admit job ``job_id``'s ``mechanism`` if the composition of all charged entries plus it
+    stays within budget.
 
     Must run in the transaction that inserts the job; takes the dataset lock first so the check
     and the insert are atomic with respect to other submissions.
+
+    Args:
+        clip_norm: the job's per-sample clip norm C (recorded with the mechanism).
+        delta: the job's own delta (its reported epsilon is at this delta).
 
     Raises:
         BudgetExceeded: the composed spend including this job would exceed the budget.
     """
     lock_dataset(session=session, dataset_id=dataset.id)
+    epsilon_rdp, epsilon_prv = (
+        accounting.create_accountant(name).epsilon([mechanism], delta) for name in ("rdp", "prv")
+    )
     entry = LedgerEntry(
         dataset_id=dataset.id,
-        job_id=job.id,
-        mechanism=NON_PRIVATE if job.non_private else SUBSAMPLED_GAUSSIAN,
-        noise_multiplier=job.noise_multiplier,
-        sample_rate=job.sample_rate,
-        steps=job.steps,
-        clip_norm=job.max_grad_norm,
-        delta=job.delta,
+        job_id=job_id,
+        mechanism=NON_PRIVATE if mechanism.non_private else SUBSAMPLED_GAUSSIAN,
+        noise_multiplier=mechanism.noise_multiplier,
+        sample_rate=mechanism.sample_rate,
+        steps=mechanism.steps,
+        clip_norm=clip_norm,
+        delta=delta,
         accountant=COMPOSITION_ACCOUNTANT,
         created_at=utcnow(),
         epsilon_rdp=accounting.finite_or_none(epsilon_rdp),
@@ -280,7 +343,7 @@ def settle(*, session: Session, job_id: int, stopped_early: bool) -> None:
         _commit_all(session, entry)
 
 
-def _append_budget(session: Session, dataset: Dataset) -> None:
+def _append_budget(session: Session, dataset: Budgeted) -> None:
     chain.append(
         session=session,
         dataset_id=dataset.id,
@@ -289,13 +352,13 @@ def _append_budget(session: Session, dataset: Dataset) -> None:
     )
 
 
-def record_budget(*, session: Session, dataset: Dataset) -> None:
+def record_budget(*, session: Session, dataset: Budgeted) -> None:
     """Chain the dataset's budget as registered."""
     lock_dataset(session=session, dataset_id=dataset.id)
     _append_budget(session, dataset)
 
 
-def change_budget(*, session: Session, dataset: Dataset, epsilon: float, delta: float) -> None:
+def change_budget(*, session: Session, dataset: Budgeted, epsilon: float, delta: float) -> None:
     """Set and chain a new budget unless what is already spent or reserved would exceed it.
 
     Raises:
@@ -318,6 +381,6 @@ def change_budget(*, session: Session, dataset: Dataset, epsilon: float, delta: 
     _append_budget(session, dataset)
 
 
-def verify_chain(*, session: Session, dataset: Dataset) -> dict[str, Any]:
+def verify_chain(*, session: Session, dataset: Budgeted) -> dict[str, Any]:
     """Recompute ``dataset``'s ledger hash chain; see ``chain.verify``."""
     return chain.verify(session=session, dataset_id=dataset.id)

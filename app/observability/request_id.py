@@ -1,6 +1,6 @@
 """``X-Request-ID``: accepted from the caller (a gateway's id) or generated, echoed, logged.
 
-The id is held in ``app.observability.logs.request_id`` for the whole request, so every log
+The id is held in ``app.core.logs.request_id`` for the whole request, so every log
 record written while handling it (route, service, error handler, uvicorn's access line) carries
 it; the response echoes it so a client can quote it in a support ticket.
 """
@@ -11,7 +11,7 @@ import uuid
 from starlette.datastructures import Headers, MutableHeaders
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from app.observability.logs import request_id
+from app.core.logs import request_id
 
 HEADER = "X-Request-ID"
 _VALID = re.compile(r"[A-Za-z0-9._:@/+=-]{1,128}")

@@ -16,7 +16,7 @@ from app.core.time import as_utc
 from app.datasets import service as dataset_service
 from app.jobs import service as job_service
 from app.jobs.models import PRIVACY_AUDIT, QUEUED, TRAIN, Job
-from app.ledger import accounting
+from app.privacy import accounting
 from app.privacy_audit.schemas import AuditCreate
 
 PRIVACY_BUG = "privacy_bug_detected"
@@ -65,9 +65,7 @@ def submit(*, session: Session, request: AuditCreate) -> Job:
         training={**target.training, "audit": request.model_dump()},
         progress_epoch=0, epsilon_per_epoch=[], cancel_requested=False,
     )
-    session.add(job)
-    session.flush()
-    return job
+    return job_service.enqueue(session=session, job=job)
 
 
 def get(*, session: Session, audit_id: int) -> Job:

@@ -25,7 +25,7 @@ from app.core.errors import Conflict, InvalidRequest, NotFound
 from app.core.recent import RecentMemory
 from app.core.time import as_utc
 from app.jobs.models import SUCCEEDED, Job
-from app.ledger.report import epsilon_text
+from app.privacy.figures import epsilon_text
 from app.registry import artifacts
 from app.registry.models import ModelActivation, TrainedModel
 
@@ -72,6 +72,11 @@ def get(*, session: Session, model_id: int) -> TrainedModel:
     if model is None:
         raise ModelNotFound(f"model {model_id} does not exist", field="model_id")
     return model
+
+
+def model_id_for_job(*, session: Session, job_id: int) -> int | None:
+    """The id of the model a training job produced, or None (not finished, or failed)."""
+    return session.scalar(select(TrainedModel.id).where(TrainedModel.job_id == job_id))
 
 
 def active_id(*, session: Session) -> int | None:

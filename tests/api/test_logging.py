@@ -11,7 +11,7 @@ import pytest
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
-from app.observability.logs import ContextFilter, JsonFormatter
+from app.core.logs import ContextFilter, JsonFormatter
 from app.observability.request_id import HEADER, RequestIdMiddleware
 from tests.api.scoring_helpers import train_models
 

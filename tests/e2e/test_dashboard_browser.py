@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from app.ledger.report import epsilon_text
+from app.privacy.figures import epsilon_text
 from tests.conftest import FAST_TRAINING, PATIENT, SMALL_DATASET
 from tests.e2e.service import api_client, start_server, wait_ready
 

@@ -20,7 +20,7 @@ from sqlalchemy import func, select
 from app.core.database import Database
 from app.datasets import service as dataset_service
 from app.datasets.schemas import DatasetCreate
-from app.jobs import service as job_service
+from app.flows import training as training_flow
 from app.jobs.models import Job
 from app.jobs.schemas import JobCreate
 from app.ledger import chain
@@ -146,7 +146,7 @@ def submit(database: Database, dataset_id: int | list[int], training: dict[str, 
     datasets = dataset_id if isinstance(dataset_id, list) else [dataset_id]
     with database.session_scope() as session:
         return [
-            job_service.submit(session=session, request=JobCreate.model_validate(
+            training_flow.submit_training(session=session, request=JobCreate.model_validate(
                 {"dataset_id": datasets[i % len(datasets)], "privacy": {"noise_multiplier": noise},
                  "training": training})).id
             for i in range(n)

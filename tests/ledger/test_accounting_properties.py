@@ -20,13 +20,15 @@ from hypothesis import strategies as st
 from app.core.database import Database
 from app.datasets import service as dataset_service
 from app.datasets.schemas import DatasetCreate
+from app.flows import training as training_flow
 from app.jobs import service as job_service
 from app.jobs.schemas import JobCreate
-from app.ledger import accounting, chain
+from app.ledger import chain
 from app.ledger import service as ledger_service
-from app.ledger.accounting import Mechanism, PRVAccountant, RDPAccountant, rdp_curve
 from app.ledger.errors import BudgetExceeded
-from app.ledger.report import epsilon_text, round_down, round_up
+from app.privacy import accounting
+from app.privacy.accounting import Mechanism, PRVAccountant, RDPAccountant, rdp_curve
+from app.privacy.figures import epsilon_text, round_down, round_up
 
 FAST = settings(max_examples=60, deadline=None, derandomize=True, database=None)
 MANY = settings(max_examples=500, deadline=None, derandomize=True, database=None)  # cheap ones
@@ -180,7 +182,7 @@ def test_admission_never_overspends(db: Database, budget: float, ops: list[objec
         before = _charged(db, dataset.id)
         try:
             with db.session_scope() as session:
-                admitted.append(job_service.submit(session=session, request=request).id)
+                admitted.append(training_flow.submit_training(session=session, request=request).id)
         except BudgetExceeded:
             event("refused")
             plan = _plan(db, dataset.id, request)

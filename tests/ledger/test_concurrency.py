@@ -8,11 +8,11 @@ from sqlalchemy import select
 from app.core.database import Database
 from app.datasets import service as dataset_service
 from app.datasets.schemas import DatasetCreate
-from app.jobs import service as job_service
+from app.flows import training as training_flow
 from app.jobs.schemas import JobCreate
-from app.ledger import accounting
 from app.ledger.errors import BudgetExceeded
 from app.ledger.models import LedgerEntry
+from app.privacy import accounting
 
 N_ROWS, BATCH, EPOCHS, SIGMA, DELTA = 2000, 256, 3, 2.0, 1e-5
 K = 5
@@ -49,7 +49,7 @@ def test_fifty_concurrent_submissions_admit_exactly_k(any_db: Database) -> None:
         start.wait()
         try:
             with any_db.session_scope() as session:
-                job_service.submit(session=session, request=request)
+                training_flow.submit_training(session=session, request=request)
             result = "admitted"
         except BudgetExceeded:
             result = "refused"

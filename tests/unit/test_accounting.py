@@ -13,19 +13,18 @@ from opacus.accountants import RDPAccountant as OpacusRDPAccountant
 from scipy import stats
 from scipy.special import logsumexp
 
-from app.ledger.accounting import (
+from app.privacy.accounting import (
     ACCOUNTANTS,
     MAX_NOISE_MULTIPLIER,
     RDP_ORDERS,
     Mechanism,
     PRVAccountant,
     RDPAccountant,
-    TargetUnreachable,
     create_accountant,
-    noise_for_target,
     rdp_curve,
     rdp_to_epsilon,
 )
+from app.privacy.noise import TargetUnreachable, noise_for_target
 
 DELTA = 1e-5
 GRID = list(itertools.product([0.01, 0.0909, 0.2], [0.8, 1.0, 2.0, 5.0], [100, 1000]))
@@ -274,7 +273,7 @@ def test_noise_for_target_unknown_accountant() -> None:
 def test_integer_order_rdp_equals_opacus(q: float, sigma: float, steps: int) -> None:
     from opacus.accountants.analysis.rdp import compute_rdp
 
-    from app.ledger.accounting import INTEGER_ORDERS, integer_order_rdp
+    from app.privacy.accounting import INTEGER_ORDERS, integer_order_rdp
 
     theirs = compute_rdp(q=q, noise_multiplier=sigma, steps=steps, orders=list(INTEGER_ORDERS))
     np.testing.assert_allclose(integer_order_rdp(sigma, q, steps), theirs, rtol=1e-9)
@@ -294,7 +293,7 @@ def test_prv_with_fast_domain_equals_opacus_prv(q: float, sigma: float, steps: i
 
 
 def test_integer_order_epsilon_bounds_both_accountants() -> None:
-    from app.ledger.accounting import integer_order_epsilon
+    from app.privacy.accounting import integer_order_epsilon
 
     for q, sigma, steps in PRV_GRID:
         bound = integer_order_epsilon([(sigma, q, steps)], DELTA)

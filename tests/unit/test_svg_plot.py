@@ -6,7 +6,7 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from app.core.svg_plot import (
+from app.reports.svg_plot import (
     Chart,
     Reference,
     Series,

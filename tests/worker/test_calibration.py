@@ -10,15 +10,15 @@ import torch
 from sklearn.metrics import roc_auc_score
 
 from app.datasets import synthetic
-from app.ledger.accounting import (
+from app.privacy.accounting import (
     ORDERS,
     Mechanism,
     PRVAccountant,
     gaussian_epsilon,
-    noise_for_target,
     rdp_curve,
 )
-from app.ledger.parallel import dominated_gaussian_noise
+from app.privacy.noise import noise_for_target
+from app.privacy.parallel import dominated_gaussian_noise
 from worker import calibration as cal
 from worker.training import TrainingSpec, predict_log_odds, predict_proba, train
 

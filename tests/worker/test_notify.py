@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 
 from app.core.database import Database
+from app.flows import training as training_flow
 from app.jobs import notify
-from app.jobs import service as job_service
 from app.jobs.models import Job
 from app.jobs.schemas import JobCreate
 from tests.conftest import FAST_TRAINING, _postgres_database
@@ -77,7 +77,7 @@ def test_a_rolled_back_submission_wakes_nobody(pg_db: Database) -> None:
             request = JobCreate.model_validate(
                 {"dataset_id": job.dataset_id, "privacy": {"noise_multiplier": 2.0},
                  "training": FAST_TRAINING})
-            job_service.submit(session=session, request=request)  # INSERT + NOTIFY sent
+            training_flow.submit_training(session=session, request=request)  # INSERT + NOTIFY sent
             raise RuntimeError("abort before commit")
         assert _timed_wait(waiter, 0.5) >= 0.45
     finally:

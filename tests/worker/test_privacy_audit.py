@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from app.datasets import synthetic
-from app.ledger import accounting
+from app.privacy import accounting, noise
 from worker.dpsgd import DPSGD
 from worker.privacy_audit import audit, blackbox, membership, whitebox
 from worker.privacy_audit.data import canary_rows, fresh_rows, spec_for_rows
@@ -27,7 +27,7 @@ def _spec(n_train: int, epsilon: float | None, *, batch_size: int | None = None,
     batch = batch_size or n_train
     q, per_epoch = accounting.poisson_plan(n_train, batch)
     steps = epochs * per_epoch
-    sigma = 0.0 if epsilon is None else accounting.noise_for_target(
+    sigma = 0.0 if epsilon is None else noise.noise_for_target(
         target_epsilon=epsilon, delta=1e-5, sample_rate=q, steps=steps)
     return TrainingSpec(
         kind=kind, hidden_units=16, epochs=epochs, batch_size=batch, learning_rate=0.5,

@@ -13,13 +13,14 @@ from app.core.database import Database
 from app.core.time import utcnow
 from app.datasets import service as dataset_service
 from app.datasets.schemas import DatasetCreate
+from app.flows import training as training_flow
 from app.jobs import queue
 from app.jobs import service as job_service
 from app.jobs.models import Job
 from app.jobs.schemas import JobCreate
-from app.ledger import accounting
 from app.ledger import service as ledger_service
 from app.ledger.models import LedgerEntry
+from app.privacy import accounting
 from tests.conftest import FAST_TRAINING, SMALL_DATASET
 from worker.runner import Worker, report_interval
 
@@ -35,7 +36,7 @@ def _submit(db: Database, n_jobs: int = 1, epochs: int = 3) -> list[int]:
                 {"dataset_id": dataset.id, "privacy": {"noise_multiplier": 2.0},
                  "training": {**FAST_TRAINING, "epochs": epochs}}
             )
-            ids.append(job_service.submit(session=session, request=request).id)
+            ids.append(training_flow.submit_training(session=session, request=request).id)
     return ids
 
 

@@ -12,7 +12,7 @@ from torch import nn
 
 from app.datasets import synthetic
 from app.features import FEATURES, scale
-from app.ledger.accounting import poisson_plan
+from app.privacy.accounting import poisson_plan
 from app.registry.network import predict_logits
 from worker.training import TrainingSpec, train
 

@@ -10,18 +10,19 @@ from app.auth.audit import Action
 from app.auth.dependencies import require_roles
 from app.auth.principal import Principal
 from app.core.database import SessionDep
-from app.core.html_report import page_response
 from app.core.idempotency import IdempotencyKey, create_once, replay_headers
 from app.core.ids import DatasetIdQuery, JobIdPath
 from app.core.negotiation import REPORT_RESPONSES, PrefersHtml
 from app.core.openapi import problems
 from app.core.pagination import Limit, Offset
 from app.datasets import service as dataset_service
+from app.flows import training as training_flow
 from app.jobs import service
 from app.jobs.notify import announce_job
 from app.jobs.schemas import JobCreate, JobOut, JobPage, JobStatus
-from app.ledger import report as ledger_report
-from app.ledger import report_html
+from app.reports import privacy_html as report_html
+from app.reports import privacy_report as ledger_report
+from app.reports.html import page_response
 
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
 READERS = require_roles("data_scientist", "privacy_officer")
@@ -30,7 +31,7 @@ DataScientist = Annotated[Principal, require_roles("data_scientist")]
 
 def _submit(*, session: Session, body: JobCreate, principal: Principal) -> int:
     """Reserve, queue and audit in one transaction (an idempotent replay does none)."""
-    job = service.submit(session=session, request=body)
+    job = training_flow.submit_training(session=session, request=body)
     audit.record(
         session=session, principal=principal, action=Action.JOB_SUBMITTED, target=f"job/{job.id}",
         detail={"dataset_id": job.dataset_id, "target_epsilon": job.target_epsilon,
@@ -57,7 +58,7 @@ def submit_job(
         announce_job()
     response.headers.update(replay_headers(replayed))
     response.headers["Location"] = f"/v1/jobs/{job_id}"
-    return service.to_out(session=session, job=service.get(session=session, job_id=job_id))
+    return training_flow.job_view(session=session, job=service.get(session=session, job_id=job_id))
 
 
 @router.get("", response_model=JobPage, dependencies=[READERS])
@@ -72,14 +73,14 @@ def list_jobs(
     rows, total = service.list_page(
         session=session, limit=limit, offset=offset, status=status, dataset_id=dataset_id
     )
-    items = [service.to_out(session=session, job=j) for j in rows]
+    items = [training_flow.job_view(session=session, job=j) for j in rows]
     return {"items": items, "total": total, "limit": limit, "offset": offset}
 
 
 @router.get("/{job_id}", response_model=JobOut, dependencies=[READERS])
 def get_job(job_id: JobIdPath, session: SessionDep) -> dict[str, Any]:
     """Read a job's status and progress."""
-    return service.to_out(session=session, job=service.get(session=session, job_id=job_id))
+    return training_flow.job_view(session=session, job=service.get(session=session, job_id=job_id))
 
 
 @router.post("/{job_id}/cancel", response_model=JobOut, responses=problems(409))
@@ -89,7 +90,7 @@ def cancel_job(job_id: JobIdPath, session: SessionDep, principal: DataScientist)
     # "cancelled" for a queued job; "running" for one asked to stop at its epoch's end.
     audit.record(session=session, principal=principal, action=Action.JOB_CANCELLED,
                  target=f"job/{job.id}", detail={"status": job.status})
-    return service.to_out(session=session, job=job)
+    return training_flow.job_view(session=session, job=job)
 
 
 @router.get("/{job_id}/privacy-report", response_model=None, responses=REPORT_RESPONSES,

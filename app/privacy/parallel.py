@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from app.ledger.accounting import ORDERS, Mechanism, gaussian_epsilon, rdp_curve
+from app.privacy.accounting import ORDERS, Mechanism, gaussian_epsilon, rdp_curve
 
 
 def dominated_gaussian_noise(

@@ -1,7 +1,7 @@
 """Self-contained HTML report pages: one inline style, no script, nothing fetched.
 
 A privacy officer opens these pages in a browser and prints or forwards them, so they carry no
-script and fetch nothing: plots are inline SVG (``app.core.svg_plot``), the style is one inline
+script and fetch nothing: plots are inline SVG (``app.reports.svg_plot``), the style is one inline
 block whose hash is the only style the Content-Security-Policy allows, and every value passes
 through ``html.escape``. Used by the ledger's privacy reports and the privacy audit pages.
 """
@@ -16,8 +16,8 @@ from typing import Any
 
 from fastapi.responses import HTMLResponse
 
-from app.core import svg_plot
-from app.core.svg_plot import Chart
+from app.reports import svg_plot
+from app.reports.svg_plot import Chart
 
 MISSING = "—"
 NUM_CLASS = ' class="num"'

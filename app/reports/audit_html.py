@@ -10,8 +10,8 @@ from typing import Any
 
 import numpy as np
 
-from app.core.html_report import MISSING, facts, figure, link, note, num, page, table
-from app.core.svg_plot import PALETTE, Chart, Series
+from app.reports.html import MISSING, facts, figure, link, note, num, page, table
+from app.reports.svg_plot import PALETTE, Chart, Series
 
 CURVES = (
     ("dp", "lira", "DP model, LiRA", PALETTE[0], ""),

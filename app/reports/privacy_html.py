@@ -1,7 +1,7 @@
 """Privacy reports as self-contained HTML pages, rendered from the JSON reports' dicts.
 
 A privacy officer opens these in a browser and prints or forwards them, so the pages carry no
-script and fetch nothing: the plots are inline SVG (``app.core.svg_plot``), the style is one
+script and fetch nothing: the plots are inline SVG (``app.reports.svg_plot``), the style is one
 inline block whose hash is the only style the Content-Security-Policy allows, and every datum
 in a plot is repeated in a table. Every value from the database goes through ``html.escape``.
 """
@@ -10,7 +10,8 @@ import math
 from html import escape
 from typing import Any
 
-from app.core.html_report import (
+from app.privacy.figures import epsilon_text, round_down
+from app.reports.html import (
     MISSING,
     bullet_list,
     facts,
@@ -23,8 +24,7 @@ from app.core.html_report import (
     table,
     when,
 )
-from app.core.svg_plot import PALETTE, Chart, Reference, Series
-from app.ledger.report import epsilon_text, round_down
+from app.reports.svg_plot import PALETTE, Chart, Reference, Series
 
 INFINITY_LABEL = "∞ (non-private)"
 COMPOSITION_NOTE = (

@@ -1,13 +1,12 @@
 """Privacy reports a privacy officer can hand on: per job and per dataset.
 
-Both are plain JSON-able dicts; ``app.ledger.report_html`` renders the same dicts as pages, so
+Both are plain JSON-able dicts; ``app.reports.privacy_html`` renders the same dicts as pages, so
 the page can never say something the JSON does not. Infinite epsilons (non-private training)
 are never emitted as numbers (JSON has no Infinity): the numeric field is null, and an
 ``epsilon_text`` of ``"infinity"`` with ``non_private: true`` says what null means.
 """
 
 import math
-from decimal import ROUND_CEILING, ROUND_FLOOR, ROUND_HALF_EVEN, Decimal
 from typing import Any
 
 from sqlalchemy.orm import Session
@@ -17,12 +16,11 @@ from app.datasets.models import Dataset
 from app.jobs import service as job_service
 from app.jobs.models import SUCCEEDED, Job
 from app.ledger import service as ledger_service
-from app.ledger.accounting import finite_or_none
 from app.ledger.models import NON_PRIVATE, LedgerEntry
+from app.privacy.accounting import finite_or_none
+from app.privacy.figures import PRIVACY_UNIT, epsilon_text
 from app.privacy_audit import service as privacy_audit_service
 
-PRIVACY_UNIT = "record (one patient)"
-INFINITY = "infinity"
 REPORTED_ACCOUNTANT = "prv"
 METRICS_NOTE = (
     "computed on held-out rows never used for training, without noise: they are not covered "
@@ -50,40 +48,6 @@ def calibration_text(calibration: dict[str, Any] | None) -> str:
         "and at this delta, so the two compose in parallel: the guarantee below covers the "
         "calibrated model with no extra spend."
     )
-
-
-def round_up(value: float, digits: int = 3) -> float:
-    """Round up to ``digits`` significant digits: a rounded epsilon must never understate spend."""
-    return _round_significant(value, digits, up=True)
-
-
-def round_down(value: float, digits: int = 3) -> float:
-    """Round down to ``digits`` significant digits: a remaining budget must never be overstated."""
-    return _round_significant(value, digits, up=False)
-
-
-def _round_significant(value: float, digits: int, *, up: bool) -> float:
-    """Exact decimal rounding of the float (no overflow at tiny values, no float noise).
-
-    A float that *is* a ``digits``-digit number (2.68 is stored as 2.6800000000000002) keeps
-    that number; otherwise the rounding goes strictly in ``up``'s direction, so the result is
-    never below (up) or above (down) ``value``.
-    """
-    if value <= 0 or not math.isfinite(value):
-        return value
-    exact = Decimal(value)
-    quantum = Decimal(1).scaleb(exact.adjusted() - digits + 1)
-    nearest = float(exact.quantize(quantum, rounding=ROUND_HALF_EVEN))
-    if nearest == value:
-        return nearest
-    return float(exact.quantize(quantum, rounding=ROUND_CEILING if up else ROUND_FLOOR))
-
-
-def epsilon_text(value: float | None, *, non_private: bool = False, digits: int = 3) -> str:
-    """Epsilon for people: ``"infinity"`` for non-private spend, else rounded up."""
-    if non_private or value is None or math.isinf(value):
-        return INFINITY
-    return f"{round_up(value, digits):.{digits}g}"
 
 
 def _statement(job: Job, dataset: Dataset, planned: dict[str, float | None]) -> str:

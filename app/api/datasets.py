@@ -10,7 +10,6 @@ from app.auth.audit import Action
 from app.auth.dependencies import require_roles
 from app.auth.principal import Principal
 from app.core.database import SessionDep
-from app.core.html_report import page_response
 from app.core.idempotency import IdempotencyKey, create_once, replay_headers
 from app.core.ids import DatasetIdPath
 from app.core.negotiation import REPORT_RESPONSES, PrefersHtml
@@ -18,8 +17,9 @@ from app.core.openapi import problems
 from app.core.pagination import Limit, Offset
 from app.datasets import service
 from app.datasets.schemas import DatasetCreate, DatasetOut, PrivacyBudget
-from app.ledger import report as ledger_report
-from app.ledger import report_html
+from app.reports import privacy_html as report_html
+from app.reports import privacy_report as ledger_report
+from app.reports.html import page_response
 
 router = APIRouter(prefix="/v1/datasets", tags=["datasets"])
 READERS = require_roles("data_scientist", "privacy_officer")

@@ -13,15 +13,17 @@ from app.auth.audit import Action
 from app.auth.dependencies import require_roles
 from app.auth.principal import Principal
 from app.core.database import SessionDep
-from app.core.html_report import page_response
 from app.core.ids import AuditIdPath, DatasetIdQuery
 from app.core.negotiation import REPORT_RESPONSES, PrefersHtml
 from app.core.openapi import problems
 from app.core.pagination import Limit, Offset
 from app.datasets import service as dataset_service
 from app.jobs.notify import announce_job
-from app.privacy_audit import report, report_html, service
+from app.privacy_audit import service
 from app.privacy_audit.schemas import AuditCreate, AuditOut, AuditPage
+from app.reports import audit_html as report_html
+from app.reports import audit_report as report
+from app.reports.html import page_response
 
 router = APIRouter(prefix="/v1/audits", tags=["privacy audits"])
 Auditor = Annotated[Principal, require_roles("data_scientist", "privacy_officer")]

@@ -1,6 +1,6 @@
 """The privacy-audit report: accounted epsilon (an upper bound) beside audited (a lower bound).
 
-A JSON-able dict; ``app.privacy_audit.report_html`` renders the same dict as a page. The
+A JSON-able dict; ``app.reports.audit_html`` renders the same dict as a page. The
 accounted epsilon is rounded up and the audited one down, so rounding can never make the gap
 look smaller than it is, nor invent an alarm.
 """
@@ -9,7 +9,7 @@ from typing import Any
 
 from app.datasets.models import Dataset
 from app.jobs.models import Job
-from app.ledger.report import PRIVACY_UNIT, epsilon_text, round_down
+from app.privacy.figures import PRIVACY_UNIT, epsilon_text, round_down
 from app.privacy_audit import service
 
 ATTACKS = ("loss", "lira")
