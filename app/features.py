@@ -122,11 +122,6 @@ def scale(x: np.ndarray) -> np.ndarray:
     return (np.clip(x, LOWER, MODEL_UPPER) - mid) / half
 
 
-def to_row(features: Mapping[str, float]) -> np.ndarray:
-    """Order a feature mapping by the spec into one raw row."""
-    return np.array([float(features[name]) for name in FEATURE_NAMES], dtype=np.float64)
-
-
 def spec_document() -> list[dict[str, object]]:
     """The spec as served by the API (bounds, reference values, labels)."""
     return [

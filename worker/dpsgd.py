@@ -208,7 +208,7 @@ class _FunctionalGradients:
         self.params = dict(network.named_parameters())
         self.out = out
 
-        def loss(params: dict[str, torch.Tensor], x: torch.Tensor, y: torch.Tensor):  # noqa: ANN202
+        def loss(params: dict[str, torch.Tensor], x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
             logit = functional_call(network, params, (x[None],)).reshape(())
             return nn.functional.binary_cross_entropy_with_logits(logit, y)
 
@@ -229,11 +229,12 @@ class _FunctionalGradients:
 def per_sample_gradients(network: nn.Module, out: torch.Tensor) -> PerSampleGradients:
     """The fastest exact per-sample gradient rule for ``network``, writing into ``out``."""
     layers = list(network.children()) if isinstance(network, nn.Sequential) else []
+    linear = [layer for layer in layers if isinstance(layer, nn.Linear)]
     shapes = [type(layer) for layer in layers]
-    if shapes == [nn.Linear] and layers[0].out_features == 1:
-        return _LogisticGradients(layers[0], out)
-    if shapes == [nn.Linear, nn.Tanh, nn.Linear] and layers[2].out_features == 1:
-        return _MLPGradients(layers[0], layers[2], out)
+    if shapes == [nn.Linear] and linear[0].out_features == 1:
+        return _LogisticGradients(linear[0], out)
+    if shapes == [nn.Linear, nn.Tanh, nn.Linear] and linear[1].out_features == 1:
+        return _MLPGradients(linear[0], linear[1], out)
     return _FunctionalGradients(network, out)
 
 

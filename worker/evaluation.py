@@ -11,8 +11,8 @@ from typing import Any
 
 import numpy as np
 
+from app.bands import BANDS, DEFAULT_BAND_THRESHOLDS, band_index, interval
 from app.features import BY_NAME, FEATURE_NAMES, N_FEATURES
-from app.registry.service import DEFAULT_BAND_THRESHOLDS
 from worker.holdout_metrics import ece_equal_mass, ece_equal_width, ranking_metrics, wilson
 
 N_BOOTSTRAP = 1000
@@ -24,7 +24,6 @@ resample of 3 positives has only a handful of distinct orderings; its percentile
 MIN_ROWS_ECE = 100
 """Fewer rows than this: no ECE (bins of under 10 rows)."""
 DIGITS = 4
-BANDS = ("low", "medium", "high")
 _AGE = BY_NAME["age"]
 AGE_BANDS = ((int(_AGE.lower), 29), (30, 44), (45, 64), (65, int(_AGE.upper)))
 """Inclusive age bands in years, ending at the public bounds of the feature spec."""
@@ -71,13 +70,6 @@ def json_safe(value: Any) -> Any:
     return value
 
 
-def band_index(probability: np.ndarray, thresholds: Mapping[str, float]) -> np.ndarray:
-    """0 (low), 1 (medium) or 2 (high) per row, with the risk endpoint's >= at each threshold."""
-    return (probability >= thresholds["low_medium"]).astype(np.int64) + (
-        probability >= thresholds["medium_high"]
-    )
-
-
 def band_metrics(
     y: np.ndarray, probability: np.ndarray, thresholds: Mapping[str, float]
 ) -> dict[str, dict[str, Any]]:
@@ -89,11 +81,10 @@ def band_metrics(
     """
     rows, positives = len(y), int(y.sum())
     index = band_index(probability, thresholds)
-    n_in = np.bincount(index, minlength=3)
-    k_in = np.bincount(index, weights=y, minlength=3).round().astype(np.int64)
-    bounds = (0.0, thresholds["low_medium"], thresholds["medium_high"], 1.0)
+    n_in = np.bincount(index, minlength=len(BANDS))
+    k_in = np.bincount(index, weights=y, minlength=len(BANDS)).round().astype(np.int64)
     out = {}
-    for b, name in enumerate(BANDS):
+    for b, band in enumerate(BANDS):
         views = {}
         for view, n, k in (
             ("exactly", int(n_in[b]), int(k_in[b])),
@@ -108,7 +99,8 @@ def band_metrics(
                 "recall": k / positives if positives else None,
                 "recall_ci": wilson(k, positives),
             }
-        out[name] = {"p_from": bounds[b], "p_to": bounds[b + 1], **views}
+        p_from, p_to = interval(band, thresholds)
+        out[band.value] = {"p_from": p_from, "p_to": p_to, **views}
     return out
 
 

@@ -11,6 +11,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from app.bands import Band, cut_offs
 from app.cdshooks.prefetch import features_from_prefetch
 from app.core.errors import DomainError, InvalidRequest, NotFound
 from app.fhir.codes import FEATURE_CODES, HORIZON_DAYS, MODEL_SYSTEM
@@ -20,7 +21,7 @@ from app.scoring.schemas import PatientFeatures, allowed_range
 
 SERVICE_ID = "dpcrisis-crisis-risk"
 HOOK = "patient-view"
-INDICATOR = {"low": "info", "medium": "warning", "high": "critical"}
+INDICATOR = {Band.LOW: "info", Band.MEDIUM: "warning", Band.HIGH: "critical"}
 SOURCE_LABEL = "dpcrisis 30-day crisis risk (differentially private model)"
 SUMMARY_LIMIT = 140
 
@@ -101,8 +102,7 @@ def _summary(scored: dict[str, Any]) -> str:
 
 
 def _detail(scored: dict[str, Any]) -> str:
-    t = scored["band_thresholds"]
-    low, high = 100 * t["low_medium"], 100 * t["medium_high"]
+    low, high = (100 * t for t in cut_offs(scored["band_thresholds"]))
     lines = [
         f"**Probability of a mental-health crisis within {HORIZON_DAYS} days: "
         f"{percent(scored['probability'])}**, risk band **{scored['band']}** "

@@ -23,7 +23,6 @@ FEATURE_SYSTEM = "https://dpcrisis.dev/fhir/CodeSystem/crisis-features"
 MODEL_SYSTEM = "https://dpcrisis.dev/fhir/CodeSystem/model"
 BAND_SYSTEM = "https://dpcrisis.dev/fhir/CodeSystem/risk-band"
 RISK_PROBABILITY = "http://terminology.hl7.org/CodeSystem/risk-probability"
-UCUM = "http://unitsofmeasure.org"
 
 OUTCOME_TEXT = "mental-health crisis within 30 days"
 HORIZON_DAYS = 30

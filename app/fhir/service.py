@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from datetime import datetime, timedelta
 from typing import Any
 
+from app.bands import Band, cut_offs
 from app.fhir.codes import (
     BAND_SYSTEM,
     FEATURE_CODES,
@@ -26,10 +27,10 @@ from app.fhir.codes import (
 
 FHIR_JSON = "application/fhir+json"
 
-QUALITATIVE: dict[str, tuple[str, str]] = {
-    "low": ("low", "Low likelihood"),
-    "medium": ("moderate", "Moderate likelihood"),
-    "high": ("high", "High likelihood"),
+QUALITATIVE: dict[Band, tuple[str, str]] = {
+    Band.LOW: ("low", "Low likelihood"),
+    Band.MEDIUM: ("moderate", "Moderate likelihood"),
+    Band.HIGH: ("high", "High likelihood"),
 }
 """Band -> HL7 risk-probability (code, display).
 
@@ -55,11 +56,11 @@ def percent(p: float) -> str:
 
 def _qualitative_risk(band: str, thresholds: Mapping[str, float]) -> dict[str, Any]:
     code, display = QUALITATIVE[band]
-    low, high = thresholds["low_medium"], thresholds["medium_high"]
+    low, high = cut_offs(thresholds)
     bounds = {
-        "low": f"probability < {low:g}",
-        "medium": f"{low:g} <= probability < {high:g}",
-        "high": f"probability >= {high:g}",
+        Band.LOW: f"probability < {low:g}",
+        Band.MEDIUM: f"{low:g} <= probability < {high:g}",
+        Band.HIGH: f"probability >= {high:g}",
     }[band]
     return {
         "coding": [

@@ -289,25 +289,12 @@ def verify(*, session: Session, dataset_id: int) -> dict[str, Any]:
             )
         )
     }
-    first_invalid = _first_invalid(records, entries, head_seq, head_hash)
-    if first_invalid is None:
-        reserved = {r.entry_id for r in records if r.kind == RESERVE}
-        uncovered = sorted(i for i, e in entries.items() if e.dataset_id == dataset_id
-                           and i not in reserved)
-        if uncovered:
-            first_invalid = _invalid(
-                None, None, f"ledger_entry {uncovered[0]} is not covered by the chain"
-            )
     budgets = [r for r in records if r.kind == BUDGET]
-    if first_invalid is None and budgets:
-        last = budgets[-1]
-        if (last.budget_epsilon, last.budget_delta) != (budget_epsilon, budget_delta):
-            first_invalid = _invalid(
-                last.id, last.seq,
-                f"the dataset's budget ({budget_epsilon}, {budget_delta}) differs from its last "
-                f"budget record ({last.budget_epsilon}, {last.budget_delta}): changed outside "
-                "the ledger",
-            )
+    first_invalid = (
+        _first_invalid(records, entries, head_seq, head_hash)
+        or _uncovered_entry(dataset_id, records, entries)
+        or _budget_mismatch(budgets, (budget_epsilon, budget_delta))
+    )
     return {
         "dataset_id": dataset_id,
         "valid": first_invalid is None,
@@ -317,6 +304,36 @@ def verify(*, session: Session, dataset_id: int) -> dict[str, Any]:
         "first_invalid": first_invalid,
         "head_hash": records[-1].hash if records else GENESIS_HASH,
     }
+
+
+def _uncovered_entry(
+    dataset_id: int, records: list[LedgerEvent], entries: dict[int, LedgerEntry]
+) -> dict[str, Any] | None:
+    """The first of the dataset's entries that no reserve record covers, if any."""
+    reserved = {r.entry_id for r in records if r.kind == RESERVE}
+    uncovered = sorted(
+        i for i, e in entries.items() if e.dataset_id == dataset_id and i not in reserved
+    )
+    if not uncovered:
+        return None
+    return _invalid(None, None, f"ledger_entry {uncovered[0]} is not covered by the chain")
+
+
+def _budget_mismatch(
+    budgets: list[LedgerEvent], budget: tuple[float | None, float | None]
+) -> dict[str, Any] | None:
+    """The last budget record, if the dataset's budget differs from it (changed outside)."""
+    if not budgets:
+        return None
+    last = budgets[-1]
+    if (last.budget_epsilon, last.budget_delta) == budget:
+        return None
+    return _invalid(
+        last.id, last.seq,
+        f"the dataset's budget ({budget[0]}, {budget[1]}) differs from its last "
+        f"budget record ({last.budget_epsilon}, {last.budget_delta}): changed outside "
+        "the ledger",
+    )
 
 
 def _first_invalid(

@@ -12,7 +12,7 @@ release append events, never update rows. Every event extends the dataset's hash
 import math
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeGuard
 
 import numpy as np
 from sqlalchemy import select, update
@@ -105,11 +105,11 @@ def _compose(entries: list[LedgerEntry], delta: float) -> float:
     Every entry of a dataset records the filter's accountant (``COMPOSITION_ACCOUNTANT``); the
     accountant is looked up by name from that record, never assumed.
     """
+    mechanisms = [mechanism_of(e) for e in entries]
     names = {entry.accountant for entry in entries}
     if len(names) > 1:
         raise LedgerIntegrityError(f"entries record different accountants: {sorted(names)}")
-    accountant = accounting.create_accountant(names.pop())
-    return accountant.epsilon([mechanism_of(e) for e in entries], delta)
+    return accounting.create_accountant(names.pop()).epsilon(mechanisms, delta)
 
 
 def charged(entries: list[LedgerEntry]) -> list[LedgerEntry]:
@@ -190,11 +190,6 @@ def dataset_spend(*, session: Session, dataset: Budgeted) -> Spend:
     return spend_of(dataset, list_entries(session=session, dataset_id=dataset.id))
 
 
-def spend_timeline(*, session: Session, dataset: Budgeted) -> list[TimelinePoint]:
-    """Composed (RDP) and naive spend after each charged entry, oldest first."""
-    return timeline_of(dataset, list_entries(session=session, dataset_id=dataset.id))
-
-
 def lock_dataset(*, session: Session, dataset_id: int) -> None:
     """Serialise ledger writers on this dataset until the transaction ends."""
     session.execute(
@@ -245,28 +240,42 @@ def reserve(
         epsilon_rdp=accounting.finite_or_none(epsilon_rdp),
         epsilon_prv=accounting.finite_or_none(epsilon_prv),
     )
-    if dataset.budget_epsilon is not None:
-        # Only the composition decides admission; the "before" figures are for the refusal.
-        entries = charged_entries(session=session, dataset_id=dataset.id)
-        after = _composed_epsilon([*entries, entry], dataset.budget_delta)
-        if after > dataset.budget_epsilon:
-            spent = _composed_epsilon(entries, dataset.budget_delta)
-            remaining = max(dataset.budget_epsilon - spent, 0.0)
-            raise BudgetExceeded(
-                f"this job would bring the dataset's composed spend to "
-                f"{after:.4g} (budget {dataset.budget_epsilon:g}); "
-                f"remaining epsilon is {remaining:.4g}",
-                budget={"epsilon": dataset.budget_epsilon, "delta": dataset.budget_delta},
-                spent_epsilon=spent,
-                remaining_epsilon=remaining,
-                job_epsilon=accounting.finite_or_none(epsilon_rdp),
-                composed_epsilon_with_job=accounting.finite_or_none(after),
-                accountant=COMPOSITION_ACCOUNTANT,
-            )
+    _admit(session, dataset, entry)
     session.add(entry)
     session.flush()
     chain.append(session=session, dataset_id=dataset.id, entry=entry, kind=RESERVE)
     return entry
+
+
+def _admit(session: Session, dataset: Budgeted, entry: LedgerEntry) -> None:
+    """The filter: refuse ``entry`` if composing it with every charged entry exceeds the budget.
+
+    The caller holds the dataset lock. A dataset without a budget (public) admits everything.
+
+    Raises:
+        BudgetExceeded: with the spend before, what remains and the composition with the job.
+    """
+    if dataset.budget_epsilon is None or dataset.budget_delta is None:
+        return
+    budget_epsilon, budget_delta = dataset.budget_epsilon, dataset.budget_delta
+    # Only the composition decides admission; the "before" figures are for the refusal.
+    entries = charged_entries(session=session, dataset_id=dataset.id)
+    after = _composed_epsilon([*entries, entry], budget_delta)
+    if after <= budget_epsilon:
+        return
+    spent = _composed_epsilon(entries, budget_delta)
+    remaining = max(budget_epsilon - spent, 0.0)
+    raise BudgetExceeded(
+        f"this job would bring the dataset's composed spend to "
+        f"{after:.4g} (budget {budget_epsilon:g}); "
+        f"remaining epsilon is {remaining:.4g}",
+        budget={"epsilon": budget_epsilon, "delta": budget_delta},
+        spent_epsilon=spent,
+        remaining_epsilon=remaining,
+        job_epsilon=entry.epsilon_rdp,
+        composed_epsilon_with_job=accounting.finite_or_none(after),
+        accountant=COMPOSITION_ACCOUNTANT,
+    )
 
 
 def _entry_for(session: Session, job_id: int) -> LedgerEntry | None:
@@ -290,7 +299,7 @@ def _committed(entry: LedgerEntry) -> int:
     return entry.committed_steps or 0
 
 
-def _open(entry: LedgerEntry | None) -> bool:
+def _open(entry: LedgerEntry | None) -> TypeGuard[LedgerEntry]:
     """Still accepting commits: not released and the whole plan not yet committed."""
     return entry is not None and not entry.released and _committed(entry) < entry.steps
 

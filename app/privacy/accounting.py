@@ -15,7 +15,7 @@ import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 from opacus.accountants import PRVAccountant as OpacusPRVAccountant
@@ -112,7 +112,9 @@ def integer_order_epsilon(history: Sequence[tuple[float, float, int]], delta: fl
 
     Never below the full grid's RDP epsilon (a subset of the same orders), never below PRV.
     """
-    curve = sum(integer_order_rdp(sigma, q, steps) for sigma, q, steps in history)
+    curve = np.zeros(len(INTEGER_ORDERS))
+    for sigma, q, steps in history:
+        curve = curve + integer_order_rdp(sigma, q, steps)
     return rdp_to_epsilon(curve, delta, orders=INTEGER_ORDERS)
 
 
@@ -215,7 +217,13 @@ class _FastDomainPRVAccountant(OpacusPRVAccountant):
     Everything else (truncation, discretisation, composition, the error bound) is Opacus'.
     """
 
-    def _get_domain(self, prvs, num_self_compositions, eps_error, delta_error):  # noqa: ANN001, ANN202
+    def _get_domain(
+        self,
+        prvs: Sequence[Any],
+        num_self_compositions: Sequence[int],
+        eps_error: float,
+        delta_error: float,
+    ) -> Domain:
         total = sum(num_self_compositions)
         bound = max(
             integer_order_epsilon(self.history, delta_error / 4),

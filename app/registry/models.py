@@ -38,9 +38,6 @@ class TrainedModel(Base):
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
 
 
-ACTIVATION_ACTIONS = ("auto", "activate", "rollback")
-
-
 class ModelActivation(Base):
     """Append-only history of which model scores by default; the newest row is the active one.
 

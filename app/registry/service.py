@@ -21,21 +21,14 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, load_only
 from torch import nn
 
-from app.core.errors import Conflict, InvalidRequest, NotFound
+from app import bands
+from app.core.errors import Conflict, NotFound
 from app.core.recent import RecentMemory
 from app.core.time import as_utc
 from app.jobs.models import SUCCEEDED, Job
 from app.privacy.figures import epsilon_text
 from app.registry import artifacts
 from app.registry.models import ModelActivation, TrainedModel
-
-DEFAULT_BAND_THRESHOLDS = {"low_medium": 0.05, "medium_high": 0.20}
-"""Defaults for a rare outcome (~2% prevalence): medium from 2.5x, high from 10x the base rate.
-
-A band is ``low`` below ``low_medium``, ``medium`` from ``low_medium`` up to ``medium_high``
-and ``high`` from ``medium_high``; each model carries its own copy, changed with
-``PUT /v1/models/{id}/band-thresholds`` (0 < low_medium < medium_high < 1).
-"""
 
 _REGISTRY_LOCK_KEY = 0x6470637269736973  # "dpcrisis": one PostgreSQL advisory lock
 scoring_models: RecentMemory[Any] = RecentMemory()
@@ -237,29 +230,11 @@ def rollback(*, session: Session) -> tuple[TrainedModel, ModelActivation]:
     return target, row
 
 
-def validate_thresholds(thresholds: Mapping[str, float]) -> dict[str, float]:
-    """0 < low_medium < medium_high < 1 (probabilities of a crisis within 30 days).
-
-    Raises:
-        InvalidRequest: a threshold is out of range or they are not in order (422).
-    """
-    low, high = float(thresholds["low_medium"]), float(thresholds["medium_high"])
-    if not 0.0 < low < 1.0:
-        raise InvalidRequest("low_medium must lie in (0, 1)", field="low_medium", allowed="(0, 1)")
-    if not low < high < 1.0:
-        raise InvalidRequest(
-            f"medium_high must lie above low_medium ({low:g}) and below 1",
-            field="medium_high",
-            allowed=f"({low:g}, 1)",
-        )
-    return {"low_medium": low, "medium_high": high}
-
-
 def set_band_thresholds(
     *, session: Session, model: TrainedModel, thresholds: Mapping[str, float]
 ) -> TrainedModel:
     """Replace a model's band thresholds; scoring uses them from the next request on."""
-    model.band_thresholds = validate_thresholds(thresholds)
+    model.band_thresholds = bands.validate_thresholds(thresholds)
     scoring_models.forget_on_commit(session)
     session.flush()
     return model

@@ -15,6 +15,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from app.bands import Band, band_of
 from app.features import FEATURE_NAMES, FEATURES, REFERENCE, scale
 from app.registry import service as registry_service
 from app.registry.models import TrainedModel
@@ -42,20 +43,6 @@ def network_for(model: TrainedModel | ScoringModel) -> nn.Module:
             network = registry_service.load_network(model)
             _cache[model.artifact_sha256] = network
         return network
-
-
-def log_odds(network: nn.Module, raw: np.ndarray) -> np.ndarray:
-    x = torch.as_tensor(scale(raw), dtype=torch.float32)
-    with torch.no_grad():
-        return network(x).squeeze(-1).double().numpy()
-
-
-def band_of(probability: float, thresholds: Mapping[str, float]) -> str:
-    if probability >= thresholds["medium_high"]:
-        return "high"
-    if probability >= thresholds["low_medium"]:
-        return "medium"
-    return "low"
 
 
 def _sigmoid(z: np.ndarray) -> np.ndarray:
@@ -138,7 +125,7 @@ class Scored:
     def short_reference(self) -> dict[str, float]:
         return {k: self.reference[k] for k in ("log_odds", "probability")}
 
-    def band(self, k: int) -> str:
+    def band(self, k: int) -> Band:
         return band_of(self.probability[k], self.band_thresholds)
 
     def contributions(self, k: int) -> list[dict[str, Any]]:

@@ -10,7 +10,9 @@ import torch
 from app.features import LOWER, N_FEATURES, REFERENCE, UPPER, scale
 from app.registry.network import build_network
 from app.scoring.explain import coalition_inputs, exact_shapley, shapley_from_values
-from app.scoring.service import band_of, explain_rows, log_odds
+from app.bands import band_of
+from app.scoring.service import explain_rows
+from worker.training import predict_log_odds as log_odds
 
 Model = Callable[[np.ndarray], np.ndarray]
 

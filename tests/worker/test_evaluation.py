@@ -10,9 +10,8 @@ from sklearn.metrics import average_precision_score, roc_auc_score
 
 from app.datasets import synthetic
 from app.features import FEATURE_NAMES, N_FEATURES
-from app.registry.service import DEFAULT_BAND_THRESHOLDS
-from app.scoring.service import band_of
-from worker.evaluation import BANDS, band_index, evaluate
+from app.bands import BANDS, DEFAULT_BAND_THRESHOLDS, band_index, band_of
+from worker.evaluation import evaluate
 from worker.holdout_metrics import ranking_metrics, wilson
 
 AGE = FEATURE_NAMES.index("age")
