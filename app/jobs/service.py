@@ -1,13 +1,12 @@
-"""Job rules: plan the DP mechanism, admit through the ledger, cancel, and shape views."""
+"""Job rules: plan the DP mechanism, admit through the ledger, cancel."""
 
 import math
-from typing import Any
 
 from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session
 
 from app.core.errors import Conflict, InvalidRequest, NotFound
-from app.core.time import as_utc, utcnow
+from app.core.time import utcnow
 from app.datasets.models import Dataset
 from app.jobs import notify
 from app.jobs.models import CANCELLED, FINISHED, QUEUED, RUNNING, TRAIN, Job
@@ -25,8 +24,18 @@ class JobNotFound(NotFound):
     kind, title = "job-not-found", "Job not found"
 
 
+# A job's noisy steps, all epochs together: what a worker finishes in minutes, not days. It
+# also bounds what planning and accounting cost (see accounting.MAX_PRV_DOMAIN_POINTS).
+MAX_TOTAL_STEPS = 1_000_000
+
+
 def _plan_sampling(dataset: Dataset, batch_size: int, epochs: int) -> tuple[float, int]:
-    """Poisson sample rate and total steps, computed exactly as Opacus' DPDataLoader does."""
+    """Poisson sample rate and total steps, computed exactly as Opacus' DPDataLoader does.
+
+    Raises:
+        InvalidRequest: the batch is larger than the training rows, or the plan has more than
+            MAX_TOTAL_STEPS steps (the error names the epochs that fit at this batch size).
+    """
     if batch_size > dataset.n_train:
         raise InvalidRequest(
             f"batch_size {batch_size} exceeds the {dataset.n_train} training rows",
@@ -34,6 +43,15 @@ def _plan_sampling(dataset: Dataset, batch_size: int, epochs: int) -> tuple[floa
             allowed=f"[8, {dataset.n_train}]",
         )
     sample_rate, steps_per_epoch = accounting.poisson_plan(dataset.n_train, batch_size)
+    if epochs * steps_per_epoch > MAX_TOTAL_STEPS:
+        most = MAX_TOTAL_STEPS // steps_per_epoch
+        raise InvalidRequest(
+            f"{epochs} epochs of {steps_per_epoch} steps (batch size {batch_size}) make "
+            f"{epochs * steps_per_epoch} steps, above the {MAX_TOTAL_STEPS} a job may take; "
+            "use fewer epochs or a larger batch",
+            field="training.epochs",
+            allowed=f"[1, {most}]" if most >= 1 else f"none at batch size {batch_size}",
+        )
     return sample_rate, epochs * steps_per_epoch
 
 
@@ -210,36 +228,3 @@ def planned_epsilon(job: Job) -> dict[str, float | None]:
         eps = accounting.create_accountant(name).epsilon(history, job.delta)
         out[name] = None if math.isinf(eps) else eps
     return out
-
-
-def to_out(*, job: Job, model_id: int | None) -> dict[str, Any]:
-    error = None
-    if job.error_code or job.error:
-        error = {"code": job.error_code, "message": job.error}
-    return {
-        "id": job.id,
-        "kind": job.kind,
-        "dataset_id": job.dataset_id,
-        "status": job.status,
-        "privacy": {
-            "target_epsilon": job.target_epsilon,
-            "noise_multiplier": job.noise_multiplier,
-            "delta": job.delta,
-            "sample_rate": job.sample_rate,
-            "steps": job.steps,
-            "max_grad_norm": job.max_grad_norm,
-            "epsilon_planned": planned_epsilon(job),
-        },
-        "training": job.training,
-        "progress": {
-            "epoch": job.progress_epoch,
-            "epochs": job.epochs,
-            "epsilon_spent": job.epsilon_spent,
-        },
-        "model_id": model_id,
-        "metrics": job.metrics,
-        "error": error,
-        "created_at": as_utc(job.created_at),
-        "started_at": as_utc(job.started_at),
-        "finished_at": as_utc(job.finished_at),
-    }

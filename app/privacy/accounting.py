@@ -30,6 +30,10 @@ RDP_ORDERS: tuple[float, ...] = tuple(
 )
 MIN_NOISE_MULTIPLIER = 0.3  # below this PRV's numerics are unreliable and DP is nominal
 MAX_NOISE_MULTIPLIER = 100.0  # beyond this a model learns nothing useful
+# PRV's discretisation grows with sqrt(steps * log(1/delta)) / eps_error points; each point costs
+# a few float64 arrays and an FFT. 600,000 points is about 0.25 s and 100 MB on 2 cores; beyond
+# it the RDP bound (also a valid upper bound, microseconds to compute) is returned instead.
+MAX_PRV_DOMAIN_POINTS = 600_000
 
 
 @dataclass(frozen=True)
@@ -159,7 +163,9 @@ class PRVAccountant:
 
     For very small delta (below about 1e-13, depending on the domain) PRV's numerics fail
     (Opacus raises, or divides by zero at denormal delta); the RDP epsilon, also a valid upper
-    bound, is returned instead, so an unusual but legal delta is never a server error.
+    bound, is returned instead, so an unusual but legal delta is never a server error. The same
+    holds when the discretisation would exceed MAX_PRV_DOMAIN_POINTS (very many steps at a tiny
+    delta): time and memory stay bounded, and the figure stays an upper bound.
     """
 
     name = "prv"
@@ -208,6 +214,10 @@ def gaussian_epsilon(history: Sequence[Mechanism], delta: float) -> float:
     return float(brentq(excess, 0.0, high, xtol=1e-12, rtol=1e-12))
 
 
+class PRVDomainTooLarge(ValueError):
+    """PRV would need more than MAX_PRV_DOMAIN_POINTS points: use the RDP bound instead."""
+
+
 class _FastDomainPRVAccountant(OpacusPRVAccountant):
     """Opacus' PRV accountant with its discretisation domain sized from integer-order RDP.
 
@@ -234,6 +244,8 @@ class _FastDomainPRVAccountant(OpacusPRVAccountant):
         )
         size = max(bound, eps_error) + 3
         mesh = eps_error / np.sqrt(total * np.log(12 / delta_error) / 2)
+        if 2 * size / mesh > MAX_PRV_DOMAIN_POINTS:
+            raise PRVDomainTooLarge(f"{2 * size / mesh:.3g} points")
         return Domain.create_aligned(-size, size, mesh)
 
 

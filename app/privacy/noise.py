@@ -1,6 +1,7 @@
 """Noise search: the smallest noise multiplier whose accounted epsilon meets a target."""
 
 import math
+import time
 from collections.abc import Callable
 
 from app.privacy.accounting import (
@@ -24,6 +25,7 @@ def noise_for_target(
     steps: int,
     accountant: str = "prv",
     tolerance: float = 0.01,
+    deadline_seconds: float = 0.75,
 ) -> float:
     """Smallest noise multiplier (within ``tolerance`` in epsilon) whose epsilon <= target.
 
@@ -31,6 +33,9 @@ def noise_for_target(
     accountant. Each PRV or full-grid RDP evaluation costs 0.05-0.5 s, so the search first
     solves the closed-form integer-order RDP (an upper bound on both: its solution is feasible
     and close), then narrows with a few safeguarded regula-falsi steps on log-log scale.
+
+    The narrowing stops at ``deadline_seconds`` with the best *feasible* sigma found so far (a
+    little more noise than needed, never less), so planning a request has a bounded cost.
 
     Raises:
         TargetUnreachable: the target needs more noise than MAX_NOISE_MULTIPLIER.
@@ -60,7 +65,8 @@ def noise_for_target(
         high, eps_high = low, eps_low
         low = max(low / 1.25, MIN_NOISE_MULTIPLIER)
         eps_low = eps(low)
-    return _narrow(eps, target_epsilon, (low, eps_low), (high, eps_high), tolerance)
+    deadline = time.monotonic() + deadline_seconds
+    return _narrow(eps, target_epsilon, (low, eps_low), (high, eps_high), tolerance, deadline)
 
 
 def _bisect(epsilon_of: Callable[[float], float], target: float) -> float:
@@ -81,17 +87,19 @@ def _narrow(
     low: tuple[float, float],
     high: tuple[float, float],
     tolerance: float,
+    deadline: float,
 ) -> float:
     """Illinois regula falsi on (log sigma, log eps) between an infeasible and a feasible sigma.
 
-    Keeps the invariant eps(low) > target >= eps(high) and returns ``high``.
+    Keeps the invariant eps(low) > target >= eps(high) and returns ``high``, at the latest once
+    ``time.monotonic()`` passes ``deadline``.
     """
     (s_lo, e_lo), (s_hi, e_hi) = low, high
     log_t = math.log(target)
     f_lo, f_hi = math.log(e_lo) - log_t, math.log(max(e_hi, 1e-300)) - log_t
     side = 0
     for _ in range(40):
-        if target - e_hi <= tolerance or s_hi / s_lo - 1 < 1e-4:
+        if target - e_hi <= tolerance or s_hi / s_lo - 1 < 1e-4 or time.monotonic() > deadline:
             break
         x_lo, x_hi = math.log(s_lo), math.log(s_hi)
         x = x_hi - f_hi * (x_hi - x_lo) / (f_hi - f_lo)
