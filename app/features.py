@@ -12,7 +12,7 @@ against ~17) and DP noise swamps the sessions coefficient. Chosen on the public 
 (seeds no dataset uses), never on user data; values above 15 count as 15.
 """
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np

@@ -1,9 +1,10 @@
 """Liveness and readiness probes."""
 
-from typing import Any
+from typing import Literal
 
 from fastapi import APIRouter
 from fastapi.responses import JSONResponse
+from pydantic import BaseModel, Field
 from sqlalchemy import text
 
 from app.core.database import get_database
@@ -12,14 +13,19 @@ from app.core.errors import PROBLEM_JSON
 router = APIRouter(tags=["health"])
 
 
+class Readiness(BaseModel):
+    status: Literal["ready"] = "ready"
+    schema_version: str | None = Field(description="the newest applied Alembic revision")
+
+
 @router.get("/healthz")
-def healthz() -> dict[str, str]:
+def check_liveness() -> dict[str, str]:
     """The process is up."""
     return {"status": "ok"}
 
 
-@router.get("/readyz", response_model=None)
-def readyz() -> dict[str, Any] | JSONResponse:
+@router.get("/readyz", response_model=Readiness)
+def check_readiness() -> Readiness | JSONResponse:
     """The database answers and the schema is at the newest migration."""
     try:
         with get_database().engine.connect() as conn:
@@ -31,4 +37,4 @@ def readyz() -> dict[str, Any] | JSONResponse:
             status_code=503,
             media_type=PROBLEM_JSON,
         )
-    return {"status": "ready", "schema_version": version}
+    return Readiness(schema_version=version)

@@ -21,7 +21,7 @@ from app.auth.dependencies import AUTH_RESPONSES, authenticate
 from app.auth.scoring_log import scoring_log
 from app.core.body_limit import install_body_limit
 from app.core.errors import install_error_handlers
-from app.core.openapi import install_problem_docs
+from app.core.openapi import install_problem_docs, operation_id
 from app.dashboard.router import router as dashboard_router
 from app.jobs.reaper import running_reaper
 from app.observability.metrics import install_metrics
@@ -60,6 +60,7 @@ def create_app(*, embedded_worker: bool = False) -> FastAPI:
         version="0.1.0",
         summary="Differentially private training and scoring of 30-day crisis risk",
         lifespan=lifespan,
+        generate_unique_id_function=operation_id,  # createJob, getJobPrivacyReport, ...
     )
     install_error_handlers(app)
     install_body_limit(app)  # MAX_REQUEST_BYTES: 413 before a huge body is buffered

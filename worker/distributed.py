@@ -43,7 +43,13 @@ from torch.distributed.elastic.multiprocessing.errors import record
 from app.privacy.accounting import poisson_plan
 from app.registry.network import build_network
 from worker.dpsgd import secret_generator
-from worker.training import TailAverage, TrainingSpec, _check_plan, _first_averaged_step, _loss
+from worker.training import (
+    TailAverage,
+    TrainingSpec,
+    batch_loss,
+    check_plan,
+    first_averaged_step,
+)
 
 CONFIG, DATA, PROGRESS, CONTROL, RESULT = (
     "config.json", "data.pt", "progress.jsonl", "control", "result.pt",
@@ -89,7 +95,7 @@ class DistributedDPSGD:
         self.x, self.y = x, y
         n_rows = len(x)
         self.sample_rate, self.steps_per_epoch = poisson_plan(n_rows, spec.batch_size)
-        _check_plan(spec, self.sample_rate, self.steps_per_epoch)
+        check_plan(spec, self.sample_rate, self.steps_per_epoch)
         self.expected_batch_size = max(1, int(n_rows * self.sample_rate))  # global, as Opacus
         self.world_size = dist.get_world_size()
         self.sampler = ShardPoissonSampler(
@@ -138,7 +144,7 @@ class DistributedDPSGD:
         self.module.train()
         self.optimizer.zero_grad(set_to_none=True)
         logits = self.module(self.x[rows]).squeeze(-1)
-        _loss(self.criterion, logits, self.y[rows]).backward()
+        batch_loss(self.criterion, logits, self.y[rows]).backward()
         if not self.private:
             for p in self.module.parameters():
                 dist.all_reduce(p.grad, op=dist.ReduceOp.SUM)
@@ -208,7 +214,7 @@ def run_rank(job_dir: Path) -> None:
     network = build_network(spec.kind, spec.hidden_units).to(device)
     optimizer = torch.optim.SGD(network.parameters(), lr=spec.learning_rate,
                                 momentum=spec.momentum)
-    average = TailAverage(optimizer, first_step=_first_averaged_step(spec))
+    average = TailAverage(optimizer, first_step=first_averaged_step(spec))
     engine = DistributedDPSGD(network, optimizer, data["x"].to(device), data["y"].to(device), spec)
     link = ParentLink(job_dir) if rank == 0 else None
     sync_every = int(config["sync_every"])

@@ -11,7 +11,8 @@ from typing import Any
 
 import numpy as np
 
-from app.bands import BANDS, DEFAULT_BAND_THRESHOLDS, band_index, interval
+from app.bands import BANDS, DEFAULT_BAND_THRESHOLDS, band_index, interval, validate_thresholds
+from app.core.errors import InvalidRequest
 from app.features import BY_NAME, FEATURE_NAMES, N_FEATURES
 from worker.holdout_metrics import ece_equal_mass, ece_equal_width, ranking_metrics, wilson
 
@@ -165,8 +166,10 @@ def _check(
         raise ValueError("probability must be finite and in [0, 1]")
     if x_raw is not None and x_raw.shape != (len(y), N_FEATURES):
         raise ValueError(f"x_raw must be ({len(y)}, {N_FEATURES}) in FEATURE_NAMES order")
-    if not 0 < thresholds["low_medium"] < thresholds["medium_high"] < 1:
-        raise ValueError("band thresholds need 0 < low_medium < medium_high < 1")
+    try:
+        validate_thresholds(thresholds)
+    except InvalidRequest as exc:  # the API's rule, raised here as the programming error it is
+        raise ValueError("band thresholds need 0 < low_medium < medium_high < 1") from exc
 
 
 def evaluate(
@@ -185,7 +188,7 @@ def evaluate(
         probability: (n,) predicted probabilities in [0, 1].
         x_raw: (n, N_FEATURES) raw held-out features in FEATURE_NAMES order; gives the age
             subgroups (None: no subgroups).
-        band_thresholds: {"low_medium", "medium_high"}; the registry defaults when None.
+        band_thresholds: {"low_medium", "medium_high"}; ``app.bands`` defaults when None.
         rng_seed: bootstrap seed. Fixed is fine: it resamples held-out rows for an interval,
             it is not a privacy mechanism.
         n_bootstrap: resamples per interval (0: no intervals).

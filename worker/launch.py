@@ -58,7 +58,7 @@ def train_distributed(
 
     Args:
         sync_every: epochs between the points where rank 0 waits for ``on_epoch``'s verdict
-            (the runner's report interval); a stop takes effect only there, so the steps run
+            (``worker.tasks.report_interval``); a stop takes effect only there, so the steps run
             are exactly those reported.
 
     Raises:

@@ -68,9 +68,12 @@ def pick_device(preference: str = "auto") -> torch.device:
     return torch.device("cpu")
 
 
-def _loss(criterion: nn.Module, logits: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-    # An empty Poisson batch still takes a (noise-only) step: skipping it would leak that
-    # the batch was empty. A zero loss keeps the graph so Opacus adds the noise.
+def batch_loss(criterion: nn.Module, logits: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """The batch's loss; zero (still in the graph) for an empty batch.
+
+    An empty Poisson batch still takes a (noise-only) step: skipping it would leak that the
+    batch was empty. A zero loss keeps the graph so Opacus adds the noise.
+    """
     if y.numel() == 0:
         return logits.sum() * 0.0
     return criterion(logits, y)
@@ -102,7 +105,7 @@ def train(
     )
     x = torch.as_tensor(scale(x_train), dtype=torch.float32)
     y = torch.as_tensor(y_train, dtype=torch.float32)
-    average = TailAverage(optimizer, first_step=_first_averaged_step(spec))
+    average = TailAverage(optimizer, first_step=first_averaged_step(spec))
     if spec.engine == "vectorised":
         result = _train_vectorised(network, optimizer, x.to(device), y.to(device), spec, on_epoch)
     else:
@@ -111,7 +114,7 @@ def train(
     return result
 
 
-def _first_averaged_step(spec: TrainingSpec) -> int:
+def first_averaged_step(spec: TrainingSpec) -> int:
     """1-based index of the first step in the averaged tail (past the end: no averaging)."""
     if spec.tail_average <= 0:
         return spec.steps + 1
@@ -169,7 +172,7 @@ def _train_vectorised(
         sampling_rng=secret_generator(x.device),
         noise_rng=secret_generator(x.device),
     )
-    _check_plan(spec, engine.sample_rate, engine.steps_per_epoch)
+    check_plan(spec, engine.sample_rate, engine.steps_per_epoch)
     network.train()
     result = _run_epochs(spec, engine.run_epoch, lambda: engine.history, on_epoch, network)
     engine.release()
@@ -209,7 +212,7 @@ def _train_opacus(
                 clipping="flat",  # one norm over all parameters: the whole gradient
                 noise_generator=noise_rng,
             )
-        _check_plan(spec, getattr(loader, "sample_rate", None), len(loader))
+        check_plan(spec, getattr(loader, "sample_rate", None), len(loader))
     # Opacus' hooks fire on module outputs because inputs need no gradient: expected, harmless.
     warnings.filterwarnings("ignore", message="Full backward hook is firing")
     criterion = nn.BCEWithLogitsLoss()
@@ -219,7 +222,7 @@ def _train_opacus(
         for xb, yb in loader:
             xb, yb = xb.to(device), yb.to(device)
             optimizer.zero_grad(set_to_none=True)
-            _loss(criterion, network(xb).squeeze(-1), yb).backward()
+            batch_loss(criterion, network(xb).squeeze(-1), yb).backward()
             optimizer.step()
 
     def history() -> list[tuple[float, float, int]]:
@@ -248,7 +251,7 @@ def _run_epochs(
     return result
 
 
-def _check_plan(spec: TrainingSpec, sample_rate: float | None, steps_per_epoch: int) -> None:
+def check_plan(spec: TrainingSpec, sample_rate: float | None, steps_per_epoch: int) -> None:
     """The sampler must sample exactly as the ledger was charged (rate and step count)."""
     if sample_rate is None or abs(sample_rate - spec.sample_rate) > 1e-12:
         raise RuntimeError(f"sample rate {sample_rate} differs from planned {spec.sample_rate}")

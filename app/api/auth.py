@@ -1,6 +1,6 @@
 """Keys API (admin) and the audit log (admin and privacy officer, read-only)."""
 
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastapi import APIRouter, Query, Response, status
 
@@ -8,7 +8,7 @@ from app.auth import audit, service
 from app.auth.audit import Action
 from app.auth.dependencies import require_roles
 from app.auth.principal import Principal
-from app.auth.schemas import AuditPage, KeyCreate, KeyCreated, KeyOut, KeyPage
+from app.auth.schemas import AuditEventOut, AuditPage, KeyCreate, KeyCreated, KeyOut, KeyPage
 from app.core.database import SessionDep
 from app.core.ids import KeyIdPath
 from app.core.openapi import problems
@@ -21,45 +21,43 @@ audit_router = APIRouter(prefix="/v1/audit-log", tags=["audit"])
 Admin = Annotated[Principal, require_roles()]
 
 
-@keys_router.post("", status_code=status.HTTP_201_CREATED, response_model=KeyCreated,
-                  responses=problems(409))
+@keys_router.post("", status_code=status.HTTP_201_CREATED, responses=problems(409))
 def create_key(
     body: KeyCreate, session: SessionDep, principal: Admin, response: Response
-) -> dict[str, Any]:
+) -> KeyCreated:
     """Create an API key with a role; the answer holds the key, shown this once only."""
     key, secret = service.create(session=session, name=body.name, role=body.role,
                                  principal=principal)
     response.headers["Location"] = f"/v1/keys/{key.id}"
     response.headers["Cache-Control"] = "no-store"  # the secret must not sit in a cache
-    return {**service.to_out(key), "key": secret}
+    return KeyCreated.from_row(key, key=secret)
 
 
-@keys_router.get("", response_model=KeyPage, dependencies=[require_roles()])
-def list_keys(session: SessionDep, limit: Limit = 50, offset: Offset = 0) -> dict[str, Any]:
+@keys_router.get("", dependencies=[require_roles()])
+def list_keys(session: SessionDep, limit: Limit = 50, offset: Offset = 0) -> KeyPage:
     """List keys (names, roles, prefixes; never the keys or their hashes)."""
     rows, total = service.list_page(session=session, limit=limit, offset=offset)
-    return {"items": [service.to_out(k) for k in rows], "total": total, "limit": limit,
-            "offset": offset}
+    return KeyPage(items=[KeyOut.model_validate(k) for k in rows], total=total, limit=limit,
+                   offset=offset)
 
 
-@keys_router.delete("/{key_id}", response_model=KeyOut)
-def revoke_key(key_id: KeyIdPath, session: SessionDep, principal: Admin) -> dict[str, Any]:
+@keys_router.delete("/{key_id}")
+def revoke_key(key_id: KeyIdPath, session: SessionDep, principal: Admin) -> KeyOut:
     """Revoke a key: it is refused from the next request on (idempotent)."""
     key = service.revoke(session=session, key=service.get(session=session, key_id=key_id),
                          principal=principal)
-    return service.to_out(key)
+    return KeyOut.model_validate(key)
 
 
-@audit_router.get("", response_model=AuditPage,
-                  dependencies=[require_roles("privacy_officer")])
+@audit_router.get("", dependencies=[require_roles("privacy_officer")])
 def list_audit_events(
     session: SessionDep, limit: Limit = 50, offset: Offset = 0,
     action: Action | None = None,
     actor: Annotated[str | None, Query(max_length=100, pattern=NO_CONTROL_CHARACTERS,
                                        description="a key's name")] = None,
-) -> dict[str, Any]:
+) -> AuditPage:
     """Who did what and when, newest first; filter by ``action`` and ``actor``."""
     rows, total = audit.list_page(session=session, limit=limit, offset=offset, action=action,
                                   actor=actor)
-    return {"items": [audit.to_out(e) for e in rows], "total": total, "limit": limit,
-            "offset": offset}
+    return AuditPage(items=[AuditEventOut.model_validate(e) for e in rows], total=total,
+                     limit=limit, offset=offset)

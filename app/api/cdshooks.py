@@ -1,6 +1,6 @@
 """CDS Hooks endpoints: discovery and the patient-view service. Features are never logged."""
 
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastapi import APIRouter, Depends
 
@@ -8,7 +8,7 @@ from app.auth import audit
 from app.auth.dependencies import require_roles
 from app.auth.principal import Principal
 from app.cdshooks import service
-from app.cdshooks.schemas import HookRequest
+from app.cdshooks.schemas import CdsResponse, Discovery, HookRequest
 from app.core.openapi import problems
 from app.core.time import utcnow
 
@@ -27,21 +27,21 @@ def known_service(service_id: str) -> str:
 
 
 @router.get("", dependencies=[require_roles("clinician")])
-def discovery() -> dict[str, Any]:
+def discover_cds_services() -> Discovery:
     """CDS Hooks discovery: the services this server offers."""
     return service.discovery()
 
 
 @router.post("/{service_id}", responses=problems(409))
-def call_service(
+def call_cds_service(
     principal: Clinician, service_id: Annotated[str, Depends(known_service)],
     body: HookRequest,
-) -> dict[str, Any]:
+) -> CdsResponse:
     """Call the crisis-risk service for a patient-view hook; answers CDS Hooks cards."""
-    answer, model = service.evaluate(
+    answer, model_id = service.evaluate(
         service_id=service_id, hook=body.hook,
         patient_id=body.context.patientId, prefetch=body.prefetch, today=utcnow().date(),
     )
     audit.record_scoring(principal=principal, endpoint="cds-services",
-                         patients=1, model=model)
+                         patients=1, model_id=model_id)
     return answer

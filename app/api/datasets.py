@@ -16,7 +16,7 @@ from app.core.negotiation import REPORT_RESPONSES, PrefersHtml
 from app.core.openapi import problems
 from app.core.pagination import Limit, Offset
 from app.datasets import service
-from app.datasets.schemas import DatasetCreate, DatasetOut, PrivacyBudget
+from app.datasets.schemas import DatasetCreate, DatasetOut, DatasetPage, PrivacyBudget
 from app.reports import privacy_html as report_html
 from app.reports import privacy_report as ledger_report
 from app.reports.html import page_response
@@ -38,12 +38,12 @@ def _register(*, session: Session, body: DatasetCreate, principal: Principal) ->
     return dataset.id
 
 
-@router.post("", status_code=status.HTTP_201_CREATED, response_model=DatasetOut)
+@router.post("", status_code=status.HTTP_201_CREATED)
 def create_dataset(
     body: DatasetCreate, session: SessionDep, response: Response,
     principal: Annotated[Principal, require_roles("data_scientist")],
     idempotency_key: IdempotencyKey = None,
-) -> dict[str, Any]:
+) -> DatasetOut:
     """Register a dataset with its privacy budget (``Idempotency-Key`` makes retries safe)."""
     dataset_id, replayed = create_once(
         session=session, route="POST /v1/datasets", key=idempotency_key, body=body,
@@ -51,29 +51,28 @@ def create_dataset(
     )
     response.headers.update(replay_headers(replayed))
     response.headers["Location"] = f"/v1/datasets/{dataset_id}"
-    return service.to_out(service.get(session=session, dataset_id=dataset_id))
+    return DatasetOut.from_orm_row(service.get(session=session, dataset_id=dataset_id))
 
 
 @router.get("", dependencies=[READERS])
-def list_datasets(session: SessionDep, limit: Limit = 50, offset: Offset = 0) -> dict[str, Any]:
+def list_datasets(session: SessionDep, limit: Limit = 50, offset: Offset = 0) -> DatasetPage:
     """List datasets."""
     rows, total = service.list_page(session=session, limit=limit, offset=offset)
-    return {"items": [service.to_out(d) for d in rows], "total": total, "limit": limit,
-            "offset": offset}
+    return DatasetPage(items=[DatasetOut.from_orm_row(d) for d in rows], total=total,
+                       limit=limit, offset=offset)
 
 
-@router.get("/{dataset_id}", response_model=DatasetOut, dependencies=[READERS])
-def get_dataset(dataset_id: DatasetIdPath, session: SessionDep) -> dict[str, Any]:
+@router.get("/{dataset_id}", dependencies=[READERS])
+def get_dataset(dataset_id: DatasetIdPath, session: SessionDep) -> DatasetOut:
     """Read one dataset."""
-    return service.to_out(service.get(session=session, dataset_id=dataset_id))
+    return DatasetOut.from_orm_row(service.get(session=session, dataset_id=dataset_id))
 
 
-@router.put("/{dataset_id}/privacy-budget", response_model=DatasetOut,
-            responses=problems(409))
+@router.put("/{dataset_id}/privacy-budget", responses=problems(409))
 def change_privacy_budget(
     dataset_id: DatasetIdPath, body: PrivacyBudget, session: SessionDep,
     principal: Annotated[Principal, require_roles()],
-) -> dict[str, Any]:
+) -> DatasetOut:
     """Raise or lower a dataset's budget (admin); 409 if it would fall below what is spent."""
     dataset = service.get(session=session, dataset_id=dataset_id)
     before = {"epsilon": dataset.budget_epsilon, "delta": dataset.budget_delta}
@@ -82,12 +81,12 @@ def change_privacy_budget(
                  target=f"dataset/{dataset.id}",
                  detail={"from": before, "to": body.model_dump(mode="json")})
     session.commit()
-    return service.to_out(dataset)
+    return DatasetOut.from_orm_row(dataset)
 
 
 @router.get("/{dataset_id}/privacy-report", response_model=None, responses=REPORT_RESPONSES,
             dependencies=[READERS])
-def dataset_privacy_report(
+def get_dataset_privacy_report(
     dataset_id: DatasetIdPath, session: SessionDep, html: PrefersHtml, request: Request,
     response: Response,
 ) -> dict[str, Any] | Response:

@@ -29,9 +29,9 @@ def score_patient_fhir(
 ) -> JSONResponse:
     """Score one patient and answer with a FHIR R4 RiskAssessment."""
     features = body.features.model_dump()
-    scored = scoring_service.score(features=features, model_id=body.model_id)
+    scored = scoring_service.assess(features=features, model_id=body.model_id)
     audit.record_scoring(principal=principal, endpoint="risk/fhir",
-                         patients=1, model=scored["model"])
+                         patients=1, model_id=scored.model.id)
     resource = service.risk_assessment(
         scored=scored, features=features, subject=body.subject, references=body.basis,
         now=utcnow(),

@@ -40,12 +40,11 @@ def _submit(*, session: Session, body: JobCreate, principal: Principal) -> int:
     return job.id
 
 
-@router.post("", status_code=status.HTTP_202_ACCEPTED, response_model=JobOut,
-             responses=problems(404, 409))
-def submit_job(
+@router.post("", status_code=status.HTTP_202_ACCEPTED, responses=problems(404, 409))
+def create_job(
     body: JobCreate, session: SessionDep, response: Response, principal: DataScientist,
     idempotency_key: IdempotencyKey = None,
-) -> dict[str, Any]:
+) -> JobOut:
     """Submit a DP-SGD training job; its budget is reserved atomically or refused (409).
 
     With ``Idempotency-Key``, a retry returns the first attempt's job and reserves nothing.
@@ -61,30 +60,30 @@ def submit_job(
     return training_flow.job_view(session=session, job=service.get(session=session, job_id=job_id))
 
 
-@router.get("", response_model=JobPage, dependencies=[READERS])
+@router.get("", dependencies=[READERS])
 def list_jobs(
     session: SessionDep,
     limit: Limit = 50,
     offset: Offset = 0,
     status: JobStatus | None = None,
     dataset_id: DatasetIdQuery = None,
-) -> dict[str, Any]:
+) -> JobPage:
     """List jobs, newest first."""
     rows, total = service.list_page(
         session=session, limit=limit, offset=offset, status=status, dataset_id=dataset_id
     )
     items = [training_flow.job_view(session=session, job=j) for j in rows]
-    return {"items": items, "total": total, "limit": limit, "offset": offset}
+    return JobPage(items=items, total=total, limit=limit, offset=offset)
 
 
-@router.get("/{job_id}", response_model=JobOut, dependencies=[READERS])
-def get_job(job_id: JobIdPath, session: SessionDep) -> dict[str, Any]:
+@router.get("/{job_id}", dependencies=[READERS])
+def get_job(job_id: JobIdPath, session: SessionDep) -> JobOut:
     """Read a job's status and progress."""
     return training_flow.job_view(session=session, job=service.get(session=session, job_id=job_id))
 
 
-@router.post("/{job_id}/cancel", response_model=JobOut, responses=problems(409))
-def cancel_job(job_id: JobIdPath, session: SessionDep, principal: DataScientist) -> dict[str, Any]:
+@router.post("/{job_id}/cancel", responses=problems(409))
+def cancel_job(job_id: JobIdPath, session: SessionDep, principal: DataScientist) -> JobOut:
     """Cancel a job: a queued one is released, a running one stops and keeps its charge."""
     job = service.cancel(session=session, job=service.get(session=session, job_id=job_id))
     # "cancelled" for a queued job; "running" for one asked to stop at its epoch's end.
@@ -96,7 +95,7 @@ def cancel_job(job_id: JobIdPath, session: SessionDep, principal: DataScientist)
 @router.get("/{job_id}/privacy-report", response_model=None, responses=REPORT_RESPONSES,
             # Clinicians too: it is the model card of the model that scores their patients.
             dependencies=[require_roles("data_scientist", "privacy_officer", "clinician")])
-def job_privacy_report(
+def get_job_privacy_report(
     job_id: JobIdPath, session: SessionDep, html: PrefersHtml, request: Request, response: Response
 ) -> dict[str, Any] | Response:
     """The job's mechanism, accounting, model card and held-out metrics (JSON or HTML page)."""

@@ -1,6 +1,6 @@
 """Ledger API: thin routes over app.ledger.service."""
 
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastapi import APIRouter
 
@@ -17,16 +17,18 @@ from app.ledger.schemas import ChainVerification
 router = APIRouter(prefix="/v1/datasets", tags=["ledger"])
 
 
-@router.get("/{dataset_id}/ledger/verify", response_model=ChainVerification)
+@router.get("/{dataset_id}/ledger/verify")
 def verify_ledger(
     dataset_id: DatasetIdPath, session: SessionDep,
     principal: Annotated[Principal, require_roles("privacy_officer")],
-) -> dict[str, Any]:
+) -> ChainVerification:
     """Recompute the dataset's ledger hash chain and name the first record that breaks it."""
     dataset = dataset_service.get(session=session, dataset_id=dataset_id)
-    result = service.verify_chain(session=session, dataset=dataset)
+    result = ChainVerification.model_validate(
+        service.verify_chain(session=session, dataset=dataset)
+    )
     audit.record(session=session, principal=principal, action=Action.LEDGER_VERIFIED,
                  target=f"dataset/{dataset.id}",
-                 detail={"valid": result["valid"], "records": result["records"],
-                         "head_hash": result["head_hash"]})
+                 detail={"valid": result.valid, "records": result.records,
+                         "head_hash": result.head_hash})
     return result

@@ -30,11 +30,10 @@ Auditor = Annotated[Principal, require_roles("data_scientist", "privacy_officer"
 READERS = require_roles("data_scientist", "privacy_officer")
 
 
-@router.post("", status_code=status.HTTP_202_ACCEPTED, response_model=AuditOut,
-             responses=problems(404))
-def submit_audit(
+@router.post("", status_code=status.HTTP_202_ACCEPTED, responses=problems(404))
+def create_audit(
     body: AuditCreate, session: SessionDep, response: Response, principal: Auditor
-) -> dict[str, Any]:
+) -> AuditOut:
     """Queue a privacy audit of a training job on a public dataset (422 otherwise)."""
     job = service.submit(session=session, request=body)
     action_log.record(
@@ -44,31 +43,31 @@ def submit_audit(
     session.commit()
     announce_job()
     response.headers["Location"] = f"/v1/audits/{job.id}"
-    return service.to_out(job)
+    return service.describe(job=job)
 
 
-@router.get("", response_model=AuditPage, dependencies=[READERS])
+@router.get("", dependencies=[READERS])
 def list_audits(
     session: SessionDep, limit: Limit = 50, offset: Offset = 0,
     dataset_id: DatasetIdQuery = None,
-) -> dict[str, Any]:
+) -> AuditPage:
     """List privacy audits, newest first."""
     rows, total = service.list_page(
         session=session, limit=limit, offset=offset, dataset_id=dataset_id
     )
-    return {"items": [service.to_out(j) for j in rows], "total": total, "limit": limit,
-            "offset": offset}
+    return AuditPage(items=[service.describe(job=j) for j in rows], total=total, limit=limit,
+                     offset=offset)
 
 
-@router.get("/{audit_id}", response_model=AuditOut, dependencies=[READERS])
-def get_audit(audit_id: AuditIdPath, session: SessionDep) -> dict[str, Any]:
+@router.get("/{audit_id}", dependencies=[READERS])
+def get_audit(audit_id: AuditIdPath, session: SessionDep) -> AuditOut:
     """Read an audit's status and its two epsilons."""
-    return service.to_out(service.get(session=session, audit_id=audit_id))
+    return service.describe(job=service.get(session=session, audit_id=audit_id))
 
 
 @router.get("/{audit_id}/report", response_model=None, responses=REPORT_RESPONSES,
             dependencies=[READERS])
-def audit_report(
+def get_audit_report(
     audit_id: AuditIdPath, session: SessionDep, html: PrefersHtml, request: Request,
     response: Response,
 ) -> dict[str, Any] | Response:

@@ -1,6 +1,6 @@
 """Model registry API: list and read models, activate one, roll back, set band thresholds."""
 
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastapi import APIRouter, Depends
 
@@ -14,7 +14,14 @@ from app.core.openapi import problems
 from app.core.pagination import Limit, Offset
 from app.registry import service
 from app.registry.models import TrainedModel
-from app.registry.schemas import BandThresholds
+from app.registry.schemas import (
+    ActivationChange,
+    ActivationOut,
+    ActivationPage,
+    BandThresholds,
+    ModelOut,
+    ModelPage,
+)
 
 router = APIRouter(prefix="/v1/models", tags=["models"])
 # Clinicians read models too: the dashboard lists them and shows each one's guarantee.
@@ -32,65 +39,67 @@ ValidModel = Annotated[TrainedModel, Depends(get_model_or_404)]
 
 
 @router.get("", dependencies=[READERS])
-def list_models(session: SessionDep, limit: Limit = 50, offset: Offset = 0) -> dict[str, Any]:
+def list_models(session: SessionDep, limit: Limit = 50, offset: Offset = 0) -> ModelPage:
     """List trained models, newest first, with which one is active."""
     rows, total = service.list_page(session=session, limit=limit, offset=offset)
     active_id = service.active_id(session=session)
-    return {"items": [service.to_out(m, active_model_id=active_id) for m in rows],
-            "total": total, "limit": limit, "offset": offset, "active_model_id": active_id}
+    return ModelPage(items=[service.describe(model=m, active_model_id=active_id) for m in rows],
+                     total=total, limit=limit, offset=offset, active_model_id=active_id)
 
 
 @router.get("/active", dependencies=[READERS], responses=problems(404, 409))
-def get_active_model(session: SessionDep) -> dict[str, Any]:
+def get_active_model(session: SessionDep) -> ModelOut:
     """The model scoring uses when no model_id is named."""
     model = service.active(session=session)
-    return service.to_out(model, active_model_id=model.id)
+    return service.describe(model=model, active_model_id=model.id)
 
 
 @router.get("/activations", dependencies=[READERS])
 def list_activations(
     session: SessionDep, limit: Limit = 50, offset: Offset = 0
-) -> dict[str, Any]:
+) -> ActivationPage:
     """Activation history, newest first (auto, activate, rollback)."""
     rows, total = service.history_page(session=session, limit=limit, offset=offset)
-    return {"items": [service.activation_out(r) for r in rows], "total": total,
-            "limit": limit, "offset": offset}
+    return ActivationPage(items=[ActivationOut.model_validate(r) for r in rows], total=total,
+                          limit=limit, offset=offset)
 
 
 @router.post("/rollback", responses=problems(409))
-def rollback(principal: DataScientist, session: SessionDep) -> dict[str, Any]:
+def rollback_model(principal: DataScientist, session: SessionDep) -> ActivationChange:
     """Reactivate the model that was active before the latest activation."""
     model, row = service.rollback(session=session)
     audit.record(session=session, principal=principal, action=Action.MODEL_ROLLED_BACK,
                  target=f"model/{model.id}")
-    return {"model": service.to_out(model, active_model_id=model.id),
-            "activation": service.activation_out(row)}
+    return ActivationChange(model=service.describe(model=model, active_model_id=model.id),
+                            activation=ActivationOut.model_validate(row))
 
 
 @router.get("/{model_id}", dependencies=[READERS])
-def get_model(model: ValidModel, session: SessionDep) -> dict[str, Any]:
+def get_model(model: ValidModel, session: SessionDep) -> ModelOut:
     """Read a model: metrics, privacy statement, band thresholds, whether it is active."""
-    return service.to_out(model, active_model_id=service.active_id(session=session))
+    return service.describe(model=model, active_model_id=service.active_id(session=session))
 
 
 @router.post("/{model_id}/activate", responses=problems(409))
 def activate_model(
     principal: DataScientist, model: ValidModel, session: SessionDep
-) -> dict[str, Any]:
+) -> ActivationChange:
     """Make this model the one scoring uses by default (only models of succeeded jobs)."""
     row = service.activate(session=session, model=model)
     audit.record(session=session, principal=principal, action=Action.MODEL_ACTIVATED,
                  target=f"model/{model.id}", detail={"changed": row is not None})
-    return {"model": service.to_out(model, active_model_id=model.id),
-            "activation": None if row is None else service.activation_out(row)}
+    return ActivationChange(
+        model=service.describe(model=model, active_model_id=model.id),
+        activation=None if row is None else ActivationOut.model_validate(row),
+    )
 
 
 @router.put("/{model_id}/band-thresholds")
-def put_band_thresholds(
+def set_band_thresholds(
     principal: DataScientist, body: BandThresholds, model: ValidModel, session: SessionDep
-) -> dict[str, Any]:
+) -> ModelOut:
     """Change the model's risk-band thresholds (0 < low_medium < medium_high < 1)."""
     service.set_band_thresholds(session=session, model=model, thresholds=body.model_dump())
     audit.record(session=session, principal=principal, action=Action.BAND_THRESHOLDS_CHANGED,
                  target=f"model/{model.id}", detail=body.model_dump())
-    return service.to_out(model, active_model_id=service.active_id(session=session))
+    return service.describe(model=model, active_model_id=service.active_id(session=session))

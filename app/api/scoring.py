@@ -20,7 +20,8 @@ Clinician = Annotated[Principal, require_roles("clinician")]
 
 def _score_one(body: RiskRequest, principal: Principal) -> bytes:
     scored = service.score(features=body.features.model_dump(), model_id=body.model_id)
-    audit.record_scoring(principal=principal, endpoint="risk", patients=1, model=scored["model"])
+    audit.record_scoring(principal=principal, endpoint="risk", patients=1,
+                         model_id=scored["model"]["id"])
     return render.document_json(scored)
 
 
@@ -42,12 +43,12 @@ def score_patients(body: RiskBatchRequest, principal: Clinician) -> Response:
         patients=[p.features.model_dump() for p in body.patients], model_id=body.model_id
     )
     audit.record_scoring(principal=principal, endpoint="risk/batch",
-                         patients=len(body.patients), model=scored.model)
+                         patients=len(body.patients), model_id=scored.model["id"])
     return Response(render.batch_json(scored, [p.id for p in body.patients]),
                     media_type="application/json")
 
 
 @router.get("/v1/features", dependencies=[require_roles(*ROLES)])
-def feature_spec() -> list[dict[str, object]]:
+def get_feature_spec() -> list[dict[str, object]]:
     """The feature spec: names, public bounds, reference values, labels."""
     return spec_document()

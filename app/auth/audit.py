@@ -15,7 +15,6 @@ from sqlalchemy.orm import Session
 from app.auth.models import AuditEvent
 from app.auth.principal import Principal
 from app.auth.scoring_log import scoring_log
-from app.core.time import as_utc
 
 
 class Action(StrEnum):
@@ -52,9 +51,7 @@ def record(
     return event
 
 
-def record_scoring(
-    *, principal: Principal, endpoint: str, patients: int, model: dict[str, Any]
-) -> None:
+def record_scoring(*, principal: Principal, endpoint: str, patients: int, model_id: int) -> None:
     """A scoring call: the endpoint, the model and the number of patients, nothing else.
 
     Queued and committed within a fraction of a second, off the request path
@@ -62,7 +59,7 @@ def record_scoring(
     """
     scoring_log.add(
         api_key_id=principal.key_id, actor=principal.name, role=principal.role,
-        action=str(Action.RISK_SCORED), target=f"model/{model['id']}",
+        action=str(Action.RISK_SCORED), target=f"model/{model_id}",
         detail={"endpoint": endpoint, "patients": patients}, request_id=principal.request_id,
     )
 
@@ -85,10 +82,3 @@ def list_page(
     ).all()
     return list(rows), total
 
-
-def to_out(event: AuditEvent) -> dict[str, Any]:
-    return {
-        "id": event.id, "at": as_utc(event.at), "actor": event.actor, "role": event.role,
-        "api_key_id": event.api_key_id, "action": event.action, "target": event.target,
-        "detail": event.detail, "request_id": event.request_id,
-    }

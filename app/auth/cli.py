@@ -11,6 +11,7 @@ import sys
 from app.auth import service
 from app.auth.models import ROLES
 from app.auth.principal import Principal
+from app.auth.schemas import KeyOut
 from app.core.database import get_database
 from app.core.errors import DomainError
 
@@ -28,12 +29,12 @@ def _create(args: argparse.Namespace) -> int:
 def _list(_args: argparse.Namespace) -> int:
     with get_database().session_scope() as session:
         keys, _ = service.list_page(session=session, limit=10**9, offset=0)
-        rows = [service.to_out(k) for k in keys]
+        rows = [KeyOut.model_validate(k) for k in keys]
     print(f"{'id':>4}  {'name':<24} {'role':<16} {'prefix':<13} {'created':<20} revoked")
     for row in rows:
-        created = f"{row['created_at']:%Y-%m-%d %H:%M:%S}"
-        revoked = "" if row["revoked_at"] is None else f"{row['revoked_at']:%Y-%m-%d %H:%M:%S}"
-        print(f"{row['id']:>4}  {row['name']:<24} {row['role']:<16} {row['prefix']:<13} "
+        created = f"{row.created_at:%Y-%m-%d %H:%M:%S}"
+        revoked = "" if row.revoked_at is None else f"{row.revoked_at:%Y-%m-%d %H:%M:%S}"
+        print(f"{row.id:>4}  {row.name:<24} {row.role:<16} {row.prefix:<13} "
               f"{created:<20} {revoked}")
     return 0
 

@@ -1,12 +1,11 @@
 """Request and response bodies of the keys and audit-log APIs."""
 
-from datetime import datetime
 from typing import Any, Literal
 
 from pydantic import Field
 
 from app.auth.service import NAME_PATTERN
-from app.core.schemas import RequestModel, ResponseModel
+from app.core.schemas import Page, RequestModel, ResponseModel, UtcDatetime
 
 Role = Literal["admin", "data_scientist", "privacy_officer", "clinician"]
 
@@ -18,28 +17,27 @@ class KeyCreate(RequestModel):
 
 
 class KeyOut(ResponseModel):
+    """A key as the API and the CLI show it: never the hash, never the secret."""
+
     id: int
     name: str
     role: Role
     prefix: str = Field(description="the key's first characters (not secret), to tell keys apart")
-    created_at: datetime
-    revoked_at: datetime | None
+    created_at: UtcDatetime
+    revoked_at: UtcDatetime | None
 
 
 class KeyCreated(KeyOut):
     key: str = Field(description="the key itself: shown once, stored only as a SHA-256 hash")
 
 
-class KeyPage(ResponseModel):
-    items: list[KeyOut]
-    total: int
-    limit: int
-    offset: int
+class KeyPage(Page[KeyOut]):
+    pass
 
 
 class AuditEventOut(ResponseModel):
     id: int
-    at: datetime
+    at: UtcDatetime
     actor: str = Field(description="the key's name, or cli / system")
     role: Role | None
     api_key_id: int | None
@@ -49,8 +47,5 @@ class AuditEventOut(ResponseModel):
     request_id: str | None
 
 
-class AuditPage(ResponseModel):
-    items: list[AuditEventOut]
-    total: int
-    limit: int
-    offset: int
+class AuditPage(Page[AuditEventOut]):
+    pass

@@ -22,7 +22,7 @@ from app.auth.principal import Principal
 from app.core.database import get_database
 from app.core.errors import Conflict, InvalidRequest, NotFound
 from app.core.settings import settings
-from app.core.time import as_utc, utcnow
+from app.core.time import utcnow
 
 logger = logging.getLogger(__name__)
 
@@ -147,12 +147,6 @@ def ensure_admin_key(*, session: Session, secret: str) -> ApiKey | None:
                     secret=secret)
     logger.info("created admin API key %r from DPCRISIS_ADMIN_KEY", name)
     return key
-
-
-def to_out(key: ApiKey) -> dict[str, object]:
-    """A key as the API and the CLI show it: never the hash, never the secret."""
-    return {"id": key.id, "name": key.name, "role": key.role, "prefix": key.prefix,
-            "created_at": as_utc(key.created_at), "revoked_at": as_utc(key.revoked_at)}
 
 
 def count_active(*, session: Session) -> int:

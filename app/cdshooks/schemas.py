@@ -1,6 +1,7 @@
-"""CDS Hooks request body (CDS Hooks 2.0): only what this service reads is checked strictly."""
+"""CDS Hooks 2.0 bodies: the request (only what this service reads is checked strictly), the
+discovery document and the cards."""
 
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -23,3 +24,61 @@ class HookRequest(BaseModel):
     fhirServer: str | None = None
     context: PatientViewContext
     prefetch: dict[str, Any] | None = None
+
+
+class FeatureCode(BaseModel):
+    """Which code carries a feature in the prefetch, and the values the model accepts."""
+
+    feature: str
+    label: str
+    system: str
+    code: str
+    allowed: str
+
+
+class ServiceExtension(BaseModel):
+    feature_codes: list[FeatureCode] = Field(serialization_alias="dev.dpcrisis.feature-codes")
+
+
+class CdsService(BaseModel):
+    hook: str
+    id: str
+    title: str
+    description: str
+    prefetch: dict[str, str] = Field(description="key -> FHIR query template")
+    usageRequirements: str
+    extension: ServiceExtension
+
+
+class Discovery(BaseModel):
+    services: list[CdsService]
+
+
+class Coding(BaseModel):
+    system: str
+    code: str
+    display: str
+
+
+class CardSource(BaseModel):
+    label: str
+    topic: Coding
+
+
+Indicator = Literal["info", "warning", "critical"]
+
+
+class Card(BaseModel):
+    """An informational card: no suggestions, no links."""
+
+    uuid: str
+    summary: str = Field(description="under 140 characters")
+    indicator: Indicator = Field(
+        description="by band: low -> info, medium -> warning, high -> critical"
+    )
+    detail: str = Field(description="markdown: probability, reasons and privacy statement")
+    source: CardSource
+
+
+class CdsResponse(BaseModel):
+    cards: list[Card]

@@ -13,15 +13,26 @@ from pydantic import ValidationError
 
 from app.bands import Band, cut_offs
 from app.cdshooks.prefetch import features_from_prefetch
+from app.cdshooks.schemas import (
+    Card,
+    CardSource,
+    CdsResponse,
+    CdsService,
+    Coding,
+    Discovery,
+    FeatureCode,
+    Indicator,
+    ServiceExtension,
+)
 from app.core.errors import DomainError, InvalidRequest, NotFound
 from app.fhir.codes import FEATURE_CODES, HORIZON_DAYS, MODEL_SYSTEM
 from app.fhir.service import percent
 from app.scoring import service as scoring_service
-from app.scoring.schemas import PatientFeatures, allowed_range
+from app.scoring.schemas import PatientFeatures, RiskResult, allowed_range
 
 SERVICE_ID = "dpcrisis-crisis-risk"
 HOOK = "patient-view"
-INDICATOR = {Band.LOW: "info", Band.MEDIUM: "warning", Band.HIGH: "critical"}
+INDICATOR: dict[Band, Indicator] = {Band.LOW: "info", Band.MEDIUM: "warning", Band.HIGH: "critical"}
 SOURCE_LABEL = "dpcrisis 30-day crisis risk (differentially private model)"
 SUMMARY_LIMIT = 140
 
@@ -45,36 +56,30 @@ def _prefetch_templates() -> dict[str, str]:
     return templates
 
 
-def discovery() -> dict[str, Any]:
+def discovery() -> Discovery:
     """The ``GET /cds-services`` document: one service on ``patient-view``."""
     codes = [
-        {"feature": c.feature.name, "label": c.feature.label, "system": c.system,
-         "code": c.code, "allowed": allowed_range(c.feature.name)}
+        FeatureCode(feature=c.feature.name, label=c.feature.label, system=c.system,
+                    code=c.code, allowed=allowed_range(c.feature.name))
         for c in FEATURE_CODES
     ]
-    return {
-        "services": [
-            {
-                "hook": HOOK,
-                "id": SERVICE_ID,
-                "title": f"{HORIZON_DAYS}-day mental-health crisis risk",
-                "description": (
-                    "Probability of a mental-health crisis within 30 days, its risk band and "
-                    "the features that drove it, from a model trained with differential "
-                    "privacy (DP-SGD). Needs the Patient (birthDate) and the latest PHQ-9 total "
-                    "score (LOINC 44261-6) and GAF, session count, substance use and prior "
-                    "crisis Observations (local code system "
-                    "https://dpcrisis.dev/fhir/CodeSystem/crisis-features); answers 412 when "
-                    "the prefetch lacks any of them."
-                ),
-                "prefetch": _prefetch_templates(),
-                "usageRequirements": (
-                    "Send every prefetch key: the service does not query the FHIR server."
-                ),
-                "extension": {"dev.dpcrisis.feature-codes": codes},
-            }
-        ]
-    }
+    service = CdsService(
+        hook=HOOK,
+        id=SERVICE_ID,
+        title=f"{HORIZON_DAYS}-day mental-health crisis risk",
+        description=(
+            "Probability of a mental-health crisis within 30 days, its risk band and the "
+            "features that drove it, from a model trained with differential privacy (DP-SGD). "
+            "Needs the Patient (birthDate) and the latest PHQ-9 total score (LOINC 44261-6) and "
+            "GAF, session count, substance use and prior crisis Observations (local code system "
+            "https://dpcrisis.dev/fhir/CodeSystem/crisis-features); answers 412 when the "
+            "prefetch lacks any of them."
+        ),
+        prefetch=_prefetch_templates(),
+        usageRequirements="Send every prefetch key: the service does not query the FHIR server.",
+        extension=ServiceExtension(feature_codes=codes),
+    )
+    return Discovery(services=[service])
 
 
 def _checked_features(raw: dict[str, float]) -> dict[str, Any]:
@@ -92,59 +97,57 @@ def _checked_features(raw: dict[str, float]) -> dict[str, Any]:
         raise InvalidRequest(detail, errors=errors) from None
 
 
-def _summary(scored: dict[str, Any]) -> str:
-    model = scored["model"]
+def _summary(scored: RiskResult) -> str:
     text = (
-        f"{scored['band'].capitalize()} {HORIZON_DAYS}-day crisis risk: "
-        f"{percent(scored['probability'])} (DP model {model['id']})"
+        f"{scored.band.capitalize()} {HORIZON_DAYS}-day crisis risk: "
+        f"{percent(scored.probability)} (DP model {scored.model.id})"
     )
     return text[: SUMMARY_LIMIT - 1]
 
 
-def _detail(scored: dict[str, Any]) -> str:
-    low, high = (100 * t for t in cut_offs(scored["band_thresholds"]))
+def _detail(scored: RiskResult) -> str:
+    low, high = (100 * t for t in cut_offs(scored.band_thresholds))
     lines = [
         f"**Probability of a mental-health crisis within {HORIZON_DAYS} days: "
-        f"{percent(scored['probability'])}**, risk band **{scored['band']}** "
+        f"{percent(scored.probability)}**, risk band **{scored.band}** "
         f"(low < {low:g}% <= medium < {high:g}% <= high).",
         "",
         "Why, largest contribution first (exact Shapley values against the public reference "
-        f"patient, {percent(scored['reference']['probability'])}):",
+        f"patient, {percent(scored.reference.probability)}):",
         "",
     ]
-    for c in scored["contributions"]:
-        points = 100 * c["contribution_probability"]
-        lines.append(f"- {c['reason']}: {c['direction']} the risk ({points:+.1f} points)")
-    model = scored["model"]
+    for c in scored.contributions:
+        points = 100 * c.contribution_probability
+        lines.append(f"- {c.reason}: {c.direction} the risk ({points:+.1f} points)")
+    model = scored.model
     lines += [
         "",
-        f"Model {model['id']} ({model['kind']}, version {model['version']}). "
-        f"{model['statement']}",
+        f"Model {model.id} ({model.kind}, version {model.version}). {model.statement}",
     ]
     return "\n".join(lines)
 
 
-def card(scored: dict[str, Any]) -> dict[str, Any]:
-    model = scored["model"]
-    return {
-        "uuid": str(uuid.uuid4()),
-        "summary": _summary(scored),
-        "indicator": INDICATOR[scored["band"]],
-        "detail": _detail(scored),
-        "source": {
-            "label": SOURCE_LABEL,
-            "topic": {"system": MODEL_SYSTEM, "code": f"model-{model['id']}",
-                      "display": f"dpcrisis model {model['id']} version {model['version']}"},
-        },
-    }
+def card(scored: RiskResult) -> Card:
+    model = scored.model
+    return Card(
+        uuid=str(uuid.uuid4()),
+        summary=_summary(scored),
+        indicator=INDICATOR[Band(scored.band)],
+        detail=_detail(scored),
+        source=CardSource(
+            label=SOURCE_LABEL,
+            topic=Coding(system=MODEL_SYSTEM, code=f"model-{model.id}",
+                         display=f"dpcrisis model {model.id} version {model.version}"),
+        ),
+    )
 
 
 def evaluate(
     *, service_id: str, hook: str, patient_id: str,
     prefetch: dict[str, Any] | None, today: date,
-) -> tuple[dict[str, Any], dict[str, Any]]:
-    """Answer one hook call with ``{"cards": [card]}``, and the model that scored (its id
-    goes to the audit log).
+) -> tuple[CdsResponse, int]:
+    """Answer one hook call with one card, and the id of the model that scored (for the audit
+    log).
 
     Raises:
         UnknownService: not this service's id (404).
@@ -159,5 +162,5 @@ def evaluate(
                         allowed=HOOK)
     raw, _ = features_from_prefetch(prefetch, patient_id=patient_id, today=today)
     features = _checked_features(raw)
-    scored = scoring_service.score(features=features, model_id=None)
-    return {"cards": [card(scored)]}, scored["model"]
+    scored = scoring_service.assess(features=features, model_id=None)
+    return CdsResponse(cards=[card(scored)]), scored.model.id

@@ -7,12 +7,16 @@ document is rewritten once: each operation gets the errors that follow from its 
 behind a key, 404 with a path id, 400/413 with a body, 422 with any input, 503 when the database is
 down), and every error a route declares itself (e.g. ``responses=problems(409)``) gets the
 ``Problem`` schema under ``application/problem+json``.
+
+Every operation is named after its route function, in camelCase (``create_job`` ->
+``createJob``), so generated clients read like the code.
 """
 
 from http import HTTPStatus
 from typing import Any
 
 from fastapi import FastAPI
+from fastapi.routing import APIRoute
 from pydantic import BaseModel, ConfigDict, Field
 
 from app.core.errors import PROBLEM_JSON
@@ -39,6 +43,13 @@ class Problem(BaseModel):
     detail: str
     instance: str | None = Field(default=None, description="the request path")
     errors: list[FieldProblem] | None = None
+
+
+def operation_id(route: APIRoute) -> str:
+    """The route function's name in camelCase: ``get_job_privacy_report`` ->
+    ``getJobPrivacyReport`` (``generate_unique_id_function`` of the app)."""
+    first, *rest = route.name.split("_")
+    return first + "".join(word.capitalize() for word in rest)
 
 
 def problems(*statuses: int) -> dict[int | str, dict[str, Any]]:

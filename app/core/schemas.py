@@ -1,9 +1,13 @@
-"""Base request/response models: strict about unknown fields and non-finite numbers."""
+"""Base models: requests strict about unknown fields and non-finite numbers; responses read
+from ORM rows, with the shared page shape and UTC timestamps."""
 
-from typing import Any, get_args
+from datetime import datetime
+from typing import Annotated, Any, Generic, Self, TypeVar, get_args
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import AfterValidator, BaseModel, ConfigDict
 from pydantic.fields import FieldInfo
+
+from app.core.time import as_utc
 
 
 class RequestModel(BaseModel):
@@ -13,7 +17,49 @@ class RequestModel(BaseModel):
 
 
 class ResponseModel(BaseModel):
+    """A response body read from an ORM row: ``Model.model_validate(row)`` takes each field
+    from the row's attribute of that name (or of its ``validation_alias``)."""
+
     model_config = ConfigDict(from_attributes=True)
+
+    @classmethod
+    def from_row(cls, row: object, **derived: Any) -> Self:
+        """Validate from ``row``'s attributes, but for the fields given in ``derived``: values
+        that are not attributes of the row (a nested view, a flag, a link).
+
+        A nested model may be given the row itself: it reads its own fields from it.
+        """
+        return cls.model_validate(_RowWith(row, derived))
+
+
+class _RowWith:
+    """``row``'s attributes, with some replaced or added (what ``from_row`` validates)."""
+
+    __slots__ = ("_derived", "_row")
+
+    def __init__(self, row: object, derived: dict[str, Any]) -> None:
+        self._row, self._derived = row, derived
+
+    def __getattr__(self, name: str) -> Any:
+        if name in self._derived:
+            return self._derived[name]
+        return getattr(self._row, name)
+
+
+ItemT = TypeVar("ItemT")
+
+
+class Page(ResponseModel, Generic[ItemT]):
+    """One page of a list, newest or lowest id first as each list says."""
+
+    items: list[ItemT]
+    total: int
+    limit: int
+    offset: int
+
+
+UtcDatetime = Annotated[datetime, AfterValidator(as_utc)]
+"""A timestamp as the API shows it: UTC, with its offset (SQLite hands them back naive)."""
 
 
 NO_CONTROL_CHARACTERS = r"^[^\x00-\x1f\x7f]*$"

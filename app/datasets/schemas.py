@@ -1,16 +1,18 @@
 """Request and response bodies of the datasets API."""
 
-from datetime import datetime
-from typing import Literal
+from typing import Literal, Self
 
 from pydantic import Field
 
 from app.core.schemas import (
     NO_CONTROL_CHARACTERS,
+    Page,
     RequestModel,
     ResponseModel,
+    UtcDatetime,
     register_ranges,
 )
+from app.datasets.models import Dataset
 
 MIN_ROWS, MAX_ROWS = 100, 2_000_000
 
@@ -35,18 +37,33 @@ class DatasetCreate(RequestModel):
     public: bool = False
 
 
+class SourceOut(ResponseModel):
+    kind: str = Field(validation_alias="source_kind")
+    n_rows: int
+    seed: int
+
+
 class BudgetOut(ResponseModel):
-    epsilon: float | None
-    delta: float | None
+    epsilon: float | None = Field(validation_alias="budget_epsilon")
+    delta: float | None = Field(validation_alias="budget_delta")
 
 
 class DatasetOut(ResponseModel):
     id: int
     name: str
-    source: dict[str, object]
-    rows: int
-    training_rows: int
-    holdout_rows: int
+    source: SourceOut
+    rows: int = Field(validation_alias="n_rows")
+    training_rows: int = Field(validation_alias="n_train")
+    holdout_rows: int = Field(validation_alias="n_holdout")
     public: bool
     privacy_budget: BudgetOut
-    created_at: datetime
+    created_at: UtcDatetime
+
+    @classmethod
+    def from_orm_row(cls, dataset: Dataset) -> Self:
+        """The dataset's columns; ``source`` and ``privacy_budget`` group some of them."""
+        return cls.from_row(dataset, source=dataset, privacy_budget=dataset)
+
+
+class DatasetPage(Page[DatasetOut]):
+    pass

@@ -5,7 +5,6 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from app.core.errors import InvalidRequest, NotFound
-from app.core.time import as_utc
 from app.datasets import synthetic
 from app.datasets.models import Dataset
 from app.datasets.schemas import DatasetCreate, PrivacyBudget
@@ -93,16 +92,3 @@ def load_split(dataset: Dataset) -> tuple[np.ndarray, np.ndarray, np.ndarray, np
     train, holdout = synthetic.split_indices(dataset.n_rows, dataset.seed, TRAIN_FRACTION)
     return table.x[train], table.y[train], table.x[holdout], table.y[holdout]
 
-
-def to_out(dataset: Dataset) -> dict[str, object]:
-    return {
-        "id": dataset.id,
-        "name": dataset.name,
-        "source": {"kind": dataset.source_kind, "n_rows": dataset.n_rows, "seed": dataset.seed},
-        "rows": dataset.n_rows,
-        "training_rows": dataset.n_train,
-        "holdout_rows": dataset.n_holdout,
-        "public": dataset.public,
-        "privacy_budget": {"epsilon": dataset.budget_epsilon, "delta": dataset.budget_delta},
-        "created_at": as_utc(dataset.created_at),
-    }

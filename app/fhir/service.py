@@ -24,6 +24,7 @@ from app.fhir.codes import (
     OUTCOME_TEXT,
     RISK_PROBABILITY,
 )
+from app.scoring.schemas import ContributionOut, RiskResult
 
 FHIR_JSON = "application/fhir+json"
 
@@ -86,12 +87,12 @@ def _basis(features: Mapping[str, float], references: Mapping[str, str]) -> list
     return basis
 
 
-def _rationale(contributions: list[dict[str, Any]], base_probability: float) -> str:
+def _rationale(contributions: list[ContributionOut], base_probability: float) -> str:
     parts = [
-        f"{c['reason']} ({c['direction']} the risk by "
-        f"{100 * abs(c['contribution_probability']):.1f} percentage points)"
+        f"{c.reason} ({c.direction} the risk by "
+        f"{100 * abs(c.contribution_probability):.1f} percentage points)"
         for c in contributions
-        if c["direction"] != "neutral"
+        if c.direction != "neutral"
     ]
     listed = "; ".join(parts) if parts else "no feature differs from the reference patient"
     return (
@@ -102,13 +103,13 @@ def _rationale(contributions: list[dict[str, Any]], base_probability: float) -> 
 
 def risk_assessment(
     *,
-    scored: Mapping[str, Any],
+    scored: RiskResult,
     features: Mapping[str, float],
     subject: str | None,
     references: Mapping[str, str] | None = None,
     now: datetime,
 ) -> dict[str, Any]:
-    """The RiskAssessment for one result of ``scoring.service.score`` (never stored).
+    """The RiskAssessment for one result of ``scoring.service.assess`` (never stored).
 
     Args:
         scored: the single-patient score (probability, band, contributions, model, reference).
@@ -117,41 +118,39 @@ def risk_assessment(
         references: feature name -> ``Observation/<id>`` the value came from, when known.
         now: when the assessment was made (``occurrenceDateTime``, start of ``whenPeriod``).
     """
-    model = scored["model"]
+    model = scored.model
     occurred = _timestamp(now)
     method_text = (
-        f"dpcrisis {model['kind']} model {model['id']} (version {model['version']}), "
+        f"dpcrisis {model.kind} model {model.id} (version {model.version}), "
         f"DP-SGD; exact Shapley explanations"
     )
     return {
         "resourceType": "RiskAssessment",
         "status": "final",
         "method": {
-            "coding": [{"system": MODEL_SYSTEM, "code": f"model-{model['id']}",
+            "coding": [{"system": MODEL_SYSTEM, "code": f"model-{model.id}",
                         "display": method_text}],
             "text": method_text,
         },
         "code": {"text": f"{HORIZON_DAYS}-day mental-health crisis risk"},
         "subject": {"reference": subject} if subject else {"display": "patient not identified"},
         "occurrenceDateTime": occurred,
-        "performer": {"type": "Device", "display": f"dpcrisis model {model['id']}"},
+        "performer": {"type": "Device", "display": f"dpcrisis model {model.id}"},
         "basis": _basis(features, references or {}),
         "prediction": [
             {
                 "outcome": {"text": OUTCOME_TEXT},
-                "probabilityDecimal": scored["probability"],
-                "qualitativeRisk": _qualitative_risk(scored["band"], scored["band_thresholds"]),
+                "probabilityDecimal": scored.probability,
+                "qualitativeRisk": _qualitative_risk(scored.band, scored.band_thresholds),
                 "whenPeriod": {
                     "start": occurred,
                     "end": _timestamp(now + timedelta(days=HORIZON_DAYS)),
                 },
-                "rationale": _rationale(
-                    scored["contributions"], scored["reference"]["probability"]
-                ),
+                "rationale": _rationale(scored.contributions, scored.reference.probability),
             }
         ],
         "note": [
-            {"text": model["statement"]},
+            {"text": model.statement},
             {"text": "probabilityDecimal is a probability on a 0-1 scale (0.25 means 25%), "
                      "not a percentage."},
         ],

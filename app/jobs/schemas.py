@@ -1,12 +1,12 @@
 """Request and response bodies of the jobs API. Every training field has a tuned default."""
 
-from datetime import datetime
-from typing import Any, Literal
+from typing import Any, Literal, Self
 
 from pydantic import Field, model_validator
 
 from app.core.ids import MAX_ID
-from app.core.schemas import RequestModel, ResponseModel, register_ranges
+from app.core.schemas import Page, RequestModel, ResponseModel, UtcDatetime, register_ranges
+from app.jobs.models import Job
 
 FULL_BATCH_EPOCHS = 500  # one step per epoch at q = 1
 MINI_BATCH_EPOCHS = 20
@@ -81,13 +81,25 @@ class JobPrivacyOut(ResponseModel):
     sample_rate: float
     steps: int
     max_grad_norm: float
-    epsilon_planned: dict[str, float | None]
+    epsilon_planned: dict[str, float | None] = Field(
+        description="the planned mechanism's epsilon under each accountant (null: infinite)"
+    )
 
 
 class ProgressOut(ResponseModel):
-    epoch: int
+    epoch: int = Field(validation_alias="progress_epoch")
     epochs: int
     epsilon_spent: float | None
+
+
+class ErrorOut(ResponseModel):
+    code: str | None = Field(validation_alias="error_code")
+    message: str | None = Field(validation_alias="error")
+
+    @classmethod
+    def of(cls, job: Job) -> Self | None:
+        """The job's error, or None when it has none."""
+        return cls.model_validate(job) if job.error_code or job.error else None
 
 
 class JobOut(ResponseModel):
@@ -100,17 +112,28 @@ class JobOut(ResponseModel):
     progress: ProgressOut
     model_id: int | None
     metrics: dict[str, Any] | None
-    error: dict[str, str | None] | None
-    created_at: datetime
-    started_at: datetime | None
-    finished_at: datetime | None
+    error: ErrorOut | None
+    created_at: UtcDatetime
+    started_at: UtcDatetime | None
+    finished_at: UtcDatetime | None
+
+    @classmethod
+    def from_orm_row(
+        cls, job: Job, *, model_id: int | None, epsilon_planned: dict[str, float | None]
+    ) -> Self:
+        """The job's columns, grouped, with what is not one of them: the id of the model it
+        produced and its planned epsilons (``jobs.service.planned_epsilon``)."""
+        return cls.from_row(
+            job,
+            privacy=JobPrivacyOut.from_row(job, epsilon_planned=epsilon_planned),
+            progress=job,
+            model_id=model_id,
+            error=ErrorOut.of(job),
+        )
 
 
-class JobPage(ResponseModel):
-    items: list[JobOut]
-    total: int
-    limit: int
-    offset: int
+class JobPage(Page[JobOut]):
+    pass
 
 
 JobStatus = Literal["queued", "running", "succeeded", "failed", "cancelled"]

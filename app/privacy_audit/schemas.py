@@ -1,12 +1,12 @@
 """Request and response bodies of the privacy-audit API."""
 
-from datetime import datetime
 from typing import Any
 
 from pydantic import Field
 
 from app.core.ids import MAX_ID
-from app.core.schemas import RequestModel, ResponseModel, register_ranges
+from app.core.schemas import Page, RequestModel, ResponseModel, UtcDatetime, register_ranges
+from app.jobs.schemas import ErrorOut
 
 
 @register_ranges
@@ -34,6 +34,9 @@ class AuditCreate(RequestModel):
 
 
 class AuditOut(ResponseModel):
+    """An audit's status and headline numbers (the report has the rest); built from its job
+    row by ``privacy_audit.service.describe``."""
+
     id: int  # the audit's own job on the shared queue
     audited_job_id: int
     dataset_id: int
@@ -42,15 +45,12 @@ class AuditOut(ResponseModel):
     accounted_epsilon: float | None
     audited_epsilon: float | None
     alarm: bool
-    error: dict[str, str | None] | None
+    error: ErrorOut | None
     report: str
-    created_at: datetime
-    started_at: datetime | None
-    finished_at: datetime | None
+    created_at: UtcDatetime
+    started_at: UtcDatetime | None
+    finished_at: UtcDatetime | None
 
 
-class AuditPage(ResponseModel):
-    items: list[AuditOut]
-    total: int
-    limit: int
-    offset: int
+class AuditPage(Page[AuditOut]):
+    pass

@@ -12,12 +12,12 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from app.core.errors import InvalidRequest, NotFound
-from app.core.time import as_utc
 from app.datasets import service as dataset_service
 from app.jobs import service as job_service
 from app.jobs.models import PRIVACY_AUDIT, QUEUED, TRAIN, Job
+from app.jobs.schemas import ErrorOut
 from app.privacy import accounting
-from app.privacy_audit.schemas import AuditCreate
+from app.privacy_audit.schemas import AuditCreate, AuditOut
 
 PRIVACY_BUG = "privacy_bug_detected"
 """error_code of an audit whose lower bound exceeded the accounted epsilon."""
@@ -103,30 +103,26 @@ def report_href(audit_id: int, root_path: str = "") -> str:
     return f"{root_path}/v1/audits/{audit_id}/report"
 
 
-def to_out(job: Job) -> dict[str, Any]:
+def describe(*, job: Job) -> AuditOut:
     """The audit's status and headline numbers (the report has the rest)."""
     request = request_of(job)
-    metrics = job.metrics or {}
     accounted = accounted_epsilon(noise_multiplier=job.noise_multiplier,
                                   sample_rate=job.sample_rate, steps=job.steps, delta=job.delta)
-    error = None
-    if job.error_code or job.error:
-        error = {"code": job.error_code, "message": job.error}
-    return {
-        "id": job.id,
-        "audited_job_id": request.get("job_id"),
-        "dataset_id": job.dataset_id,
-        "status": job.status,
-        "request": request,
-        "accounted_epsilon": None if math.isinf(accounted) else accounted,
-        "audited_epsilon": metrics.get("audited_epsilon"),
-        "alarm": job.error_code == PRIVACY_BUG,
-        "error": error,
-        "report": report_href(job.id),
-        "created_at": as_utc(job.created_at),
-        "started_at": as_utc(job.started_at),
-        "finished_at": as_utc(job.finished_at),
-    }
+    return AuditOut.from_row(
+        job,
+        audited_job_id=request.get("job_id"),
+        request=request,
+        accounted_epsilon=None if math.isinf(accounted) else accounted,
+        audited_epsilon=(job.metrics or {}).get("audited_epsilon"),
+        alarm=job.error_code == PRIVACY_BUG,
+        error=ErrorOut.of(job),
+        report=report_href(job.id),
+    )
+
+
+def to_out(job: Job) -> dict[str, Any]:
+    """``describe`` as the plain dict the privacy reports (``app.reports``) embed."""
+    return describe(job=job).model_dump()
 
 
 def summaries(*, session: Session, dataset_id: int) -> list[dict[str, Any]]:

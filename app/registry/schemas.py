@@ -1,11 +1,11 @@
-"""Request bodies of the model registry API."""
+"""Request and response bodies of the model registry API."""
 
 from typing import Annotated, Any
 
 from pydantic import BeforeValidator, Field, ValidationInfo, field_validator
 from pydantic_core import PydanticCustomError
 
-from app.core.schemas import RequestModel, register_ranges
+from app.core.schemas import Page, RequestModel, ResponseModel, UtcDatetime, register_ranges
 
 
 def _real_number(value: Any) -> Any:
@@ -38,3 +38,60 @@ class BandThresholds(RequestModel):
                 {"low_medium": low, "allowed": f"({low:g}, 1)"},
             )
         return value
+
+
+class PrivacyStatementOut(ResponseModel):
+    """A model's (epsilon, delta) guarantee; every score it gives repeats it."""
+
+    epsilon: float | None = Field(description="PRV accountant; null: trained without DP")
+    delta: float
+    accountant: str
+    epsilon_rdp: float | None
+    non_private: bool
+    unit: str = Field(default="record (one patient)", description="what the guarantee protects")
+    calibrated: bool = Field(
+        description="probabilities calibrated on held-out rows (DP Platt scaling, no extra spend)"
+    )
+    statement: str = Field(description="the guarantee in one sentence")
+
+
+class ModelOut(ResponseModel):
+    """A trained model, built from its row by ``registry.service.describe``."""
+
+    id: int
+    version: str = Field(description="first 12 hex digits of the artifact's SHA-256")
+    active: bool = Field(description="the model scoring uses when no model_id is named")
+    job_id: int
+    dataset_id: int
+    kind: str
+    artifact_sha256: str
+    features: list[str] = Field(validation_alias="feature_names")
+    privacy: PrivacyStatementOut
+    metrics: dict[str, Any]
+    band_thresholds: dict[str, float]
+    created_at: UtcDatetime
+
+
+class ModelPage(Page[ModelOut]):
+    active_model_id: int | None
+
+
+class ActivationOut(ResponseModel):
+    """One step of the activation history: auto, activate or rollback."""
+
+    seq: int
+    action: str
+    model_id: int
+    previous_model_id: int | None
+    activated_at: UtcDatetime = Field(validation_alias="created_at")
+
+
+class ActivationPage(Page[ActivationOut]):
+    pass
+
+
+class ActivationChange(ResponseModel):
+    """The model now active, and the history step written (null: it already was active)."""
+
+    model: ModelOut
+    activation: ActivationOut | None

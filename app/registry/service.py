@@ -24,11 +24,11 @@ from torch import nn
 from app import bands
 from app.core.errors import Conflict, NotFound
 from app.core.recent import RecentMemory
-from app.core.time import as_utc
 from app.jobs.models import SUCCEEDED, Job
 from app.privacy.figures import epsilon_text
 from app.registry import artifacts
 from app.registry.models import ModelActivation, TrainedModel
+from app.registry.schemas import ModelOut, PrivacyStatementOut
 
 _REGISTRY_LOCK_KEY = 0x6470637269736973  # "dpcrisis": one PostgreSQL advisory lock
 scoring_models: RecentMemory[Any] = RecentMemory()
@@ -298,41 +298,21 @@ def _calibration_clause(model: TrainedModel) -> str:
     return f" Its probabilities were calibrated on {rows} held-out rows under the same guarantee."
 
 
-def privacy_statement(model: TrainedModel) -> dict[str, Any]:
-    return {
-        "epsilon": model.epsilon,
-        "delta": model.delta,
-        "accountant": model.accountant,
-        "epsilon_rdp": model.epsilon_rdp,
-        "non_private": model.epsilon is None,
-        "unit": "record (one patient)",
-        "calibrated": calibrated_rows(model) is not None,
-        "statement": privacy_sentence(model),
-    }
+def privacy_statement(model: TrainedModel) -> PrivacyStatementOut:
+    """The model's guarantee, for its view and for every score it gives."""
+    return PrivacyStatementOut.from_row(
+        model,
+        non_private=model.epsilon is None,
+        calibrated=calibrated_rows(model) is not None,
+        statement=privacy_sentence(model),
+    )
 
 
-def to_out(model: TrainedModel, *, active_model_id: int | None) -> dict[str, Any]:
-    return {
-        "id": model.id,
-        "version": version_of(model),
-        "active": model.id == active_model_id,
-        "job_id": model.job_id,
-        "dataset_id": model.dataset_id,
-        "kind": model.kind,
-        "artifact_sha256": model.artifact_sha256,
-        "features": model.feature_names,
-        "privacy": privacy_statement(model),
-        "metrics": model.metrics,
-        "band_thresholds": model.band_thresholds,
-        "created_at": as_utc(model.created_at),
-    }
-
-
-def activation_out(row: ModelActivation) -> dict[str, Any]:
-    return {
-        "seq": row.seq,
-        "action": row.action,
-        "model_id": row.model_id,
-        "previous_model_id": row.previous_model_id,
-        "activated_at": as_utc(row.created_at),
-    }
+def describe(*, model: TrainedModel, active_model_id: int | None) -> ModelOut:
+    """The model as the API shows it: its row, version, guarantee and whether it is active."""
+    return ModelOut.from_row(
+        model,
+        version=version_of(model),
+        active=model.id == active_model_id,
+        privacy=privacy_statement(model),
+    )

@@ -2,15 +2,15 @@
 
 No script, no external resource, the ledger pages' style and Content-Security-Policy; the ROC
 plot is inline SVG and its data are repeated in a table. An alarm is shown in red (and in
-words, for readers who cannot tell red apart).
+words, for readers who cannot tell red apart). The markup is in the template ``audit.html``;
+this module prepares plain values for it, which the template escapes (``app.reports.html``).
 """
 
-from html import escape
 from typing import Any
 
 import numpy as np
 
-from app.reports.html import MISSING, facts, figure, link, note, num, page, table
+from app.reports.html import MISSING, Link, chart_svg, num, render, table
 from app.reports.svg_plot import PALETTE, Chart, Series
 
 CURVES = (
@@ -21,11 +21,6 @@ CURVES = (
 )
 TABLE_FPRS = (0.001, 0.01, 0.1, 0.5)
 CHANCE = "#8a8a8a"
-AUDITORS_NOTE = (
-    "The white-box auditor injects gradient canaries into the engine and reads the noisy "
-    "updates (the strongest auditor); the black-box one adds canary records and sees only the "
-    "final model. Both bounds hold together at the stated confidence."
-)
 
 
 def roc_chart(report: dict[str, Any]) -> Chart:
@@ -48,28 +43,20 @@ def roc_chart(report: dict[str, Any]) -> Chart:
     )
 
 
-def _headline(report: dict[str, Any]) -> str:
+def _headline(report: dict[str, Any]) -> dict[str, str]:
     eps = report["epsilon"]
-    accounted = "∞ (non-private)" if eps["non_private"] else escape(eps["accounted_text"])
-    audited = escape(eps["audited_text"]) if eps["audited_text"] is not None else MISSING
-    body = (
-        f'<p class="big">accounted ε ≤ {accounted} · audited ε ≥ {audited}</p>'
-        f"<p>δ = {num(eps['delta'], 'g')}; accounted: PRV accountant (upper bound); audited: "
-        f"one-run lower bound at {eps['confidence']:.0%} confidence.</p>"
-    )
-    if report["alarm"]:
-        return (
-            '<section class="summary alarm" role="alert" aria-label="Privacy bug">'
-            "<p class=\"big\">PRIVACY BUG DETECTED: the audited lower bound exceeds the "
-            f"accounted epsilon.</p>{body}</section>"
-        )
-    return f'<section class="summary" aria-label="Epsilons">{body}</section>'
+    return {
+        "accounted": "∞ (non-private)" if eps["non_private"] else eps["accounted_text"],
+        "audited": eps["audited_text"] if eps["audited_text"] is not None else MISSING,
+        "delta": num(eps["delta"], "g"),
+        "confidence": f"{eps['confidence']:.0%}",
+    }
 
 
-def _one_run_table(report: dict[str, Any]) -> str:
+def _one_run_table(report: dict[str, Any]) -> dict[str, Any]:
     parts = report.get("one_run") or {}
     rows = [
-        [escape(name.replace("_", "-")), num(p.get("canaries")), num(p.get("included")),
+        [name.replace("_", "-"), num(p.get("canaries")), num(p.get("included")),
          f"{num(p.get('k_plus'))} / {num(p.get('k_minus'))}", num(p.get("correct")),
          num(p.get("tests")), num(p.get("epsilon"), ".3g"),
          num(p.get("measured_noise_multiplier")), num(p.get("claimed_noise_multiplier"))]
@@ -81,12 +68,12 @@ def _one_run_table(report: dict[str, Any]) -> str:
     return table("One-run audits (Steinke, Nasr and Jagielski 2023)", headers, rows)
 
 
-def _attack_table(report: dict[str, Any]) -> str:
+def _attack_table(report: dict[str, Any]) -> dict[str, Any]:
     membership = report.get("membership") or {}
     rows = []
     for model, attack, label, _, _ in CURVES:
         s = (membership.get(model) or {}).get(attack) or {}
-        rows.append([escape(label), num(s.get("roc_auc"), ".3f"),
+        rows.append([label, num(s.get("roc_auc"), ".3f"),
                      num(s.get("tpr_at_1pct_fpr"), ".3f"), num(s.get("tpr_at_0_1pct_fpr"), ".3f"),
                      num(s.get("advantage"), ".3f")])
     headers = [("Model and attack", False), ("ROC-AUC", True), ("TPR at 1% FPR", True),
@@ -94,7 +81,7 @@ def _attack_table(report: dict[str, Any]) -> str:
     return table("Attack success: members against non-members", headers, rows)
 
 
-def _roc_table(report: dict[str, Any]) -> str:
+def _roc_table(report: dict[str, Any]) -> dict[str, Any]:
     """The plot's data at a few false-positive rates (best TPR at or below each)."""
     membership = report.get("membership") or {}
     rows = []
@@ -104,43 +91,40 @@ def _roc_table(report: dict[str, Any]) -> str:
         if len(curve):
             cells = [num(float(curve[curve[:, 0] <= f + 1e-12, 1].max()), ".3f")
                      for f in TABLE_FPRS]
-        rows.append([escape(label), *cells])
+        rows.append([label, *cells])
     headers = [("Curve", False), *((f"TPR at FPR ≤ {f:g}", True) for f in TABLE_FPRS)]
     return table("ROC curves at selected false-positive rates (data of the plot above)",
                   headers, rows)
 
 
-def render_audit_page(report: dict[str, Any]) -> str:
-    """The audit report as a complete HTML5 document."""
-    audit_id, links = report["audit_id"], report["links"]
+def _audit_facts(report: dict[str, Any]) -> list[tuple[str, str | Link]]:
+    links = report["links"]
     membership = report.get("membership") or {}
-    audit_facts = facts([
-        ("Audited job", link(links["audited_job_report"], f"job {report['audited_job_id']}")),
-        ("Dataset", link(links["dataset_report"],
-                          f"{report['dataset_name']} (id {report['dataset_id']})")),
-        ("Status", escape(report["status"])),
-        ("Privacy unit", escape(report["privacy_unit"])),
+    return [
+        ("Audited job", Link(links["audited_job_report"], f"job {report['audited_job_id']}")),
+        ("Dataset", Link(links["dataset_report"],
+                         f"{report['dataset_name']} (id {report['dataset_id']})")),
+        ("Status", report["status"]),
+        ("Privacy unit", report["privacy_unit"]),
         ("Shadow models", num(membership.get("shadow_models"))),
         ("Members / non-members scored",
          f"{num(membership.get('members'))} / {num(membership.get('non_members'))}"),
         ("Seconds", num((report.get("seconds") or {}).get("total"), ".1f")),
-    ])
+    ]
+
+
+def render_audit_page(report: dict[str, Any]) -> str:
+    """The audit report as a complete HTML5 document (template ``audit.html``)."""
     error = report.get("error") or {}
-    error_html = (
-        f'<p class="alarm">{escape(error.get("code") or "")}: {escape(error.get("message") or "")}'
-        "</p>" if error else ""
+    return render(
+        "audit.html",
+        title=f"Privacy audit {report['audit_id']}",
+        report=report,
+        headline=_headline(report),
+        error=f"{error.get('code') or ''}: {error.get('message') or ''}" if error else None,
+        audit_facts=_audit_facts(report),
+        one_run_table=_one_run_table(report),
+        attack_table=_attack_table(report),
+        plot=chart_svg(roc_chart(report)),
+        roc_table=_roc_table(report),
     )
-    body = (
-        f"<header><h1>Privacy audit {audit_id}</h1><p class=\"sub\">Audit of job "
-        f"{escape(str(report['audited_job_id']))}'s mechanism, with its exact settings</p>"
-        f"</header>\n<main>{_headline(report)}{error_html}"
-        f'<section id="statement"><h2>Statement</h2><p>{escape(report["statement"])}</p>'
-        f"{note(report['ledger'])}</section>"
-        f'<section id="audit"><h2>Audit</h2>{audit_facts}{_one_run_table(report)}'
-        f"{note(AUDITORS_NOTE)}"
-        "</section>"
-        f'<section id="attacks"><h2>Membership inference</h2>{_attack_table(report)}'
-        f"{figure(roc_chart(report), 'ROC curves; the dotted diagonal is chance.')}"
-        f"{_roc_table(report)}</section></main>"
-    )
-    return page(f"Privacy audit {audit_id}", body)

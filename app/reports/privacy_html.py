@@ -3,46 +3,35 @@
 A privacy officer opens these in a browser and prints or forwards them, so the pages carry no
 script and fetch nothing: the plots are inline SVG (``app.reports.svg_plot``), the style is one
 inline block whose hash is the only style the Content-Security-Policy allows, and every datum
-in a plot is repeated in a table. Every value from the database goes through ``html.escape``.
+in a plot is repeated in a table. The markup is in the templates ``job.html`` and
+``dataset.html`` (``app/reports/templates/``); this module prepares plain values for them, which
+the templates escape (see ``app.reports.html``).
 """
 
 import math
-from html import escape
 from typing import Any
 
 from app.privacy.figures import epsilon_text, round_down
-from app.reports.html import (
-    MISSING,
-    bullet_list,
-    facts,
-    figure,
-    finite,
-    link,
-    note,
-    num,
-    page,
-    table,
-    when,
-)
+from app.reports.html import MISSING, Link, chart_svg, finite, num, render, table, when
 from app.reports.svg_plot import PALETTE, Chart, Reference, Series
 
 INFINITY_LABEL = "∞ (non-private)"
-COMPOSITION_NOTE = (
-    "The composed spend adds the jobs' Rényi-DP curves and converts once at the budget δ; the "
-    "naive sum adds each job's own ε and is shown only to make the gain from composition visible."
-)
 
 
 def eps(value: Any, *, non_private: bool = False) -> str:
     """An epsilon, rounded up to 4 digits; non-private spend reads "∞ (non-private)"."""
     if non_private or (isinstance(value, float) and math.isinf(value)):
         return INFINITY_LABEL
-    return escape(epsilon_text(value, digits=4)) if finite(value) else MISSING
+    return epsilon_text(value, digits=4) if finite(value) else MISSING
 
 
 def report_href(kind: str, ident: int, root_path: str = "") -> str:
     """The report page of a job or dataset (``kind`` "jobs" or "datasets")."""
     return f"{root_path}/v1/{kind}/{ident}/privacy-report"
+
+
+def _job_link(job_id: int, root_path: str) -> Link:
+    return Link(report_href("jobs", job_id, root_path), f"job {job_id}")
 
 
 def epoch_chart(report: dict[str, Any]) -> Chart:
@@ -79,17 +68,15 @@ def epoch_chart(report: dict[str, Any]) -> Chart:
         off_scale_label="∞: non-private (off the scale)",
     )
 
-
 def _infinite_if(value: float | None, non_private: bool) -> float | None:
     """Null epsilons of non-private spend become infinity, which the chart draws off scale."""
     return math.inf if value is None and non_private else value
 
-
-def _epoch_table(report: dict[str, Any]) -> str:
+def _epoch_table(report: dict[str, Any]) -> dict[str, Any]:
     non_private = report["non_private"]
     rows = [
         [
-            escape(str(e["epoch"])),
+            str(e["epoch"]),
             eps(e.get("prv"), non_private=non_private),
             eps(e.get("rdp"), non_private=non_private),
         ]
@@ -102,37 +89,34 @@ def _epoch_table(report: dict[str, Any]) -> str:
     )
 
 
-def _job_facts(report: dict[str, Any], root_path: str) -> str:
+def _job_facts(report: dict[str, Any], root_path: str) -> list[tuple[str, str | Link]]:
     non_private = report["non_private"]
     prv, rdp = report["epsilon"].get("prv"), report["epsilon"].get("rdp")
-    dataset_link = _dataset_link(report, root_path)
-    return facts(
-        [
-            ("Privacy unit", escape(report["privacy_unit"])),
-            ("Dataset", dataset_link),
-            ("Rows", f"{report['dataset_rows']} ({report['training_rows']} training, "
-                     f"{report['holdout_rows']} held out)"),
-            ("Mechanism", escape(report["mechanism"])),
-            ("Sampling", f"Poisson, rate q = {num(report['sample_rate'])}"),
-            ("Expected batch size", num(report["expected_batch_size"], ".1f")),
-            ("Noise multiplier σ", num(report["noise_multiplier"])),
-            ("Clip norm C", f"{num(report['clip_norm'], 'g')}; {escape(report['clipping'])}"),
-            ("Steps", f"{report['steps']} ({report['steps_per_epoch']} per epoch, "
-                      f"{report['epochs']} epochs; {report['epochs_completed']} completed)"),
-            ("δ", num(report["delta"], "g")),
-            ("ε, PRV accountant (reported)", eps(prv, non_private=non_private)),
-            ("ε, RDP accountant (ledger composition)", eps(rdp, non_private=non_private)),
-            ("Target ε", num(report.get("target_epsilon"), "g")),
-        ]
-    )
+    return [
+        ("Privacy unit", report["privacy_unit"]),
+        ("Dataset", _dataset_link(report, root_path)),
+        ("Rows", f"{report['dataset_rows']} ({report['training_rows']} training, "
+                 f"{report['holdout_rows']} held out)"),
+        ("Mechanism", report["mechanism"]),
+        ("Sampling", f"Poisson, rate q = {num(report['sample_rate'])}"),
+        ("Expected batch size", num(report["expected_batch_size"], ".1f")),
+        ("Noise multiplier σ", num(report["noise_multiplier"])),
+        ("Clip norm C", f"{num(report['clip_norm'], 'g')}; {report['clipping']}"),
+        ("Steps", f"{report['steps']} ({report['steps_per_epoch']} per epoch, "
+                  f"{report['epochs']} epochs; {report['epochs_completed']} completed)"),
+        ("δ", num(report["delta"], "g")),
+        ("ε, PRV accountant (reported)", eps(prv, non_private=non_private)),
+        ("ε, RDP accountant (ledger composition)", eps(rdp, non_private=non_private)),
+        ("Target ε", num(report.get("target_epsilon"), "g")),
+    ]
 
 
 def _dataset_name(report: dict[str, Any]) -> str:
     return f"{report.get('dataset_name') or 'dataset'} (id {report['dataset_id']})"
 
 
-def _dataset_link(report: dict[str, Any], root_path: str) -> str:
-    return link(report_href("datasets", report["dataset_id"], root_path), _dataset_name(report))
+def _dataset_link(report: dict[str, Any], root_path: str) -> Link:
+    return Link(report_href("datasets", report["dataset_id"], root_path), _dataset_name(report))
 
 
 _HEADLINE_METRICS = (
@@ -157,21 +141,16 @@ def _with_ci(values: dict[str, Any], key: str) -> str:
     return shown
 
 
-def _metrics(metrics: dict[str, Any] | None) -> str:
+def _metrics(metrics: dict[str, Any]) -> dict[str, Any]:
     """Held-out metrics as stored by the worker; unknown shapes degrade to what is recognised."""
-    if not metrics:
-        return "<p>No held-out metrics yet (the job has not finished).</p>"
-    headline = [
-        [escape(label), _with_ci(metrics, key)]
-        for key, label in _HEADLINE_METRICS
-        if key in metrics
-    ]
-    parts = [table("Held-out metrics (95% interval where computed)",
+    headline = [[label, _with_ci(metrics, key)] for key, label in _HEADLINE_METRICS
+                if key in metrics]
+    tables = [table("Held-out metrics (95% interval where computed)",
                     [("Metric", False), ("Value", True)], headline)]
     bands = metrics.get("bands")
     if isinstance(bands, dict):
         rows = [
-            [escape(name), f"{num(b.get('p_from'), '.3g')} to {num(b.get('p_to'), '.3g')}",
+            [name, f"{num(b.get('p_from'), '.3g')} to {num(b.get('p_to'), '.3g')}",
              num(view.get("rows")), num(view.get("positives")),
              _with_ci(view, "precision"), _with_ci(view, "recall")]
             for name, b in bands.items()
@@ -179,11 +158,11 @@ def _metrics(metrics: dict[str, Any] | None) -> str:
         ]
         headers = [("Band (this or higher)", False), ("Probability", False), ("Rows", True),
                    ("Positives", True), ("Precision", True), ("Recall", True)]
-        parts.append(table("Risk bands on held-out rows", headers, rows))
+        tables.append(table("Risk bands on held-out rows", headers, rows))
     subgroups = metrics.get("subgroups")
     if isinstance(subgroups, list) and subgroups:
         rows = [
-            [escape(f"{g.get('feature', '')} {g.get('group', '')}"), num(g.get("rows")),
+            [f"{g.get('feature', '')} {g.get('group', '')}", num(g.get("rows")),
              num(g.get("positives")), _with_ci(g, "roc_auc"), num(g.get("brier")),
              num(g.get("ece"))]
             for g in subgroups
@@ -191,75 +170,46 @@ def _metrics(metrics: dict[str, Any] | None) -> str:
         ]
         headers = [("Subgroup", False), ("Rows", True), ("Positives", True), ("ROC-AUC", True),
                    ("Brier", True), ("ECE", True)]
-        parts.append(table("Held-out metrics by subgroup", headers, rows))
+        tables.append(table("Held-out metrics by subgroup", headers, rows))
     notes = [n for n in metrics.get("notes") or [] if isinstance(n, str)]
     method = [f"{k}: {metrics[k]}" for k in ("ci_method", "ece_method") if k in metrics]
-    if notes or method:
-        parts.append(f"{note('Method and notes:')}{bullet_list([*method, *notes])}")
-    return "".join(parts)
+    return {"tables": tables, "notes": [*method, *notes]}
 
 
-def _model_card(card: dict[str, Any]) -> str:
-    use = card["intended_use"]
+def _model_card(card: dict[str, Any]) -> dict[str, Any]:
     data = card["training_data"]
-    data_facts = facts(
-        [
-            ("Dataset", escape(f"{data['dataset_name']} (id {data['dataset_id']})")),
-            ("Source", escape(data["source"])),
+    metrics = card["metrics"]["values"]
+    return {
+        "use": card["intended_use"],
+        "data_facts": [
+            ("Dataset", f"{data['dataset_name']} (id {data['dataset_id']})"),
+            ("Source", data["source"]),
             ("Public", "yes" if data["public"] else "no (protected by a privacy budget)"),
-            ("Rows", escape(str(data["rows"]))),
-            ("Training rows", escape(str(data["training_rows"]))),
-            ("Held-out rows", escape(str(data["holdout_rows"]))),
-        ]
-    )
-    return (
-        '<section id="model-card"><h2>Model card</h2>'
-        f"<h3>Intended use</h3><p>{escape(use['purpose'])} Users: {escape(use['users'])}. "
-        "It is decision support, not a diagnosis.</p>"
-        f"<p>Out of scope:</p>{bullet_list(use['out_of_scope'])}"
-        f"<h3>Training data</h3>{data_facts}{note(data['note'])}"
-        f"<h3>Metrics</h3>{_metrics(card['metrics']['values'])}"
-        f"{note('Held-out metrics are ' + card['metrics']['note'] + '.')}"
-        f"<h3>Caveats</h3>{bullet_list(card['caveats'])}</section>"
-    )
+            ("Rows", str(data["rows"])),
+            ("Training rows", str(data["training_rows"])),
+            ("Held-out rows", str(data["holdout_rows"])),
+        ],
+        "data_note": data["note"],
+        "metrics": _metrics(metrics) if metrics else None,
+        "metrics_note": card["metrics"]["note"],
+        "caveats": card["caveats"],
+    }
 
 
 def render_job_page(report: dict[str, Any], *, root_path: str = "") -> str:
-    """The job's privacy report as a complete HTML5 document."""
-    job_id = report["job_id"]
-    if report["non_private"]:
-        headline = f'<p class="big">ε = {INFINITY_LABEL}</p><p>No privacy guarantee.</p>'
-    else:
-        headline = (
-            f'<p class="big">ε = {escape(report["epsilon_text"])}, '
-            f'δ = {num(report["delta"], "g")}</p>'
-            "<p>PRV accountant; per patient (one record).</p>"
-        )
-    coverage = report["coverage"]
-    dataset_link = _dataset_link(report, root_path)
-    plot = figure(
-        epoch_chart(report),
-        "Epsilon after each epoch; the horizontal lines are the planned final epsilon and the "
-        "requested target.",
+    """The job's privacy report as a complete HTML5 document (template ``job.html``)."""
+    return render(
+        "job.html",
+        title=f"Privacy report: job {report['job_id']}",
+        report=report,
+        infinity=INFINITY_LABEL,
+        delta=num(report["delta"], "g"),
+        dataset=_dataset_link(report, root_path),
+        page_facts=_job_facts(report, root_path),
+        plot=chart_svg(epoch_chart(report)),
+        epoch_table=_epoch_table(report),
+        card=_model_card(report["model_card"]),
     )
-    body = (
-        f"<header><h1>Privacy report: job {job_id}</h1>"
-        f'<p class="sub">Dataset {dataset_link} · status '
-        f"{escape(report['status'])}</p></header>\n<main>"
-        f'<section class="summary" aria-label="Guarantee">{headline}</section>'
-        f'<section id="statement"><h2>Statement</h2><p>{escape(report["statement"])}</p>'
-        f"</section>"
-        f'<section id="mechanism"><h2>Mechanism and accounting</h2>'
-        f"{_job_facts(report, root_path)}</section>"
-        f'<section id="coverage"><h2>What the guarantee covers</h2><h3>Covers</h3>'
-        f"{bullet_list(coverage['covers'])}<h3>Does not cover</h3>"
-        f"{bullet_list(coverage['does_not_cover'])}"
-        f"</section>"
-        f'<section id="epochs"><h2>Epsilon per epoch</h2>'
-        f"{plot}{_epoch_table(report)}</section>"
-        f"{_model_card(report['model_card'])}</main>"
-    )
-    return page(f"Privacy report: job {job_id}", body)
 
 
 def spend_chart(report: dict[str, Any]) -> Chart:
@@ -298,13 +248,12 @@ def spend_chart(report: dict[str, Any]) -> Chart:
         off_scale_label="∞: a non-private job was charged (off the scale)",
     )
 
-
-def _timeline_table(report: dict[str, Any], root_path: str) -> str:
+def _timeline_table(report: dict[str, Any], root_path: str) -> dict[str, Any]:
     rows = [
         [
-            escape(str(i)),
-            escape(str(p["entry_id"])),
-            link(report_href("jobs", p["job_id"], root_path), f"job {p['job_id']}"),
+            str(i),
+            str(p["entry_id"]),
+            _job_link(p["job_id"], root_path),
             when(p["at"]),
             eps(p["entry_epsilon"], non_private=p["non_private"]),
             eps(p["composed_epsilon"], non_private=p["composed_epsilon"] is None),
@@ -317,19 +266,19 @@ def _timeline_table(report: dict[str, Any], root_path: str) -> str:
     return table("Cumulative spend (data of the plot above)", headers, rows)
 
 
-def _entries_table(report: dict[str, Any], root_path: str) -> str:
+def _entries_table(report: dict[str, Any], root_path: str) -> dict[str, Any]:
     rows = [
         [
-            escape(str(e["id"])),
-            link(report_href("jobs", e["job_id"], root_path), f"job {e['job_id']}"),
-            escape(e["status"] or MISSING),
-            escape(e["mechanism"]),
+            str(e["id"]),
+            _job_link(e["job_id"], root_path),
+            e["status"] or MISSING,
+            e["mechanism"],
             num(e["noise_multiplier"]),
             num(e["sample_rate"]),
             f'{num(e.get("charged_steps"))} of {num(e["steps"])}',
             num(e["clip_norm"], "g"),
             num(e["delta"], "g"),
-            escape(e["accountant"]),
+            e["accountant"],
             eps(e["epsilon"]["rdp"], non_private=e["non_private"]),
             eps(e["epsilon"]["prv"], non_private=e["non_private"]),
         ]
@@ -341,82 +290,67 @@ def _entries_table(report: dict[str, Any], root_path: str) -> str:
     return table("Ledger entries (only charged steps count against the budget)", headers, rows)
 
 
-def _dataset_facts(report: dict[str, Any]) -> str:
+def _dataset_facts(report: dict[str, Any]) -> list[tuple[str, str]]:
     budget, spent = report["budget"], report["spent"]
     if budget["limited"]:
-        budget_html = f"ε = {num(budget['epsilon'], 'g')}, δ = {num(budget['delta'], 'g')}"
+        budget_text = f"ε = {num(budget['epsilon'], 'g')}, δ = {num(budget['delta'], 'g')}"
         remaining = num(round_down(report["remaining"]["epsilon"], 4), "g")
     else:
-        budget_html = "none (public dataset)"
+        budget_text = "none (public dataset)"
         remaining = "unlimited (no budget)"
     saved = spent.get("saved_by_composition_epsilon")
     naive = eps(spent["naive_sum_epsilon"], non_private=spent["non_private"])
     if finite(saved):
         naive += f" (composition saves ε = {num(saved)})"
-    return facts(
-        [
-            ("Privacy unit", escape(report["privacy_unit"])),
-            ("Public", "yes" if report["public"] else "no"),
-            ("Budget", budget_html),
-            ("Spent, composed (RDP)", eps(spent["epsilon"], non_private=spent["non_private"])),
-            ("Naive sum of per-job ε", naive),
-            ("Remaining ε", remaining),
-            ("Composition", escape(spent["composition"])),
-        ]
-    )
+    return [
+        ("Privacy unit", report["privacy_unit"]),
+        ("Public", "yes" if report["public"] else "no"),
+        ("Budget", budget_text),
+        ("Spent, composed (RDP)", eps(spent["epsilon"], non_private=spent["non_private"])),
+        ("Naive sum of per-job ε", naive),
+        ("Remaining ε", remaining),
+        ("Composition", spent["composition"]),
+    ]
 
 
-def _audits_section(report: dict[str, Any], root_path: str) -> str:
-    """Links to the dataset's privacy audits; an alarm row is red and says so in words."""
+def _audits_table(report: dict[str, Any], root_path: str) -> dict[str, Any] | None:
+    """The dataset's privacy audits; an alarm row is red and says so in words."""
     audits = report.get("privacy_audits") or []
     if not audits:
-        return ""
-    rows = []
-    for a in audits:
-        audited = a["audited_epsilon"]
-        cells = [
-            link(f"{root_path}{a['report']}", f"audit {a['id']}"),
-            link(report_href("jobs", a["audited_job_id"], root_path),
-                  f"job {a['audited_job_id']}"),
-            escape(a["status"]),
+        return None
+    rows = [
+        [
+            Link(f"{root_path}{a['report']}", f"audit {a['id']}"),
+            _job_link(a["audited_job_id"], root_path),
+            a["status"],
             eps(a["accounted_epsilon"], non_private=a["accounted_epsilon"] is None),
-            num(round_down(audited, 3) if finite(audited) else None, ".3g"),
+            num(round_down(a["audited_epsilon"], 3) if finite(a["audited_epsilon"]) else None,
+                ".3g"),
             "PRIVACY BUG" if a["alarm"] else "none",
         ]
-        if a["alarm"]:
-            cells = [f'<span class="alarm">{cell}</span>' for cell in cells]
-        rows.append(cells)
+        for a in audits
+    ]
     headers = [("Audit", False), ("Audited job", False), ("Status", False),
                ("Accounted ε (upper bound)", True), ("Audited ε (lower bound)", True),
                ("Alarm", False)]
-    return (
-        '<section id="privacy-audits"><h2>Privacy audits</h2>'
-        f"{table('Empirical audits of the accounting (they charge nothing)', headers, rows)}"
-        "</section>"
-    )
+    return table("Empirical audits of the accounting (they charge nothing)", headers, rows,
+                 alarms=[bool(a["alarm"]) for a in audits])
 
 
 def render_dataset_page(report: dict[str, Any], *, root_path: str = "") -> str:
-    """The dataset's ledger report as a complete HTML5 document."""
-    dataset_id = report["dataset_id"]
+    """The dataset's ledger report as a complete HTML5 document (template ``dataset.html``)."""
     spent = report["spent"]
-    headline = f'<p class="big">spent ε = {eps(spent["epsilon"], non_private=spent["non_private"])}'
-    if report["budget"]["limited"]:
-        headline += f' of {num(report["budget"]["epsilon"], "g")}'
-    headline += "</p><p>Composed with Rényi DP; the naive sum is shown beside it.</p>"
-    plot = figure(
-        spend_chart(report),
-        "Step lines: spend after each charged job; the horizontal line is the budget.",
+    budget = report["budget"]
+    return render(
+        "dataset.html",
+        title=f"Privacy report: dataset {report['dataset_id']}",
+        report=report,
+        name=_dataset_name(report),
+        spent=eps(spent["epsilon"], non_private=spent["non_private"]),
+        budget=num(budget["epsilon"], "g") if budget["limited"] else None,
+        page_facts=_dataset_facts(report),
+        plot=chart_svg(spend_chart(report)),
+        timeline_table=_timeline_table(report, root_path),
+        entries_table=_entries_table(report, root_path),
+        audits_table=_audits_table(report, root_path),
     )
-    body = (
-        f"<header><h1>Privacy report: dataset {escape(_dataset_name(report))}</h1>"
-        f'<p class="sub">Privacy ledger of dataset {dataset_id}</p></header>\n<main>'
-        f'<section class="summary" aria-label="Spend">{headline}</section>'
-        f'<section id="budget"><h2>Budget and spend</h2>{_dataset_facts(report)}'
-        f"{note(COMPOSITION_NOTE)}</section>"
-        f'<section id="spend"><h2>Cumulative spend</h2>'
-        f"{plot}{_timeline_table(report, root_path)}</section>"
-        f'<section id="entries"><h2>Ledger entries</h2>{_entries_table(report, root_path)}'
-        f"</section>{_audits_section(report, root_path)}</main>"
-    )
-    return page(f"Privacy report: dataset {dataset_id}", body)

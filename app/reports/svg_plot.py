@@ -3,7 +3,8 @@
 Why not a plotting library: the privacy reports must be self-contained pages (no scripts, no
 external resources, a strict Content-Security-Policy) and the service takes no new dependency
 for a handful of lines and ticks. Charts are accessible (``role="img"``, a ``<title>`` and a
-``<desc>``); callers put the same data in a ``<table>`` beside the chart.
+``<desc>``); callers put the same data in a ``<table>`` beside the chart. Every label, title,
+colour and dash pattern is escaped with ``html.escape`` where it enters the SVG string.
 
 Missing values (None, NaN) are skipped. A value of +infinity (a non-private spend is
 epsilon = infinity) never stretches an axis: it is drawn off the scale, as an upward triangle
@@ -226,17 +227,18 @@ def _legend(chart: Chart, top: float, off_scale: bool) -> tuple[list[str], float
     return out, (y - top) + row_height if items else 0.0
 
 
-def render_svg(chart: Chart) -> str:
-    """The chart as an ``<svg>`` element string (no XML declaration, ready to inline in HTML)."""
-    drawn = [(s, finite_points(s.points)) for s in chart.series]
-    off_scale = [off_scale_points(s.points) for s in chart.series]
+def _layout(
+    chart: Chart,
+    drawn: list[tuple[Series, list[tuple[float, float]]]],
+    off_scale: list[list[float]],
+) -> tuple[float, float, float, float, list[float], list[float]]:
+    """x and y ranges (forced, else the finite data widened to the outer ticks) and the ticks."""
     xs = [x for _, pts in drawn for x, _ in pts] + [x for xs_ in off_scale for x in xs_]
     ys = [y for _, pts in drawn for _, y in pts] + [
         r.y for r in chart.references if _finite(r.y)
     ]
     if chart.y_from_zero and ys:
         ys.append(0.0)
-    has_data = any(pts for _, pts in drawn) or any(off_scale)
     x_lo, x_hi = _domain(xs, chart.x_domain)
     y_lo, y_hi = _domain(ys, chart.y_domain)
     x_ticks = nice_ticks(x_lo, x_hi, 8, integer=chart.x_integer)
@@ -247,6 +249,20 @@ def render_svg(chart: Chart) -> str:
         y_lo, y_hi = y_ticks[0], y_ticks[-1]
     x_ticks = [t for t in x_ticks if x_lo - 1e-9 <= t <= x_hi + 1e-9]
     y_ticks = [t for t in y_ticks if y_lo - 1e-9 <= t <= y_hi + 1e-9]
+    return x_lo, x_hi, y_lo, y_hi, x_ticks, y_ticks
+
+
+def render_svg(chart: Chart) -> str:
+    """The chart as an ``<svg>`` element string (no XML declaration, ready to inline in HTML).
+
+    Every text and attribute value that comes from the chart goes through ``html.escape`` here
+    (numbers are formatted by this module), so the string is safe to inline as it is: the report
+    pages wrap it in ``Markup`` in one place, ``app.reports.html.chart_svg``.
+    """
+    drawn = [(s, finite_points(s.points)) for s in chart.series]
+    off_scale = [off_scale_points(s.points) for s in chart.series]
+    has_data = any(pts for _, pts in drawn) or any(off_scale)
+    x_lo, x_hi, y_lo, y_hi, x_ticks, y_ticks = _layout(chart, drawn, off_scale)
 
     top, right, bottom, left = chart.margin
     plot_bottom = chart.height - bottom

@@ -56,7 +56,7 @@ def model_block(model: TrainedModel) -> dict[str, Any]:
         "dataset_id": model.dataset_id,
         "trained_at": None if trained_at is None
         else trained_at.isoformat().replace("+00:00", "Z"),
-        **registry_service.privacy_statement(model),
+        **registry_service.privacy_statement(model).model_dump(),
     }
 
 

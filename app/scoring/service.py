@@ -22,6 +22,7 @@ from app.registry.models import TrainedModel
 from app.scoring import model_cache
 from app.scoring.explain import coalition_inputs, shapley_from_values
 from app.scoring.model_cache import ScoringModel
+from app.scoring.schemas import RiskResult
 
 _cache: dict[str, nn.Module] = {}
 _cache_lock = threading.Lock()
@@ -222,3 +223,12 @@ def score(*, features: Mapping[str, float], model_id: int | None) -> dict[str, A
     scored = score_batch(patients=[features], model_id=model_id)
     result = {k: v for k, v in scored.result(0).items() if k != "id"}
     return {**result, "reference": scored.reference, "model": scored.model}
+
+
+def assess(*, features: Mapping[str, float], model_id: int | None) -> RiskResult:
+    """``score`` as a typed ``RiskResult``, for FHIR and CDS Hooks to read by attribute.
+
+    ``/v1/risk`` writes ``score``'s dict straight to JSON instead (``render.document_json``):
+    on the single-patient latency path, validating the answer would cost more than it checks.
+    """
+    return RiskResult.model_validate(score(features=features, model_id=model_id))

@@ -7,10 +7,10 @@ import numpy as np
 import pytest
 import torch
 
+from app.bands import band_of
 from app.features import LOWER, N_FEATURES, REFERENCE, UPPER, scale
 from app.registry.network import build_network
 from app.scoring.explain import coalition_inputs, exact_shapley, shapley_from_values
-from app.bands import band_of
 from app.scoring.service import explain_rows
 from worker.training import predict_log_odds as log_odds
 

@@ -16,7 +16,6 @@ from app.features import (
     UPPER,
     Feature,
     scale,
-    to_row,
 )
 
 LARGE_N = 200_000
@@ -28,7 +27,7 @@ def large_table() -> SyntheticTable:
 
 
 def _row(**values: float) -> np.ndarray:
-    return to_row(values)
+    return np.array([float(values[name]) for name in FEATURE_NAMES], dtype=np.float64)
 
 
 # --- generator ---------------------------------------------------------------------------------
@@ -245,17 +244,3 @@ def test_reason_of_described_features() -> None:
     assert BY_NAME["num_sessions"].reason(12) == "12 sessions in the last 12 months"
     assert BY_NAME["substance_use"].reason(1) == "substance use recorded"
     assert BY_NAME["prior_crisis"].reason(0) == "no prior crisis recorded"
-
-
-def test_to_row_orders_by_spec() -> None:
-    row = to_row(
-        {
-            "prior_crisis": 1,
-            "substance_use": 0,
-            "num_sessions": 7,
-            "gaf": 45,
-            "phq9": 13,
-            "age": 52,
-        }
-    )
-    np.testing.assert_array_equal(row, [52, 13, 45, 7, 0, 1])

@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 from sklearn.metrics import average_precision_score, roc_auc_score
 
+from app.bands import BANDS, DEFAULT_BAND_THRESHOLDS, band_index, band_of
 from app.datasets import synthetic
 from app.features import FEATURE_NAMES, N_FEATURES
-from app.bands import BANDS, DEFAULT_BAND_THRESHOLDS, band_index, band_of
 from worker.evaluation import evaluate
 from worker.holdout_metrics import ranking_metrics, wilson
 

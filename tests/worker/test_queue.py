@@ -22,7 +22,8 @@ from app.ledger import service as ledger_service
 from app.ledger.models import LedgerEntry
 from app.privacy import accounting
 from tests.conftest import FAST_TRAINING, SMALL_DATASET
-from worker.runner import Worker, report_interval
+from worker.runner import Worker
+from worker.tasks import report_interval
 
 
 def _submit(db: Database, n_jobs: int = 1, epochs: int = 3) -> list[int]:

@@ -101,8 +101,8 @@ def test_tail_average_is_the_mean_of_the_last_iterates() -> None:
 
 @pytest.mark.parametrize(("fraction", "first"), [(0.0, 101), (0.5, 51), (0.25, 76), (0.999, 1)])
 def test_first_averaged_step(fraction: float, first: int) -> None:
-    from worker.training import _first_averaged_step
+    from worker.training import first_averaged_step
 
     spec = _spec(1000, batch_size=1000, epochs=100, tail_average=fraction)
     assert spec.steps == 100
-    assert _first_averaged_step(spec) == first
+    assert first_averaged_step(spec) == first

@@ -1,0 +1,228 @@
+"""What the worker runs for each kind of job, and the training task step by step.
+
+``TASKS`` maps ``Job.kind`` to its task. A task runs one claimed job to its end (it finishes the
+job itself) and returns the outcome for the worker's log. It raises ``LeaseLost`` when the job
+was taken back meanwhile (nothing more may be written for it); any other exception fails the
+job (``worker.runner``).
+
+Training: load the split, train (reporting progress, committing spend and checking for a stop
+at each report), calibrate and evaluate on the held-out rows, then ``complete_training`` stores
+the model and finishes the job in one transaction.
+"""
+
+import math
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Protocol
+
+import numpy as np
+import torch
+
+from app.bands import DEFAULT_BAND_THRESHOLDS
+from app.core.database import Database
+from app.datasets import service as dataset_service
+from app.flows import training as training_flow
+from app.jobs import queue
+from app.jobs.models import CANCELLED, PRIVACY_AUDIT, SUCCEEDED, TRAIN, Job
+from app.jobs.schemas import TrainingConfig
+from app.privacy.accounting import Mechanism, finite_or_none
+from worker.calibration import calibrate_model
+from worker.evaluation import evaluate
+from worker.heartbeat import Heartbeat
+from worker.launch import train_distributed
+from worker.privacy_audit.job import run_audit_job
+from worker.training import (
+    EpochCallback,
+    TrainingResult,
+    TrainingSpec,
+    epsilon_of,
+    predict_proba,
+    train,
+)
+
+History = list[tuple[float, float, int]]
+
+
+class LeaseLost(RuntimeError):
+    """Another party (the reaper) took the job back; this worker must not write results."""
+
+
+class JobWorker(Protocol):
+    """What a task needs of ``worker.runner.Worker``."""
+
+    database: Database
+    worker_id: str
+    lease_seconds: float
+    device: torch.device
+    stop_requested: threading.Event
+    heartbeat: Heartbeat | None  # of the job running now
+
+
+@dataclass(frozen=True)
+class ClaimedJob:
+    job_id: int
+    dataset_id: int
+    spec: TrainingSpec
+    kind: str = TRAIN
+
+
+def spec_of(job: Job) -> TrainingSpec:
+    """The job's training plan; a setting its stored request lacks takes the API's default.
+
+    The stored request is not validated again: it was at submission, and its resolved
+    full-batch size (the training rows) may exceed what a request may ask for.
+    """
+    config = TrainingConfig.model_construct(
+        **{k: v for k, v in job.training.items() if k in TrainingConfig.model_fields}
+    )
+    assert config.batch_size is not None  # resolved when the job was planned
+    return TrainingSpec(
+        kind=config.model,
+        hidden_units=int(config.hidden_units),
+        epochs=job.epochs,
+        batch_size=int(config.batch_size),
+        learning_rate=float(config.learning_rate),
+        momentum=float(config.momentum),
+        tail_average=float(config.tail_average),
+        max_grad_norm=job.max_grad_norm,
+        noise_multiplier=job.noise_multiplier,
+        sample_rate=job.sample_rate,
+        steps=job.steps,
+        delta=job.delta,
+        seed=int(config.seed),
+        world_size=int(config.world_size),
+    )
+
+
+def finish(worker: JobWorker, job_id: int, status: str, **fields: str) -> None:
+    """End a job this worker owns (and settle its ledger entry); a no-op if it no longer is."""
+    with worker.database.session_scope() as session:
+        queue.finish(session=session, job_id=job_id, worker_id=worker.worker_id, status=status,
+                     **fields)
+
+
+REPORTS_PER_JOB = 20
+
+
+def report_interval(epochs: int) -> int:
+    """Epochs between progress reports (and ledger commits, cancel checks, lease renewals).
+
+    A full-batch job runs hundreds of one-step epochs: reporting each would cost a database
+    transaction and a chain record per step. About ``REPORTS_PER_JOB`` reports per job, and
+    always one after the last epoch. A job stops (cancel, shutdown) only at a report, so its
+    committed steps are exactly the steps it ran.
+    """
+    return max(1, math.ceil(epochs / REPORTS_PER_JOB))
+
+
+def _epsilons(history: History, delta: float) -> tuple[float, float]:
+    """(PRV, RDP) epsilon so far; a non-private run records no history and is infinite."""
+    return epsilon_of(history, delta) if history else (math.inf, math.inf)
+
+
+def progress_callback(worker: JobWorker, claimed: ClaimedJob) -> EpochCallback:
+    """After each epoch: at a report, record progress and commit the steps taken; False stops.
+
+    Raises (from the callback):
+        LeaseLost: the job was reaped meanwhile; training must stop touching data now.
+    """
+    spec = claimed.spec
+    every = report_interval(spec.epochs)
+
+    def callback(epoch: int, history: History) -> bool:
+        if worker.heartbeat is not None and worker.heartbeat.lost.is_set():
+            raise LeaseLost(claimed.job_id)  # reaped meanwhile: stop touching data now
+        if epoch % every and epoch != spec.epochs:
+            return True  # between reports: no database round trip, no accounting
+        eps_prv, eps_rdp = _epsilons(history, spec.delta)
+        # Steps actually taken (the accountant's history); the planned count when non-private.
+        steps = sum(n for _, _, n in history) or epoch * (spec.steps // spec.epochs)
+        progress = queue.EpochProgress(
+            epoch, steps, finite_or_none(eps_prv), finite_or_none(eps_rdp)
+        )
+        with worker.database.session_scope() as session:
+            owned, cancel = queue.record_epoch(
+                session=session,
+                job_id=claimed.job_id,
+                worker_id=worker.worker_id,
+                progress=progress,
+                lease_seconds=worker.lease_seconds,
+            )
+        if not owned:
+            raise LeaseLost(claimed.job_id)
+        return not cancel and not worker.stop_requested.is_set()
+
+    return callback
+
+
+def _train(
+    worker: JobWorker, claimed: ClaimedJob, x: np.ndarray, y: np.ndarray
+) -> TrainingResult:
+    """DP-SGD in this process, or across ``world_size`` processes under torchrun."""
+    on_epoch = progress_callback(worker, claimed)
+    if claimed.spec.world_size > 1:  # torchrun; stops only at reports, as below
+        return train_distributed(
+            x, y, claimed.spec, device=worker.device, on_epoch=on_epoch,
+            sync_every=report_interval(claimed.spec.epochs),
+        )
+    return train(x, y, claimed.spec, device=worker.device, on_epoch=on_epoch)
+
+
+def _end_stopped(worker: JobWorker, claimed: ClaimedJob) -> str:
+    """A run stopped at a report: cancelled, or the worker is shutting down."""
+    reason = "cancelled" if not worker.stop_requested.is_set() else "worker stopping"
+    finish(worker, claimed.job_id, CANCELLED, error_code=reason.replace(" ", "_"), error=reason)
+    return CANCELLED
+
+
+def _calibrate_and_evaluate(
+    spec: TrainingSpec, result: TrainingResult, x_hold: np.ndarray, y_hold: np.ndarray
+) -> training_flow.TrainedNetwork:
+    """Calibrate on the held-out rows, then evaluate the calibrated model there.
+
+    Both are DP releases in parallel composition with training (disjoint rows): no extra spend.
+    """
+    eps_prv, eps_rdp = _epsilons(result.history, spec.delta)
+    calibration = calibrate_model(
+        result.network, x_hold, y_hold,
+        history=[Mechanism(*step) for step in result.history],
+        delta=spec.delta, training_epsilon=eps_prv,
+    )
+    metrics = evaluate(
+        y_hold,
+        predict_proba(result.network, x_hold),
+        x_raw=x_hold,
+        band_thresholds=DEFAULT_BAND_THRESHOLDS,
+    )
+    metrics["calibration"] = calibration.as_dict()
+    return training_flow.TrainedNetwork(
+        network=result.network, kind=spec.kind, hidden_units=spec.hidden_units,
+        calibration_method=calibration.method, metrics=metrics, epsilon=eps_prv,
+        epsilon_rdp=eps_rdp, delta=spec.delta,
+    )
+
+
+def run_training(worker: JobWorker, claimed: ClaimedJob) -> str:
+    """Train, then store the model (succeeded), or end where a stop was asked (cancelled)."""
+    with worker.database.session_scope() as session:
+        dataset = dataset_service.get(session=session, dataset_id=claimed.dataset_id)
+        x_train, y_train, x_hold, y_hold = dataset_service.load_split(dataset)
+    result = _train(worker, claimed, x_train, y_train)
+    if result.stopped_early:
+        return _end_stopped(worker, claimed)
+    trained = _calibrate_and_evaluate(claimed.spec, result, x_hold, y_hold)
+    with worker.database.session_scope() as session:
+        model = training_flow.complete_training(
+            session=session, job_id=claimed.job_id, dataset_id=claimed.dataset_id,
+            worker_id=worker.worker_id, trained=trained,
+        )
+        if model is None:
+            raise LeaseLost(claimed.job_id)
+    return SUCCEEDED
+
+
+Task = Callable[[JobWorker, ClaimedJob], str]
+
+TASKS: dict[str, Task] = {TRAIN: run_training, PRIVACY_AUDIT: run_audit_job}
+"""``Job.kind`` -> the task that runs it; both kinds share the one queue."""
