@@ -80,7 +80,6 @@ def change_privacy_budget(
     audit.record(session=session, principal=principal, action=Action.BUDGET_CHANGED,
                  target=f"dataset/{dataset.id}",
                  detail={"from": before, "to": body.model_dump(mode="json")})
-    session.commit()
     return DatasetOut.from_orm_row(dataset)
 
 

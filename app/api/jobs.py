@@ -18,7 +18,6 @@ from app.core.pagination import Limit, Offset
 from app.datasets import service as dataset_service
 from app.flows import training as training_flow
 from app.jobs import service
-from app.jobs.notify import announce_job
 from app.jobs.schemas import JobCreate, JobOut, JobPage, JobStatus
 from app.reports import privacy_html as report_html
 from app.reports import privacy_report as ledger_report
@@ -53,8 +52,6 @@ def create_job(
         session=session, route="POST /v1/jobs", key=idempotency_key, body=body,
         create=lambda: _submit(session=session, body=body, principal=principal),
     )
-    if not replayed:
-        announce_job()
     response.headers.update(replay_headers(replayed))
     response.headers["Location"] = f"/v1/jobs/{job_id}"
     return training_flow.job_view(session=session, job=service.get(session=session, job_id=job_id))

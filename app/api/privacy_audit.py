@@ -18,7 +18,6 @@ from app.core.negotiation import REPORT_RESPONSES, PrefersHtml
 from app.core.openapi import problems
 from app.core.pagination import Limit, Offset
 from app.datasets import service as dataset_service
-from app.jobs.notify import announce_job
 from app.privacy_audit import service
 from app.privacy_audit.schemas import AuditCreate, AuditOut, AuditPage
 from app.reports import audit_html as report_html
@@ -40,8 +39,6 @@ def create_audit(
         session=session, principal=principal, action=Action.JOB_SUBMITTED,
         target=f"job/{job.id}", detail={"kind": job.kind, **body.model_dump()},
     )
-    session.commit()
-    announce_job()
     response.headers["Location"] = f"/v1/audits/{job.id}"
     return service.describe(job=job)
 

@@ -104,8 +104,16 @@ def set_database(database: Database | None) -> None:
 
 
 def get_session() -> Iterator[Session]:
+    """A route's unit of work: ``session_scope``, the one way a transaction ends.
+
+    Routes never commit: the transaction commits when the route returns and rolls back when it
+    raises. Work that must follow a commit (waking a worker) hooks ``after_commit``.
+    """
     with get_database().session_scope() as session:
         yield session
 
 
-SessionDep = Annotated[Session, Depends(get_session)]
+# scope="function": the commit runs *before* the response is sent, so a failed commit is an
+# error answer, never a 2xx for work that was rolled back (the default scope would end the
+# transaction only after the response had gone out).
+SessionDep = Annotated[Session, Depends(get_session, scope="function")]

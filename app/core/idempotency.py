@@ -86,15 +86,16 @@ def create_once(
 ) -> tuple[int, bool]:
     """Run ``create`` (returns the new resource's id) at most once per (route, key).
 
-    Commits the transaction. Returns ``(resource_id, replayed)``.
+    The key's record is flushed in the caller's transaction (which the route's unit of work
+    commits); when a concurrent attempt with the same key committed first, the flush fails,
+    this attempt is rolled back whole (its reservation included) and the winner is replayed.
+    Returns ``(resource_id, replayed)``.
 
     Raises:
         KeyReused: the key was used before with a different body.
     """
     if key is None:
-        resource_id = create()
-        session.commit()
-        return resource_id, False
+        return create(), False
     digest = body_digest(body)
     existing = _replay(session, route, key, digest)
     if existing is not None:
@@ -103,7 +104,7 @@ def create_once(
     session.add(IdempotencyRecord(route=route, key=key, body_sha256=digest,
                                   resource_id=resource_id))
     try:
-        session.commit()
+        session.flush()
     except IntegrityError:
         session.rollback()  # another attempt with this key won: drop ours, reservation included
         existing = _replay(session, route, key, digest)

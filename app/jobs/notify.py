@@ -18,7 +18,7 @@ import threading
 import time
 from typing import Any, Protocol
 
-from sqlalchemy import text
+from sqlalchemy import event, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.orm import Session
 
@@ -62,11 +62,18 @@ def wait_for_work(timeout: float) -> None:
 def notify_workers(session: Session) -> None:
     """NOTIFY in the enqueuing transaction: listeners hear it only once the job is visible.
 
-    Called by ``app.jobs.service.enqueue``, the one place that queues a job; SQLite has no
-    channel (its workers poll, or the embedded worker is woken by ``announce_job``).
+    Called by ``app.jobs.service.enqueue``, the one place that queues a job. Once the
+    transaction commits, this process's embedded worker is woken too (``announce_job``);
+    SQLite has no channel, so other processes' workers poll.
     """
     if session.get_bind().dialect.name == "postgresql":
         session.execute(_NOTIFY, {"channel": CHANNEL})
+    event.listen(session, "after_commit", _announce_after_commit, once=True)
+
+
+def _announce_after_commit(_session: Session) -> None:
+    """The job is visible now: wake this process's embedded worker."""
+    announce_job()
 
 
 class Waiter(Protocol):

@@ -70,6 +70,7 @@ def test_a_committed_job_wakes_a_listening_worker_at_once(
 @pytest.mark.postgres
 def test_a_rolled_back_submission_wakes_nobody(pg_db: Database) -> None:
     (job_id,) = _submit(pg_db)  # a dataset to submit to, queued before anyone listens
+    notify.job_submitted.clear()  # that committed submission woke this process: start afresh
     waiter = notify.create_waiter(pg_db.url, listen=True)
     try:
         with pytest.raises(RuntimeError), pg_db.session_scope() as session:
