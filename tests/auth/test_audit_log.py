@@ -15,8 +15,8 @@ from sqlalchemy import text
 from app.core.database import get_database
 from app.features import FEATURE_NAMES
 from tests.api.scoring_helpers import QUICK_JOB, problem
-from tests.api.test_cds_hooks import URL as CDS_URL
-from tests.api.test_cds_hooks import hook_call
+from tests.cdshooks.test_cds_hooks import URL as CDS_URL
+from tests.cdshooks.test_cds_hooks import hook_call
 from tests.conftest import PATIENT, SMALL_DATASET
 
 # Values no other audited number takes (ids, counts and budgets here are small or round).

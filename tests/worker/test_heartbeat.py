@@ -16,7 +16,7 @@ from app.jobs import queue
 from app.jobs.models import Job
 from app.jobs.reaper import LeaseReaper
 from app.main import create_app
-from tests.worker.test_queue import _before_each_epoch_record, _charge, _job, _submit
+from tests.jobs.test_queue import _before_each_epoch_record, _charge, _job, _submit
 from worker.heartbeat import Heartbeat
 from worker.runner import Worker
 

@@ -13,7 +13,7 @@ from app.jobs import notify
 from app.jobs.models import Job
 from app.jobs.schemas import JobCreate
 from tests.conftest import FAST_TRAINING, _postgres_database
-from tests.worker.test_queue import _submit
+from tests.jobs.test_queue import _submit
 
 POLL = 10.0
 """A wait this long that ends in well under it was woken, not timed out."""
