@@ -19,7 +19,7 @@ from app.datasets import service
 from app.datasets.schemas import DatasetCreate, DatasetOut, DatasetPage, PrivacyBudget
 from app.reports import privacy_html as report_html
 from app.reports import privacy_report as ledger_report
-from app.reports.html import page_response
+from app.reports.html import negotiated
 
 router = APIRouter(prefix="/v1/datasets", tags=["datasets"])
 READERS = require_roles("data_scientist", "privacy_officer")
@@ -92,10 +92,6 @@ def get_dataset_privacy_report(
     """Budget, composed spend, remaining budget and the ledger entries (JSON or HTML page)."""
     dataset = service.get(session=session, dataset_id=dataset_id)
     report = ledger_report.dataset_report(session=session, dataset=dataset)
-    if html:
-        page = report_html.render_dataset_page(
-            report, root_path=request.scope.get("root_path", "")
-        )
-        return page_response(page)
-    response.headers["Vary"] = "Accept"
-    return report
+    root_path = request.scope.get("root_path", "")
+    return negotiated(report, html=html, response=response,
+                      render=lambda r: report_html.render_dataset_page(r, root_path=root_path))

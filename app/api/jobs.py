@@ -21,7 +21,7 @@ from app.jobs import service
 from app.jobs.schemas import JobCreate, JobOut, JobPage, JobStatus
 from app.reports import privacy_html as report_html
 from app.reports import privacy_report as ledger_report
-from app.reports.html import page_response
+from app.reports.html import negotiated
 
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
 READERS = require_roles("data_scientist", "privacy_officer")
@@ -99,8 +99,6 @@ def get_job_privacy_report(
     job = service.get(session=session, job_id=job_id)
     dataset = dataset_service.get(session=session, dataset_id=job.dataset_id)
     report = ledger_report.job_report(session=session, job=job, dataset=dataset)
-    if html:
-        page = report_html.render_job_page(report, root_path=request.scope.get("root_path", ""))
-        return page_response(page)
-    response.headers["Vary"] = "Accept"
-    return report
+    root_path = request.scope.get("root_path", "")
+    return negotiated(report, html=html, response=response,
+                      render=lambda r: report_html.render_job_page(r, root_path=root_path))

@@ -22,7 +22,7 @@ from app.privacy_audit import service
 from app.privacy_audit.schemas import AuditCreate, AuditOut, AuditPage
 from app.reports import audit_html as report_html
 from app.reports import audit_report as report
-from app.reports.html import page_response
+from app.reports.html import negotiated
 
 router = APIRouter(prefix="/v1/audits", tags=["privacy audits"])
 Auditor = Annotated[Principal, require_roles("data_scientist", "privacy_officer")]
@@ -74,7 +74,4 @@ def get_audit_report(
     body = report.audit_report(
         job=job, dataset=dataset, root_path=request.scope.get("root_path", "")
     )
-    if html:
-        return page_response(report_html.render_audit_page(body))
-    response.headers["Vary"] = "Accept"
-    return body
+    return negotiated(body, html=html, response=response, render=report_html.render_audit_page)

@@ -5,6 +5,8 @@ from typing import Annotated, Any
 from pydantic import BeforeValidator, Field, ValidationInfo, field_validator
 from pydantic_core import PydanticCustomError
 
+from app import bands
+from app.core.errors import InvalidRequest
 from app.core.schemas import Page, RequestModel, ResponseModel, UtcDatetime, register_ranges
 
 
@@ -31,12 +33,16 @@ class BandThresholds(RequestModel):
     @classmethod
     def _above_low_medium(cls, value: float, info: ValidationInfo) -> float:
         low = info.data.get("low_medium")
-        if low is not None and value <= low:
+        if low is None:
+            return value
+        try:  # the rule lives in app.bands; this only words its refusal for the request model
+            bands.validate_thresholds({bands.LOW_MEDIUM: low, bands.MEDIUM_HIGH: value})
+        except InvalidRequest:
             raise PydanticCustomError(
                 "threshold_order",
                 "must be greater than low_medium ({low_medium})",
                 {"low_medium": low, "allowed": f"({low:g}, 1)"},
-            )
+            ) from None
         return value
 
 

@@ -16,11 +16,12 @@ a chart's SVG, in ``chart_svg``.
 import base64
 import hashlib
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
 from html import escape
 from typing import Any, NamedTuple
 
+from fastapi import Response
 from fastapi.responses import HTMLResponse
 from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
 from markupsafe import Markup
@@ -70,6 +71,24 @@ CONTENT_SECURITY_POLICY = (
 def render(template: str, **context: Any) -> str:
     """A page template (one that extends ``base.html``, which needs ``title``) as a string."""
     return ENV.get_template(template).render(**context)
+
+
+def negotiated(
+    report: dict[str, Any],
+    *,
+    html: bool,
+    response: Response,
+    render: Callable[[dict[str, Any]], str],
+) -> dict[str, Any] | HTMLResponse:
+    """A report as its page (``html``: the client prefers text/html) or as JSON.
+
+    The page is rendered from the same dict, so it can never say what the JSON does not; either
+    answer varies with ``Accept``.
+    """
+    if html:
+        return page_response(render(report))
+    response.headers["Vary"] = "Accept"
+    return report
 
 
 def page_response(page: str) -> HTMLResponse:

@@ -18,6 +18,7 @@ from pydantic import (
 )
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
+from app.bands import Band
 from app.core.ids import MAX_ID
 from app.core.schemas import ALLOWED_RANGES, RequestModel, register_ranges
 from app.features import BY_NAME, FEATURE_NAMES, FEATURES
@@ -164,7 +165,7 @@ class ModelStatementOut(BaseModel):
 class ScoreOut(BaseModel):
     probability: float = Field(description="probability of a crisis within 30 days, 0-1")
     log_odds: float
-    band: str = Field(description="low | medium | high")
+    band: Band = Field(description="low | medium | high")
     band_thresholds: dict[str, float]
     contributions: list[ContributionOut] = Field(description="largest |contribution| first")
 
