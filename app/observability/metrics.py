@@ -40,7 +40,7 @@ from app.core.database import get_database
 from app.datasets.models import Dataset
 from app.jobs import models as job_models
 from app.jobs.models import Job
-from app.ledger import service as ledger_service
+from app.ledger import spend as ledger_spend
 from app.observability.middleware import HttpMetrics, MetricsMiddleware
 
 logger = logging.getLogger(__name__)
@@ -154,7 +154,7 @@ class DatabaseCollector(Collector):
             labels=["dataset_id"],
         )
         for dataset in session.scalars(select(Dataset).order_by(Dataset.id)):
-            spend = ledger_service.dataset_spend(session=session, dataset=dataset)
+            spend = ledger_spend.dataset_spend(session=session, dataset=dataset)
             label = [str(dataset.id)]
             # A non-private job composes to +Inf; the text format carries it as "+Inf".
             if not math.isnan(spend.composed_epsilon):

@@ -15,7 +15,7 @@ from app.core.time import as_utc
 from app.datasets.models import Dataset
 from app.jobs import service as job_service
 from app.jobs.models import SUCCEEDED, Job
-from app.ledger import service as ledger_service
+from app.ledger import spend as ledger_spend
 from app.ledger.models import NON_PRIVATE, LedgerEntry
 from app.privacy.accounting import finite_or_none
 from app.privacy.figures import PRIVACY_UNIT, epsilon_text
@@ -219,7 +219,7 @@ def job_report(*, session: Session, job: Job, dataset: Dataset) -> dict[str, Any
         "epsilon_text": epsilon_text(planned[REPORTED_ACCOUNTANT], non_private=job.non_private),
         "accountants": {
             "reported": REPORTED_ACCOUNTANT,
-            "composition": ledger_service.COMPOSITION_ACCOUNTANT,
+            "composition": ledger_spend.COMPOSITION_ACCOUNTANT,
         },
         "epsilon_spent": job.epsilon_spent,
         "epsilon_per_epoch": job.epsilon_per_epoch,
@@ -255,7 +255,7 @@ def entry_view(entry: LedgerEntry) -> dict[str, Any]:
     }
 
 
-def _timeline_view(point: ledger_service.TimelinePoint) -> dict[str, Any]:
+def _timeline_view(point: ledger_spend.TimelinePoint) -> dict[str, Any]:
     return {
         "entry_id": point.entry_id,
         "job_id": point.job_id,
@@ -270,9 +270,9 @@ def _timeline_view(point: ledger_service.TimelinePoint) -> dict[str, Any]:
 
 def dataset_report(*, session: Session, dataset: Dataset) -> dict[str, Any]:
     """Budget, composed spend (RDP), the naive sum for comparison, remaining, all entries."""
-    entries = ledger_service.list_entries(session=session, dataset_id=dataset.id)
-    timeline = ledger_service.timeline_of(dataset, entries)
-    spend = ledger_service.spend_of(dataset, entries)
+    entries = ledger_spend.list_entries(session=session, dataset_id=dataset.id)
+    timeline = ledger_spend.timeline_of(dataset, entries)
+    spend = ledger_spend.spend_of(dataset, entries)
     composed, naive = finite_or_none(spend.composed_epsilon), finite_or_none(spend.naive_epsilon)
     return {
         "dataset_id": dataset.id,
@@ -294,7 +294,7 @@ def dataset_report(*, session: Session, dataset: Dataset) -> dict[str, Any]:
             "saved_by_composition_epsilon": (
                 None if composed is None or naive is None else max(naive - composed, 0.0)
             ),
-            "accountant": ledger_service.COMPOSITION_ACCOUNTANT,
+            "accountant": ledger_spend.COMPOSITION_ACCOUNTANT,
         },
         "remaining": {"epsilon": spend.remaining_epsilon},
         "entries": [entry_view(e) for e in entries],

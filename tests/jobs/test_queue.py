@@ -18,7 +18,7 @@ from app.jobs import queue
 from app.jobs import service as job_service
 from app.jobs.models import Job
 from app.jobs.schemas import JobCreate
-from app.ledger import service as ledger_service
+from app.ledger import spend as ledger_spend
 from app.ledger.models import LedgerEntry
 from app.privacy import accounting
 from tests.conftest import FAST_TRAINING, SMALL_DATASET
@@ -67,7 +67,7 @@ def _spent(db: Database, job_id: int) -> float:
         job = session.get(Job, job_id)
         assert job is not None
         dataset = dataset_service.get(session=session, dataset_id=job.dataset_id)
-        return ledger_service.dataset_spend(session=session, dataset=dataset).composed_epsilon
+        return ledger_spend.dataset_spend(session=session, dataset=dataset).composed_epsilon
 
 
 def test_claims_oldest_first_and_keeps_the_whole_plan_reserved(any_db: Database) -> None:

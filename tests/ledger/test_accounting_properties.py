@@ -24,7 +24,7 @@ from app.flows import training as training_flow
 from app.jobs import service as job_service
 from app.jobs.schemas import JobCreate
 from app.ledger import chain
-from app.ledger import service as ledger_service
+from app.ledger import spend as ledger_spend
 from app.ledger.errors import BudgetExceeded
 from app.privacy import accounting
 from app.privacy.accounting import Mechanism, PRVAccountant, RDPAccountant, rdp_curve
@@ -195,8 +195,8 @@ def test_admission_never_overspends(db: Database, budget: float, ops: list[objec
 
 def _charged(db: Database, dataset_id: int) -> list[Mechanism]:
     with db.session_scope() as session:
-        entries = ledger_service.charged_entries(session=session, dataset_id=dataset_id)
-        return [ledger_service.mechanism_of(e) for e in entries]
+        entries = ledger_spend.charged_entries(session=session, dataset_id=dataset_id)
+        return [ledger_spend.mechanism_of(e) for e in entries]
 
 
 def _plan(db: Database, dataset_id: int, request: JobCreate) -> Mechanism:

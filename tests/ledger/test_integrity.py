@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from app.ledger import service as ledger_service
+from app.ledger import spend as ledger_spend
 from app.ledger.models import NON_PRIVATE, SUBSAMPLED_GAUSSIAN, LedgerEntry
 from app.privacy import accounting
 
@@ -24,17 +24,17 @@ def test_a_recorded_mechanism_is_composed_by_its_accountant() -> None:
     expected = accounting.create_accountant("rdp").epsilon(
         [accounting.Mechanism(1.1, 0.01, 1000)], 1e-5
     )
-    assert ledger_service._composed_epsilon([entry, entry], 1e-5) == pytest.approx(
+    assert ledger_spend.composed_epsilon([entry, entry], 1e-5) == pytest.approx(
         accounting.create_accountant("rdp").epsilon(
             [accounting.Mechanism(1.1, 0.01, 1000)] * 2, 1e-5
         )
     )
-    assert ledger_service._composed_epsilon([entry], 1e-5) == expected
+    assert ledger_spend.composed_epsilon([entry], 1e-5) == expected
 
 
 def test_non_private_entry_composes_to_infinity() -> None:
     entry = _entry(mechanism=NON_PRIVATE, noise_multiplier=0.0)
-    assert math.isinf(ledger_service._composed_epsilon([entry], 1e-5))
+    assert math.isinf(ledger_spend.composed_epsilon([entry], 1e-5))
 
 
 @pytest.mark.parametrize(
@@ -50,5 +50,5 @@ def test_non_private_entry_composes_to_infinity() -> None:
 def test_an_entry_that_cannot_be_composed_as_recorded_is_refused(
     changes: dict[str, object], message: str
 ) -> None:
-    with pytest.raises(ledger_service.LedgerIntegrityError, match=message):
-        ledger_service._composed_epsilon([_entry(), _entry(id=2, **changes)], 1e-5)
+    with pytest.raises(ledger_spend.LedgerIntegrityError, match=message):
+        ledger_spend.composed_epsilon([_entry(), _entry(id=2, **changes)], 1e-5)
