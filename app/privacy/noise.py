@@ -25,7 +25,7 @@ def noise_for_target(
     steps: int,
     accountant: str = "prv",
     tolerance: float = 0.01,
-    deadline_seconds: float = 0.75,
+    deadline_seconds: float = 0.5,
 ) -> float:
     """Smallest noise multiplier (within ``tolerance`` in epsilon) whose epsilon <= target.
 
@@ -34,12 +34,14 @@ def noise_for_target(
     solves the closed-form integer-order RDP (an upper bound on both: its solution is feasible
     and close), then narrows with a few safeguarded regula-falsi steps on log-log scale.
 
-    The narrowing stops at ``deadline_seconds`` with the best *feasible* sigma found so far (a
-    little more noise than needed, never less), so planning a request has a bounded cost.
+    Past ``deadline_seconds`` (from the call) the search stops at the next check and returns
+    the best *feasible* sigma found so far (a little more noise than needed, never less), so
+    planning a request has a bounded cost: at most the deadline plus one evaluation.
 
     Raises:
         TargetUnreachable: the target needs more noise than MAX_NOISE_MULTIPLIER.
     """
+    deadline = time.monotonic() + deadline_seconds
     acc = create_accountant(accountant)
 
     def eps(sigma: float) -> float:
@@ -57,15 +59,16 @@ def noise_for_target(
     while eps_high > target_epsilon:  # not expected (the bound is above both), but be safe
         high = min(high * 1.25, MAX_NOISE_MULTIPLIER)
         eps_high = eps(high)
+    if time.monotonic() > deadline:
+        return high
     low = max(high / 1.25, MIN_NOISE_MULTIPLIER)
     eps_low = eps(low)
     while eps_low <= target_epsilon:
-        if low == MIN_NOISE_MULTIPLIER:
+        if low == MIN_NOISE_MULTIPLIER or time.monotonic() > deadline:
             return low
         high, eps_high = low, eps_low
         low = max(low / 1.25, MIN_NOISE_MULTIPLIER)
         eps_low = eps(low)
-    deadline = time.monotonic() + deadline_seconds
     return _narrow(eps, target_epsilon, (low, eps_low), (high, eps_high), tolerance, deadline)
 
 
