@@ -269,10 +269,8 @@ def _unwrap(network: nn.Module) -> nn.Module:
 def epsilon_of(history: list[tuple[float, float, int]], delta: float) -> tuple[float, float]:
     """(PRV, RDP) epsilon of the accountant's history at ``delta``."""
     mechanisms = [accounting.Mechanism(s, q, n) for s, q, n in history]
-    return (
-        accounting.PRVAccountant().epsilon(mechanisms, delta),
-        accounting.RDPAccountant().epsilon(mechanisms, delta),
-    )
+    figures = accounting.epsilon_by_accountant(mechanisms, delta)
+    return figures["prv"], figures["rdp"]
 
 
 def predict_log_odds(network: nn.Module, x_raw: np.ndarray) -> np.ndarray:

@@ -1,6 +1,5 @@
 """Job rules: plan the DP mechanism, admit through the ledger, cancel."""
 
-import math
 
 from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session
@@ -222,9 +221,6 @@ def cancel(*, session: Session, job: Job) -> Job:
 
 
 def planned_epsilon(job: Job) -> dict[str, float | None]:
-    history = [accounting.Mechanism(job.noise_multiplier, job.sample_rate, job.steps)]
-    out: dict[str, float | None] = {}
-    for name in accounting.ACCOUNTANTS:
-        eps = accounting.create_accountant(name).epsilon(history, job.delta)
-        out[name] = None if math.isinf(eps) else eps
-    return out
+    """The job's planned epsilon by every accountant; None where it is infinite (non-private)."""
+    figures = accounting.epsilon_by_accountant([mechanism_of(job)], job.delta)
+    return {name: accounting.finite_or_none(eps) for name, eps in figures.items()}

@@ -68,9 +68,7 @@ def reserve(
         BudgetExceeded: the composed spend including this job would exceed the budget.
     """
     lock_dataset(session=session, dataset_id=dataset.id)
-    epsilon_rdp, epsilon_prv = (
-        accounting.create_accountant(name).epsilon([mechanism], delta) for name in ("rdp", "prv")
-    )
+    figures = accounting.epsilon_by_accountant([mechanism], delta)
     entry = LedgerEntry(
         dataset_id=dataset.id,
         job_id=job_id,
@@ -82,8 +80,8 @@ def reserve(
         delta=delta,
         accountant=COMPOSITION_ACCOUNTANT,
         created_at=utcnow(),
-        epsilon_rdp=accounting.finite_or_none(epsilon_rdp),
-        epsilon_prv=accounting.finite_or_none(epsilon_prv),
+        epsilon_rdp=accounting.finite_or_none(figures["rdp"]),
+        epsilon_prv=accounting.finite_or_none(figures["prv"]),
     )
     _admit(session, dataset, entry)
     session.add(entry)

@@ -264,6 +264,15 @@ _REGISTRY: dict[str, type] = {"rdp": RDPAccountant, "prv": PRVAccountant}
 ACCOUNTANTS: tuple[str, ...] = tuple(_REGISTRY)
 
 
+def epsilon_by_accountant(history: Sequence[Mechanism], delta: float) -> dict[str, float]:
+    """The history's epsilon at ``delta`` by every registered accountant (``inf``: non-private).
+
+    The one place a job's figures are computed for each accountant: the ledger records them
+    with its entry, the job view and the reports show them.
+    """
+    return {name: create_accountant(name).epsilon(history, delta) for name in ACCOUNTANTS}
+
+
 def create_accountant(name: str) -> Accountant:
     """Look an accountant up by name (``rdp`` or ``prv``)."""
     try:
