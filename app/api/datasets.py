@@ -1,8 +1,9 @@
 """Datasets API: thin routes over app.datasets.service."""
 
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastapi import APIRouter, Request, Response, status
+from fastapi.responses import HTMLResponse, JSONResponse
 from sqlalchemy.orm import Session
 
 from app.auth import audit
@@ -20,6 +21,7 @@ from app.datasets.schemas import DatasetCreate, DatasetOut, DatasetPage, Privacy
 from app.reports import privacy_html as report_html
 from app.reports import privacy_report as ledger_report
 from app.reports.html import negotiated
+from app.reports.schemas import DatasetPrivacyReport
 
 router = APIRouter(prefix="/v1/datasets", tags=["datasets"])
 READERS = require_roles("data_scientist", "privacy_officer")
@@ -83,12 +85,12 @@ def change_privacy_budget(
     return DatasetOut.from_orm_row(dataset)
 
 
-@router.get("/{dataset_id}/privacy-report", response_model=None, responses=REPORT_RESPONSES,
-            dependencies=[READERS])
+@router.get("/{dataset_id}/privacy-report", response_model=DatasetPrivacyReport,
+            response_class=JSONResponse, responses=REPORT_RESPONSES, dependencies=[READERS])
 def get_dataset_privacy_report(
     dataset_id: DatasetIdPath, session: SessionDep, html: PrefersHtml, request: Request,
     response: Response,
-) -> dict[str, Any] | Response:
+) -> DatasetPrivacyReport | HTMLResponse:
     """Budget, composed spend, remaining budget and the ledger entries (JSON or HTML page)."""
     dataset = service.get(session=session, dataset_id=dataset_id)
     report = ledger_report.dataset_report(session=session, dataset=dataset)

@@ -1,8 +1,9 @@
 """Jobs API: thin routes over app.jobs.service."""
 
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastapi import APIRouter, Request, Response, status
+from fastapi.responses import HTMLResponse, JSONResponse
 from sqlalchemy.orm import Session
 
 from app.auth import audit
@@ -22,6 +23,7 @@ from app.jobs.schemas import JobCreate, JobOut, JobPage, JobStatus
 from app.reports import privacy_html as report_html
 from app.reports import privacy_report as ledger_report
 from app.reports.html import negotiated
+from app.reports.schemas import JobPrivacyReport
 
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
 READERS = require_roles("data_scientist", "privacy_officer")
@@ -89,12 +91,13 @@ def cancel_job(job_id: JobIdPath, session: SessionDep, principal: DataScientist)
     return training_flow.job_view(session=session, job=job)
 
 
-@router.get("/{job_id}/privacy-report", response_model=None, responses=REPORT_RESPONSES,
+@router.get("/{job_id}/privacy-report", response_model=JobPrivacyReport,
+            response_class=JSONResponse, responses=REPORT_RESPONSES,
             # Clinicians too: it is the model card of the model that scores their patients.
             dependencies=[require_roles("data_scientist", "privacy_officer", "clinician")])
 def get_job_privacy_report(
     job_id: JobIdPath, session: SessionDep, html: PrefersHtml, request: Request, response: Response
-) -> dict[str, Any] | Response:
+) -> JobPrivacyReport | HTMLResponse:
     """The job's mechanism, accounting, model card and held-out metrics (JSON or HTML page)."""
     job = service.get(session=session, job_id=job_id)
     dataset = dataset_service.get(session=session, dataset_id=job.dataset_id)

@@ -4,9 +4,10 @@ An audit is a job of kind ``privacy_audit`` on the shared queue; cancel it like 
 (``POST /v1/jobs/{id}/cancel``).
 """
 
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastapi import APIRouter, Request, Response, status
+from fastapi.responses import HTMLResponse, JSONResponse
 
 from app.auth import audit as action_log
 from app.auth.audit import Action
@@ -23,6 +24,7 @@ from app.privacy_audit.schemas import AuditCreate, AuditOut, AuditPage
 from app.reports import audit_html as report_html
 from app.reports import audit_report as report
 from app.reports.html import negotiated
+from app.reports.schemas import AuditReport
 
 router = APIRouter(prefix="/v1/audits", tags=["privacy audits"])
 Auditor = Annotated[Principal, require_roles("data_scientist", "privacy_officer")]
@@ -62,12 +64,12 @@ def get_audit(audit_id: AuditIdPath, session: SessionDep) -> AuditOut:
     return service.describe(job=service.get(session=session, audit_id=audit_id))
 
 
-@router.get("/{audit_id}/report", response_model=None, responses=REPORT_RESPONSES,
-            dependencies=[READERS])
+@router.get("/{audit_id}/report", response_model=AuditReport, response_class=JSONResponse,
+            responses=REPORT_RESPONSES, dependencies=[READERS])
 def get_audit_report(
     audit_id: AuditIdPath, session: SessionDep, html: PrefersHtml, request: Request,
     response: Response,
-) -> dict[str, Any] | Response:
+) -> AuditReport | HTMLResponse:
     """Accounted against audited epsilon, the one-run audits and the attacks (JSON or HTML)."""
     job = service.get(session=session, audit_id=audit_id)
     dataset = dataset_service.get(session=session, dataset_id=job.dataset_id)

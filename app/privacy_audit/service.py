@@ -6,7 +6,6 @@ audits are refused there; on a public dataset nothing is charged and the ledger 
 """
 
 import math
-from typing import Any
 
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
@@ -95,17 +94,13 @@ def accounted_epsilon(
     return accounting.PRVAccountant().epsilon([mechanism], delta)
 
 
-def request_of(job: Job) -> dict[str, Any]:
-    return dict(job.training.get("audit", {}))
-
-
 def report_href(audit_id: int, root_path: str = "") -> str:
     return f"{root_path}/v1/audits/{audit_id}/report"
 
 
 def describe(*, job: Job) -> AuditOut:
     """The audit's status and headline numbers (the report has the rest)."""
-    request = request_of(job)
+    request = dict(job.training.get("audit", {}))  # as submitted (AuditCreate, dumped)
     accounted = accounted_epsilon(noise_multiplier=job.noise_multiplier,
                                   sample_rate=job.sample_rate, steps=job.steps, delta=job.delta)
     return AuditOut.from_row(
@@ -120,15 +115,10 @@ def describe(*, job: Job) -> AuditOut:
     )
 
 
-def to_out(job: Job) -> dict[str, Any]:
-    """``describe`` as the plain dict the privacy reports (``app.reports``) embed."""
-    return describe(job=job).model_dump()
-
-
-def summaries(*, session: Session, dataset_id: int) -> list[dict[str, Any]]:
+def summaries(*, session: Session, dataset_id: int) -> list[AuditOut]:
     """Every audit of the dataset, oldest first: what the dataset's privacy report links."""
     rows = session.scalars(
         select(Job).where(Job.kind == PRIVACY_AUDIT, Job.dataset_id == dataset_id)
         .order_by(Job.id)
     )
-    return [to_out(job) for job in rows]
+    return [describe(job=job) for job in rows]

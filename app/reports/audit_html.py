@@ -3,7 +3,8 @@
 No script, no external resource, the ledger pages' style and Content-Security-Policy; the ROC
 plot is inline SVG and its data are repeated in a table. An alarm is shown in red (and in
 words, for readers who cannot tell red apart). The markup is in the template ``audit.html``;
-this module prepares plain values for it, which the template escapes (``app.reports.html``).
+this module prepares plain values for it from the report model, which the template escapes
+(``app.reports.html``).
 """
 
 from typing import Any
@@ -11,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from app.reports.html import MISSING, Link, chart_svg, num, render, table
+from app.reports.schemas import AuditReport
 from app.reports.svg_plot import PALETTE, Chart, Series
 
 CURVES = (
@@ -23,9 +25,9 @@ TABLE_FPRS = (0.001, 0.01, 0.1, 0.5)
 CHANCE = "#8a8a8a"
 
 
-def roc_chart(report: dict[str, Any]) -> Chart:
+def roc_chart(report: AuditReport) -> Chart:
     """ROC curves of both attacks on the DP and the non-private model, with chance."""
-    membership = report.get("membership") or {}
+    membership = report.membership or {}
     series = [Series("chance (AUC 0.5)", [(0.0, 0.0), (1.0, 1.0)], color=CHANCE, dash="3 3",
                      marker="none")]
     for model, attack, label, color, dash in CURVES:
@@ -34,7 +36,7 @@ def roc_chart(report: dict[str, Any]) -> Chart:
                              marker="none"))
     return Chart(
         chart_id="attack-roc",
-        title=f"Membership-inference ROC, audit {report['audit_id']}",
+        title=f"Membership-inference ROC, audit {report.audit_id}",
         description="True-positive against false-positive rate of the loss-threshold and LiRA "
         "attacks on the DP model and on a non-private model trained on the same rows.",
         x_label="false-positive rate", y_label="true-positive rate",
@@ -43,18 +45,18 @@ def roc_chart(report: dict[str, Any]) -> Chart:
     )
 
 
-def _headline(report: dict[str, Any]) -> dict[str, str]:
-    eps = report["epsilon"]
+def _headline(report: AuditReport) -> dict[str, str]:
+    eps = report.epsilon
     return {
-        "accounted": "∞ (non-private)" if eps["non_private"] else eps["accounted_text"],
-        "audited": eps["audited_text"] if eps["audited_text"] is not None else MISSING,
-        "delta": num(eps["delta"], "g"),
-        "confidence": f"{eps['confidence']:.0%}",
+        "accounted": "∞ (non-private)" if eps.non_private else eps.accounted_text,
+        "audited": eps.audited_text if eps.audited_text is not None else MISSING,
+        "delta": num(eps.delta, "g"),
+        "confidence": f"{eps.confidence:.0%}",
     }
 
 
-def _one_run_table(report: dict[str, Any]) -> dict[str, Any]:
-    parts = report.get("one_run") or {}
+def _one_run_table(report: AuditReport) -> dict[str, Any]:
+    parts = report.one_run or {}
     rows = [
         [name.replace("_", "-"), num(p.get("canaries")), num(p.get("included")),
          f"{num(p.get('k_plus'))} / {num(p.get('k_minus'))}", num(p.get("correct")),
@@ -68,8 +70,8 @@ def _one_run_table(report: dict[str, Any]) -> dict[str, Any]:
     return table("One-run audits (Steinke, Nasr and Jagielski 2023)", headers, rows)
 
 
-def _attack_table(report: dict[str, Any]) -> dict[str, Any]:
-    membership = report.get("membership") or {}
+def _attack_table(report: AuditReport) -> dict[str, Any]:
+    membership = report.membership or {}
     rows = []
     for model, attack, label, _, _ in CURVES:
         s = (membership.get(model) or {}).get(attack) or {}
@@ -81,9 +83,9 @@ def _attack_table(report: dict[str, Any]) -> dict[str, Any]:
     return table("Attack success: members against non-members", headers, rows)
 
 
-def _roc_table(report: dict[str, Any]) -> dict[str, Any]:
+def _roc_table(report: AuditReport) -> dict[str, Any]:
     """The plot's data at a few false-positive rates (best TPR at or below each)."""
-    membership = report.get("membership") or {}
+    membership = report.membership or {}
     rows = []
     for model, attack, label, _, _ in CURVES:
         curve = np.asarray(((membership.get(model) or {}).get(attack) or {}).get("roc") or [])
@@ -97,31 +99,31 @@ def _roc_table(report: dict[str, Any]) -> dict[str, Any]:
                   headers, rows)
 
 
-def _audit_facts(report: dict[str, Any]) -> list[tuple[str, str | Link]]:
-    links = report["links"]
-    membership = report.get("membership") or {}
+def _audit_facts(report: AuditReport) -> list[tuple[str, str | Link]]:
+    links = report.links
+    membership = report.membership or {}
     return [
-        ("Audited job", Link(links["audited_job_report"], f"job {report['audited_job_id']}")),
-        ("Dataset", Link(links["dataset_report"],
-                         f"{report['dataset_name']} (id {report['dataset_id']})")),
-        ("Status", report["status"]),
-        ("Privacy unit", report["privacy_unit"]),
+        ("Audited job", Link(links.audited_job_report, f"job {report.audited_job_id}")),
+        ("Dataset", Link(links.dataset_report,
+                         f"{report.dataset_name} (id {report.dataset_id})")),
+        ("Status", report.status),
+        ("Privacy unit", report.privacy_unit),
         ("Shadow models", num(membership.get("shadow_models"))),
         ("Members / non-members scored",
          f"{num(membership.get('members'))} / {num(membership.get('non_members'))}"),
-        ("Seconds", num((report.get("seconds") or {}).get("total"), ".1f")),
+        ("Seconds", num((report.seconds or {}).get("total"), ".1f")),
     ]
 
 
-def render_audit_page(report: dict[str, Any]) -> str:
+def render_audit_page(report: AuditReport) -> str:
     """The audit report as a complete HTML5 document (template ``audit.html``)."""
-    error = report.get("error") or {}
+    error = report.error
     return render(
         "audit.html",
-        title=f"Privacy audit {report['audit_id']}",
+        title=f"Privacy audit {report.audit_id}",
         report=report,
         headline=_headline(report),
-        error=f"{error.get('code') or ''}: {error.get('message') or ''}" if error else None,
+        error=f"{error.code or ''}: {error.message or ''}" if error else None,
         audit_facts=_audit_facts(report),
         one_run_table=_one_run_table(report),
         attack_table=_attack_table(report),

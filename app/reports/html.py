@@ -19,17 +19,19 @@ import math
 from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
 from html import escape
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypeGuard, TypeVar
 
 from fastapi import Response
 from fastapi.responses import HTMLResponse
 from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
 from markupsafe import Markup
+from pydantic import BaseModel
 
 from app.reports import svg_plot
 from app.reports.svg_plot import Chart
 
 MISSING = "—"
+ReportT = TypeVar("ReportT", bound=BaseModel)
 
 
 class Link(NamedTuple):
@@ -74,16 +76,17 @@ def render(template: str, **context: Any) -> str:
 
 
 def negotiated(
-    report: dict[str, Any],
+    report: ReportT,
     *,
     html: bool,
     response: Response,
-    render: Callable[[dict[str, Any]], str],
-) -> dict[str, Any] | HTMLResponse:
-    """A report as its page (``html``: the client prefers text/html) or as JSON.
+    render: Callable[[ReportT], str],
+) -> ReportT | HTMLResponse:
+    """A report as its page (``html``: the client prefers text/html) or as JSON (the route's
+    response model serialises ``report``).
 
-    The page is rendered from the same dict, so it can never say what the JSON does not; either
-    answer varies with ``Accept``.
+    The page is rendered from the same object, so it can never say what the JSON does not;
+    either answer varies with ``Accept``.
     """
     if html:
         return page_response(render(report))
@@ -114,7 +117,7 @@ def chart_svg(chart: Chart) -> Markup:
     return Markup(svg_plot.render_svg(chart))  # noqa: S704 - escaped by svg_plot, see above
 
 
-def finite(value: Any) -> bool:
+def finite(value: Any) -> TypeGuard[float]:
     return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
 
 

@@ -1,4 +1,4 @@
-"""Privacy reports as self-contained HTML pages, rendered from the JSON reports' dicts.
+"""Privacy reports as self-contained HTML pages, rendered from the JSON reports' models.
 
 A privacy officer opens these in a browser and prints or forwards them, so the pages carry no
 script and fetch nothing: the plots are inline SVG (``app.reports.svg_plot``), the style is one
@@ -13,6 +13,7 @@ from typing import Any
 
 from app.privacy.figures import epsilon_text, round_down
 from app.reports.html import MISSING, Link, chart_svg, finite, num, render, table, when
+from app.reports.schemas import DatasetPrivacyReport, JobPrivacyReport, ModelCard
 from app.reports.svg_plot import PALETTE, Chart, Reference, Series
 
 INFINITY_LABEL = "∞ (non-private)"
@@ -34,29 +35,29 @@ def _job_link(job_id: int, root_path: str) -> Link:
     return Link(report_href("jobs", job_id, root_path), f"job {job_id}")
 
 
-def epoch_chart(report: dict[str, Any]) -> Chart:
+def epoch_chart(report: JobPrivacyReport) -> Chart:
     """PRV and RDP epsilon after each epoch, with the planned final epsilon and the target."""
-    per_epoch = report["epsilon_per_epoch"] or []
-    non_private = report["non_private"]
-    prv = [(e["epoch"], _infinite_if(e.get("prv"), non_private)) for e in per_epoch]
-    rdp = [(e["epoch"], _infinite_if(e.get("rdp"), non_private)) for e in per_epoch]
+    per_epoch = report.epsilon_per_epoch
+    non_private = report.non_private
+    prv = [(e.epoch, _infinite_if(e.prv, non_private)) for e in per_epoch]
+    rdp = [(e.epoch, _infinite_if(e.rdp, non_private)) for e in per_epoch]
     references = []
-    planned = report["epsilon"].get("prv")
+    planned = report.epsilon.prv
     if finite(planned):
         references.append(Reference(f"planned final ε (PRV) {epsilon_text(planned)}", planned))
-    target = report.get("target_epsilon")
+    target = report.target_epsilon
     if finite(target):
         references.append(Reference(f"target ε {target:g}", target, color="#7a3e00", dash="2 3"))
-    last_epoch = max([report["epochs"], *(e["epoch"] for e in per_epoch)])
+    last_epoch = max([report.epochs, *(e.epoch for e in per_epoch)])
     return Chart(
         chart_id="epsilon-per-epoch",
-        title=f"Epsilon per epoch, job {report['job_id']}",
+        title=f"Epsilon per epoch, job {report.job_id}",
         description=(
-            f"Epsilon after each of {len(per_epoch)} finished epochs of {report['epochs']} "
-            f"planned, by the PRV and RDP accountants at delta {report['delta']:g}."
+            f"Epsilon after each of {len(per_epoch)} finished epochs of {report.epochs} "
+            f"planned, by the PRV and RDP accountants at delta {report.delta:g}."
         ),
         x_label="epoch",
-        y_label=f"ε at δ = {report['delta']:g}",
+        y_label=f"ε at δ = {report.delta:g}",
         series=[
             Series("ε, PRV accountant (reported)", prv, color=PALETTE[0]),
             Series("ε, RDP accountant", rdp, color=PALETTE[1], dash="6 4", marker="square"),
@@ -72,15 +73,15 @@ def _infinite_if(value: float | None, non_private: bool) -> float | None:
     """Null epsilons of non-private spend become infinity, which the chart draws off scale."""
     return math.inf if value is None and non_private else value
 
-def _epoch_table(report: dict[str, Any]) -> dict[str, Any]:
-    non_private = report["non_private"]
+def _epoch_table(report: JobPrivacyReport) -> dict[str, Any]:
+    non_private = report.non_private
     rows = [
         [
-            str(e["epoch"]),
-            eps(e.get("prv"), non_private=non_private),
-            eps(e.get("rdp"), non_private=non_private),
+            str(e.epoch),
+            eps(e.prv, non_private=non_private),
+            eps(e.rdp, non_private=non_private),
         ]
-        for e in report["epsilon_per_epoch"] or []
+        for e in report.epsilon_per_epoch
     ]
     return table(
         "Epsilon per epoch (data of the plot above)",
@@ -89,34 +90,34 @@ def _epoch_table(report: dict[str, Any]) -> dict[str, Any]:
     )
 
 
-def _job_facts(report: dict[str, Any], root_path: str) -> list[tuple[str, str | Link]]:
-    non_private = report["non_private"]
-    prv, rdp = report["epsilon"].get("prv"), report["epsilon"].get("rdp")
+def _job_facts(report: JobPrivacyReport, root_path: str) -> list[tuple[str, str | Link]]:
+    non_private = report.non_private
+    prv, rdp = report.epsilon.prv, report.epsilon.rdp
     return [
-        ("Privacy unit", report["privacy_unit"]),
+        ("Privacy unit", report.privacy_unit),
         ("Dataset", _dataset_link(report, root_path)),
-        ("Rows", f"{report['dataset_rows']} ({report['training_rows']} training, "
-                 f"{report['holdout_rows']} held out)"),
-        ("Mechanism", report["mechanism"]),
-        ("Sampling", f"Poisson, rate q = {num(report['sample_rate'])}"),
-        ("Expected batch size", num(report["expected_batch_size"], ".1f")),
-        ("Noise multiplier σ", num(report["noise_multiplier"])),
-        ("Clip norm C", f"{num(report['clip_norm'], 'g')}; {report['clipping']}"),
-        ("Steps", f"{report['steps']} ({report['steps_per_epoch']} per epoch, "
-                  f"{report['epochs']} epochs; {report['epochs_completed']} completed)"),
-        ("δ", num(report["delta"], "g")),
+        ("Rows", f"{report.dataset_rows} ({report.training_rows} training, "
+                 f"{report.holdout_rows} held out)"),
+        ("Mechanism", report.mechanism),
+        ("Sampling", f"Poisson, rate q = {num(report.sample_rate)}"),
+        ("Expected batch size", num(report.expected_batch_size, ".1f")),
+        ("Noise multiplier σ", num(report.noise_multiplier)),
+        ("Clip norm C", f"{num(report.clip_norm, 'g')}; {report.clipping}"),
+        ("Steps", f"{report.steps} ({report.steps_per_epoch} per epoch, "
+                  f"{report.epochs} epochs; {report.epochs_completed} completed)"),
+        ("δ", num(report.delta, "g")),
         ("ε, PRV accountant (reported)", eps(prv, non_private=non_private)),
         ("ε, RDP accountant (ledger composition)", eps(rdp, non_private=non_private)),
-        ("Target ε", num(report.get("target_epsilon"), "g")),
+        ("Target ε", num(report.target_epsilon, "g")),
     ]
 
 
-def _dataset_name(report: dict[str, Any]) -> str:
-    return f"{report.get('dataset_name') or 'dataset'} (id {report['dataset_id']})"
+def _dataset_name(report: JobPrivacyReport | DatasetPrivacyReport) -> str:
+    return f"{report.dataset_name or 'dataset'} (id {report.dataset_id})"
 
 
-def _dataset_link(report: dict[str, Any], root_path: str) -> Link:
-    return Link(report_href("datasets", report["dataset_id"], root_path), _dataset_name(report))
+def _dataset_link(report: JobPrivacyReport, root_path: str) -> Link:
+    return Link(report_href("datasets", report.dataset_id, root_path), _dataset_name(report))
 
 
 _HEADLINE_METRICS = (
@@ -176,60 +177,60 @@ def _metrics(metrics: dict[str, Any]) -> dict[str, Any]:
     return {"tables": tables, "notes": [*method, *notes]}
 
 
-def _model_card(card: dict[str, Any]) -> dict[str, Any]:
-    data = card["training_data"]
-    metrics = card["metrics"]["values"]
+def _model_card(card: ModelCard) -> dict[str, Any]:
+    data = card.training_data
+    metrics = card.metrics.values
     return {
-        "use": card["intended_use"],
+        "use": card.intended_use,
         "data_facts": [
-            ("Dataset", f"{data['dataset_name']} (id {data['dataset_id']})"),
-            ("Source", data["source"]),
-            ("Public", "yes" if data["public"] else "no (protected by a privacy budget)"),
-            ("Rows", str(data["rows"])),
-            ("Training rows", str(data["training_rows"])),
-            ("Held-out rows", str(data["holdout_rows"])),
+            ("Dataset", f"{data.dataset_name} (id {data.dataset_id})"),
+            ("Source", data.source),
+            ("Public", "yes" if data.public else "no (protected by a privacy budget)"),
+            ("Rows", str(data.rows)),
+            ("Training rows", str(data.training_rows)),
+            ("Held-out rows", str(data.holdout_rows)),
         ],
-        "data_note": data["note"],
+        "data_note": data.note,
         "metrics": _metrics(metrics) if metrics else None,
-        "metrics_note": card["metrics"]["note"],
-        "caveats": card["caveats"],
+        "metrics_note": card.metrics.note,
+        "caveats": card.caveats,
     }
 
 
-def render_job_page(report: dict[str, Any], *, root_path: str = "") -> str:
+def render_job_page(report: JobPrivacyReport, *, root_path: str = "") -> str:
     """The job's privacy report as a complete HTML5 document (template ``job.html``)."""
     return render(
         "job.html",
-        title=f"Privacy report: job {report['job_id']}",
+        title=f"Privacy report: job {report.job_id}",
         report=report,
         infinity=INFINITY_LABEL,
-        delta=num(report["delta"], "g"),
+        delta=num(report.delta, "g"),
         dataset=_dataset_link(report, root_path),
         page_facts=_job_facts(report, root_path),
         plot=chart_svg(epoch_chart(report)),
         epoch_table=_epoch_table(report),
-        card=_model_card(report["model_card"]),
+        card=_model_card(report.model_card),
     )
 
 
-def spend_chart(report: dict[str, Any]) -> Chart:
+def spend_chart(report: DatasetPrivacyReport) -> Chart:
     """Composed (RDP) and naive cumulative spend after each charged entry, against the budget."""
-    timeline = report["timeline"]
-    composed = [(0.0, 0.0)] if timeline else []
-    naive = [(0.0, 0.0)] if timeline else []
+    timeline = report.timeline
+    composed: list[tuple[float, float | None]] = [(0.0, 0.0)] if timeline else []
+    naive: list[tuple[float, float | None]] = [(0.0, 0.0)] if timeline else []
     for i, point in enumerate(timeline, start=1):
         # In the timeline null means infinite: a non-private job was charged.
-        composed.append((i, _infinite_if(point["composed_epsilon"], True)))
-        naive.append((i, _infinite_if(point["naive_epsilon"], True)))
-    budget = report["budget"]["epsilon"]
+        composed.append((i, _infinite_if(point.composed_epsilon, True)))
+        naive.append((i, _infinite_if(point.naive_epsilon, True)))
+    budget = report.budget.epsilon
     references = [Reference(f"budget ε {budget:g}", budget)] if finite(budget) else []
     return Chart(
         chart_id="cumulative-spend",
-        title=f"Cumulative privacy spend, dataset {report['dataset_id']}",
+        title=f"Cumulative privacy spend, dataset {report.dataset_id}",
         description=(
             f"Spend after each of {len(timeline)} charged jobs: composed by RDP "
-            f"({report['spent']['epsilon_text']}) and the naive sum of per-job epsilons "
-            f"({report['spent']['naive_sum_epsilon_text']})"
+            f"({report.spent.epsilon_text}) and the naive sum of per-job epsilons "
+            f"({report.spent.naive_sum_epsilon_text})"
             + (f", against a budget of {budget:g}." if finite(budget) else "; no budget.")
         ),
         x_label="charged jobs (ledger order)",
@@ -248,41 +249,41 @@ def spend_chart(report: dict[str, Any]) -> Chart:
         off_scale_label="∞: a non-private job was charged (off the scale)",
     )
 
-def _timeline_table(report: dict[str, Any], root_path: str) -> dict[str, Any]:
+def _timeline_table(report: DatasetPrivacyReport, root_path: str) -> dict[str, Any]:
     rows = [
         [
             str(i),
-            str(p["entry_id"]),
-            _job_link(p["job_id"], root_path),
-            when(p["at"]),
-            eps(p["entry_epsilon"], non_private=p["non_private"]),
-            eps(p["composed_epsilon"], non_private=p["composed_epsilon"] is None),
-            eps(p["naive_epsilon"], non_private=p["naive_epsilon"] is None),
+            str(p.entry_id),
+            _job_link(p.job_id, root_path),
+            when(p.at),
+            eps(p.entry_epsilon, non_private=p.non_private),
+            eps(p.composed_epsilon, non_private=p.composed_epsilon is None),
+            eps(p.naive_epsilon, non_private=p.naive_epsilon is None),
         ]
-        for i, p in enumerate(report["timeline"], start=1)
+        for i, p in enumerate(report.timeline, start=1)
     ]
     headers = [("#", True), ("Ledger entry", True), ("Job", False), ("Charged at", False),
                ("Job ε (RDP)", True), ("Composed ε (RDP)", True), ("Naive sum ε", True)]
     return table("Cumulative spend (data of the plot above)", headers, rows)
 
 
-def _entries_table(report: dict[str, Any], root_path: str) -> dict[str, Any]:
+def _entries_table(report: DatasetPrivacyReport, root_path: str) -> dict[str, Any]:
     rows = [
         [
-            str(e["id"]),
-            _job_link(e["job_id"], root_path),
-            e["status"] or MISSING,
-            e["mechanism"],
-            num(e["noise_multiplier"]),
-            num(e["sample_rate"]),
-            f'{num(e.get("charged_steps"))} of {num(e["steps"])}',
-            num(e["clip_norm"], "g"),
-            num(e["delta"], "g"),
-            e["accountant"],
-            eps(e["epsilon"]["rdp"], non_private=e["non_private"]),
-            eps(e["epsilon"]["prv"], non_private=e["non_private"]),
+            str(e.id),
+            _job_link(e.job_id, root_path),
+            e.status or MISSING,
+            e.mechanism,
+            num(e.noise_multiplier),
+            num(e.sample_rate),
+            f"{num(e.charged_steps)} of {num(e.steps)}",
+            num(e.clip_norm, "g"),
+            num(e.delta, "g"),
+            e.accountant,
+            eps(e.epsilon.rdp, non_private=e.non_private),
+            eps(e.epsilon.prv, non_private=e.non_private),
         ]
-        for e in report["entries"]
+        for e in report.entries
     ]
     headers = [("Entry", True), ("Job", False), ("Status", False), ("Mechanism", False),
                ("σ", True), ("q", True), ("Steps charged", True), ("C", True), ("δ", True),
@@ -290,43 +291,43 @@ def _entries_table(report: dict[str, Any], root_path: str) -> dict[str, Any]:
     return table("Ledger entries (only charged steps count against the budget)", headers, rows)
 
 
-def _dataset_facts(report: dict[str, Any]) -> list[tuple[str, str]]:
-    budget, spent = report["budget"], report["spent"]
-    if budget["limited"]:
-        budget_text = f"ε = {num(budget['epsilon'], 'g')}, δ = {num(budget['delta'], 'g')}"
-        remaining = num(round_down(report["remaining"]["epsilon"], 4), "g")
+def _dataset_facts(report: DatasetPrivacyReport) -> list[tuple[str, str]]:
+    budget, spent, left = report.budget, report.spent, report.remaining.epsilon
+    if budget.limited:
+        budget_text = f"ε = {num(budget.epsilon, 'g')}, δ = {num(budget.delta, 'g')}"
+        remaining = num(round_down(left, 4) if left is not None else None, "g")
     else:
         budget_text = "none (public dataset)"
         remaining = "unlimited (no budget)"
-    saved = spent.get("saved_by_composition_epsilon")
-    naive = eps(spent["naive_sum_epsilon"], non_private=spent["non_private"])
+    saved = spent.saved_by_composition_epsilon
+    naive = eps(spent.naive_sum_epsilon, non_private=spent.non_private)
     if finite(saved):
         naive += f" (composition saves ε = {num(saved)})"
     return [
-        ("Privacy unit", report["privacy_unit"]),
-        ("Public", "yes" if report["public"] else "no"),
+        ("Privacy unit", report.privacy_unit),
+        ("Public", "yes" if report.public else "no"),
         ("Budget", budget_text),
-        ("Spent, composed (RDP)", eps(spent["epsilon"], non_private=spent["non_private"])),
+        ("Spent, composed (RDP)", eps(spent.epsilon, non_private=spent.non_private)),
         ("Naive sum of per-job ε", naive),
         ("Remaining ε", remaining),
-        ("Composition", spent["composition"]),
+        ("Composition", spent.composition),
     ]
 
 
-def _audits_table(report: dict[str, Any], root_path: str) -> dict[str, Any] | None:
+def _audits_table(report: DatasetPrivacyReport, root_path: str) -> dict[str, Any] | None:
     """The dataset's privacy audits; an alarm row is red and says so in words."""
-    audits = report.get("privacy_audits") or []
+    audits = report.privacy_audits
     if not audits:
         return None
     rows = [
         [
-            Link(f"{root_path}{a['report']}", f"audit {a['id']}"),
-            _job_link(a["audited_job_id"], root_path),
-            a["status"],
-            eps(a["accounted_epsilon"], non_private=a["accounted_epsilon"] is None),
-            num(round_down(a["audited_epsilon"], 3) if finite(a["audited_epsilon"]) else None,
+            Link(f"{root_path}{a.report}", f"audit {a.id}"),
+            _job_link(a.audited_job_id, root_path),
+            a.status,
+            eps(a.accounted_epsilon, non_private=a.accounted_epsilon is None),
+            num(round_down(a.audited_epsilon, 3) if finite(a.audited_epsilon) else None,
                 ".3g"),
-            "PRIVACY BUG" if a["alarm"] else "none",
+            "PRIVACY BUG" if a.alarm else "none",
         ]
         for a in audits
     ]
@@ -334,20 +335,20 @@ def _audits_table(report: dict[str, Any], root_path: str) -> dict[str, Any] | No
                ("Accounted ε (upper bound)", True), ("Audited ε (lower bound)", True),
                ("Alarm", False)]
     return table("Empirical audits of the accounting (they charge nothing)", headers, rows,
-                 alarms=[bool(a["alarm"]) for a in audits])
+                 alarms=[a.alarm for a in audits])
 
 
-def render_dataset_page(report: dict[str, Any], *, root_path: str = "") -> str:
+def render_dataset_page(report: DatasetPrivacyReport, *, root_path: str = "") -> str:
     """The dataset's ledger report as a complete HTML5 document (template ``dataset.html``)."""
-    spent = report["spent"]
-    budget = report["budget"]
+    spent = report.spent
+    budget = report.budget
     return render(
         "dataset.html",
-        title=f"Privacy report: dataset {report['dataset_id']}",
+        title=f"Privacy report: dataset {report.dataset_id}",
         report=report,
         name=_dataset_name(report),
-        spent=eps(spent["epsilon"], non_private=spent["non_private"]),
-        budget=num(budget["epsilon"], "g") if budget["limited"] else None,
+        spent=eps(spent.epsilon, non_private=spent.non_private),
+        budget=num(budget.epsilon, "g") if budget.limited else None,
         page_facts=_dataset_facts(report),
         plot=chart_svg(spend_chart(report)),
         timeline_table=_timeline_table(report, root_path),

@@ -1,7 +1,8 @@
 """Privacy reports a privacy officer can hand on: per job and per dataset.
 
-Both are plain JSON-able dicts; ``app.reports.privacy_html`` renders the same dicts as pages, so
-the page can never say something the JSON does not. Infinite epsilons (non-private training)
+Both are response models (``app.reports.schemas``); ``app.reports.privacy_html`` renders the same
+objects as pages, so the page can never say something the JSON does not. Infinite epsilons
+(non-private training)
 are never emitted as numbers (JSON has no Infinity): the numeric field is null, and an
 ``epsilon_text`` of ``"infinity"`` with ``non_private: true`` says what null means.
 """
@@ -11,7 +12,6 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
-from app.core.time import as_utc
 from app.datasets.models import Dataset
 from app.jobs import service as job_service
 from app.jobs.models import SUCCEEDED, Job
@@ -20,6 +20,24 @@ from app.ledger.models import NON_PRIVATE, LedgerEntry
 from app.privacy.accounting import finite_or_none
 from app.privacy.figures import PRIVACY_UNIT, epsilon_text
 from app.privacy_audit import service as privacy_audit_service
+from app.reports.schemas import (
+    Accountants,
+    AuditSummary,
+    Budget,
+    Coverage,
+    DatasetPrivacyReport,
+    EpochEpsilon,
+    EpsilonByAccountant,
+    HeldOutMetrics,
+    IntendedUse,
+    JobPrivacyReport,
+    LedgerEntryView,
+    ModelCard,
+    Remaining,
+    Spend,
+    TimelinePointView,
+    TrainingData,
+)
 
 REPORTED_ACCOUNTANT = "prv"
 METRICS_NOTE = (
@@ -94,7 +112,7 @@ def _statement(job: Job, dataset: Dataset, planned: dict[str, float | None]) -> 
     )
 
 
-def _coverage(job: Job) -> dict[str, list[str]]:
+def _coverage(job: Job) -> Coverage:
     not_covered = [
         "held-out metrics: computed on held-out rows without noise (the calibration itself is "
         "covered)",
@@ -104,26 +122,26 @@ def _coverage(job: Job) -> dict[str, list[str]]:
         "who chose the budget, and why (a policy decision, not a computation)",
     ]
     if job.non_private:
-        return {
-            "covers": [],
-            "does_not_cover": [
+        return Coverage(
+            covers=[],
+            does_not_cover=[
                 "the model and its checkpoints (non-private training: epsilon = infinity)",
                 *not_covered,
             ],
-        }
-    return {
-        "covers": [
+        )
+    return Coverage(
+        covers=[
             "the released model",
             "its probability calibration on the held-out rows (parallel composition)",
             "every checkpoint and intermediate model of the run",
             "anything computed from the model alone, e.g. risk scores and explanations "
             "(post-processing)",
         ],
-        "does_not_cover": not_covered,
-    }
+        does_not_cover=not_covered,
+    )
 
 
-def _training_data(dataset: Dataset) -> dict[str, Any]:
+def _training_data(dataset: Dataset) -> TrainingData:
     if dataset.source_kind == "synthetic":
         source = (
             f"synthetic: the seed article's logistic crisis generator (seed {dataset.seed}); "
@@ -131,21 +149,21 @@ def _training_data(dataset: Dataset) -> dict[str, Any]:
         )
     else:
         source = f"uploaded table ({dataset.source_kind})"
-    return {
-        "dataset_id": dataset.id,
-        "dataset_name": dataset.name,
-        "source": source,
-        "synthetic": dataset.source_kind == "synthetic",
-        "public": dataset.public,
-        "rows": dataset.n_rows,
-        "training_rows": dataset.n_train,
-        "holdout_rows": dataset.n_holdout,
-        "note": "Only public facts about the data are reported; no statistic of the private "
+    return TrainingData(
+        dataset_id=dataset.id,
+        dataset_name=dataset.name,
+        source=source,
+        synthetic=dataset.source_kind == "synthetic",
+        public=dataset.public,
+        rows=dataset.n_rows,
+        training_rows=dataset.n_train,
+        holdout_rows=dataset.n_holdout,
+        note="Only public facts about the data are reported; no statistic of the private "
         "training rows (such as their prevalence) is computed or shown.",
-    }
+    )
 
 
-def model_card(job: Job, dataset: Dataset) -> dict[str, Any]:
+def model_card(job: Job, dataset: Dataset) -> ModelCard:
     """Model-card fields: intended use, training data, metrics and caveats."""
     caveats = [
         "Differential privacy adds noise to training and lowers accuracy; compare the metrics "
@@ -170,135 +188,125 @@ def model_card(job: Job, dataset: Dataset) -> dict[str, Any]:
         )
     if job.non_private:
         caveats.insert(0, "Trained without differential privacy (epsilon = infinity).")
-    return {
-        "intended_use": {
-            "purpose": "Flag patients at elevated 30-day crisis risk for clinician review.",
-            "users": "clinicians, as decision support inside their own assessment",
-            "decision_support_not_diagnosis": True,
-            "out_of_scope": [
+    return ModelCard(
+        intended_use=IntendedUse(
+            purpose="Flag patients at elevated 30-day crisis risk for clinician review.",
+            users="clinicians, as decision support inside their own assessment",
+            decision_support_not_diagnosis=True,
+            out_of_scope=[
                 "diagnosis",
                 "automated decisions (granting, denying or prioritising care without a "
                 "clinician)",
                 "populations unlike the training data",
             ],
-        },
-        "training_data": _training_data(dataset),
-        "metrics": {"values": job.metrics, "note": METRICS_NOTE},
-        "caveats": caveats,
-    }
+        ),
+        training_data=_training_data(dataset),
+        metrics=HeldOutMetrics(values=job.metrics, note=METRICS_NOTE),
+        caveats=caveats,
+    )
 
 
-def job_report(*, session: Session, job: Job, dataset: Dataset) -> dict[str, Any]:
+def job_report(*, session: Session, job: Job, dataset: Dataset) -> JobPrivacyReport:
     """Mechanism, sampling, noise, clipping, steps, delta, epsilon by accountant, per epoch."""
     planned = job_service.planned_epsilon(job)
     steps_per_epoch = job.steps // job.epochs if job.epochs else 0
-    return {
-        "job_id": job.id,
-        "dataset_id": dataset.id,
-        "dataset_name": dataset.name,
-        "status": job.status,
-        "privacy_unit": PRIVACY_UNIT,
-        "dataset_rows": dataset.n_rows,
-        "training_rows": dataset.n_train,
-        "holdout_rows": dataset.n_holdout,
-        "mechanism": "non-private" if job.non_private else "DP-SGD (Poisson-subsampled Gaussian)",
-        "non_private": job.non_private,
-        "sampling": "poisson",
-        "sample_rate": job.sample_rate,
-        "expected_batch_size": job.sample_rate * dataset.n_train,
-        "noise_multiplier": job.noise_multiplier,
-        "clip_norm": job.max_grad_norm,
-        "clipping": "per-sample, whole gradient (all parameters together)",
-        "steps": job.steps,
-        "steps_per_epoch": steps_per_epoch,
-        "epochs": job.epochs,
-        "epochs_completed": job.progress_epoch,
-        "delta": job.delta,
-        "target_epsilon": job.target_epsilon,
-        "epsilon": planned,
-        "epsilon_text": epsilon_text(planned[REPORTED_ACCOUNTANT], non_private=job.non_private),
-        "accountants": {
-            "reported": REPORTED_ACCOUNTANT,
-            "composition": ledger_spend.COMPOSITION_ACCOUNTANT,
-        },
-        "epsilon_spent": job.epsilon_spent,
-        "epsilon_per_epoch": job.epsilon_per_epoch,
-        "metrics": job.metrics,
-        "metrics_note": METRICS_NOTE,
-        "statement": _statement(job, dataset, planned),
-        "coverage": _coverage(job),
-        "model_card": model_card(job, dataset),
-    }
+    return JobPrivacyReport(
+        job_id=job.id,
+        dataset_id=dataset.id,
+        dataset_name=dataset.name,
+        status=job.status,
+        privacy_unit=PRIVACY_UNIT,
+        dataset_rows=dataset.n_rows,
+        training_rows=dataset.n_train,
+        holdout_rows=dataset.n_holdout,
+        mechanism="non-private" if job.non_private else "DP-SGD (Poisson-subsampled Gaussian)",
+        non_private=job.non_private,
+        sampling="poisson",
+        sample_rate=job.sample_rate,
+        expected_batch_size=job.sample_rate * dataset.n_train,
+        noise_multiplier=job.noise_multiplier,
+        clip_norm=job.max_grad_norm,
+        clipping="per-sample, whole gradient (all parameters together)",
+        steps=job.steps,
+        steps_per_epoch=steps_per_epoch,
+        epochs=job.epochs,
+        epochs_completed=job.progress_epoch,
+        delta=job.delta,
+        target_epsilon=job.target_epsilon,
+        epsilon=EpsilonByAccountant.model_validate(planned),
+        epsilon_text=epsilon_text(planned[REPORTED_ACCOUNTANT], non_private=job.non_private),
+        accountants=Accountants(
+            reported=REPORTED_ACCOUNTANT, composition=ledger_spend.COMPOSITION_ACCOUNTANT
+        ),
+        epsilon_spent=job.epsilon_spent,
+        epsilon_per_epoch=[EpochEpsilon.model_validate(e) for e in job.epsilon_per_epoch],
+        metrics=job.metrics,
+        metrics_note=METRICS_NOTE,
+        statement=_statement(job, dataset, planned),
+        coverage=_coverage(job),
+        model_card=model_card(job, dataset),
+    )
 
 
-def entry_view(entry: LedgerEntry) -> dict[str, Any]:
+def entry_view(entry: LedgerEntry) -> LedgerEntryView:
+    """The entry's own columns, with what the report derives from them."""
     non_private = entry.mechanism == NON_PRIVATE
-    return {
-        "id": entry.id,
-        "job_id": entry.job_id,
-        "status": entry.status,
-        "mechanism": entry.mechanism,
-        "non_private": non_private,
-        "noise_multiplier": entry.noise_multiplier,
-        "sample_rate": entry.sample_rate,
-        "steps": entry.steps,
-        "committed_steps": entry.committed_steps,
-        "charged_steps": entry.charged_steps,
-        "remainder_released": entry.released and bool(entry.committed_steps),
-        "clip_norm": entry.clip_norm,
-        "delta": entry.delta,
-        "accountant": entry.accountant,
-        "epsilon": {"rdp": entry.epsilon_rdp, "prv": entry.epsilon_prv},
-        "epsilon_text": epsilon_text(entry.epsilon_rdp, non_private=non_private),
-        "created_at": as_utc(entry.created_at),
-        "updated_at": as_utc(entry.updated_at),
-    }
+    return LedgerEntryView.from_row(
+        entry,
+        non_private=non_private,
+        remainder_released=entry.released and bool(entry.committed_steps),
+        epsilon=EpsilonByAccountant(rdp=entry.epsilon_rdp, prv=entry.epsilon_prv),
+        epsilon_text=epsilon_text(entry.epsilon_rdp, non_private=non_private),
+    )
 
 
-def _timeline_view(point: ledger_spend.TimelinePoint) -> dict[str, Any]:
-    return {
-        "entry_id": point.entry_id,
-        "job_id": point.job_id,
-        "at": as_utc(point.at),
-        "entry_epsilon": finite_or_none(point.entry_epsilon),
-        "composed_epsilon": finite_or_none(point.composed_epsilon),
-        "naive_epsilon": finite_or_none(point.naive_epsilon),
-        "non_private": math.isinf(point.entry_epsilon),
-        "composed_epsilon_text": epsilon_text(point.composed_epsilon),
-    }
+def _timeline_view(point: ledger_spend.TimelinePoint) -> TimelinePointView:
+    return TimelinePointView.from_row(
+        point,
+        entry_epsilon=finite_or_none(point.entry_epsilon),
+        composed_epsilon=finite_or_none(point.composed_epsilon),
+        naive_epsilon=finite_or_none(point.naive_epsilon),
+        non_private=math.isinf(point.entry_epsilon),
+        composed_epsilon_text=epsilon_text(point.composed_epsilon),
+    )
 
 
-def dataset_report(*, session: Session, dataset: Dataset) -> dict[str, Any]:
+def _spent(spend: ledger_spend.Spend) -> Spend:
+    composed, naive = finite_or_none(spend.composed_epsilon), finite_or_none(spend.naive_epsilon)
+    return Spend(
+        epsilon=composed,
+        epsilon_text=epsilon_text(spend.composed_epsilon),
+        non_private=math.isinf(spend.composed_epsilon),
+        composition="Rényi DP over a fixed grid of orders (sound under adaptive choice)",
+        naive_sum_epsilon=naive,
+        naive_sum_epsilon_text=epsilon_text(spend.naive_epsilon),
+        saved_by_composition_epsilon=(
+            None if composed is None or naive is None else max(naive - composed, 0.0)
+        ),
+        accountant=ledger_spend.COMPOSITION_ACCOUNTANT,
+    )
+
+
+def dataset_report(*, session: Session, dataset: Dataset) -> DatasetPrivacyReport:
     """Budget, composed spend (RDP), the naive sum for comparison, remaining, all entries."""
     entries = ledger_spend.list_entries(session=session, dataset_id=dataset.id)
     timeline = ledger_spend.timeline_of(dataset, entries)
     spend = ledger_spend.spend_of(dataset, entries)
-    composed, naive = finite_or_none(spend.composed_epsilon), finite_or_none(spend.naive_epsilon)
-    return {
-        "dataset_id": dataset.id,
-        "dataset_name": dataset.name,
-        "public": dataset.public,
-        "privacy_unit": PRIVACY_UNIT,
-        "budget": {
-            "epsilon": dataset.budget_epsilon,
-            "delta": dataset.budget_delta,
-            "limited": dataset.budget_epsilon is not None,
-        },
-        "spent": {
-            "epsilon": composed,
-            "epsilon_text": epsilon_text(spend.composed_epsilon),
-            "non_private": math.isinf(spend.composed_epsilon),
-            "composition": "Rényi DP over a fixed grid of orders (sound under adaptive choice)",
-            "naive_sum_epsilon": naive,
-            "naive_sum_epsilon_text": epsilon_text(spend.naive_epsilon),
-            "saved_by_composition_epsilon": (
-                None if composed is None or naive is None else max(naive - composed, 0.0)
-            ),
-            "accountant": ledger_spend.COMPOSITION_ACCOUNTANT,
-        },
-        "remaining": {"epsilon": spend.remaining_epsilon},
-        "entries": [entry_view(e) for e in entries],
-        "timeline": [_timeline_view(p) for p in timeline],
+    audits = privacy_audit_service.summaries(session=session, dataset_id=dataset.id)
+    return DatasetPrivacyReport(
+        dataset_id=dataset.id,
+        dataset_name=dataset.name,
+        public=dataset.public,
+        privacy_unit=PRIVACY_UNIT,
+        budget=Budget(
+            epsilon=dataset.budget_epsilon,
+            delta=dataset.budget_delta,
+            limited=dataset.budget_epsilon is not None,
+        ),
+        spent=_spent(spend),
+        remaining=Remaining(epsilon=spend.remaining_epsilon),
+        entries=[entry_view(e) for e in entries],
+        timeline=[_timeline_view(p) for p in timeline],
         # Empirical checks of the accounting (public datasets only; they charge nothing).
-        "privacy_audits": privacy_audit_service.summaries(session=session, dataset_id=dataset.id),
-    }
+        privacy_audits=[AuditSummary.model_validate(a) for a in audits],
+    )

@@ -15,6 +15,7 @@ from app.datasets import service as dataset_service
 from app.jobs import service as job_service
 from app.privacy_audit import service as audit_service
 from app.reports import audit_html, audit_report, privacy_html, privacy_report
+from app.reports.schemas import AuditReport, DatasetPrivacyReport, JobPrivacyReport
 
 EVIL = "<script>alert(1)</script>\"'&"
 ESCAPED = escape(EVIL)  # &lt;script&gt;alert(1)&lt;/script&gt;&quot;&#x27;&amp;
@@ -87,7 +88,8 @@ def test_every_page_escapes_a_dataset_name_full_of_markup(
 
 @pytest.fixture
 def reports(db: Database, audited: dict[str, int]) -> Iterator[dict[str, dict[str, Any]]]:
-    """The three report dicts from the real builders, every string in them made hostile."""
+    """The three reports from the real builders as dicts, every string in them made hostile
+    (the test validates them back into the report models to render them)."""
     with db.session_scope() as session:
         dataset = dataset_service.get(session=session, dataset_id=audited["dataset"])
         job = job_service.get(session=session, job_id=audited["job"])
@@ -97,7 +99,7 @@ def reports(db: Database, audited: dict[str, int]) -> Iterator[dict[str, dict[st
             "dataset": privacy_report.dataset_report(session=session, dataset=dataset),
             "audit": audit_report.audit_report(job=audit, dataset=dataset),
         }
-        yield {kind: _hostile(report) for kind, report in built.items()}
+        yield {kind: _hostile(report.model_dump()) for kind, report in built.items()}
 
 
 @pytest.mark.parametrize("alarm", [False, True])
@@ -113,9 +115,12 @@ def test_every_string_of_every_report_is_escaped(
     audit["alarm"] = alarm
     audit["error"] = {"code": EVIL, "message": EVIL} if alarm else None
 
-    job_page = privacy_html.render_job_page(job, root_path=HOSTILE_ROOT)
-    dataset_page = privacy_html.render_dataset_page(dataset, root_path=HOSTILE_ROOT)
-    audit_page = audit_html.render_audit_page(audit)
+    job_page = privacy_html.render_job_page(JobPrivacyReport.model_validate(job),
+                                            root_path=HOSTILE_ROOT)
+    dataset_page = privacy_html.render_dataset_page(
+        DatasetPrivacyReport.model_validate(dataset), root_path=HOSTILE_ROOT
+    )
+    audit_page = audit_html.render_audit_page(AuditReport.model_validate(audit))
     for page in (job_page, dataset_page, audit_page):
         _assert_escaped(page)
         assert escape(HOSTILE_ROOT) in page or page is audit_page

@@ -1,0 +1,285 @@
+"""The privacy reports as response models: per job, per dataset and per privacy audit.
+
+The builders (``privacy_report``, ``audit_report``) return these; the routes serve them as JSON
+and ``privacy_html`` / ``audit_html`` render the same objects as pages, so a page can never say
+what the JSON does not. Field order is the JSON's key order.
+
+Infinite epsilons (non-private training) are never numbers here (JSON has no Infinity): the
+numeric field is null and an ``*_text`` of ``"infinity"`` (with ``non_private: true``) says what
+null means. Timestamps are written as ``datetime.isoformat()`` gives them (``+00:00``), as the
+reports always have.
+"""
+
+from datetime import datetime
+from typing import Annotated, Any
+
+from pydantic import Field, PlainSerializer, WithJsonSchema
+
+from app.core.schemas import ResponseModel, UtcDatetime
+from app.privacy_audit.schemas import AuditOut
+
+ReportDatetime = Annotated[
+    UtcDatetime,
+    PlainSerializer(datetime.isoformat, return_type=str, when_used="json"),
+    WithJsonSchema({"type": "string", "format": "date-time"}),
+]
+"""A UTC timestamp written with ``+00:00`` (pydantic would write ``Z``)."""
+
+Epsilon = Annotated[float | None, Field(description="null: infinite (non-private)")]
+
+
+class EpsilonByAccountant(ResponseModel):
+    """One mechanism's epsilon at its delta, by each accountant."""
+
+    rdp: Epsilon
+    prv: Epsilon
+
+
+class Accountants(ResponseModel):
+    reported: str = Field(description="the accountant whose epsilon the report states")
+    composition: str = Field(description="the accountant the ledger composes spend with")
+
+
+class EpochEpsilon(ResponseModel):
+    """Epsilon spent after one finished epoch, as the worker recorded it."""
+
+    epoch: int
+    prv: Epsilon
+    rdp: Epsilon
+
+
+class Coverage(ResponseModel):
+    """What the guarantee covers and what it does not."""
+
+    covers: list[str]
+    does_not_cover: list[str]
+
+
+class IntendedUse(ResponseModel):
+    purpose: str
+    users: str
+    decision_support_not_diagnosis: bool
+    out_of_scope: list[str]
+
+
+class TrainingData(ResponseModel):
+    """Public facts about the training data only: no statistic of the private rows."""
+
+    dataset_id: int
+    dataset_name: str
+    source: str
+    synthetic: bool
+    public: bool
+    rows: int
+    training_rows: int
+    holdout_rows: int
+    note: str
+
+
+class HeldOutMetrics(ResponseModel):
+    # Free-form: the worker's held-out metrics as stored with the job. Their keys vary with the
+    # run and the worker's version (bands, subgroups, calibration, reliability ...); the page
+    # reads what it recognises.
+    values: dict[str, Any] | None = Field(description="null until the job has finished")
+    note: str = Field(description="how the values were computed (held-out rows, no noise)")
+
+
+class ModelCard(ResponseModel):
+    intended_use: IntendedUse
+    training_data: TrainingData
+    metrics: HeldOutMetrics
+    caveats: list[str]
+
+
+class JobPrivacyReport(ResponseModel):
+    """A job's mechanism, sampling, noise, clipping, steps, delta, epsilon by accountant and
+    per epoch, the guarantee in words, and its model card."""
+
+    job_id: int
+    dataset_id: int
+    dataset_name: str
+    status: str
+    privacy_unit: str
+    dataset_rows: int
+    training_rows: int
+    holdout_rows: int
+    mechanism: str
+    non_private: bool
+    sampling: str
+    sample_rate: float
+    expected_batch_size: float
+    noise_multiplier: float
+    clip_norm: float
+    clipping: str
+    steps: int
+    steps_per_epoch: int
+    epochs: int
+    epochs_completed: int
+    delta: float
+    target_epsilon: float | None
+    epsilon: EpsilonByAccountant = Field(description="the full planned run's epsilon")
+    epsilon_text: str = Field(description="the reported epsilon rounded up, or 'infinity'")
+    accountants: Accountants
+    epsilon_spent: float | None
+    epsilon_per_epoch: list[EpochEpsilon]
+    # Free-form: the same stored held-out metrics as the model card's (see HeldOutMetrics).
+    metrics: dict[str, Any] | None
+    metrics_note: str
+    statement: str
+    coverage: Coverage
+    model_card: ModelCard
+
+
+class Budget(ResponseModel):
+    epsilon: float | None = Field(description="null: no budget (public dataset)")
+    delta: float | None
+    limited: bool
+
+
+class Spend(ResponseModel):
+    """The dataset's spend composed by its accountant, beside the naive sum of per-job
+    epsilons (shown only to make the gain from composition visible)."""
+
+    epsilon: Epsilon
+    epsilon_text: str
+    non_private: bool
+    composition: str
+    naive_sum_epsilon: Epsilon
+    naive_sum_epsilon_text: str
+    saved_by_composition_epsilon: float | None
+    accountant: str
+
+
+class Remaining(ResponseModel):
+    epsilon: float | None = Field(description="null: no budget")
+
+
+class LedgerEntryView(ResponseModel):
+    """One ledger entry: a job's mechanism, what it charges, and its epsilon."""
+
+    id: int
+    job_id: int
+    status: str | None
+    mechanism: str
+    non_private: bool
+    noise_multiplier: float
+    sample_rate: float
+    steps: int
+    committed_steps: int | None
+    charged_steps: int
+    remainder_released: bool
+    clip_norm: float
+    delta: float
+    accountant: str
+    epsilon: EpsilonByAccountant
+    epsilon_text: str
+    created_at: ReportDatetime
+    updated_at: ReportDatetime | None  # null (like status) for an entry with no ledger record
+
+
+class TimelinePointView(ResponseModel):
+    """The dataset's spend right after one more charged entry (null: infinite)."""
+
+    entry_id: int
+    job_id: int
+    at: ReportDatetime
+    entry_epsilon: Epsilon
+    composed_epsilon: Epsilon
+    naive_epsilon: Epsilon
+    non_private: bool
+    composed_epsilon_text: str
+
+
+class ReportError(ResponseModel):
+    """An audit's error (``ErrorOut``'s fields, read by name)."""
+
+    code: str | None
+    message: str | None
+
+
+class AuditSummary(AuditOut):
+    """An audit as the dataset report lists it: ``AuditOut``, with the reports' timestamps."""
+
+    # ErrorOut's fields by name (it reads them from a job's columns): a report read back from
+    # its JSON validates.
+    error: ReportError | None  # type: ignore[assignment]
+    created_at: ReportDatetime
+    started_at: ReportDatetime | None
+    finished_at: ReportDatetime | None
+
+
+class DatasetPrivacyReport(ResponseModel):
+    """A dataset's budget, composed spend (RDP) with the naive sum, what remains, every ledger
+    entry, the spend after each, and the privacy audits of its jobs."""
+
+    dataset_id: int
+    dataset_name: str
+    public: bool
+    privacy_unit: str
+    budget: Budget
+    spent: Spend
+    remaining: Remaining
+    entries: list[LedgerEntryView]
+    timeline: list[TimelinePointView]
+    privacy_audits: list[AuditSummary] = Field(
+        description="empirical checks of the accounting (public datasets only; they charge "
+        "nothing)"
+    )
+
+
+class AuditEpsilons(ResponseModel):
+    """The accounted epsilon (an upper bound, rounded up) beside the audited one (a lower
+    bound, rounded down)."""
+
+    accounted: Epsilon
+    accounted_text: str
+    accountant: str
+    audited: float | None = Field(description="null until the audit has run")
+    audited_text: str | None
+    audited_by: str | None
+    delta: float
+    confidence: float
+    non_private: bool
+
+
+class AttackAUC(ResponseModel):
+    loss: float | None
+    lira: float | None
+
+
+class AttackAUCs(ResponseModel):
+    """ROC-AUC of each membership attack on each model (null until the audit has run)."""
+
+    dp: AttackAUC
+    non_private: AttackAUC
+
+
+class AuditLinks(ResponseModel):
+    audited_job_report: str
+    dataset_report: str
+
+
+class AuditReport(ResponseModel):
+    """Per audited job: both epsilons, the one-run audits, the attacks, and where it ran."""
+
+    audit_id: int
+    audited_job_id: int
+    dataset_id: int
+    dataset_name: str
+    status: str
+    alarm: bool
+    error: ReportError | None
+    privacy_unit: str
+    epsilon: AuditEpsilons
+    # Free-form, as stored: the request as submitted (older audits lack later fields), and
+    # the audit worker's results, whose parts differ by auditor and attack; all null until
+    # the audit has run. The page reads what it recognises.
+    request: dict[str, Any]
+    settings: dict[str, Any] | None
+    one_run: dict[str, Any] | None
+    membership: dict[str, Any] | None
+    attack_auc: AttackAUCs
+    seconds: dict[str, Any] | None
+    ledger: str
+    links: AuditLinks
+    statement: str
