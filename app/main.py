@@ -14,6 +14,7 @@ from app.api.fhir import router as fhir_router
 from app.api.jobs import router as jobs_router
 from app.api.ledger import router as ledger_router
 from app.api.privacy_audit import router as privacy_audit_router
+from app.api.privacy_inventory import router as privacy_inventory_router
 from app.api.registry import router as models_router
 from app.api.scoring import router as scoring_router
 from app.auth import service as auth_service
@@ -70,7 +71,8 @@ def create_app(*, embedded_worker: bool = False) -> FastAPI:
     app.include_router(dashboard_router)  # static files: no key (their API calls send one)
     # Every other route needs a valid key; each names the roles it admits (app/auth/).
     routers = (datasets_router, ledger_router, jobs_router, models_router, scoring_router,
-               fhir_router, cds_hooks_router, keys_router, audit_router, privacy_audit_router)
+               fhir_router, cds_hooks_router, keys_router, audit_router, privacy_audit_router,
+               privacy_inventory_router)
     for router in routers:
         app.include_router(router, dependencies=[Depends(authenticate)],
                            responses=AUTH_RESPONSES)

@@ -38,7 +38,6 @@ from app.privacy.accounting import (  # noqa: E402
 from app.privacy.noise import noise_for_target  # noqa: E402
 from app.reports.svg_plot import Chart, Reference, Series, render_svg  # noqa: E402
 from worker.calibration import calibrate_model  # noqa: E402
-from worker.holdout_metrics import ece_equal_mass  # noqa: E402
 from worker.training import TrainingSpec, predict_proba, train  # noqa: E402
 
 DELTA = 1e-5
@@ -63,6 +62,17 @@ class Recipe:
     momentum: float
     max_grad_norm: float
     tail_average: float
+
+
+def ece_equal_mass(y: np.ndarray, p: np.ndarray, n_bins: int = 10) -> float:
+    """Expected calibration error over equal-mass bins of the sorted probabilities.
+
+    Exact, so only for the public proxy rows here: the service's evaluation is a DP release
+    (worker.evaluation) and has no such figure.
+    """
+    order = np.argsort(p, kind="stable")
+    gaps = [abs(p[rows].sum() - y[rows].sum()) for rows in np.array_split(order, n_bins)]
+    return float(sum(gaps) / len(y))
 
 
 def default_recipe() -> Recipe:
@@ -113,8 +123,8 @@ def run(recipe: Recipe, datasets: list[int], seeds: int, x_eval: np.ndarray,
                 calibrate_model(result.network, table.x[held_out], table.y[held_out],
                                 history=history, delta=DELTA, training_epsilon=eps)
                 calibrated = predict_proba(result.network, x_eval)
-                ece_raw.append(ece_equal_mass(y_eval, raw, 10)[0])
-                ece_cal.append(ece_equal_mass(y_eval, calibrated, 10)[0])
+                ece_raw.append(ece_equal_mass(y_eval, raw))
+                ece_cal.append(ece_equal_mass(y_eval, calibrated))
                 mean_p.append(float(calibrated.mean()))
         results[epsilon] = {
             "mean": float(np.mean(aucs)), "min": float(np.min(aucs)),

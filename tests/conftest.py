@@ -1,6 +1,8 @@
 """Shared fixtures: a migrated database (SQLite file or a fresh PostgreSQL schema), the API
 client bound to it, and a worker that runs jobs on demand."""
 
+import copy
+import itertools
 import os
 import uuid
 from collections.abc import Callable, Iterator
@@ -167,6 +169,27 @@ SMALL_DATASET = {
     "source": {"kind": "synthetic", "n_rows": 2000, "seed": 11},
     "privacy_budget": {"epsilon": 10.0, "delta": 1e-5},
 }
+_registrations = itertools.count()
+
+
+@pytest.fixture(autouse=True)
+def _fresh_sources() -> None:
+    """Each test's first ``small_dataset()`` is SMALL_DATASET itself (seed 11)."""
+    global _registrations
+    _registrations = itertools.count()
+
+
+def small_dataset(**overrides: Any) -> dict[str, Any]:
+    """SMALL_DATASET with a seed of its own: the service refuses a source registered twice.
+
+    The first call in a test gives seed 11, the next ones other seeds.
+    """
+    body = copy.deepcopy(SMALL_DATASET)
+    body["source"]["seed"] += 1000 * next(_registrations)  # type: ignore[index]
+    body.update(overrides)
+    return body
+
+
 FAST_TRAINING = {"epochs": 3, "batch_size": 256}
 PATIENT = {
     "age": 34,
@@ -180,6 +203,6 @@ PATIENT = {
 
 @pytest.fixture
 def dataset(client: TestClient) -> dict[str, Any]:
-    response = client.post("/v1/datasets", json=SMALL_DATASET)
+    response = client.post("/v1/datasets", json=small_dataset())
     assert response.status_code == 201, response.text
     return response.json()

@@ -1,59 +1,45 @@
-"""Held-out evaluation: the only statistics of the data that leave the trust boundary.
+"""Held-out evaluation as one DP release: every metric is post-processing of noisy histograms.
 
-At ~2% prevalence a 2,400-row holdout has ~50 positives and an age band ~10, so every metric
-comes with its counts, ranking metrics with bootstrap intervals, rates with Wilson intervals,
-and a metric that would rest on too few rows is None with a note saying why. The output is
-stored as JSON: only floats, ints, None, strings, lists and dicts, never NaN or inf.
+Why: these metrics are served to every role and printed in the privacy reports, so they must be
+covered by the guarantee. The evaluation part is a per-record random part disjoint from the
+training and calibration parts; one Gaussian mechanism (``worker.dp_histogram``) releases its
+score-bin x outcome counts, overall and per subgroup, with the noise multiplier the worker derives
+from the training (``app.privacy.parallel``: parallel composition, no extra spend). Everything else
+(``worker.histogram_metrics``) reads only those noisy counts: no single patient's value, no order
+statistic, no exact count leaves here unless the noise multiplier is 0 (public data, marked
+``"exact": true``). Intervals are a parametric bootstrap over the release, so they include the
+DP noise. The output is stored as JSON: floats, ints, None, strings, lists and dicts, no NaN.
 """
 
-from collections.abc import Mapping
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from app.bands import BANDS, DEFAULT_BAND_THRESHOLDS, band_index, interval, validate_thresholds
+from app.bands import BANDS, interval, validate_thresholds
 from app.core.errors import InvalidRequest
-from app.features import BY_NAME, FEATURE_NAMES, N_FEATURES
-from worker.holdout_metrics import ece_equal_mass, ece_equal_width, ranking_metrics, wilson
+from worker.dp_histogram import NEGATIVE, POSITIVE, Release, all_edges, release
+from worker.evaluation_text import DEFINITIONS, POST_PROCESSING, ci_method
+from worker.histogram_metrics import (
+    Stats,
+    band_of_bins,
+    intervals,
+    project_nonnegative,
+    replicates,
+    representatives,
+    summary,
+)
 
 N_BOOTSTRAP = 1000
 CI_LEVEL = 0.95
-ECE_BINS = 10
 MIN_CLASS_ROWS = 5
-"""Fewer positives (or negatives) than this: no bootstrap interval, no subgroup AUC. A
-resample of 3 positives has only a handful of distinct orderings; its percentiles mean little."""
-MIN_ROWS_ECE = 100
-"""Fewer rows than this: no ECE (bins of under 10 rows)."""
+"""A ranking metric needs at least this many (noisy) positives and negatives."""
+NOISE_FLOOR = 2.0
+"""A metric is None when its (noisy) denominator is below this many noise stds of that
+denominator: the true denominator could then be 0 and the metric is mostly noise."""
 DIGITS = 4
-_AGE = BY_NAME["age"]
-AGE_BANDS = ((int(_AGE.lower), 29), (30, 44), (45, 64), (65, int(_AGE.upper)))
-"""Inclusive age bands in years, ending at the public bounds of the feature spec."""
-
-DEFINITIONS = {
-    "roc_auc": "Chance that a random positive row scores above a random negative one (ties "
-    "count half); 0.5 is chance, 1 is perfect ranking.",
-    "pr_auc": "Average precision (as sklearn): mean precision at each positive's score. A "
-    "random ranker scores the prevalence, not 0.5.",
-    "ci": "95% stratified percentile bootstrap: each resample draws the positives and the "
-    "negatives with replacement separately, so both classes are present and the prevalence "
-    f"is fixed. None with a note below {MIN_CLASS_ROWS} rows of either class (the whole "
-    "holdout still reports its point estimates whenever both classes are present).",
-    "brier": "Mean squared error of the probability; brier_baseline is the Brier score of "
-    "predicting the holdout prevalence for every row (a model must beat it).",
-    "ece": f"Expected calibration error: rows sorted by probability, cut into {ECE_BINS} "
-    "equal-mass bins; the row-weighted mean of |mean predicted - observed rate|. It is "
-    "biased upward in small samples (a perfectly calibrated model still shows ECE > 0). "
-    f"ece_equal_width uses {ECE_BINS} bins of width 0.1 instead.",
-    "reliability": "The equal-mass bins of ece: range and mean of the predicted probability, "
-    "observed rate with a 95% Wilson interval, rows and positives.",
-    "bands": "A row is high if p >= medium_high, medium if low_medium <= p < medium_high, low "
-    "otherwise (as the risk endpoint). 'exactly': rows in this band; 'at_or_above': rows in "
-    "this band or a higher one (those flagged if this band triggers action). precision (PPV) "
-    "= positives / rows; recall (sensitivity) = positives / all positives; share_of_rows = "
-    "rows / all rows. Intervals are 95% Wilson intervals; None when the denominator is 0.",
-    "subgroups": "The same metrics within each age band (years, inclusive). roc_auc and "
-    f"pr_auc are None below {MIN_CLASS_ROWS} rows of either class, ece below {MIN_ROWS_ECE} rows.",
-}
 
 
 def json_safe(value: Any) -> Any:
@@ -71,179 +57,227 @@ def json_safe(value: Any) -> Any:
     return value
 
 
-def band_metrics(
-    y: np.ndarray, probability: np.ndarray, thresholds: Mapping[str, float]
-) -> dict[str, dict[str, Any]]:
-    """Precision and recall per risk band, of 'exactly this band' and of 'this band or higher'.
+@dataclass(frozen=True)
+class Scored:
+    """The metrics of one released histogram (and its subgroups), with interval bounds."""
 
-    'At or above medium' answers the clinician's question "if I act on medium and high, how
-    many of those I act on have a crisis (precision), and how many crises do I catch
-    (recall)?"; 'exactly medium' says how the medium band on its own behaves.
-    """
-    rows, positives = len(y), int(y.sum())
-    index = band_index(probability, thresholds)
-    n_in = np.bincount(index, minlength=len(BANDS))
-    k_in = np.bincount(index, weights=y, minlength=len(BANDS)).round().astype(np.int64)
-    out = {}
+    stats: Stats
+    low: Stats
+    high: Stats
+    noise_std: float
+    band: np.ndarray  # band index of each bin
+
+    def floor(self, cells: int, minimum: float = 1.0) -> float:
+        """Smallest usable denominator summing ``cells`` noisy cells."""
+        return max(minimum, NOISE_FLOOR * self.noise_std * math.sqrt(cells))
+
+    def pick(self, key: str, at: tuple[int, ...], usable: bool = True) -> tuple[Any, Any]:
+        """(value, [low, high]) of a metric at index ``at``; None where not usable."""
+        value = self.stats[key][at]
+        if not usable or not np.all(np.isfinite(value)):
+            return None, None
+        if key not in self.low:
+            return value, None
+        lo, hi = self.low[key][at], self.high[key][at]
+        return value, (None if np.isnan(lo) or np.isnan(hi) else [lo, hi])
+
+
+def score(noisy: np.ndarray, rel: Release, thresholds: Mapping[str, float],
+          rng: np.random.Generator, n_bootstrap: int) -> Scored:
+    """Post-process one noisy histogram: estimates, metrics, and bootstrap intervals."""
+    estimate = project_nonnegative(noisy)
+    stats = summary(estimate, rel.edges, thresholds)
+    low: Stats = {}
+    high: Stats = {}
+    if n_bootstrap > 0:
+        boot = summary(replicates(estimate, rel.noise_std, n_bootstrap, rng), rel.edges,
+                       thresholds)
+        low, high = intervals(boot, CI_LEVEL)
+    return Scored(stats, low, high, rel.noise_std, band_of_bins(rel.edges, thresholds))
+
+
+def _count(value: Any) -> float:
+    """A noisy count as shown: one decimal (it is an estimate, not a tally)."""
+    return round(float(value), 1)
+
+
+def _bands(s: Scored, at: tuple[int, ...], thresholds: Mapping[str, float]) -> dict[str, Any]:
+    n_bins = len(s.band)
+    rows_ok = s.stats["rows"][at] >= s.floor(2 * n_bins)
+    pos_ok = s.stats["positives"][at] >= s.floor(n_bins)
+    out: dict[str, Any] = {}
     for b, band in enumerate(BANDS):
-        views = {}
-        for view, n, k in (
-            ("exactly", int(n_in[b]), int(k_in[b])),
-            ("at_or_above", int(n_in[b:].sum()), int(k_in[b:].sum())),
-        ):
-            views[view] = {
-                "rows": n,
-                "positives": k,
-                "share_of_rows": n / rows if rows else None,
-                "precision": k / n if n else None,
-                "precision_ci": wilson(k, n),
-                "recall": k / positives if positives else None,
-                "recall_ci": wilson(k, positives),
-            }
         p_from, p_to = interval(band, thresholds)
-        out[band.value] = {"p_from": p_from, "p_to": p_to, **views}
+        out[band.value] = {"p_from": p_from, "p_to": p_to}
+        for view, bins_in in (("exactly", int((s.band == b).sum())),
+                              ("at_or_above", int((s.band >= b).sum()))):
+            key = f"bands.{band.value}.{view}."
+            n = s.stats[key + "rows"][at]
+            entry: dict[str, Any] = {"rows": _count(n),
+                                     "positives": _count(s.stats[key + "positives"][at])}
+            for metric, usable in (("share_of_rows", rows_ok),
+                                   ("precision", n >= s.floor(2 * bins_in)),
+                                   ("recall", pos_ok)):
+                entry[metric], entry[f"{metric}_ci"] = s.pick(key + metric, at, usable)
+            out[band.value][view] = entry
     return out
 
 
-def _core(
-    y: np.ndarray,
-    p: np.ndarray,
-    thresholds: Mapping[str, float],
-    *,
-    rng: np.random.Generator,
-    n_bootstrap: int,
-    min_class_for_auc: int,
-) -> tuple[dict[str, Any], list[str]]:
-    """Metrics shared by the whole holdout and each subgroup, with notes on what is missing."""
-    rows, positives = len(y), int(y.sum())
-    negatives, notes = rows - positives, []
-    fewest = min(positives, negatives)
-    auc = ap = auc_ci = ap_ci = None
-    if fewest >= min_class_for_auc and fewest > 0:
-        boot = n_bootstrap if fewest >= MIN_CLASS_ROWS else 0
-        auc, ap, auc_ci, ap_ci = ranking_metrics(y, p, n_bootstrap=boot, rng=rng, level=CI_LEVEL)
-    if fewest == 0:
-        notes.append(f"{positives} positives and {negatives} negatives: "
-                     "ROC-AUC and PR-AUC need both classes")
-    elif fewest < min_class_for_auc:
-        notes.append(f"{positives} positives and {negatives} negatives: fewer than "
-                     f"{min_class_for_auc} in a class, ROC-AUC and PR-AUC not reported "
-                     "(unstable)")
-    elif fewest < MIN_CLASS_ROWS:
-        notes.append(f"{positives} positives and {negatives} negatives: fewer than "
-                     f"{MIN_CLASS_ROWS} in a class, no confidence intervals")
-    ece = ece_width = None
-    if rows >= MIN_ROWS_ECE:
-        ece, ece_width = ece_equal_mass(y, p, ECE_BINS)[0], ece_equal_width(y, p, ECE_BINS)
-    else:
-        notes.append(f"{rows} rows: fewer than {MIN_ROWS_ECE}, ECE not reported")
-    prevalence = positives / rows if rows else None
-    core = {
-        "rows": rows,
-        "positives": positives,
-        "prevalence": prevalence,
-        "roc_auc": auc,
-        "roc_auc_ci": auc_ci,
-        "pr_auc": ap,
-        "pr_auc_ci": ap_ci,
-        "brier": float(np.mean((p - y) ** 2)) if rows else None,
-        "brier_baseline": prevalence * (1 - prevalence) if prevalence is not None else None,
-        "ece": ece,
-        "ece_equal_width": ece_width,
-        "bands": band_metrics(y, p, thresholds),
-    }
+def _core(s: Scored, at: tuple[int, ...],
+          thresholds: Mapping[str, float]) -> tuple[dict[str, Any], list[str]]:
+    """Metrics shared by the whole evaluation part and each subgroup, with notes on gaps."""
+    n_bins, notes = len(s.band), []
+    rows, pos, neg = (float(s.stats[k][at]) for k in ("rows", "positives", "negatives"))
+    rows_ok = rows >= s.floor(2 * n_bins)
+    ranking_floor = s.floor(n_bins, MIN_CLASS_ROWS)
+    ranking_ok = min(pos, neg) >= ranking_floor
+    if not rows_ok:
+        notes.append(f"about {rows:.0f} rows (noisy): fewer than {s.floor(2 * n_bins):.0f}, "
+                     "prevalence and Brier score not reported")
+    if not ranking_ok:
+        notes.append(f"about {pos:.0f} positives and {neg:.0f} negatives (noisy): fewer than "
+                     f"{ranking_floor:.0f} in a class, ROC-AUC and PR-AUC not reported")
+    core: dict[str, Any] = {"rows": _count(rows), "positives": _count(pos)}
+    for key, usable in (("prevalence", rows_ok), ("roc_auc", ranking_ok),
+                        ("pr_auc", ranking_ok), ("brier", rows_ok)):
+        core[key], core[f"{key}_ci"] = s.pick(key, at, usable)
+    core["brier_baseline"] = s.pick("brier_baseline", at, rows_ok)[0]
+    core["bands"] = _bands(s, at, thresholds)
     return core, notes
 
 
-def _check(
-    y: np.ndarray, p: np.ndarray, x_raw: np.ndarray | None, thresholds: Mapping[str, float]
-) -> None:
+def _reliability(s: Scored, edges: np.ndarray) -> list[dict[str, Any]]:
+    """Per public bin: its edges and representative, noisy rows and positives, observed rate."""
+    full, rep = all_edges(edges), representatives(edges)
+    rows = s.stats["rows.bins"]
+    out = []
+    for b in range(len(rep)):
+        rate, ci = s.pick("observed_rate.bins", (b,), bool(rows[b] >= s.floor(2)))
+        out.append({"p_from": full[b], "p_to": full[b + 1], "p_representative": rep[b],
+                    "rows": _count(rows[b]), "positives": _count(s.stats["positives.bins"][b]),
+                    "observed_rate": rate, "observed_ci": ci})
+    return out
+
+
+def _roc_curve(s: Scored, edges: np.ndarray, usable: bool) -> list[dict[str, Any]]:
+    """(FPR, TPR) when flagging every bin from each public edge up; empty if no ROC-AUC."""
+    if not usable:
+        return []
+    full = all_edges(edges)
+    return [{"threshold": full[b], "fpr": s.stats["fpr.bins"][b], "tpr": s.stats["tpr.bins"][b]}
+            for b in range(len(full) - 1)]
+
+
+def _release_record(rel: Release) -> dict[str, Any]:
+    """The mechanism, its parameters and the noisy histograms as released (safe to show)."""
+    def split(counts: np.ndarray) -> dict[str, Any]:
+        return {"negatives": counts[..., NEGATIVE], "positives": counts[..., POSITIVE]}
+
+    exact = rel.noise_multiplier == 0
+    return {
+        "mechanism": "none: exact counts (public dataset)" if exact else "gaussian",
+        "exact": exact,
+        "noise_multiplier": rel.noise_multiplier,
+        "l2_sensitivity": rel.l2_sensitivity,
+        "noise_std": rel.noise_std,
+        "bins": all_edges(rel.edges),
+        "groupings": rel.labels,
+        "histograms": {
+            "all": split(rel.overall),
+            "by_grouping": {name: {label: split(counts[g])
+                                   for g, label in enumerate(rel.labels[name])}
+                            for name, counts in rel.groups.items()},
+        },
+        "post_processing": POST_PROCESSING,
+    }
+
+
+def _check(y: np.ndarray, p: np.ndarray, noise_multiplier: float, n_bootstrap: int,
+           thresholds: Mapping[str, float]) -> dict[str, float]:
     if y.ndim != 1 or p.shape != y.shape:
         raise ValueError(f"y_true {y.shape} and probability {p.shape} must be equal 1-d shapes")
     if not np.isin(y, (0, 1)).all():
         raise ValueError("y_true must hold only 0 and 1")
     if not (np.isfinite(p).all() and (p >= 0).all() and (p <= 1).all()):
         raise ValueError("probability must be finite and in [0, 1]")
-    if x_raw is not None and x_raw.shape != (len(y), N_FEATURES):
-        raise ValueError(f"x_raw must be ({len(y)}, {N_FEATURES}) in FEATURE_NAMES order")
+    if not (math.isfinite(noise_multiplier) and noise_multiplier >= 0):
+        raise ValueError("noise_multiplier must be finite and >= 0")
+    if n_bootstrap < 0:
+        raise ValueError("n_bootstrap must be >= 0")
     try:
-        validate_thresholds(thresholds)
+        return validate_thresholds(thresholds)
     except InvalidRequest as exc:  # the API's rule, raised here as the programming error it is
         raise ValueError("band thresholds need 0 < low_medium < medium_high < 1") from exc
+
+
+def _check_groups(groups: Mapping[str, tuple[np.ndarray, Sequence[str]]],
+                  n: int) -> dict[str, tuple[np.ndarray, list[str]]]:
+    """Integer codes of length n in [0, len(labels)), distinct non-empty labels and names."""
+    out = {}
+    for name, (codes, labels) in groups.items():
+        raw, names = np.asarray(codes), [str(label) for label in labels]
+        if not name or not names or len(set(names)) != len(names):
+            raise ValueError(f"grouping {name!r} needs a name and distinct labels")
+        if raw.shape != (n,) or (n and not np.array_equal(raw, np.round(raw))):
+            raise ValueError(f"grouping {name!r}: codes must be ({n},) integers")
+        code = raw.astype(np.int64)
+        if n and (code.min() < 0 or code.max() >= len(names)):
+            raise ValueError(f"grouping {name!r}: codes must lie in [0, {len(names)})")
+        out[str(name)] = (code, names)
+    return out
 
 
 def evaluate(
     y_true: np.ndarray,
     probability: np.ndarray,
     *,
-    x_raw: np.ndarray | None = None,
-    band_thresholds: Mapping[str, float] | None = None,
-    rng_seed: int = 0,
+    groups: Mapping[str, tuple[np.ndarray, Sequence[str]]],
+    noise_multiplier: float,
+    band_thresholds: Mapping[str, float],
+    rng: np.random.Generator,
     n_bootstrap: int = N_BOOTSTRAP,
 ) -> dict[str, Any]:
-    """Everything a clinician needs to judge the model on held-out rows, JSON-ready.
+    """Release the evaluation part's noisy histograms once, and derive every metric from them.
 
     Args:
-        y_true: (n,) 0/1 outcomes of the held-out rows.
-        probability: (n,) predicted probabilities in [0, 1].
-        x_raw: (n, N_FEATURES) raw held-out features in FEATURE_NAMES order; gives the age
-            subgroups (None: no subgroups).
-        band_thresholds: {"low_medium", "medium_high"}; ``app.bands`` defaults when None.
-        rng_seed: bootstrap seed. Fixed is fine: it resamples held-out rows for an interval,
-            it is not a privacy mechanism.
-        n_bootstrap: resamples per interval (0: no intervals).
+        y_true: (n,) 0/1 outcomes of the evaluation rows.
+        probability: (n,) calibrated predicted probabilities in [0, 1].
+        groups: grouping -> ((n,) codes in [0, k), k public labels); an empty group is answered.
+        noise_multiplier: noise std over the release's L2 sensitivity; 0 = exact (public data).
+        band_thresholds: {"low_medium", "medium_high"}; both become bin edges.
+        rng: the generator of the noise and of the bootstrap (OS entropy in the worker).
+        n_bootstrap: bootstrap replicates per interval (0: no intervals).
 
     Raises:
-        ValueError: on mismatched shapes, labels other than 0/1, probabilities that are not
-            finite or outside [0, 1], or thresholds out of order.
+        ValueError: mismatched shapes, labels other than 0/1, probabilities outside [0, 1],
+            a negative or non-finite noise multiplier, bad group codes, thresholds out of order.
     """
     y = np.asarray(y_true, dtype=np.float64)
     p = np.asarray(probability, dtype=np.float64)
-    x = None if x_raw is None else np.asarray(x_raw, dtype=np.float64)
-    thresholds = dict(band_thresholds or DEFAULT_BAND_THRESHOLDS)
-    _check(y, p, x, thresholds)
-    rng = np.random.default_rng(rng_seed)
-    core, notes = _core(y, p, thresholds, rng=rng, n_bootstrap=n_bootstrap, min_class_for_auc=1)
-    reliability = ece_equal_mass(y, p, ECE_BINS)[1] if len(y) >= MIN_ROWS_ECE else []
-    subgroups = None
-    if x is None:
-        notes.append("no held-out features given: no subgroups")
-    else:
-        subgroups = _age_subgroups(y, p, x[:, FEATURE_NAMES.index("age")], thresholds,
-                                   rng=rng, n_bootstrap=n_bootstrap)
+    thresholds = _check(y, p, float(noise_multiplier), n_bootstrap, band_thresholds)
+    checked = _check_groups(groups, len(y))
+    rel = release(y.astype(np.int64), p, checked, noise_multiplier=noise_multiplier,
+                  thresholds=thresholds, rng=rng)
+    overall = score(rel.overall, rel, thresholds, rng, n_bootstrap)
+    core, notes = _core(overall, (), thresholds)
+    subgroups = []
+    for name, counts in rel.groups.items():
+        scored = score(counts, rel, thresholds, rng, n_bootstrap)
+        for g, label in enumerate(rel.labels[name]):
+            group_core, group_notes = _core(scored, (g,), thresholds)
+            subgroups.append({"grouping": name, "group": label, **group_core,
+                              "notes": group_notes})
     return json_safe({
-        "split": "holdout",
+        "split": "evaluation",
+        "exact": rel.noise_multiplier == 0,
+        "release": _release_record(rel),
         **core,
-        "ci_method": f"stratified percentile bootstrap, {n_bootstrap} resamples"
-        if n_bootstrap > 0 else "none (n_bootstrap=0)",
-        "ci_level": CI_LEVEL,
-        "bootstrap_seed": rng_seed,
-        "ece_method": f"equal-mass bins, {ECE_BINS} bins",
-        "reliability": reliability,
+        "reliability": _reliability(overall, rel.edges),
+        "roc_curve": _roc_curve(overall, rel.edges, core["roc_auc"] is not None),
         "band_thresholds": thresholds,
         "subgroups": subgroups,
+        "ci_method": ci_method(n_bootstrap, rel.noise_multiplier),
+        "ci_level": CI_LEVEL,
         "notes": notes,
         "definitions": DEFINITIONS,
     })
-
-
-def _age_subgroups(
-    y: np.ndarray,
-    p: np.ndarray,
-    age: np.ndarray,
-    thresholds: Mapping[str, float],
-    *,
-    rng: np.random.Generator,
-    n_bootstrap: int,
-) -> list[dict[str, Any]]:
-    """Core metrics per age band; ages are clipped to the public bounds so bands cover all rows."""
-    age = np.clip(age, _AGE.lower, _AGE.upper)
-    groups = []
-    for index, (lower, upper) in enumerate(AGE_BANDS):
-        last = index == len(AGE_BANDS) - 1
-        member = (age >= lower) & ((age <= upper) if last else (age < AGE_BANDS[index + 1][0]))
-        core, notes = _core(y[member], p[member], thresholds, rng=rng, n_bootstrap=n_bootstrap,
-                            min_class_for_auc=MIN_CLASS_ROWS)
-        groups.append({"feature": "age", "group": f"{lower}-{upper}", "from": lower,
-                       "to": upper, **core, "notes": notes})
-    return groups

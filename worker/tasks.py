@@ -5,8 +5,8 @@ job itself) and returns the outcome for the worker's log. It raises ``LeaseLost`
 was taken back meanwhile (nothing more may be written for it); any other exception fails the
 job (``worker.runner``).
 
-Training: load the split, train (reporting progress, committing spend and checking for a stop
-at each report), calibrate and evaluate on the held-out rows, then ``complete_training`` stores
+Training: load the parts, train (reporting progress, committing spend and checking for a stop
+at each report), calibrate and evaluate on the held-out parts, then ``complete_training`` stores
 the model and finishes the job in one transaction.
 """
 
@@ -27,6 +27,7 @@ from app.jobs import queue
 from app.jobs.models import CANCELLED, PRIVACY_AUDIT, SUCCEEDED, TRAIN, Job
 from app.jobs.schemas import TrainingConfig
 from app.privacy.accounting import Mechanism, finite_or_none
+from app.privacy.parallel import dominated_gaussian_noise
 from worker.calibration import calibrate_model
 from worker.evaluation import evaluate
 from worker.heartbeat import Heartbeat
@@ -177,23 +178,29 @@ def _end_stopped(worker: JobWorker, claimed: ClaimedJob) -> str:
 
 
 def _calibrate_and_evaluate(
-    spec: TrainingSpec, result: TrainingResult, x_hold: np.ndarray, y_hold: np.ndarray
+    spec: TrainingSpec, result: TrainingResult, split: dataset_service.Split
 ) -> training_flow.TrainedNetwork:
-    """Calibrate on the held-out rows, then evaluate the calibrated model there.
+    """Calibrate on the calibration part, then evaluate the calibrated model on the
+    evaluation part.
 
-    Both are DP releases in parallel composition with training (disjoint rows): no extra spend.
+    Each is one DP release on its own part, disjoint from training and from each other by the
+    records' coins, and no costlier than the training at any order: parallel composition, no
+    extra spend (``app.privacy.parallel``).
     """
     eps_prv, eps_rdp = _epsilons(result.history, spec.delta)
+    history = [Mechanism(*step) for step in result.history]
     calibration = calibrate_model(
-        result.network, x_hold, y_hold,
-        history=[Mechanism(*step) for step in result.history],
-        delta=spec.delta, training_epsilon=eps_prv,
+        result.network, split.calibration.x, split.calibration.y,
+        history=history, delta=spec.delta, training_epsilon=eps_prv,
     )
+    evaluation = split.evaluation
     metrics = evaluate(
-        y_hold,
-        predict_proba(result.network, x_hold),
-        x_raw=x_hold,
+        evaluation.y,
+        predict_proba(result.network, evaluation.x),
+        groups=evaluation.groups,
+        noise_multiplier=dominated_gaussian_noise(history, spec.delta, eps_prv),
         band_thresholds=DEFAULT_BAND_THRESHOLDS,
+        rng=np.random.default_rng(),
     )
     metrics["calibration"] = calibration.as_dict()
     return training_flow.TrainedNetwork(
@@ -207,11 +214,11 @@ def run_training(worker: JobWorker, claimed: ClaimedJob) -> str:
     """Train, then store the model (succeeded), or end where a stop was asked (cancelled)."""
     with worker.database.session_scope() as session:
         dataset = dataset_service.get(session=session, dataset_id=claimed.dataset_id)
-        x_train, y_train, x_hold, y_hold = dataset_service.load_split(dataset)
-    result = _train(worker, claimed, x_train, y_train)
+        split = dataset_service.load_parts(dataset)
+    result = _train(worker, claimed, split.train.x, split.train.y)
     if result.stopped_early:
         return _end_stopped(worker, claimed)
-    trained = _calibrate_and_evaluate(claimed.spec, result, x_hold, y_hold)
+    trained = _calibrate_and_evaluate(claimed.spec, result, split)
     with worker.database.session_scope() as session:
         model = training_flow.complete_training(
             session=session, job_id=claimed.job_id, dataset_id=claimed.dataset_id,

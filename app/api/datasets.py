@@ -17,6 +17,7 @@ from app.core.negotiation import REPORT_RESPONSES, PrefersHtml
 from app.core.openapi import problems
 from app.core.pagination import Limit, Offset
 from app.datasets import service
+from app.datasets.models import Dataset
 from app.datasets.schemas import DatasetCreate, DatasetOut, DatasetPage, PrivacyBudget
 from app.reports import privacy_html as report_html
 from app.reports import privacy_report as ledger_report
@@ -25,6 +26,12 @@ from app.reports.schemas import DatasetPrivacyReport
 
 router = APIRouter(prefix="/v1/datasets", tags=["datasets"])
 READERS = require_roles("data_scientist", "privacy_officer")
+# Roles that may see a synthetic source's seed (it regenerates every row).
+SEED_READERS = frozenset({"admin", "data_scientist", None})
+
+
+def _out(dataset: Dataset, principal: Principal) -> DatasetOut:
+    return DatasetOut.from_orm_row(dataset, show_seed=principal.role in SEED_READERS)
 
 
 def _register(*, session: Session, body: DatasetCreate, principal: Principal) -> int:
@@ -53,21 +60,26 @@ def create_dataset(
     )
     response.headers.update(replay_headers(replayed))
     response.headers["Location"] = f"/v1/datasets/{dataset_id}"
-    return DatasetOut.from_orm_row(service.get(session=session, dataset_id=dataset_id))
+    return _out(service.get(session=session, dataset_id=dataset_id), principal)
 
 
-@router.get("", dependencies=[READERS])
-def list_datasets(session: SessionDep, limit: Limit = 50, offset: Offset = 0) -> DatasetPage:
+@router.get("")
+def list_datasets(
+    session: SessionDep, principal: Annotated[Principal, READERS],
+    limit: Limit = 50, offset: Offset = 0,
+) -> DatasetPage:
     """List datasets."""
     rows, total = service.list_page(session=session, limit=limit, offset=offset)
-    return DatasetPage(items=[DatasetOut.from_orm_row(d) for d in rows], total=total,
+    return DatasetPage(items=[_out(d, principal) for d in rows], total=total,
                        limit=limit, offset=offset)
 
 
-@router.get("/{dataset_id}", dependencies=[READERS])
-def get_dataset(dataset_id: DatasetIdPath, session: SessionDep) -> DatasetOut:
-    """Read one dataset."""
-    return DatasetOut.from_orm_row(service.get(session=session, dataset_id=dataset_id))
+@router.get("/{dataset_id}")
+def get_dataset(
+    dataset_id: DatasetIdPath, session: SessionDep, principal: Annotated[Principal, READERS],
+) -> DatasetOut:
+    """Read one dataset (the seed of a synthetic source only for admins and data scientists)."""
+    return _out(service.get(session=session, dataset_id=dataset_id), principal)
 
 
 @router.put("/{dataset_id}/privacy-budget", responses=problems(409))
@@ -82,7 +94,7 @@ def change_privacy_budget(
     audit.record(session=session, principal=principal, action=Action.BUDGET_CHANGED,
                  target=f"dataset/{dataset.id}",
                  detail={"from": before, "to": body.model_dump(mode="json")})
-    return DatasetOut.from_orm_row(dataset)
+    return _out(dataset, principal)
 
 
 @router.get("/{dataset_id}/privacy-report", response_model=DatasetPrivacyReport,

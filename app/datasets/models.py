@@ -18,10 +18,20 @@ class Dataset(Base):
     source_kind: Mapped[str] = mapped_column(String(32))
     n_rows: Mapped[int] = mapped_column(Integer)
     n_train: Mapped[int] = mapped_column(Integer)
+    # Rows the per-record coins put in the calibration part; the rest of the held-out rows
+    # are the evaluation part (app.datasets.identity).
+    n_calibration: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
     seed: Mapped[int] = mapped_column(Integer)
+    # The key of the per-record coins: server-side only, never served.
+    record_secret: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    # The source's identity (app.datasets.identity): one registration per population.
+    source_fingerprint: Mapped[str | None] = mapped_column(String(64), nullable=True,
+                                                          unique=True, index=True)
     public: Mapped[bool] = mapped_column(Boolean, default=False)
     budget_epsilon: Mapped[float | None] = mapped_column(Float, nullable=True)
     budget_delta: Mapped[float | None] = mapped_column(Float, nullable=True)
+    # The Rényi filter's order, fixed at registration from the budget (app.privacy.filter).
+    filter_order: Mapped[float | None] = mapped_column(Float, nullable=True)
     # Bumped by every ledger write: the UPDATE is the row lock that serialises admissions.
     ledger_version: Mapped[int] = mapped_column(Integer, default=0)
     # The ledger chain's head (seq and hash of its last record), moved under that same lock:
@@ -35,3 +45,7 @@ class Dataset(Base):
     @property
     def n_holdout(self) -> int:
         return self.n_rows - self.n_train
+
+    @property
+    def n_evaluation(self) -> int:
+        return self.n_holdout - self.n_calibration

@@ -26,7 +26,7 @@ class SyntheticSource(RequestModel):
 @register_ranges
 class PrivacyBudget(RequestModel):
     epsilon: float = Field(gt=0, le=100, description="total epsilon the dataset may spend")
-    delta: float = Field(gt=0, lt=1, description="must also be < 1 / n_rows")
+    delta: float = Field(gt=0, lt=1, description="must also be at most 1 / (10 n_rows)")
 
 
 @register_ranges
@@ -40,12 +40,19 @@ class DatasetCreate(RequestModel):
 class SourceOut(ResponseModel):
     kind: str = Field(validation_alias="source_kind")
     n_rows: int
-    seed: int
+    seed: int | None = Field(
+        description="the generator's seed regenerates every row: shown to admins and data "
+        "scientists only (null for other roles)"
+    )
 
 
 class BudgetOut(ResponseModel):
     epsilon: float | None = Field(validation_alias="budget_epsilon")
     delta: float | None = Field(validation_alias="budget_delta")
+    filter_order: float | None = Field(
+        description="the Rényi filter's order, fixed at registration from the budget "
+        "(null: public dataset, no filter)"
+    )
 
 
 class DatasetOut(ResponseModel):
@@ -55,14 +62,22 @@ class DatasetOut(ResponseModel):
     rows: int = Field(validation_alias="n_rows")
     training_rows: int = Field(validation_alias="n_train")
     holdout_rows: int = Field(validation_alias="n_holdout")
+    calibration_rows: int = Field(validation_alias="n_calibration")
+    evaluation_rows: int = Field(validation_alias="n_evaluation")
     public: bool
     privacy_budget: BudgetOut
     created_at: UtcDatetime
 
     @classmethod
-    def from_orm_row(cls, dataset: Dataset) -> Self:
-        """The dataset's columns; ``source`` and ``privacy_budget`` group some of them."""
-        return cls.from_row(dataset, source=dataset, privacy_budget=dataset)
+    def from_orm_row(cls, dataset: Dataset, *, show_seed: bool = False) -> Self:
+        """The dataset's columns; ``source`` and ``privacy_budget`` group some of them.
+
+        The seed regenerates every row, so it is shown only when ``show_seed``.
+        """
+        source = SourceOut.model_validate({"source_kind": dataset.source_kind,
+                                           "n_rows": dataset.n_rows,
+                                           "seed": dataset.seed if show_seed else None})
+        return cls.from_row(dataset, source=source, privacy_budget=dataset)
 
 
 class DatasetPage(Page[DatasetOut]):

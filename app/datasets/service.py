@@ -1,29 +1,62 @@
 """Dataset rules: registration, lookup, and access to the rows (regenerated from the seed)."""
 
+from dataclasses import dataclass
+
 import numpy as np
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from app.core.errors import InvalidRequest, NotFound
-from app.datasets import synthetic
+from app.core.errors import Conflict, InvalidRequest, NotFound
+from app.datasets import identity, synthetic
 from app.datasets.models import Dataset
 from app.datasets.schemas import DatasetCreate, PrivacyBudget
 from app.ledger import service as ledger_service
+from app.privacy.filter import filter_order
 
-TRAIN_FRACTION = 0.7
+# delta must be at most 1 / (DELTA_ROWS_FACTOR * n_rows): at delta near 1/n, "publish one
+# random record in full" satisfies (0, delta)-DP, so a delta that large protects nobody.
+DELTA_ROWS_FACTOR = 10
 
 
 class DatasetNotFound(NotFound):
     kind, title = "dataset-not-found", "Dataset not found"
 
 
+class DatasetAlreadyRegistered(Conflict):
+    kind, title = "dataset-already-registered", "This source is already registered"
+
+
+class DatasetWithoutIdentity(Conflict):
+    kind, title = "dataset-without-identity", "Dataset has no record secret"
+
+
+Groups = dict[str, tuple[np.ndarray, list[str]]]
+
+
+@dataclass(frozen=True)
+class PartRows:
+    """One part's rows: raw features, outcomes, and subgroup codes with their public labels."""
+
+    x: np.ndarray
+    y: np.ndarray
+    groups: Groups
+
+
+@dataclass(frozen=True)
+class Split:
+    train: PartRows
+    calibration: PartRows
+    evaluation: PartRows
+
+
 def create(*, session: Session, request: DatasetCreate) -> Dataset:
-    """Register a dataset; a private one must carry a budget with delta < 1/n_rows.
+    """Register a dataset; a private one must carry a budget with delta <= 1/(10 n_rows).
 
     Raises:
-        InvalidRequest: missing budget on a private dataset, or delta >= 1/n_rows.
+        DatasetAlreadyRegistered: the same source is registered already (409).
+        InvalidRequest: missing budget on a private dataset, or delta above 1/(10 n_rows).
     """
-    n_rows = request.source.n_rows
+    n_rows, seed = request.source.n_rows, request.source.seed
     budget = request.privacy_budget
     if budget is None and not request.public:
         raise InvalidRequest(
@@ -32,15 +65,23 @@ def create(*, session: Session, request: DatasetCreate) -> Dataset:
         )
     if budget is not None:
         _check_delta(budget.delta, n_rows, field="privacy_budget.delta")
+    fingerprint = identity.synthetic_fingerprint(n_rows, seed)
+    _check_new_source(session, fingerprint)
+    secret = identity.new_secret()
+    counts = identity.part_counts(identity.parts_of(range(n_rows), secret))
     dataset = Dataset(
         name=request.name,
         source_kind=request.source.kind,
         n_rows=n_rows,
-        n_train=synthetic.training_row_count(n_rows, request.source.seed, TRAIN_FRACTION),
-        seed=request.source.seed,
+        n_train=counts[identity.Part.TRAIN],
+        n_calibration=counts[identity.Part.CALIBRATION],
+        seed=seed,
+        record_secret=secret,
+        source_fingerprint=fingerprint,
         public=request.public,
         budget_epsilon=budget.epsilon if budget else None,
         budget_delta=budget.delta if budget else None,
+        filter_order=filter_order(budget.epsilon, budget.delta) if budget else None,
         ledger_version=0,
     )
     session.add(dataset)
@@ -49,13 +90,33 @@ def create(*, session: Session, request: DatasetCreate) -> Dataset:
     return dataset
 
 
+def _check_new_source(session: Session, fingerprint: str) -> None:
+    """Refuse a source that is already registered (private or public): one budget per data.
+
+    The unique fingerprint column also refuses a concurrent twin at commit.
+    """
+    existing = session.scalar(select(Dataset.id).where(Dataset.source_fingerprint == fingerprint))
+    if existing is not None:
+        raise DatasetAlreadyRegistered(
+            f"this source is already registered as dataset {existing}; a second registration "
+            f"would give the same patients a second privacy budget",
+            field="source", existing_dataset_id=existing,
+            existing_dataset=f"/v1/datasets/{existing}",
+        )
+
+
+def max_delta(n_rows: int) -> float:
+    return 1.0 / (DELTA_ROWS_FACTOR * n_rows)
+
+
 def _check_delta(delta: float, n_rows: int, *, field: str) -> None:
-    if delta >= 1.0 / n_rows:
+    if delta > max_delta(n_rows):
         raise InvalidRequest(
-            f"delta must be below 1/n_rows = {1.0 / n_rows:.3g} (a larger delta allows "
-            f"releasing a whole record)",
+            f"delta must be at most 1/(10 n_rows) = {max_delta(n_rows):.3g}: at delta near "
+            f"1/n_rows, publishing one random record in full meets the guarantee, so such a "
+            f"delta protects nobody",
             field=field,
-            allowed=f"(0, {1.0 / n_rows:.6g})",
+            allowed=f"(0, {max_delta(n_rows):.6g}]",
         )
 
 
@@ -63,7 +124,7 @@ def change_budget(*, session: Session, dataset: Dataset, budget: PrivacyBudget) 
     """Set a new (epsilon, delta) budget; refused (409) below what is spent or reserved.
 
     Raises:
-        InvalidRequest: delta >= 1/n_rows.
+        InvalidRequest: delta above 1/(10 n_rows).
         BudgetBelowSpend: the composed spend at the new delta exceeds the new epsilon.
     """
     _check_delta(budget.delta, dataset.n_rows, field="delta")
@@ -86,9 +147,24 @@ def list_page(*, session: Session, limit: int, offset: int) -> tuple[list[Datase
     return list(rows), total
 
 
-def load_split(dataset: Dataset) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """(x_train, y_train, x_holdout, y_holdout) in raw feature units, reproducible."""
-    table = synthetic.generate(dataset.n_rows, dataset.seed)
-    train, holdout = synthetic.split_indices(dataset.n_rows, dataset.seed, TRAIN_FRACTION)
-    return table.x[train], table.y[train], table.x[holdout], table.y[holdout]
+def load_parts(dataset: Dataset) -> Split:
+    """The dataset's rows in raw feature units, by part (each record's keyed coin).
 
+    Raises:
+        DatasetWithoutIdentity: the dataset has no record secret (its data were erased).
+    """
+    if dataset.record_secret is None:
+        raise DatasetWithoutIdentity(
+            f"dataset {dataset.id} has no record secret: its rows cannot be split",
+            field="dataset_id",
+        )
+    table = synthetic.generate(dataset.n_rows, dataset.seed)
+    parts = identity.parts_of(range(dataset.n_rows), dataset.record_secret)
+
+    def rows(part: identity.Part) -> PartRows:
+        member = parts == part
+        return PartRows(table.x[member], table.y[member],
+                        synthetic.subgroups(table.x[member], table.sex[member]))
+
+    return Split(rows(identity.Part.TRAIN), rows(identity.Part.CALIBRATION),
+                 rows(identity.Part.EVALUATION))

@@ -3,13 +3,20 @@
 Outcome model (the article's): logit = -6 + 0.12 phq9 - 0.03 gaf + 0.15 sessions
 + 1.0 substance_use + 1.8 prior_crisis. Feature draws were chosen so the prevalence is about
 2% and the Bayes-optimal ROC-AUC (scoring with the true probabilities) is about 0.845.
+
+Each record also carries ``sex`` (female/male, half each), a subgroup attribute for the
+evaluation's fairness tables. It is not a model feature and has no effect on the outcome; it is
+drawn from its own stream, so every other column (and the Bayes ceiling) is as before.
+A record's id is its index in the generated table.
 """
 
+import hashlib
 from dataclasses import dataclass
 
 import numpy as np
 
-from app.features import FEATURE_NAMES
+from app.datasets import identity
+from app.features import BY_NAME, FEATURE_NAMES
 
 INTERCEPT = -6.0
 COEFFICIENTS = {
@@ -27,6 +34,7 @@ class SyntheticTable:
     x: np.ndarray  # (n, n_features) raw values in spec order
     y: np.ndarray  # (n,) 0/1 crisis within 30 days
     p: np.ndarray  # (n,) true probability (only a generator knows it)
+    sex: np.ndarray  # (n,) subgroup attribute: index into SEX_CATEGORIES
 
 
 def true_logit(x: np.ndarray) -> np.ndarray:
@@ -46,24 +54,40 @@ def generate(n_rows: int, seed: int) -> SyntheticTable:
     x = np.column_stack([age, phq9, gaf, sessions, substance, prior]).astype(np.float64)
     p = 1.0 / (1.0 + np.exp(-true_logit(x)))
     y = rng.binomial(1, p).astype(np.float64)
-    return SyntheticTable(x=x, y=y, p=p)
+    sex = np.random.default_rng([seed, 3]).integers(0, len(SEX_CATEGORIES), n_rows)
+    return SyntheticTable(x=x, y=y, p=p, sex=sex.astype(np.int64))
 
 
-def split_indices(n_rows: int, seed: int, train_fraction: float = 0.7) -> tuple[np.ndarray, ...]:
-    """(training rows, held-out rows): each record is a training row with probability
-    ``train_fraction``, by its own coin, independently of the others and of the data.
-
-    Per-record coins (rather than a fixed-size permutation) make the two parts a
-    data-independent partition *record by record*: adding or removing one patient moves no
-    other patient between the parts. That is what lets the held-out calibration and the
-    training compose in parallel (``worker/calibration.py``). The coins come from the dataset's
-    seed, so the split is reproducible.
+def split_indices(n_rows: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """(training rows, held-out rows) of a generated table for public-proxy experiments (benches,
+    tests): the parts' keyed PRF under a secret derived from ``seed``, so it is reproducible.
+    The service never uses this: a registered dataset's secret is random and kept server-side.
     """
-    coins = np.random.default_rng([seed, 2]).random(n_rows)
-    in_train = coins < train_fraction
+    secret = hashlib.sha256(f"public-proxy:{seed}".encode()).hexdigest()
+    parts = identity.parts_of(range(n_rows), secret)
+    in_train = parts == identity.Part.TRAIN
     return np.flatnonzero(in_train), np.flatnonzero(~in_train)
 
 
-def training_row_count(n_rows: int, seed: int, train_fraction: float = 0.7) -> int:
-    """How many of the rows the coins put in training (a function of size and seed only)."""
-    return int(len(split_indices(n_rows, seed, train_fraction)[0]))
+SEX_CATEGORIES = ("female", "male")
+_AGE = BY_NAME["age"]
+AGE_BANDS = ((int(_AGE.lower), 29), (30, 44), (45, 64), (65, int(_AGE.upper)))
+"""Inclusive age bands in years, ending at the public bounds of the age feature."""
+
+
+def age_band_labels() -> list[str]:
+    return [f"{low}-{high}" for low, high in AGE_BANDS]
+
+
+def age_band_codes(age: np.ndarray) -> np.ndarray:
+    """Each age's band (index into AGE_BANDS); ages are clipped to the public bounds."""
+    starts = np.array([low for low, _ in AGE_BANDS[1:]], dtype=float)
+    clipped = np.clip(age, _AGE.lower, _AGE.upper)
+    return np.searchsorted(starts, clipped, side="right").astype(np.int64)
+
+
+def subgroups(x: np.ndarray, sex: np.ndarray) -> dict[str, tuple[np.ndarray, list[str]]]:
+    """The crisis schema's subgroups: age band and sex, with their public labels."""
+    age = x[:, FEATURE_NAMES.index("age")]
+    return {"age": (age_band_codes(age), age_band_labels()),
+            "sex": (sex, list(SEX_CATEGORIES))}

@@ -7,6 +7,7 @@ from sqlalchemy.orm import Session
 from app.core.errors import Conflict, InvalidRequest, NotFound
 from app.core.time import utcnow
 from app.datasets.models import Dataset
+from app.datasets.service import max_delta
 from app.jobs import notify
 from app.jobs.models import CANCELLED, FINISHED, QUEUED, RUNNING, TRAIN, Job
 from app.jobs.schemas import (
@@ -64,15 +65,16 @@ def _resolve_training(training: TrainingConfig, dataset: Dataset) -> TrainingCon
 
 
 def _resolve_delta(dataset: Dataset, requested: float | None) -> float:
-    limit = 1.0 / dataset.n_rows
+    limit = max_delta(dataset.n_rows)
     delta = requested if requested is not None else dataset.budget_delta
     if delta is None:
-        delta = min(1e-5, limit / 10)
-    if delta >= limit:
+        delta = min(1e-5, limit)
+    if delta > limit:
         raise InvalidRequest(
-            f"delta must be below 1/n_rows = {limit:.3g} for this dataset",
+            f"delta must be at most 1/(10 n_rows) = {limit:.3g} for this dataset: at delta "
+            f"near 1/n_rows, publishing one random record in full meets the guarantee",
             field="privacy.delta",
-            allowed=f"(0, {limit:.6g})",
+            allowed=f"(0, {limit:.6g}]",
         )
     return delta
 

@@ -10,7 +10,7 @@ release append events, never update rows. Every event extends the dataset's hash
 """
 
 import math
-from typing import Any, TypeGuard
+from typing import Any, NoReturn, TypeGuard
 
 from sqlalchemy import select, update
 from sqlalchemy.orm import Session
@@ -32,6 +32,9 @@ from app.ledger.models import (
 )
 from app.ledger.spend import Budgeted
 from app.privacy import accounting
+from app.privacy import noise as noise_search
+from app.privacy.figures import round_down
+from app.privacy.filter import CITATION, RenyiFilter, filter_order
 
 COMPOSITION_ACCOUNTANT = ledger_spend.COMPOSITION_ACCOUNTANT
 
@@ -91,33 +94,75 @@ def reserve(
 
 
 def _admit(session: Session, dataset: Budgeted, entry: LedgerEntry) -> None:
-    """The filter: refuse ``entry`` if composing it with every charged entry exceeds the budget.
+    """The filter (``app.privacy.filter``): admit ``entry`` if the RDP of every charged entry
+    plus it, at the dataset's fixed order, stays within the budget's bound; or if it is the
+    first charged entry and its own tight epsilon fits the budget.
 
     The caller holds the dataset lock. A dataset without a budget (public) admits everything.
 
     Raises:
-        BudgetExceeded: with the spend before, what remains and the composition with the job.
+        BudgetExceeded: with the spend so far, what remains, and the largest target epsilon
+            (at the job's delta, for the same sample rate and steps) that would fit now.
     """
-    if dataset.budget_epsilon is None or dataset.budget_delta is None:
+    guard = ledger_spend.filter_of(dataset)
+    if guard is None:
         return
-    budget_epsilon, budget_delta = dataset.budget_epsilon, dataset.budget_delta
-    # Only the composition decides admission; the "before" figures are for the refusal.
     entries = ledger_spend.charged_entries(session=session, dataset_id=dataset.id)
-    after = ledger_spend.composed_epsilon([*entries, entry], budget_delta)
-    if after <= budget_epsilon:
+    spent = ledger_spend.spent_rdp(entries, guard.order)
+    if guard.admits(spent, ledger_spend.spent_rdp([entry], guard.order)):
         return
-    spent = ledger_spend.composed_epsilon(entries, budget_delta)
-    remaining = max(budget_epsilon - spent, 0.0)
+    if not entries and ledger_spend.single_release_epsilon(entry, guard.delta) <= guard.epsilon:
+        return
+    _refuse(guard, entries, entry, spent)
+
+
+def _largest_fitting_target(
+    guard: RenyiFilter, entries: list[LedgerEntry], entry: LedgerEntry, spent: float
+) -> float | None:
+    """The largest target epsilon (at the entry's delta, same sample rate and steps) that the
+    filter would admit now, rounded down; None when no allowed noise fits."""
+    noise = guard.largest_fitting_noise(spent, entry.sample_rate, entry.steps)
+    if not entries:  # the first-release rule may allow less noise
+        alone = noise_search.noise_for_target(
+            target_epsilon=guard.epsilon, delta=guard.delta, sample_rate=entry.sample_rate,
+            steps=entry.steps, accountant=ledger_spend.TIGHT_ACCOUNTANT,
+        ) if _reachable(guard, entry) else None
+        noise = alone if noise is None else noise if alone is None else min(noise, alone)
+    if noise is None:
+        return None
+    mechanism = accounting.Mechanism(noise, entry.sample_rate, entry.steps)
+    target = accounting.create_accountant(ledger_spend.TIGHT_ACCOUNTANT).epsilon(
+        [mechanism], entry.delta
+    )
+    return round_down(target) if math.isfinite(target) else None
+
+
+def _reachable(guard: RenyiFilter, entry: LedgerEntry) -> bool:
+    largest = accounting.Mechanism(accounting.MAX_NOISE_MULTIPLIER, entry.sample_rate, entry.steps)
+    tight = accounting.create_accountant(ledger_spend.TIGHT_ACCOUNTANT)
+    return tight.epsilon([largest], guard.delta) <= guard.epsilon
+
+
+def _refuse(
+    guard: RenyiFilter, entries: list[LedgerEntry], entry: LedgerEntry, spent: float
+) -> NoReturn:
+    after = guard.epsilon_of(spent + ledger_spend.spent_rdp([entry], guard.order))
+    before = ledger_spend.filtered_epsilon(guard, entries)
+    remaining = max(guard.epsilon - before, 0.0)
+    largest = _largest_fitting_target(guard, entries, entry, spent)
+    fits = (f"the largest target epsilon that fits now is {largest:g}" if largest is not None
+            else "no noise level up to the maximum fits this plan: take fewer steps")
     raise BudgetExceeded(
-        f"this job would bring the dataset's composed spend to "
-        f"{after:.4g} (budget {budget_epsilon:g}); "
-        f"remaining epsilon is {remaining:.4g}",
-        budget={"epsilon": budget_epsilon, "delta": budget_delta},
-        spent_epsilon=spent,
+        f"this job would bring the dataset's composed spend to {after:.4g} (budget "
+        f"{guard.epsilon:g}); remaining epsilon is {remaining:.4g}; {fits}",
+        budget={"epsilon": guard.epsilon, "delta": guard.delta},
+        spent_epsilon=before,
         remaining_epsilon=remaining,
-        job_epsilon=entry.epsilon_rdp,
+        largest_fitting_target_epsilon=largest,
+        job_epsilon=entry.epsilon_prv,
         composed_epsilon_with_job=accounting.finite_or_none(after),
         accountant=COMPOSITION_ACCOUNTANT,
+        filter={"kind": "renyi", "order": guard.order, "citation": CITATION},
     )
 
 
@@ -219,7 +264,10 @@ def change_budget(*, session: Session, dataset: Budgeted, epsilon: float, delta:
     lock_dataset(session=session, dataset_id=dataset.id)
     session.refresh(dataset)
     charged = ledger_spend.charged_entries(session=session, dataset_id=dataset.id)
-    spent = ledger_spend.composed_epsilon(charged, delta)
+    order = ledger_spend.filter_of(dataset)
+    # The filter's order is fixed at registration; only the bound moves with the budget.
+    guard = RenyiFilter(epsilon, delta, order.order if order else filter_order(epsilon, delta))
+    spent = ledger_spend.filtered_epsilon(guard, charged)
     if spent > epsilon:
         raise BudgetBelowSpend(
             f"the dataset has already spent or reserved epsilon {spent:.4g} at delta {delta:g}; "
@@ -230,6 +278,7 @@ def change_budget(*, session: Session, dataset: Budgeted, epsilon: float, delta:
             requested={"epsilon": epsilon, "delta": delta},
         )
     dataset.budget_epsilon, dataset.budget_delta = epsilon, delta
+    dataset.filter_order = guard.order
     session.flush()
     _append_budget(session, dataset)
 

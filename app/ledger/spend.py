@@ -1,22 +1,27 @@
-"""What a dataset's ledger entries spend: each entry composed with the accountant it records.
+"""What a dataset's ledger entries spend, by the dataset's privacy filter.
 
 Epsilon is never stored alone: it is recomputed here from the entries' mechanisms (noise
 multiplier, sample rate, charged steps), after checking that each entry can be composed as it
-was recorded. The admission filter (``app.ledger.service``) and the reports read spend here.
+was recorded. A dataset with a budget is guarded by a Rényi filter at one fixed order
+(``app.privacy.filter``): its spend is the (epsilon, delta) that the RDP sum at that order
+converts to, except that a single release is worth its own tight epsilon (the filter's
+first-release rule). The admission (``app.ledger.service``) and the reports read spend here.
 """
 
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
 
-import numpy as np
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from app.ledger.models import MECHANISMS, NON_PRIVATE, LedgerEntry
 from app.privacy import accounting
+from app.privacy.filter import RenyiFilter, filter_order, rdp_at
 
 COMPOSITION_ACCOUNTANT = "rdp"
+# The accountant whose single-mechanism figure the first-release rule may charge instead.
+TIGHT_ACCOUNTANT = "prv"
 # Accountants whose per-entry curves add up soundly under the filter (Rényi composition).
 COMPOSABLE_ACCOUNTANTS = frozenset({COMPOSITION_ACCOUNTANT})
 
@@ -30,6 +35,7 @@ class Budgeted(Protocol):
     id: int
     budget_epsilon: float | None
     budget_delta: float | None
+    filter_order: float | None
 
 
 class LedgerIntegrityError(RuntimeError):
@@ -80,17 +86,13 @@ def mechanism_of(entry: LedgerEntry) -> accounting.Mechanism:
     return mechanism
 
 
-def _compose(entries: list[LedgerEntry], delta: float) -> float:
-    """Epsilon at ``delta`` of the entries' mechanisms under the accountant they record.
-
-    Every entry of a dataset records the filter's accountant (``COMPOSITION_ACCOUNTANT``); the
-    accountant is looked up by name from that record, never assumed.
-    """
+def _mechanisms(entries: list[LedgerEntry]) -> list[accounting.Mechanism]:
+    """The entries' charged mechanisms, after checking they record one composable accountant."""
     mechanisms = [mechanism_of(e) for e in entries]
     names = {entry.accountant for entry in entries}
     if len(names) > 1:
         raise LedgerIntegrityError(f"entries record different accountants: {sorted(names)}")
-    return accounting.create_accountant(names.pop()).epsilon(mechanisms, delta)
+    return mechanisms
 
 
 def charged(entries: list[LedgerEntry]) -> list[LedgerEntry]:
@@ -110,11 +112,45 @@ def list_entries(*, session: Session, dataset_id: int) -> list[LedgerEntry]:
     return list(session.scalars(stmt))
 
 
-def composed_epsilon(entries: list[LedgerEntry], delta: float) -> float:
-    """RDP composition of ``entries`` at ``delta`` (the filter's measure of spend)."""
+def filter_of(dataset: Budgeted) -> RenyiFilter | None:
+    """The dataset's Rényi filter; None for a public dataset without a budget."""
+    if dataset.budget_epsilon is None or dataset.budget_delta is None:
+        return None
+    order = dataset.filter_order or filter_order(dataset.budget_epsilon, dataset.budget_delta)
+    return RenyiFilter(dataset.budget_epsilon, dataset.budget_delta, order)
+
+
+def spent_rdp(entries: list[LedgerEntry], order: float) -> float:
+    """The entries' RDP at the filter's ``order`` (0 for none)."""
+    return rdp_at(_mechanisms(entries), order) if entries else 0.0
+
+
+def single_release_epsilon(entry: LedgerEntry, delta: float) -> float:
+    """One release alone, by the tight accountant (the filter's first-release rule)."""
+    return accounting.create_accountant(TIGHT_ACCOUNTANT).epsilon([mechanism_of(entry)], delta)
+
+
+def filtered_epsilon(guard: RenyiFilter, entries: list[LedgerEntry]) -> float:
+    """The guarantee the filter gives ``entries``: RDP at its order converted at its delta,
+    or, for a single release, the tighter of that and the release's own tight epsilon."""
     if not entries:
         return 0.0
-    return _compose(entries, delta)
+    by_filter = guard.epsilon_of(spent_rdp(entries, guard.order))
+    if len(entries) == 1:
+        return min(by_filter, single_release_epsilon(entries[0], guard.delta))
+    return by_filter
+
+
+def composed_epsilon(dataset: Budgeted, entries: list[LedgerEntry]) -> float:
+    """The dataset's spend after ``entries``: by its filter, or, for a public dataset without
+    a filter, the best RDP order at the strictest job delta (informative only)."""
+    guard = filter_of(dataset)
+    if guard is not None:
+        return filtered_epsilon(guard, entries)
+    if not entries:
+        return 0.0
+    return accounting.rdp_to_epsilon(accounting.rdp_curve(_mechanisms(entries)),
+                                     _spend_delta(dataset, entries))
 
 
 def _spend_delta(dataset: Budgeted, entries: list[LedgerEntry]) -> float:
@@ -137,22 +173,25 @@ class TimelinePoint:
 
 
 def timeline_of(dataset: Budgeted, entries: list[LedgerEntry]) -> list[TimelinePoint]:
-    """Composed (RDP) and naive spend after each charged entry of ``entries``, in their order.
+    """Composed (by the filter) and naive spend after each charged entry, in their order.
 
-    One RDP curve per entry, summed as it goes: the composition after each entry costs one
-    conversion, not a recomposition of every entry before it.
+    Naive: the sum of each entry's own RDP epsilon at the spend delta (what adding up the
+    jobs' figures would claim).
     """
     entries = charged(entries)
     delta = _spend_delta(dataset, entries)
-    total = np.zeros(len(accounting.RDP_ORDERS))
-    naive = 0.0
+    guard = filter_of(dataset)
+    naive = total_rdp = 0.0
     points: list[TimelinePoint] = []
-    for entry in entries:
-        curve = accounting.rdp_curve([mechanism_of(entry)])
-        total = total + curve
-        alone = accounting.rdp_to_epsilon(curve, delta)
+    for count, entry in enumerate(entries, start=1):
+        alone = accounting.rdp_to_epsilon(accounting.rdp_curve([mechanism_of(entry)]), delta)
         naive += alone
-        composed = accounting.rdp_to_epsilon(total, delta)
+        if guard is None or count == 1:
+            composed = composed_epsilon(dataset, entries[:count])
+        else:  # the filter's running RDP sum: one order, no recomposition
+            composed = guard.epsilon_of(total_rdp + spent_rdp([entry], guard.order))
+        if guard is not None:
+            total_rdp += spent_rdp([entry], guard.order)
         points.append(
             TimelinePoint(entry.id, entry.job_id, entry.created_at, alone, composed, naive)
         )
@@ -160,9 +199,14 @@ def timeline_of(dataset: Budgeted, entries: list[LedgerEntry]) -> list[TimelineP
 
 
 def spend_of(dataset: Budgeted, entries: list[LedgerEntry]) -> Spend:
-    """The spend after the last charged entry of ``entries``: the timeline's end."""
-    points = timeline_of(dataset, entries)
-    composed, naive = (points[-1].composed_epsilon, points[-1].naive_epsilon) if points else (0, 0)
+    """The spend after the last charged entry of ``entries``."""
+    entries = charged(entries)
+    naive = sum(
+        accounting.rdp_to_epsilon(accounting.rdp_curve([mechanism_of(e)]),
+                                  _spend_delta(dataset, entries))
+        for e in entries
+    )
+    composed = composed_epsilon(dataset, entries)
     return Spend(float(composed), float(naive), dataset.budget_epsilon, dataset.budget_delta)
 
 

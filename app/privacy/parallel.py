@@ -1,12 +1,13 @@
 """Noise for a release on the held-out rows that costs nothing beyond the training it follows.
 
-The held-out rows are a per-record random part of the dataset, disjoint from the training rows
-(``app.datasets.synthetic.split_indices``). Given the coins, adding or removing one patient
-changes either the training's input or the held-out release's input, never both; averaging
-over that patient's coin keeps the worse of the two (hockey-stick divergence is jointly convex,
-Renyi divergence jointly quasi-convex). So a job whose held-out release is, at every RDP order
-of the ledger's grid and at the job's delta, no worse than its training is charged exactly its
-training's spend: parallel composition.
+The held-out rows (the calibration and the evaluation parts) are per-record random parts of
+the dataset, disjoint from the training rows and from each other (``app.datasets.identity``: a
+keyed PRF of each record's id). Given the coins, adding or removing one patient changes the
+input of exactly one of the job's mechanisms; averaging over that patient's coin keeps the
+worst of them (hockey-stick divergence is jointly convex, Renyi divergence jointly
+quasi-convex). So a job whose held-out releases are each, at every RDP order of the ledger's
+grid (the filter's order among them) and at the job's delta, no worse than its training is
+charged exactly its training's spend: parallel composition.
 """
 
 import math

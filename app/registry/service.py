@@ -14,6 +14,7 @@ database write lock on SQLite), and ``seq`` is unique as a last line of defence.
 """
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import func, select, text
@@ -275,27 +276,43 @@ def privacy_sentence(model: TrainedModel) -> str:
     )
 
 
-_calibrated_rows: dict[tuple[int, str], int | None] = {}
+@dataclass(frozen=True)
+class HeldOut:
+    """What the model's stored metrics say about its held-out releases."""
+
+    calibrated: bool  # a calibration record is stored (absent for models stored before it)
+    evaluation_dp: bool  # the metrics are a DP evaluation release (absent: computed exactly)
 
 
-def calibrated_rows(model: TrainedModel) -> int | None:
-    """Held-out rows the model was calibrated on, or None; cached per model (models never
-    change), so scoring does not load the large ``metrics`` column on every request."""
+_held_out: dict[tuple[int, str], HeldOut] = {}
+
+
+def held_out(model: TrainedModel) -> HeldOut:
+    """The model's held-out releases; cached per model (models never change), so scoring does
+    not load the large ``metrics`` column on every request."""
     key = (model.id, model.artifact_sha256)
-    if key not in _calibrated_rows:
-        # The held-out calibration record; absent for models stored before it existed.
-        calibration = (model.metrics or {}).get("calibration")
-        _calibrated_rows[key] = None if calibration is None else int(calibration["rows"])
-    return _calibrated_rows[key]
+    if key not in _held_out:
+        metrics = model.metrics or {}
+        _held_out[key] = HeldOut(calibrated=metrics.get("calibration") is not None,
+                                 evaluation_dp=isinstance(metrics.get("release"), dict))
+    return _held_out[key]
 
 
 def _calibration_clause(model: TrainedModel) -> str:
-    rows = calibrated_rows(model)
-    if rows is None:
+    """How the probabilities were calibrated and the metrics computed; no row count (the parts'
+    sizes are not released, the evaluation's counts are noisy)."""
+    facts = held_out(model)
+    if not facts.calibrated:
         return " Its probabilities are uncalibrated (stored before held-out calibration)."
     if model.epsilon is None:
-        return f" Its probabilities were calibrated on {rows} held-out rows."
-    return f" Its probabilities were calibrated on {rows} held-out rows under the same guarantee."
+        return (" Its probabilities were calibrated on a held-out part and its metrics computed "
+                "exactly on another (public dataset).")
+    if not facts.evaluation_dp:
+        return (" Its probabilities were calibrated on a held-out part under the same guarantee; "
+                "its metrics were stored before the evaluation was a DP release (not covered).")
+    return (" Its probabilities were calibrated on a held-out part and its metrics computed on "
+            "another: calibration and evaluation are DP releases on disjoint held-out parts, "
+            "composed in parallel with training under the same guarantee.")
 
 
 def privacy_statement(model: TrainedModel) -> PrivacyStatementOut:
@@ -303,7 +320,7 @@ def privacy_statement(model: TrainedModel) -> PrivacyStatementOut:
     return PrivacyStatementOut.from_row(
         model,
         non_private=model.epsilon is None,
-        calibrated=calibrated_rows(model) is not None,
+        calibrated=held_out(model).calibrated,
         statement=privacy_sentence(model),
     )
 

@@ -13,6 +13,7 @@ from typing import Any
 
 from app.privacy.figures import epsilon_text, round_down
 from app.reports.html import MISSING, Link, chart_svg, finite, num, render, table, when
+from app.reports.metrics_html import metrics_section
 from app.reports.schemas import DatasetPrivacyReport, JobPrivacyReport, ModelCard
 from app.reports.svg_plot import PALETTE, Chart, Reference, Series
 
@@ -120,63 +121,6 @@ def _dataset_link(report: JobPrivacyReport, root_path: str) -> Link:
     return Link(report_href("datasets", report.dataset_id, root_path), _dataset_name(report))
 
 
-_HEADLINE_METRICS = (
-    ("rows", "held-out rows"),
-    ("positives", "positives (crisis within 30 days)"),
-    ("prevalence", "prevalence in the held-out rows"),
-    ("roc_auc", "ROC-AUC"),
-    ("pr_auc", "PR-AUC (average precision)"),
-    ("brier", "Brier score"),
-    ("brier_baseline", "Brier score of predicting the prevalence"),
-    ("ece", "expected calibration error"),
-    ("ece_equal_width", "ECE, equal-width bins"),
-)
-
-
-def _with_ci(values: dict[str, Any], key: str) -> str:
-    """A metric with its interval when one is stored beside it as ``<key>_ci``."""
-    shown = num(values.get(key))
-    ci = values.get(f"{key}_ci")
-    if isinstance(ci, list | tuple) and len(ci) == 2 and all(finite(v) for v in ci):
-        shown += f" [{num(ci[0])}, {num(ci[1])}]"
-    return shown
-
-
-def _metrics(metrics: dict[str, Any]) -> dict[str, Any]:
-    """Held-out metrics as stored by the worker; unknown shapes degrade to what is recognised."""
-    headline = [[label, _with_ci(metrics, key)] for key, label in _HEADLINE_METRICS
-                if key in metrics]
-    tables = [table("Held-out metrics (95% interval where computed)",
-                    [("Metric", False), ("Value", True)], headline)]
-    bands = metrics.get("bands")
-    if isinstance(bands, dict):
-        rows = [
-            [name, f"{num(b.get('p_from'), '.3g')} to {num(b.get('p_to'), '.3g')}",
-             num(view.get("rows")), num(view.get("positives")),
-             _with_ci(view, "precision"), _with_ci(view, "recall")]
-            for name, b in bands.items()
-            if isinstance(b, dict) and isinstance(view := b.get("at_or_above"), dict)
-        ]
-        headers = [("Band (this or higher)", False), ("Probability", False), ("Rows", True),
-                   ("Positives", True), ("Precision", True), ("Recall", True)]
-        tables.append(table("Risk bands on held-out rows", headers, rows))
-    subgroups = metrics.get("subgroups")
-    if isinstance(subgroups, list) and subgroups:
-        rows = [
-            [f"{g.get('feature', '')} {g.get('group', '')}", num(g.get("rows")),
-             num(g.get("positives")), _with_ci(g, "roc_auc"), num(g.get("brier")),
-             num(g.get("ece"))]
-            for g in subgroups
-            if isinstance(g, dict)
-        ]
-        headers = [("Subgroup", False), ("Rows", True), ("Positives", True), ("ROC-AUC", True),
-                   ("Brier", True), ("ECE", True)]
-        tables.append(table("Held-out metrics by subgroup", headers, rows))
-    notes = [n for n in metrics.get("notes") or [] if isinstance(n, str)]
-    method = [f"{k}: {metrics[k]}" for k in ("ci_method", "ece_method") if k in metrics]
-    return {"tables": tables, "notes": [*method, *notes]}
-
-
 def _model_card(card: ModelCard) -> dict[str, Any]:
     data = card.training_data
     metrics = card.metrics.values
@@ -191,7 +135,7 @@ def _model_card(card: ModelCard) -> dict[str, Any]:
             ("Held-out rows", str(data.holdout_rows)),
         ],
         "data_note": data.note,
-        "metrics": _metrics(metrics) if metrics else None,
+        "metrics": metrics_section(metrics) if metrics else None,
         "metrics_note": card.metrics.note,
         "caveats": card.caveats,
     }

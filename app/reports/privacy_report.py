@@ -19,6 +19,8 @@ from app.ledger import spend as ledger_spend
 from app.ledger.models import NON_PRIVATE, LedgerEntry
 from app.privacy.accounting import finite_or_none
 from app.privacy.figures import PRIVACY_UNIT, epsilon_text
+from app.privacy.filter import CITATION
+from app.privacy.terms import terms
 from app.privacy_audit import service as privacy_audit_service
 from app.reports.schemas import (
     Accountants,
@@ -33,6 +35,7 @@ from app.reports.schemas import (
     JobPrivacyReport,
     LedgerEntryView,
     ModelCard,
+    PrivacyTerms,
     Remaining,
     Spend,
     TimelinePointView,
@@ -41,11 +44,23 @@ from app.reports.schemas import (
 
 REPORTED_ACCOUNTANT = "prv"
 METRICS_NOTE = (
-    "computed on held-out rows never used for training, without noise: they are not covered "
-    "by the differential-privacy guarantee. The same rows calibrated the model's probabilities "
-    "(two parameters, under differential privacy), so the calibration figures are in-sample "
-    "for those two parameters"
+    "computed from one differentially private release on the evaluation part of the held-out "
+    "rows (never used for training or calibration): noisy counts of rows and crises per fixed "
+    "public score bin, overall and per subgroup, with Gaussian noise no costlier than the "
+    "training (parallel composition, no extra spend). Every figure, interval included, is "
+    "computed from those noisy counts alone, so it is covered by the guarantee; counts are "
+    "estimates, and the intervals include the noise. They are exact only for a non-private "
+    "job on a public dataset (marked exact)"
 )
+LEGACY_METRICS = (
+    "held-out metrics stored before the evaluation was a DP release (exact, not covered)"
+)
+
+
+def evaluation_is_dp(metrics: dict[str, Any] | None) -> bool:
+    """Whether the stored metrics are a DP release (or exact on public data): False for metrics
+    an older worker computed exactly on private held-out rows, and before any metrics exist."""
+    return isinstance((metrics or {}).get("release"), dict)
 
 
 def calibration_text(calibration: dict[str, Any] | None) -> str:
@@ -60,11 +75,33 @@ def calibration_text(calibration: dict[str, Any] | None) -> str:
     return (
         f" Calibration: the probabilities were calibrated by Platt scaling (slope "
         f"{calibration['slope']:.3g}, intercept {calibration['intercept']:.3g}) fitted to the "
-        f"number of held-out rows and of crises per bin of the model's score, released {release}. "
-        f"The held-out rows ({calibration['rows']}) are a per-record random part disjoint from "
-        "the training rows, and the release is no costlier than the training at every RDP order "
-        "and at this delta, so the two compose in parallel: the guarantee below covers the "
-        "calibrated model with no extra spend."
+        f"number of calibration rows and of crises per bin of the model's score, released "
+        f"{release}. The calibration rows are a per-record random part of the held-out rows, "
+        "disjoint from the training rows and from the evaluation rows, and the release is no "
+        "costlier than the training at every RDP order and at this delta, so the two compose in "
+        "parallel: the guarantee below covers the calibrated model with no extra spend."
+    )
+
+
+def evaluation_text(metrics: dict[str, Any] | None) -> str:
+    """The evaluation release in words, or '' before the job has metrics."""
+    if not metrics:
+        return ""
+    release = metrics.get("release")
+    if not isinstance(release, dict):
+        return (" Evaluation: the held-out metrics were stored before the evaluation was a DP "
+                "release; they were computed exactly and are not covered.")
+    if release.get("exact"):
+        return (" Evaluation: the held-out metrics are exact (noise multiplier 0: a non-private "
+                "job on a public dataset).")
+    return (
+        " Evaluation: the held-out metrics are one Gaussian release on the evaluation rows "
+        "(noisy counts of rows and crises per fixed public score bin, overall and per subgroup; "
+        f"noise multiplier {release['noise_multiplier']:.4g}, L2 sensitivity "
+        f"{release['l2_sensitivity']:.4g}); every metric is computed from those noisy counts "
+        "(post-processing). Calibration and evaluation are DP releases on disjoint held-out "
+        "parts, each no costlier than the training, composed in parallel with it: no extra "
+        "spend."
     )
 
 
@@ -75,12 +112,15 @@ def _statement(job: Job, dataset: Dataset, planned: dict[str, float | None]) -> 
         f"{dataset.n_rows} rows, of which {dataset.n_train} were used for training and "
         f"{dataset.n_holdout} held out."
     )
+    legacy = bool(job.metrics) and not evaluation_is_dp(job.metrics)
     limits = (
-        "Not covered: the held-out metrics (computed on held-out rows without noise), and "
-        "anything outside the trust boundary: the raw data store, the operators and the "
-        "database, side channels such as timing, and the choice of the budget itself."
+        f"Not covered: {LEGACY_METRICS + ', and ' if legacy else ''}anything outside the trust "
+        "boundary: the raw data store, the operators and the database, side channels such as "
+        "timing, and the choice of the budget itself."
     )
-    calibration = calibration_text((job.metrics or {}).get("calibration"))
+    calibration = calibration_text((job.metrics or {}).get("calibration")) + evaluation_text(
+        job.metrics)
+    releases = "the calibration release" if legacy else "the calibration and evaluation releases"
     if job.non_private:
         return (
             f"Non-private training: epsilon = infinity. No noise was added to the gradients, so "
@@ -106,16 +146,16 @@ def _statement(job: Job, dataset: Dataset, planned: dict[str, float | None]) -> 
         f"PRV accountant (the reported figure); the RDP accountant, which the dataset ledger "
         f"uses to compose spend across jobs, gives epsilon = {epsilon_text(planned['rdp'])}. "
         f"Guarantee: ({epsilon_text(planned['prv'])}, {job.delta:g})-differential privacy "
-        f"for adding or removing one patient's record, covering the released model and every "
-        f"checkpoint or intermediate model (anything computed from them alone inherits it by "
-        f"post-processing).{status} {limits}"
+        f"for adding or removing one patient's record, covering the released model, every "
+        f"checkpoint or intermediate model, and {releases} (anything computed from them alone "
+        f"inherits it by post-processing).{status} {limits}"
     )
 
 
 def _coverage(job: Job) -> Coverage:
+    legacy = bool(job.metrics) and not evaluation_is_dp(job.metrics)
     not_covered = [
-        "held-out metrics: computed on held-out rows without noise (the calibration itself is "
-        "covered)",
+        *([LEGACY_METRICS] if legacy else []),
         "the raw data store (the training rows themselves)",
         "operators and the database (they can read the data)",
         "side channels such as training time or resource use",
@@ -132,7 +172,9 @@ def _coverage(job: Job) -> Coverage:
     return Coverage(
         covers=[
             "the released model",
-            "its probability calibration on the held-out rows (parallel composition)",
+            "its probability calibration on the calibration rows (parallel composition)",
+            "its held-out metrics: one noisy histogram release on the evaluation rows, every "
+            "metric computed from it (parallel composition)",
             "every checkpoint and intermediate model of the run",
             "anything computed from the model alone, e.g. risk scores and explanations "
             "(post-processing)",
@@ -144,8 +186,9 @@ def _coverage(job: Job) -> Coverage:
 def _training_data(dataset: Dataset) -> TrainingData:
     if dataset.source_kind == "synthetic":
         source = (
-            f"synthetic: the seed article's logistic crisis generator (seed {dataset.seed}); "
-            "no real patient is in it"
+            "synthetic: the seed article's logistic crisis generator (its seed, which "
+            "regenerates every row, is shown to admins and data scientists only); no real "
+            "patient is in it"
         )
     else:
         source = f"uploaded table ({dataset.source_kind})"
@@ -170,11 +213,12 @@ def model_card(job: Job, dataset: Dataset) -> ModelCard:
         "with a non-private baseline before relying on the scores.",
         "Calibration is not guaranteed: probabilities may be off, more so for rare outcomes; "
         "check the Brier score and recalibrate on local data before setting risk bands.",
-        "Performance in subgroups is not guaranteed: at most age bands are reported, with wide "
-        "intervals in small groups; sex, ethnicity and diagnoses are not measured, and noise "
-        "tends to hurt small subgroups most.",
-        "Held-out metrics come from a finite sample (a few dozen positives): read the 95% "
-        "bootstrap intervals, not only the point estimates.",
+        "Performance in subgroups is not guaranteed: only the schema's subgroups (age bands, "
+        "sex) are reported, from noisy counts, with wide intervals in small groups; ethnicity "
+        "and diagnoses are not measured, and noise tends to hurt small subgroups most.",
+        "Held-out metrics come from a finite sample (a few dozen positives) and from noisy "
+        "counts: read the 95% intervals (they include the DP noise), not only the point "
+        "estimates; a metric resting on too few noisy positives is not reported.",
         "The model sees six features only; crisis risk depends on much it does not see.",
         "The guarantee assumes one row per patient; a patient with several rows is protected "
         "less.",
@@ -243,6 +287,7 @@ def job_report(*, session: Session, job: Job, dataset: Dataset) -> JobPrivacyRep
         metrics=job.metrics,
         metrics_note=METRICS_NOTE,
         statement=_statement(job, dataset, planned),
+        terms=PrivacyTerms.model_validate(terms(dataset.filter_order)),
         coverage=_coverage(job),
         model_card=model_card(job, dataset),
     )
@@ -271,13 +316,21 @@ def _timeline_view(point: ledger_spend.TimelinePoint) -> TimelinePointView:
     )
 
 
-def _spent(spend: ledger_spend.Spend) -> Spend:
+def _composition(dataset: Dataset) -> str:
+    if dataset.budget_epsilon is None:
+        return ("no filter (public dataset): Rényi DP at the best order of the grid, for "
+                "information only")
+    return (f"Rényi filter at the fixed order {dataset.filter_order:g} ({CITATION}); a single "
+            "release at its own tight epsilon when that is smaller")
+
+
+def _spent(spend: ledger_spend.Spend, dataset: Dataset) -> Spend:
     composed, naive = finite_or_none(spend.composed_epsilon), finite_or_none(spend.naive_epsilon)
     return Spend(
         epsilon=composed,
         epsilon_text=epsilon_text(spend.composed_epsilon),
         non_private=math.isinf(spend.composed_epsilon),
-        composition="Rényi DP over a fixed grid of orders (sound under adaptive choice)",
+        composition=_composition(dataset),
         naive_sum_epsilon=naive,
         naive_sum_epsilon_text=epsilon_text(spend.naive_epsilon),
         saved_by_composition_epsilon=(
@@ -298,12 +351,13 @@ def dataset_report(*, session: Session, dataset: Dataset) -> DatasetPrivacyRepor
         dataset_name=dataset.name,
         public=dataset.public,
         privacy_unit=PRIVACY_UNIT,
+        terms=PrivacyTerms.model_validate(terms(dataset.filter_order)),
         budget=Budget(
             epsilon=dataset.budget_epsilon,
             delta=dataset.budget_delta,
             limited=dataset.budget_epsilon is not None,
         ),
-        spent=_spent(spend),
+        spent=_spent(spend, dataset),
         remaining=Remaining(epsilon=spend.remaining_epsilon),
         entries=[entry_view(e) for e in entries],
         timeline=[_timeline_view(p) for p in timeline],

@@ -77,11 +77,13 @@ class TrainingData(ResponseModel):
 
 
 class HeldOutMetrics(ResponseModel):
-    # Free-form: the worker's held-out metrics as stored with the job. Their keys vary with the
-    # run and the worker's version (bands, subgroups, calibration, reliability ...); the page
-    # reads what it recognises.
+    # Free-form: the worker's held-out metrics as stored with the job: the DP evaluation release
+    # and what was computed from it (worker.evaluation), with the calibration record. Keys vary
+    # with the worker's version (release, bands, subgroups, reliability ...); the page reads
+    # what it recognises.
     values: dict[str, Any] | None = Field(description="null until the job has finished")
-    note: str = Field(description="how the values were computed (held-out rows, no noise)")
+    note: str = Field(description="how the values were computed (one DP release on the "
+                      "evaluation rows; every figure computed from its noisy counts)")
 
 
 class ModelCard(ResponseModel):
@@ -89,6 +91,16 @@ class ModelCard(ResponseModel):
     training_data: TrainingData
     metrics: HeldOutMetrics
     caveats: list[str]
+
+
+class PrivacyTerms(ResponseModel):
+    """Who is protected against what, and how (``app.privacy.terms``)."""
+
+    neighbouring_relation: str
+    parts: str
+    filter: str
+    filter_order: float | None = Field(description="the Rényi filter's fixed order (null: none)")
+    noise_source: str
 
 
 class JobPrivacyReport(ResponseModel):
@@ -126,6 +138,7 @@ class JobPrivacyReport(ResponseModel):
     metrics: dict[str, Any] | None
     metrics_note: str
     statement: str
+    terms: PrivacyTerms
     coverage: Coverage
     model_card: ModelCard
 
@@ -216,6 +229,7 @@ class DatasetPrivacyReport(ResponseModel):
     dataset_name: str
     public: bool
     privacy_unit: str
+    terms: PrivacyTerms
     budget: Budget
     spent: Spend
     remaining: Remaining

@@ -5,7 +5,7 @@ from typing import Any
 from fastapi.testclient import TestClient
 from httpx import Response
 
-from tests.conftest import SMALL_DATASET
+from tests.conftest import small_dataset
 
 PROBLEM_JSON = "application/problem+json"
 QUICK_JOB = {"privacy": {"noise_multiplier": 1.5}, "training": {"epochs": 1, "batch_size": 256}}
@@ -14,7 +14,7 @@ QUICK_JOB = {"privacy": {"noise_multiplier": 1.5}, "training": {"epochs": 1, "ba
 
 def train_models(client: TestClient, run_worker: Any, count: int = 1) -> list[int]:
     """Register a dataset, train ``count`` models on it, return their ids in training order."""
-    dataset = client.post("/v1/datasets", json=SMALL_DATASET)
+    dataset = client.post("/v1/datasets", json=small_dataset())
     assert dataset.status_code == 201, dataset.text
     job_ids = []
     for _ in range(count):

@@ -15,7 +15,7 @@ from app.auth import service as auth_service
 from app.core.database import Database, set_database
 from app.core.settings import settings
 from app.main import create_app
-from tests.conftest import FAST_TRAINING, SMALL_DATASET, bearer, new_key
+from tests.conftest import FAST_TRAINING, bearer, new_key, small_dataset
 from worker.runner import Worker
 
 ADMIN_KEY = "dpk_seeded-admin-key-for-tests-only-0123456789"
@@ -34,7 +34,7 @@ def seeded_client(databases: Iterator[Database], root: Path) -> Iterator[TestCli
                     auth_service.ensure_admin_key(session=session, secret=ADMIN_KEY)
                 new_key("data_scientist", name="seeded-decoy")
                 with TestClient(create_app(), headers=bearer(ADMIN_KEY)) as client:
-                    dataset = client.post("/v1/datasets", json=SMALL_DATASET).json()
+                    dataset = client.post("/v1/datasets", json=small_dataset()).json()
                     job = client.post("/v1/jobs", json={
                         "dataset_id": dataset["id"], "privacy": {"target_epsilon": 3},
                         "training": FAST_TRAINING,

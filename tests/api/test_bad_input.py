@@ -11,12 +11,13 @@ import pytest
 from fastapi.testclient import TestClient
 from httpx import Response
 
-from app.datasets import synthetic
-from tests.conftest import FAST_TRAINING, PATIENT, SMALL_DATASET
+from tests.conftest import FAST_TRAINING, PATIENT, SMALL_DATASET, small_dataset
 
 PROBLEM_JSON = "application/problem+json"
 N_ROWS = SMALL_DATASET["source"]["n_rows"]  # type: ignore[index]
-TRAINING_ROWS = synthetic.training_row_count(N_ROWS, SMALL_DATASET["source"]["seed"])
+# The dataset's training rows: each registration draws its own per-record coins, so tests read
+# ``training_rows`` from the registered dataset and put it where this placeholder stands.
+TRAINING_ROWS = "{training_rows}"
 NOISY_JOB_TRAINING = {"epochs": 1, "batch_size": 256}
 
 
@@ -328,11 +329,11 @@ def test_non_integer_id_is_422(client: TestClient, path: str) -> None:
         pytest.param({"noise_multiplier": 1.0, "delta": 1}, "privacy.delta", ("(0, 1)",),
                      id="delta-1"),
         pytest.param({"noise_multiplier": 1.0, "delta": 1 / N_ROWS}, "privacy.delta",
-                     ("(0, 0.0005)",), id="delta-1/n"),
+                     ("(0, 5e-05]",), id="delta-1/n"),
         pytest.param({"noise_multiplier": 1.0, "delta": 0.001}, "privacy.delta",
-                     ("(0, 0.0005)",), id="delta-above-1/n"),
+                     ("(0, 5e-05]",), id="delta-above-1/n"),
         pytest.param({"noise_multiplier": 1.0, "delta": 0.5}, "privacy.delta",
-                     ("(0, 0.0005)",), id="delta-half"),
+                     ("(0, 5e-05]",), id="delta-half"),
         pytest.param({"target_epsilon": 3, "noise_multiplier": 1.0}, "privacy", (),
                      id="both-eps-and-noise"),
         pytest.param({}, "privacy", (), id="neither-eps-nor-noise"),
@@ -426,7 +427,7 @@ def test_non_private_training_accepted_on_public_dataset(client: TestClient) -> 
 @pytest.mark.parametrize(
     ("training", "field", "allowed"),
     [
-        pytest.param({"batch_size": TRAINING_ROWS + 1}, "training.batch_size",
+        pytest.param({"batch_size": "training_rows+1"}, "training.batch_size",
                      (f"[8, {TRAINING_ROWS}]",), id="batch-above-training-rows"),
         pytest.param({"batch_size": N_ROWS}, "training.batch_size", (f"[8, {TRAINING_ROWS}]",),
                      id="batch-equals-all-rows"),
@@ -450,9 +451,13 @@ def test_job_bad_training(
     allowed: tuple[str, ...],
 ) -> None:
     before = snapshot(client, dataset["id"])
+    rows = dataset["training_rows"]
+    if training.get("batch_size") == "training_rows+1":
+        training = {**training, "batch_size": rows + 1}
     body = job_body(dataset["id"], noise_multiplier=1.0, training=training)
     response = client.post("/v1/jobs", json=body)
-    assert_problem(response, 422, field=field, allowed=allowed)
+    assert_problem(response, 422, field=field,
+                   allowed=tuple(a.format(training_rows=rows) for a in allowed))
     assert snapshot(client, dataset["id"]) == before
 
 
@@ -460,7 +465,8 @@ def test_batch_size_equal_to_training_rows_is_accepted(
     client: TestClient, dataset: dict[str, Any]
 ) -> None:
     body = job_body(
-        dataset["id"], noise_multiplier=1.0, training={"epochs": 1, "batch_size": TRAINING_ROWS}
+        dataset["id"], noise_multiplier=1.0,
+        training={"epochs": 1, "batch_size": dataset["training_rows"]}
     )
     response = client.post("/v1/jobs", json=body)
     assert response.status_code == 202, response.text
@@ -499,7 +505,7 @@ def test_single_job_larger_than_whole_budget_is_409(
 
 
 def test_small_budget_refuses_larger_target(client: TestClient) -> None:
-    tight = {**SMALL_DATASET, "name": "tight", "privacy_budget": {"epsilon": 1, "delta": 1e-5}}
+    tight = {**small_dataset(), "name": "tight", "privacy_budget": {"epsilon": 1, "delta": 1e-5}}
     created = client.post("/v1/datasets", json=tight)
     assert created.status_code == 201, created.text
     dataset_id = created.json()["id"]
@@ -538,9 +544,9 @@ def dataset_with(**changes: Any) -> dict[str, Any]:
         pytest.param(dataset_with(privacy_budget={"epsilon": 1, "delta": -1e-6}),
                      "privacy_budget.delta", ("(0, 1)",), id="delta-neg"),
         pytest.param(dataset_with(privacy_budget={"epsilon": 1, "delta": 1 / N_ROWS}),
-                     "privacy_budget.delta", ("(0, 0.0005)",), id="delta-1/n"),
+                     "privacy_budget.delta", ("(0, 5e-05]",), id="delta-1/n"),
         pytest.param(dataset_with(privacy_budget={"epsilon": 1, "delta": 0.5}),
-                     "privacy_budget.delta", ("(0, 0.0005)",), id="delta-half"),
+                     "privacy_budget.delta", ("(0, 5e-05]",), id="delta-half"),
         pytest.param(dataset_with(privacy_budget={"epsilon": 1}),
                      "privacy_budget.delta", (), id="delta-missing"),
         pytest.param(dataset_with(privacy_budget=None), "privacy_budget", (),
@@ -592,8 +598,8 @@ def test_unknown_nested_field_named_path_is_named_in_full(
     assert snapshot(client, dataset["id"]) == before
 
 
-def test_dataset_delta_just_below_one_over_n_is_accepted(client: TestClient) -> None:
-    body = dataset_with(privacy_budget={"epsilon": 1, "delta": 0.9 / N_ROWS})
+def test_dataset_delta_at_a_tenth_of_one_over_n_is_accepted(client: TestClient) -> None:
+    body = dataset_with(privacy_budget={"epsilon": 1, "delta": 0.1 / N_ROWS})
     response = client.post("/v1/datasets", json=body)
     assert response.status_code == 201, response.text
 

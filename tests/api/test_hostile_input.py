@@ -17,7 +17,7 @@ from app.core.ids import MAX_ID
 from app.core.settings import settings
 from app.scoring.schemas import MAX_BATCH
 from tests.api.test_bad_input import assert_problem, snapshot
-from tests.conftest import PATIENT, SMALL_DATASET
+from tests.conftest import PATIENT, SMALL_DATASET, small_dataset
 
 JSON = {"content-type": "application/json"}
 
@@ -179,7 +179,7 @@ UNICODE_NAMES = [
 
 @pytest.mark.parametrize("name", UNICODE_NAMES)
 def test_unicode_dataset_names_round_trip(any_client: TestClient, name: str) -> None:
-    created = any_client.post("/v1/datasets", json={**SMALL_DATASET, "name": name})
+    created = any_client.post("/v1/datasets", json=small_dataset(name=name))
     assert created.status_code == 201, created.text
     assert created.json()["name"] == name
     read = any_client.get(f"/v1/datasets/{created.json()['id']}")
@@ -194,7 +194,7 @@ def test_unicode_dataset_names_round_trip(any_client: TestClient, name: str) -> 
 def test_control_characters_in_names_are_422(any_client: TestClient, name: str) -> None:
     """NUL above all: PostgreSQL text cannot hold it, so it must never reach an INSERT."""
     before = snapshot(any_client)
-    response = any_client.post("/v1/datasets", json={**SMALL_DATASET, "name": name})
+    response = any_client.post("/v1/datasets", json=small_dataset(name=name))
     assert_problem(response, 422, field="name")
     assert snapshot(any_client) == before
 

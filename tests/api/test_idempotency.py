@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from tests.conftest import FAST_TRAINING, SMALL_DATASET
+from tests.conftest import FAST_TRAINING, SMALL_DATASET, small_dataset
 
 JOB = {"privacy": {"noise_multiplier": 2.0}, "training": FAST_TRAINING}
 
@@ -67,8 +67,12 @@ def test_keys_are_per_route_and_optional(any_client: TestClient) -> None:
     body = {"dataset_id": first.json()["id"], **JOB}
     job = any_client.post("/v1/jobs", json=body, headers={"Idempotency-Key": "shared"})
     assert job.status_code == 202 and "idempotency-replayed" not in job.headers
-    # Without a key every POST creates.
-    assert _dataset(any_client).json()["id"] != _dataset(any_client).json()["id"]
+    # Without a key every POST creates (a source of its own each time: the same source twice
+    # is refused).
+    bodies = [small_dataset() for _ in range(3)][1:]  # the first is SMALL_DATASET, used above
+    created = [any_client.post("/v1/datasets", json=body) for body in bodies]
+    assert [r.status_code for r in created] == [201, 201]
+    assert created[0].json()["id"] != created[1].json()["id"]
 
 
 def test_concurrent_attempts_with_one_key_create_one_job(any_client: TestClient) -> None:

@@ -61,6 +61,8 @@ TABLE: dict[tuple[str, str], frozenset[str] | str] = {
     ("GET", "/cds-services"): frozenset({CL}),
     ("POST", "/cds-services/{service_id}"): frozenset({CL}),
     ("GET", "/v1/features"): frozenset({DS, PO, CL}),
+    # The release inventory (what leaves the service, and its mechanism): every role reads it.
+    ("GET", "/v1/privacy/inventory"): frozenset({DS, PO, CL}),
     # Keys: admin. The audit log and metrics: read-only for privacy officers.
     ("POST", "/v1/keys"): ADMIN_ONLY,
     ("GET", "/v1/keys"): ADMIN_ONLY,

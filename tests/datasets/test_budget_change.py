@@ -5,13 +5,13 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from tests.conftest import SMALL_DATASET
+from tests.conftest import small_dataset
 
 PROBLEM = "application/problem+json"
 
 
 def _dataset(client: TestClient) -> int:
-    response = client.post("/v1/datasets", json=SMALL_DATASET)
+    response = client.post("/v1/datasets", json=small_dataset())
     assert response.status_code == 201, response.text
     return response.json()["id"]
 
@@ -42,9 +42,12 @@ def test_raising_the_budget_admits_a_job_that_was_refused(any_client: TestClient
     assert _submit(any_client, dataset_id, 0.8).status_code == 202
     refused = _submit(any_client, dataset_id, 0.8)  # composed: 12.4
     assert refused.status_code == 409
+    order = any_client.get(f"/v1/datasets/{dataset_id}").json()["privacy_budget"]["filter_order"]
     raised = _put(any_client, dataset_id, {"epsilon": 20.0, "delta": 1e-5})
     assert raised.status_code == 200, raised.text
-    assert raised.json()["privacy_budget"] == {"epsilon": 20.0, "delta": 1e-5}
+    # The filter's order was fixed at registration: a new budget moves only its bound.
+    assert raised.json()["privacy_budget"] == {"epsilon": 20.0, "delta": 1e-5,
+                                               "filter_order": order}
     assert _submit(any_client, dataset_id, 0.8).status_code == 202
     report = any_client.get(f"/v1/datasets/{dataset_id}/privacy-report").json()
     assert report["budget"]["epsilon"] == 20.0
@@ -87,7 +90,7 @@ def test_a_smaller_delta_raises_the_spend_it_is_checked_at(any_client: TestClien
         ({"epsilon": -1, "delta": 1e-5}, "epsilon", "(0, 100]"),
         ({"epsilon": 101, "delta": 1e-5}, "epsilon", "(0, 100]"),
         ({"epsilon": 5, "delta": 0}, "delta", "(0, 1)"),
-        ({"epsilon": 5, "delta": 1e-3}, "delta", "(0, 0.0005)"),  # >= 1/n_rows (2,000 rows)
+        ({"epsilon": 5, "delta": 1e-4}, "delta", "(0, 5e-05]"),  # > 1/(10 n_rows), 2,000 rows
         ({"epsilon": 5}, "delta", None),
         ({"epsilon": "five", "delta": 1e-5}, "epsilon", "(0, 100]"),
         ({"epsilon": 5, "delta": 1e-5, "spent": 0}, "spent", None),

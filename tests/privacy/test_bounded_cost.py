@@ -2,13 +2,30 @@
 
 import math
 
-from app.privacy import noise
+from app.privacy import noise, pld
 from app.privacy.accounting import Mechanism, PRVAccountant, RDPAccountant
 
 
-def test_prv_beyond_its_domain_cap_returns_the_rdp_upper_bound() -> None:
-    history = [Mechanism(0.6, 8 / 1_400_000, 875_000)]  # ~5 million PRV points at delta 1e-7
-    assert PRVAccountant().epsilon(history, 1e-7) == RDPAccountant().epsilon(history, 1e-7)
+def test_headline_far_beyond_the_old_prv_cap_is_bounded_and_tight() -> None:
+    """~5 million PRV points at delta 1e-7 (the old cap fell back to RDP): the PLD's interval
+    grows instead, its PMFs stay within their caps, and it is far tighter than RDP."""
+    history = [Mechanism(0.6, 8 / 1_400_000, 875_000)]
+    entries = ((0.6, 8 / 1_400_000, 875_000),)
+    interval = pld.choose_interval(entries, pld.MAX_PMF_POINTS)
+    for row in pld._step_pmfs(entries, interval):
+        assert len(row[0][1]) <= pld.MAX_STEP_POINTS
+        low, high = pld._chernoff_bounds(row[0][1], 875_000)
+        assert high - low + 1 <= 1.5 * pld.MAX_PMF_POINTS  # the probe's estimate, not exact
+    headline = PRVAccountant().epsilon(history, 1e-7)
+    assert math.isfinite(headline)
+    assert headline < 0.2 * RDPAccountant().epsilon(history, 1e-7)
+
+
+def test_headline_falls_back_to_rdp_below_the_pld_tail_mass() -> None:
+    """The PLD charges 1e-15 of truncated tail as infinite loss: at a smaller delta it cannot
+    certify any epsilon, and the RDP bound (also an upper bound) is returned."""
+    history = [Mechanism(1.0, 0.01, 1000)]
+    assert PRVAccountant().epsilon(history, 1e-16) == RDPAccountant().epsilon(history, 1e-16)
 
 
 def test_prv_within_its_domain_cap_is_tighter_than_rdp() -> None:

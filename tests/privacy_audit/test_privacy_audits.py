@@ -8,7 +8,7 @@ import torch
 from fastapi.testclient import TestClient
 
 from app.core.database import Database
-from tests.conftest import SMALL_DATASET
+from tests.conftest import small_dataset
 from worker.dpsgd import DPSGD
 from worker.runner import Worker
 
@@ -72,7 +72,7 @@ def test_audit_flow_report_and_dataset_link(any_client: TestClient, run_worker: 
 
 
 def test_audits_of_protected_datasets_are_refused(client: TestClient) -> None:
-    dataset = client.post("/v1/datasets", json=SMALL_DATASET).json()
+    dataset = client.post("/v1/datasets", json=small_dataset()).json()
     job = _job_on(client, dataset)
     refused = client.post("/v1/audits", json={"job_id": job["id"], **QUICK})
     assert refused.status_code == 422

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from tests.conftest import FAST_TRAINING, SMALL_DATASET
+from tests.conftest import FAST_TRAINING, small_dataset
 
 HTML = {"Accept": "text/html"}
 BROWSER = {"Accept": "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8"}
@@ -141,7 +141,7 @@ def test_private_job_and_dataset_pages(
     statement = report["statement"]
     for words in (
         "one record, which is one patient",
-        "2000 rows, of which 1393 were used for training",
+        f"{dataset['rows']} rows, of which {dataset['training_rows']} were used for training",
         "Poisson sampling",
         f"probability {report['sample_rate']:.4g}",
         "expected batch size",
@@ -156,7 +156,9 @@ def test_private_job_and_dataset_pages(
         "post-processing",
         "calibrated by Platt scaling",
         "compose in parallel",
-        "held-out metrics (computed on held-out rows without noise)",
+        "held-out metrics are one Gaussian release on the evaluation rows",
+        "DP releases on disjoint held-out parts",
+        "the calibration and evaluation releases",
         "raw data store",
         "operators and the database",
         "side channels such as timing",
@@ -165,17 +167,26 @@ def test_private_job_and_dataset_pages(
         assert words in statement, words
     assert float(report["epsilon_text"]) >= report["epsilon"]["prv"]  # rounded up, never down
     assert "every checkpoint and intermediate model of the run" in report["coverage"]["covers"]
-    assert any("held-out metrics" in c for c in report["coverage"]["does_not_cover"])
+    assert any("held-out metrics" in c for c in report["coverage"]["covers"])
+    assert not any("held-out" in c for c in report["coverage"]["does_not_cover"])
+    assert "without noise" not in statement
+    release = report["metrics"]["release"]  # the evaluation is one DP release
+    assert release["mechanism"] == "gaussian" and release["exact"] is False
+    assert release["noise_std"] > 0 and report["metrics"]["exact"] is False
+    assert {"age", "sex"} <= set(release["groupings"])
     card = report["model_card"]
     assert "clinician review" in card["intended_use"]["purpose"]
     assert card["intended_use"]["decision_support_not_diagnosis"] is True
     assert any("automated decisions" in u for u in card["intended_use"]["out_of_scope"])
     data = card["training_data"]
-    assert (data["rows"], data["training_rows"], data["holdout_rows"]) == (2000, 1393, 607)
+    assert (data["rows"], data["training_rows"], data["holdout_rows"]) == (
+        dataset["rows"], dataset["training_rows"], dataset["holdout_rows"])
+    assert data["rows"] == 2000 and 1300 < data["training_rows"] < 1500  # ~70% by the coins
     assert data["synthetic"] is True and data["public"] is False
     assert "prevalence" not in data  # no statistic of the private training rows
     assert card["metrics"]["values"] == report["metrics"]
     assert "held-out" in card["metrics"]["note"] and len(card["caveats"]) >= 4
+    assert "differentially private release" in card["metrics"]["note"]
 
     page = _assert_page(client.get(f"/v1/jobs/{first}/privacy-report", headers=BROWSER))
     svg = _svg(page, "epsilon-per-epoch")
@@ -187,6 +198,11 @@ def test_private_job_and_dataset_pages(
                     "Does not cover", f'href="/v1/datasets/{dataset["id"]}/privacy-report"'):
         assert escaped in page, escaped
     assert "∞" not in page
+    for words in ("The evaluation release", "Noise multiplier σ", "L2 sensitivity",
+                  "Reliability by public bin", "Held-out metrics by subgroup"):
+        assert words in page, words
+    reliability = _svg(page, "reliability")
+    assert "perfect calibration" in reliability
 
     ledger = client.get(f"/v1/datasets/{dataset['id']}/privacy-report").json()
     assert [p["job_id"] for p in ledger["timeline"]] == [first, second]
@@ -212,7 +228,7 @@ def test_non_private_job_on_public_dataset_reads_infinity(
     client: TestClient, run_worker: Any
 ) -> None:
     public = client.post(
-        "/v1/datasets", json={**SMALL_DATASET, "public": True, "privacy_budget": None}
+        "/v1/datasets", json=small_dataset(public=True, privacy_budget=None)
     ).json()
     private_job = _submit(client, public["id"], {"noise_multiplier": 1.0})
     open_job = _submit(client, public["id"], {"noise_multiplier": 0})
@@ -225,6 +241,9 @@ def test_non_private_job_on_public_dataset_reads_infinity(
     assert report["epsilon"] == {"prv": None, "rdp": None}
     assert report["statement"].startswith("Non-private training: epsilon = infinity.")
     assert report["coverage"]["covers"] == []
+    assert report["metrics"]["exact"] is True  # public data, no noise: marked exact
+    assert report["metrics"]["release"]["mechanism"].startswith("none")
+    assert "held-out metrics are exact" in report["statement"]
 
     page = _assert_page(client.get(f"/v1/jobs/{open_job}/privacy-report", headers=HTML))
     assert "ε = ∞ (non-private)" in page

@@ -1,250 +1,229 @@
-"""Held-out evaluation: numpy ranking metrics match sklearn, intervals behave, calibration and
-risk-band metrics mean what they say, subgroups partition the rows, and nothing emits NaN."""
+"""The held-out evaluation as one DP release: the noisy histograms have the stated shape, noise and
+sensitivity; every metric is a function of them alone (binned ROC-AUC and AP equal sklearn's on
+the bin-discretised scores when exact); noise changes the output and widens the intervals; no
+patient's value or exact count leaks; empty groups are answered; nothing emits NaN."""
 
 import json
+import math
 from typing import Any
 
 import numpy as np
 import pytest
 from sklearn.metrics import average_precision_score, roc_auc_score
 
-from app.bands import BANDS, DEFAULT_BAND_THRESHOLDS, band_index, band_of
+from app.bands import BANDS, DEFAULT_BAND_THRESHOLDS
 from app.datasets import synthetic
-from app.features import FEATURE_NAMES, N_FEATURES
+from worker.dp_histogram import GRID, all_edges, bin_edges, bin_of, histogram, release
 from worker.evaluation import evaluate
-from worker.holdout_metrics import ranking_metrics, wilson
+from worker.histogram_metrics import project_nonnegative, representatives
 
-AGE = FEATURE_NAMES.index("age")
+T = DEFAULT_BAND_THRESHOLDS
 
 
 def _dumps(metrics: dict[str, Any]) -> str:
     return json.dumps(metrics, allow_nan=False)
 
 
-def _holdout(n_rows: int, seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Synthetic held-out rows scored by a plausible, imperfect model (shrunk, noisy logit)."""
+def _holdout(n_rows: int, seed: int) -> tuple[np.ndarray, np.ndarray, dict[str, Any]]:
+    """Synthetic evaluation rows scored by a plausible, imperfect model, with age and sex."""
     table = synthetic.generate(n_rows, seed)
     rng = np.random.default_rng(seed + 1000)
     z = 0.8 * synthetic.true_logit(table.x) + rng.normal(0.0, 0.3, n_rows) - 0.3
-    return table.x, table.y, 1.0 / (1.0 + np.exp(-z))
+    return table.y, 1.0 / (1.0 + np.exp(-z)), synthetic.subgroups(table.x, table.sex)
 
 
-def _x_with_ages(ages: np.ndarray) -> np.ndarray:
-    x = np.zeros((len(ages), N_FEATURES))
-    x[:, AGE] = ages
-    return x
+def _run(y: np.ndarray, p: np.ndarray, groups: dict[str, Any] | None = None, noise: float = 0.0,
+         seed: int | None = 0, **kw: Any) -> dict[str, Any]:
+    return evaluate(y, p, groups=groups or {}, noise_multiplier=noise, band_thresholds=kw.pop(
+        "thresholds", T), rng=np.random.default_rng(seed), **kw)
 
 
-@pytest.mark.parametrize("prevalence", [0.02, 0.3, 0.5])
-@pytest.mark.parametrize("tied", [False, True])
-def test_auc_and_average_precision_equal_sklearn(prevalence: float, tied: bool) -> None:
+def test_bins_are_public_and_hold_the_band_cut_offs() -> None:
+    edges = bin_edges(T)
+    assert 15 <= len(edges) + 1 <= 25 and set(GRID) <= set(edges)
+    assert {0.05, 0.2} <= set(edges) and np.all(np.diff(edges) > 0)
+    custom = bin_edges({"low_medium": 0.1, "medium_high": 0.33})
+    assert {0.1, 0.33} <= set(custom)
+    # a cut-off belongs to the band (and bin) above it, as in app.bands
+    assert bin_of(np.array([0.0499, 0.05, 0.2]), edges).tolist() == [
+        list(edges).index(0.05), list(edges).index(0.05) + 1, list(edges).index(0.2) + 1]
+
+
+def test_release_shape_noise_and_sensitivity() -> None:
+    y, p, groups = _holdout(3000, 3)
+    exact = release(y.astype(np.int64), p, groups, noise_multiplier=0.0, thresholds=T,
+                    rng=np.random.default_rng(0))
+    n_bins = len(bin_edges(T)) + 1
+    assert exact.overall.shape == (n_bins, 2)
+    assert exact.groups["age"].shape == (4, n_bins, 2)
+    assert exact.groups["sex"].shape == (2, n_bins, 2)
+    assert exact.overall.sum() == len(y) and exact.overall[:, 1].sum() == y.sum()
+    for counts in exact.groups.values():  # each grouping partitions the rows
+        assert np.array_equal(counts.sum(axis=0), exact.overall)
+    assert exact.l2_sensitivity == pytest.approx(math.sqrt(3)) and exact.noise_std == 0
+
+    # removing one record moves one cell of each histogram by 1: L2 distance sqrt(1 + groupings)
+    keep = np.arange(len(y)) != 17
+    bins, smaller = bin_of(p, exact.edges), bin_of(p[keep], exact.edges)
+    diffs = [histogram(bins, y.astype(int), n_bins)
+             - histogram(smaller, y[keep].astype(int), n_bins)]
+    for codes, labels in groups.values():
+        diffs.append(histogram(bins, y.astype(int), n_bins, codes, len(labels))
+                     - histogram(smaller, y[keep].astype(int), n_bins, codes[keep], len(labels)))
+    assert math.sqrt(sum((d**2).sum() for d in diffs)) == pytest.approx(exact.l2_sensitivity)
+
+    rng = np.random.default_rng(1)
+    noise = np.concatenate([
+        (release(y.astype(np.int64), p, groups, noise_multiplier=2.0, thresholds=T, rng=rng)
+         .groups["age"] - exact.groups["age"]).ravel() for _ in range(100)])
+    assert noise.std() == pytest.approx(2.0 * math.sqrt(3), rel=0.05)  # std = sigma x sensitivity
+    assert abs(noise.mean()) < 0.1
+
+
+@pytest.mark.parametrize("prevalence", [0.02, 0.3])
+def test_exact_binned_metrics_equal_sklearn_on_discretised_scores(prevalence: float) -> None:
     rng = np.random.default_rng(7)
-    y = (rng.random(3000) < prevalence).astype(np.float64)
-    score = rng.random(3000) * 0.6 + 0.3 * y
-    if tied:  # coarse scores: many ties within and across classes
-        score = np.round(score, 1)
-    auc, ap, auc_ci, ap_ci = ranking_metrics(y, score, n_bootstrap=0, rng=rng)
-    assert auc == pytest.approx(roc_auc_score(y, score), abs=1e-12)
-    assert ap == pytest.approx(average_precision_score(y, score), abs=1e-12)
-    assert auc_ci is None and ap_ci is None
-
-
-def test_evaluate_point_estimates_equal_sklearn_and_keep_old_keys() -> None:
-    _, y, p = _holdout(8000, 7)
-    metrics = evaluate(y, p)
-    assert metrics["split"] == "holdout" and metrics["rows"] == len(y)
-    assert metrics["positives"] == int(y.sum())
-    assert metrics["roc_auc"] == pytest.approx(roc_auc_score(y, p), abs=1e-4)
-    assert metrics["pr_auc"] == pytest.approx(average_precision_score(y, p), abs=1e-4)
-    assert metrics["brier"] == pytest.approx(np.mean((p - y) ** 2), abs=1e-4)
-    assert metrics["subgroups"] is None and any("subgroups" in n for n in metrics["notes"])
-    _dumps(metrics)
-
-
-@pytest.mark.parametrize("prevalence", [0.03, 0.4])  # the multinomial and the row-draw paths
-def test_bootstrap_matches_a_naive_sklearn_bootstrap(prevalence: float) -> None:
-    rng = np.random.default_rng(3)
-    y = (rng.random(800) < prevalence).astype(np.float64)
-    score = np.round(rng.random(800) * 0.7 + 0.3 * y, 2)
-    pos, neg = np.flatnonzero(y == 1), np.flatnonzero(y == 0)
-    naive_auc, naive_ap = [], []
-    for _ in range(4000):  # resample rows; score each resample with the sklearn-checked metric
-        rows = np.concatenate([rng.choice(pos, len(pos)), rng.choice(neg, len(neg))])
-        auc, ap, _, _ = ranking_metrics(y[rows], score[rows], n_bootstrap=0, rng=rng)
-        naive_auc.append(auc)
-        naive_ap.append(ap)
-    _, _, auc_ci, ap_ci = ranking_metrics(y, score, n_bootstrap=4000, rng=rng)
-    assert auc_ci == pytest.approx(np.percentile(naive_auc, [2.5, 97.5]), abs=0.01)
-    assert ap_ci == pytest.approx(np.percentile(naive_ap, [2.5, 97.5]), abs=0.015)
-
-
-def test_intervals_contain_the_estimate_and_narrow_with_more_rows() -> None:
-    widths = []
-    for n_rows in (8000, 80000):  # holdouts of 2,400 and 24,000 rows
-        table = synthetic.generate(n_rows, 11)
-        _, holdout = synthetic.split_indices(n_rows, 11)
-        y, p = table.y[holdout], table.p[holdout]
-        metrics = evaluate(y, p)
-        for key in ("roc_auc", "pr_auc"):
-            low, high = metrics[f"{key}_ci"]
-            assert low <= metrics[key] <= high
-        widths.append([np.diff(metrics[f"{key}_ci"])[0] for key in ("roc_auc", "pr_auc")])
-        assert metrics["ci_method"] == "stratified percentile bootstrap, 1000 resamples"
-    assert widths[1][0] < widths[0][0] / 2 and widths[1][1] < widths[0][1] / 2
-
-
-def test_same_seed_same_intervals_and_no_bootstrap_gives_none() -> None:
-    _, y, p = _holdout(4000, 5)
-    assert evaluate(y, p, rng_seed=4) == evaluate(y, p, rng_seed=4)
-    none = evaluate(y, p, n_bootstrap=0)
-    assert none["roc_auc_ci"] is None and none["pr_auc_ci"] is None
-    assert none["roc_auc"] == evaluate(y, p)["roc_auc"]
-
-
-def test_calibrated_predictor_has_small_ece_and_a_badly_scaled_one_large() -> None:
-    rng = np.random.default_rng(0)
-    p = rng.beta(0.5, 4.0, 20000)
-    y = rng.binomial(1, p).astype(np.float64)  # labels drawn from the probabilities
-    calibrated = evaluate(y, p, n_bootstrap=0)
-    overconfident = evaluate(y, np.minimum(3 * p, 1.0), n_bootstrap=0)
-    assert calibrated["ece"] < 0.01 and calibrated["ece_equal_width"] < 0.01
-    assert overconfident["ece"] > 0.15 and overconfident["ece_equal_width"] > 0.15
-
-    curve = calibrated["reliability"]
-    assert len(curve) == 10 and sum(b["rows"] for b in curve) == len(y)
-    assert sum(b["positives"] for b in curve) == int(y.sum())
-    assert all(b["rows"] == 2000 for b in curve)  # equal mass
-    assert [b["mean_predicted"] for b in curve] == sorted(b["mean_predicted"] for b in curve)
-    for b in curve:
-        low, high = b["observed_ci"]
-        assert b["p_from"] <= b["mean_predicted"] <= b["p_to"]
-        assert low <= b["observed_rate"] <= high
-        assert abs(b["mean_predicted"] - b["observed_rate"]) < 0.03
+    y = (rng.random(4000) < prevalence).astype(np.float64)
+    p = np.clip(rng.beta(0.6, 6.0, 4000) + 0.25 * y, 0.0, 1.0)
+    metrics = _run(y, p, n_bootstrap=0)
+    binned = bin_of(p, bin_edges(T))
+    assert metrics["exact"] is True and metrics["release"]["mechanism"].startswith("none")
+    assert metrics["rows"] == len(y) and metrics["positives"] == y.sum()
+    assert metrics["roc_auc"] == pytest.approx(roc_auc_score(y, binned), abs=1e-4)
+    assert metrics["pr_auc"] == pytest.approx(average_precision_score(y, binned), abs=1e-4)
+    assert metrics["roc_auc"] != pytest.approx(roc_auc_score(y, p), abs=1e-4)  # binned, not raw
+    rep = representatives(bin_edges(T))[binned]
+    assert metrics["brier"] == pytest.approx(np.mean((rep - y) ** 2), abs=1e-4)
+    assert metrics["roc_auc_ci"] is None and metrics["ci_method"] == "none (n_bootstrap=0)"
 
 
 def test_band_precision_and_recall_by_hand() -> None:
     p = np.array([0.01, 0.04, 0.05, 0.10, 0.19, 0.20, 0.50, 0.90])
     y = np.array([0, 1, 0, 1, 0, 0, 1, 1], dtype=np.float64)
-    bands = evaluate(y, p)["bands"]
-    # low: 0.01, 0.04 (1 positive); medium: 0.05, 0.10, 0.19 (1); high: 0.20, 0.50, 0.90 (2)
+    bands = _run(y, p, n_bootstrap=0)["bands"]
     assert [bands[b]["exactly"]["rows"] for b in BANDS] == [2, 3, 3]
     assert [bands[b]["exactly"]["positives"] for b in BANDS] == [1, 1, 2]
     assert [bands[b]["exactly"]["precision"] for b in BANDS] == [0.5, 0.3333, 0.6667]
-    assert [bands[b]["exactly"]["recall"] for b in BANDS] == [0.25, 0.25, 0.5]
     assert [bands[b]["at_or_above"]["rows"] for b in BANDS] == [8, 6, 3]
     assert [bands[b]["at_or_above"]["share_of_rows"] for b in BANDS] == [1.0, 0.75, 0.375]
-    assert [bands[b]["at_or_above"]["precision"] for b in BANDS] == [0.5, 0.5, 0.6667]
     assert [bands[b]["at_or_above"]["recall"] for b in BANDS] == [1.0, 0.75, 0.5]
     assert bands["medium"]["p_from"] == 0.05 and bands["medium"]["p_to"] == 0.2
-    high = bands["high"]["exactly"]
-    assert high["precision_ci"] == [round(v, 4) for v in wilson(2, 3)]
-
-
-def test_band_index_agrees_with_the_risk_endpoint_at_the_thresholds() -> None:
-    for thresholds in (DEFAULT_BAND_THRESHOLDS, {"low_medium": 0.1, "medium_high": 0.3}):
-        p = np.array([0.0, 0.0499, 0.05, 0.0999, 0.1, 0.1999, 0.2, 0.2999, 0.3, 1.0])
-        expected = [band_of(float(v), dict(thresholds)) for v in p]
-        assert [BANDS[i] for i in band_index(p, thresholds)] == expected
-    custom = evaluate(np.array([0.0, 1.0]), np.array([0.08, 0.12]),
-                      band_thresholds={"low_medium": 0.1, "medium_high": 0.3})
-    assert custom["band_thresholds"] == {"low_medium": 0.1, "medium_high": 0.3}
+    custom = _run(np.array([0.0, 1.0]), np.array([0.08, 0.12]), n_bootstrap=0,
+                  thresholds={"low_medium": 0.1, "medium_high": 0.3})
     assert custom["bands"]["low"]["exactly"]["rows"] == 1
+    assert {0.1, 0.3} <= set(custom["release"]["bins"])
 
 
-def test_wilson_interval_known_values() -> None:
-    assert wilson(0, 10) == pytest.approx((0.0, 0.2775), abs=1e-4)
-    assert wilson(5, 10) == pytest.approx((0.2366, 0.7634), abs=1e-4)
-    assert wilson(0, 0) is None
+def test_noise_changes_the_output_and_widens_the_intervals() -> None:
+    y, p, groups = _holdout(4000, 5)
+    one, two = (_run(y, p, groups, noise=1.0, seed=None, n_bootstrap=200) for _ in range(2))
+    assert one["release"]["histograms"] != two["release"]["histograms"]
+    assert one["exact"] is False and one["release"]["mechanism"] == "gaussian"
+    assert one["release"]["noise_std"] == pytest.approx(math.sqrt(3), abs=1e-4)
+    widths = []
+    for noise in (0.0, 0.5, 1.5):
+        runs = [_run(y, p, groups, noise=noise, seed=s, n_bootstrap=300) for s in range(6)]
+        widths.append([np.mean([np.diff(m[f"{k}_ci"])[0] for m in runs])
+                       for k in ("roc_auc", "prevalence", "brier")])
+    assert all(a < b for a, b in zip(widths[0], widths[1], strict=True))
+    assert all(a < b for a, b in zip(widths[1], widths[2], strict=True))
 
 
-def test_age_subgroups_partition_the_rows() -> None:
-    x, y, p = _holdout(8000, 7)
-    metrics = evaluate(y, p, x_raw=x)
-    groups = metrics["subgroups"]
-    assert [g["group"] for g in groups] == ["18-29", "30-44", "45-64", "65-80"]
-    assert sum(g["rows"] for g in groups) == metrics["rows"]
-    assert sum(g["positives"] for g in groups) == metrics["positives"]
-    for band in BANDS:
-        assert sum(g["bands"][band]["exactly"]["rows"] for g in groups) == (
-            metrics["bands"][band]["exactly"]["rows"])
-    for g in groups:
-        member = (x[:, AGE] >= g["from"]) & (x[:, AGE] <= g["to"])
-        assert g["rows"] == member.sum()
-        if g["roc_auc"] is not None:
-            assert g["roc_auc"] == pytest.approx(roc_auc_score(y[member], p[member]), abs=1e-4)
-    _dumps(metrics)
+def test_intervals_cover_the_exact_binned_value() -> None:
+    y, p, groups = _holdout(3000, 9)
+    exact = _run(y, p, groups, n_bootstrap=0)
+    runs = [_run(y, p, groups, noise=1.5, seed=s, n_bootstrap=300) for s in range(30)]
+    for key in ("roc_auc", "prevalence", "brier"):
+        inside = [m[f"{key}_ci"][0] <= exact[key] <= m[f"{key}_ci"][1] for m in runs]
+        assert sum(inside) >= 25, (key, sum(inside))
 
 
-def test_band_edges_and_out_of_range_ages_land_in_one_group() -> None:
-    ages = np.array([17, 18, 29, 30, 44, 45, 64, 65, 80, 81])
-    metrics = evaluate(np.zeros(10), np.full(10, 0.01), x_raw=_x_with_ages(ages))
-    assert [g["rows"] for g in metrics["subgroups"]] == [3, 2, 2, 3]
+def test_output_depends_on_probabilities_only_through_public_bins() -> None:
+    y, p, groups = _holdout(3000, 11)
+    edges = bin_edges(T)
+    full = all_edges(edges)
+    b = bin_of(p, edges)
+    moved = full[b] + (full[b + 1] - full[b]) * np.random.default_rng(3).random(len(p)) * 0.99
+    for noise in (0.0, 1.0):  # same bins, same rng: the same output to the last digit
+        assert _run(y, p, groups, noise=noise, seed=4) == _run(y, moved, groups, noise=noise,
+                                                                 seed=4)
+    noisy = _run(y, p, groups, noise=1.0, seed=4)
+    curve = noisy["reliability"]
+    assert [c["p_from"] for c in curve] + [curve[-1]["p_to"]] == [round(e, 4) for e in full]
+    assert noisy["rows"] != len(y) and noisy["positives"] != y.sum()  # no exact count
+    cells = noisy["release"]["histograms"]["all"]["positives"]
+    assert not any(float(c).is_integer() for c in cells)
 
 
-def test_single_class_holdout_gives_none_with_reasons() -> None:
-    x, _, p = _holdout(2000, 3)
-    metrics = evaluate(np.zeros(len(p)), p, x_raw=x)
-    for key in ("roc_auc", "pr_auc", "roc_auc_ci", "pr_auc_ci"):
-        assert metrics[key] is None
-    assert any("need both classes" in note for note in metrics["notes"])
-    assert metrics["brier"] is not None and metrics["ece"] is not None
-    assert metrics["bands"]["high"]["at_or_above"]["recall"] is None
-    for g in metrics["subgroups"]:
-        assert g["roc_auc"] is None and g["notes"]
-    _dumps(metrics)
+def test_empty_group_is_still_answered() -> None:
+    y, p, groups = _holdout(2000, 13)
+    codes = np.where(groups["sex"][0] == 0, 0, 2)  # nobody in the middle group
+    three = {"site": (codes, ["north", "middle", "south"])}
+    for noise in (0.0, 2.0):
+        metrics = _run(y, p, three, noise=noise)
+        middle = next(g for g in metrics["subgroups"] if g["group"] == "middle")
+        assert middle["grouping"] == "site" and middle["roc_auc"] is None and middle["notes"]
+        assert "middle" in metrics["release"]["histograms"]["by_grouping"]["site"]
+        assert (middle["rows"] == 0) == (noise == 0)
+        _dumps(metrics)
+    assert [g["group"] for g in metrics["subgroups"]] == ["north", "middle", "south"]
 
 
-def test_small_and_empty_subgroups_do_not_crash() -> None:
-    rng = np.random.default_rng(1)
-    n = 3000
-    ages = np.where(rng.random(n) < 0.5, 50, 70)  # no one under 45
-    ages[:40] = 35  # a 40-row group aged 30-44 with 3 positives
-    y = (rng.random(n) < 0.05).astype(np.float64)
-    y[:40] = 0
+def test_few_noisy_positives_give_none_with_notes() -> None:
+    y = np.zeros(600)
     y[:3] = 1
-    y[ages == 70] = 0  # no positives aged 65-80
-    p = np.clip(rng.random(n) * 0.3 + 0.2 * y, 0, 1)
-    metrics = evaluate(y, p, x_raw=_x_with_ages(ages))
-    empty, small, full, no_positives = metrics["subgroups"]
-    assert empty["rows"] == 0 and empty["roc_auc"] is None and empty["brier"] is None
-    assert small["rows"] == 40 and small["positives"] == 3
-    assert small["roc_auc"] is None and small["ece"] is None
-    assert any("fewer than 5" in note for note in small["notes"])
-    assert any("fewer than 100" in note for note in small["notes"])
-    assert full["roc_auc"] is not None and full["roc_auc_ci"] is not None and not full["notes"]
-    assert no_positives["positives"] == 0 and no_positives["roc_auc"] is None
-    assert no_positives["bands"]["low"]["exactly"]["recall"] is None
-    assert any("need both classes" in note for note in no_positives["notes"])
-    _dumps(metrics)
+    p = np.linspace(0.9, 0.001, 600)
+    exact = _run(y, p)
+    assert exact["roc_auc"] is None and exact["pr_auc"] is None and exact["roc_curve"] == []
+    assert any("fewer than 5 in a class" in n for n in exact["notes"])
+    assert exact["brier"] is not None
+    y, p, _ = _holdout(3000, 17)  # ~60 positives: enough exactly, too few under heavy noise
+    assert _run(y, p)["roc_auc"] is not None
+    heavy = _run(y, p, noise=8.0)
+    assert heavy["roc_auc"] is None and any("ROC-AUC and PR-AUC not reported" in n
+                                            for n in heavy["notes"])
 
 
-def test_whole_holdout_with_few_positives_keeps_the_auc_but_no_interval() -> None:
-    y = np.zeros(500)
-    y[:3] = 1
-    p = np.linspace(0.9, 0.01, 500)
-    metrics = evaluate(y, p)
-    assert metrics["roc_auc"] == 1.0 and metrics["roc_auc_ci"] is None
-    assert any("no confidence intervals" in note for note in metrics["notes"])
-    _dumps(metrics)
+def test_projection_keeps_totals_unbiased_and_counts_non_negative() -> None:
+    truth = np.zeros((18, 2))
+    truth[:6, 0], truth[3:8, 1] = 300.0, 6.0  # sparse positives, as at 2% prevalence
+    assert np.array_equal(project_nonnegative(truth), truth)
+    rng = np.random.default_rng(0)
+    noisy = truth + rng.normal(0.0, 3.0, (2000, *truth.shape))
+    projected = project_nonnegative(noisy)
+    assert projected.min() >= 0
+    assert np.allclose(projected.sum(axis=1), np.clip(noisy.sum(axis=1), 0, None))
+    clamped = np.clip(noisy, 0, None)[..., 1].sum(axis=1).mean()
+    assert abs(projected[..., 1].sum(axis=1).mean() - 30) < 0.5 < clamped - 30 - 5
+
+
+def test_metrics_are_json_safe_in_every_corner() -> None:
+    y, p, groups = _holdout(1500, 19)
+    for case in (
+        _run(y, p, groups, noise=1.0),
+        _run(np.zeros(len(y)), p, groups, noise=0.0),  # one class
+        _run(np.zeros(0), np.zeros(0), {"sex": (np.zeros(0), ["f", "m"])}, noise=1.0),  # no rows
+        _run(y, p, groups, noise=50.0, n_bootstrap=50),
+    ):
+        text = _dumps(case)
+        assert "NaN" not in text and "Infinity" not in text
+        for key in ("release", "roc_auc", "bands", "reliability", "subgroups", "ci", "none"):
+            assert key in case or key in case["definitions"]
 
 
 @pytest.mark.parametrize(
-    ("y", "p", "x"),
+    ("y", "p", "groups", "noise"),
     [
-        ([0, 1, 0], [0.1, float("nan"), 0.2], None),
-        ([0, 1, 0], [0.1, 1.2, 0.2], None),
-        ([0, 2, 0], [0.1, 0.5, 0.2], None),
-        ([0, 1], [0.1, 0.5, 0.2], None),
-        ([0, 1, 0], [0.1, 0.5, 0.2], np.zeros((3, 2))),
+        ([0, 1, 0], [0.1, float("nan"), 0.2], {}, 0.0),
+        ([0, 1, 0], [0.1, 1.2, 0.2], {}, 0.0),
+        ([0, 2, 0], [0.1, 0.5, 0.2], {}, 0.0),
+        ([0, 1], [0.1, 0.5, 0.2], {}, 0.0),
+        ([0, 1, 0], [0.1, 0.5, 0.2], {}, -1.0),
+        ([0, 1, 0], [0.1, 0.5, 0.2], {"g": (np.array([0, 1, 2]), ["a", "b"])}, 0.0),
+        ([0, 1, 0], [0.1, 0.5, 0.2], {"g": (np.array([0, 1]), ["a", "b"])}, 0.0),
+        ([0, 1, 0], [0.1, 0.5, 0.2], {"g": (np.array([0, 0.5, 1]), ["a", "b"])}, 0.0),
     ],
 )
-def test_bad_input_raises_value_error(y: list, p: list, x: np.ndarray | None) -> None:
+def test_bad_input_raises_value_error(y: list, p: list, groups: dict, noise: float) -> None:
     with pytest.raises(ValueError):
-        evaluate(np.array(y, dtype=float), np.array(p), x_raw=x)
-
-
-def test_definitions_are_part_of_the_output() -> None:
-    metrics = evaluate(np.array([0.0, 1.0]), np.array([0.1, 0.3]))
-    for key in ("roc_auc", "pr_auc", "ci", "ece", "reliability", "bands", "subgroups"):
-        assert metrics["definitions"][key]
-    _dumps(metrics)
+        _run(np.array(y, dtype=float), np.array(p), groups, noise=noise)

@@ -88,7 +88,8 @@ def run_audit_job(worker: AuditWorker, claimed: ClaimedAudit) -> str:
             dataset = dataset_service.get(session=session, dataset_id=claimed.dataset_id)
             if not dataset.public or dataset.source_kind != "synthetic":
                 raise PermissionError(f"dataset {dataset.id} is not public synthetic data")
-            x_train, y_train, _, _ = dataset_service.load_split(dataset)
+            train_part = dataset_service.load_parts(dataset).train
+            x_train, y_train = train_part.x, train_part.y
         plan = AuditPlan(
             spec=replace(claimed.spec, world_size=1), canaries=int(request["canaries"]),
             shadow_models=int(request["shadow_models"]), seed=int(request["seed"]),

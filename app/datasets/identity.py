@@ -1,0 +1,64 @@
+"""Patient identity and data identity.
+
+Patient identity: each record has a stable id (the generator's index; an uploaded table's id
+column). Its part (training, calibration or evaluation) is a keyed pseudo-random function of
+that id under a per-dataset secret kept server-side: keyed BLAKE2b (a PRF/MAC, RFC 7693), mapped
+to a uniform number in [0, 1). Adding or removing one patient therefore moves no other patient
+between parts, so neighbouring datasets (add/remove one record) train on training sets that
+differ in at most that record, and the held-out releases compose in parallel with training
+(``app.privacy.parallel``). Without the secret nobody can tell a record's part from its id.
+
+Data identity: a fingerprint of the source (for the generator: its size and seed), unique
+among registered datasets, so one population cannot be registered twice, nor once private and
+once public, to get two budgets.
+"""
+
+import hashlib
+import secrets
+from collections.abc import Iterable
+from enum import IntEnum
+
+import numpy as np
+
+
+class Part(IntEnum):
+    TRAIN = 0
+    CALIBRATION = 1
+    EVALUATION = 2
+
+
+# Public fractions of the parts (the coins' cut points).
+FRACTIONS = {Part.TRAIN: 0.7, Part.CALIBRATION: 0.15, Part.EVALUATION: 0.15}
+_CUTS = np.cumsum([FRACTIONS[part] for part in Part])[:-1]
+SECRET_BYTES = 32
+
+
+def new_secret() -> str:
+    """A fresh per-dataset secret (hex), from the OS's CSPRNG."""
+    return secrets.token_hex(SECRET_BYTES)
+
+
+def coins(record_ids: Iterable[int | str], secret: str) -> np.ndarray:
+    """Each record's coin in [0, 1): keyed BLAKE2b of its id, 53 bits."""
+    key = bytes.fromhex(secret)
+    digests = b"".join(
+        hashlib.blake2b(str(record_id).encode(), key=key, digest_size=8).digest()
+        for record_id in record_ids
+    )
+    words = np.frombuffer(digests, dtype="<u8")
+    return (words >> np.uint64(11)).astype(np.float64) / float(1 << 53)
+
+
+def parts_of(record_ids: Iterable[int | str], secret: str) -> np.ndarray:
+    """Each record's part (``Part`` values) from its coin."""
+    return np.searchsorted(_CUTS, coins(record_ids, secret), side="right").astype(np.int8)
+
+
+def part_counts(parts: np.ndarray) -> dict[Part, int]:
+    counts = np.bincount(parts, minlength=len(Part))
+    return {part: int(counts[part]) for part in Part}
+
+
+def synthetic_fingerprint(n_rows: int, seed: int) -> str:
+    """The generator's source identity: the same (size, seed) is the same population."""
+    return hashlib.sha256(f"synthetic:v1:{n_rows}:{seed}".encode()).hexdigest()

@@ -1,0 +1,111 @@
+"""The release inventory: everything that leaves the trust boundary, and what releases it.
+
+Every field of every response body, every variable of a report page, every structured log
+field and value formatted into a log message, and every Prometheus metric family has an entry
+naming the kinds of release it is made of (``app.privacy.releases``), each with its mechanism.
+The entries live in ``inventory_api`` (response bodies) and ``inventory_outputs`` (pages, logs,
+metrics); ``tests/privacy/test_release_inventory.py`` walks the OpenAPI document, the templates,
+the log formatter, the logging calls and the metrics registry, and fails on anything without
+an entry, or an entry for something that no longer exists. ``GET /v1/privacy/inventory``
+serves ``document()``.
+"""
+
+from collections.abc import Sequence
+
+from pydantic import BaseModel, Field
+
+from app.privacy.inventory_api import API_ENTRIES
+from app.privacy.inventory_outputs import OUTPUT_ENTRIES
+from app.privacy.releases import MECHANISMS, Entry, Release
+
+RULE = (
+    "Only differentially private releases leave the trust boundary, each named here with its "
+    "mechanism: the model and its epsilon, the DP calibration and evaluation (metrics are "
+    "post-processing of one noisy histogram), DP statistics. Exact figures only for datasets "
+    "marked public (non_private: true says so). No training loss, no data min/max, no single "
+    "patient's value; patient features sent for scoring are never logged."
+)
+
+ENTRIES: tuple[Entry, ...] = (*API_ENTRIES, *OUTPUT_ENTRIES)
+BY_WHERE: dict[str, Entry] = {e.where: e for e in ENTRIES}
+
+
+def duplicates() -> list[str]:
+    """Places classified twice (the later entry would silently win)."""
+    seen: set[str] = set()
+    twice = []
+    for e in ENTRIES:
+        if e.where in seen:
+            twice.append(e.where)
+        seen.add(e.where)
+    return twice
+
+
+def nearest(prefix: str, path: Sequence[str]) -> Entry | None:
+    """The entry of ``prefix`` + ``path``, else of its nearest ancestor: a free-form object
+    classified as a whole covers its keys, a page variable its attributes."""
+    for end in range(len(path), 0, -1):
+        found = BY_WHERE.get(prefix + ".".join(path[:end]))
+        if found is not None:
+            return found
+    return None
+
+
+def field_entry(schema: str, path: Sequence[str]) -> Entry | None:
+    """The entry of a response component's property path, e.g. ``("ModelOut", ["metrics"])``."""
+    return nearest(f"{schema}.", path)
+
+
+def template_entry(template: str, chain: Sequence[str]) -> Entry | None:
+    """The entry of a page variable or attribute chain, e.g. ``("job.html", ["card", "use"])``."""
+    return nearest(f"template:{template}:", chain)
+
+
+def metric_entry(family: str) -> Entry | None:
+    """A metric family's entry; ``name_last`` and other suffixed families belong to ``name``."""
+    for where, found in BY_WHERE.items():
+        name = where.removeprefix("metric:")
+        if where.startswith("metric:") and (family == name or family.startswith(name + "_")):
+            return found
+    return None
+
+
+def places(kind: Release) -> int:
+    """How many entries name ``kind``."""
+    return sum(kind in e.releases for e in ENTRIES)
+
+
+class ReleaseKindOut(BaseModel):
+    kind: Release
+    mechanism: str = Field(description="what releases values of this kind, in one paragraph")
+    places: int = Field(description="how many inventory entries name this kind")
+
+
+class InventoryEntryOut(BaseModel):
+    where: str = Field(
+        description="Schema.field (OpenAPI component), response:<operationId>, "
+        "template:<file>:<variable>, log:<field>, log-arg:<expression> or metric:<name>"
+    )
+    releases: list[Release] = Field(description="every kind the value is made of")
+    note: str
+    see: str = Field(description="where it is classified instead (a schema or a page)")
+
+
+class ReleaseInventory(BaseModel):
+    """Every place a value leaves the service, and the mechanism that releases it."""
+
+    rule: str
+    kinds: list[ReleaseKindOut]
+    entries: list[InventoryEntryOut]
+
+
+def document() -> ReleaseInventory:
+    """The inventory as ``GET /v1/privacy/inventory`` serves it."""
+    return ReleaseInventory(
+        rule=RULE,
+        kinds=[ReleaseKindOut(kind=k, mechanism=MECHANISMS[k], places=places(k)) for k in Release],
+        entries=[
+            InventoryEntryOut(where=e.where, releases=list(e.releases), note=e.note, see=e.see)
+            for e in ENTRIES
+        ],
+    )

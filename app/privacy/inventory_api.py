@@ -1,0 +1,236 @@
+"""The release inventory of the API's response bodies: every property of every component
+schema a response can reach (``tests/privacy/test_release_inventory.py`` walks the OpenAPI
+document and fails on a property without an entry, or an entry without a property).
+
+Free-form objects (``dict[str, Any]``) are classified as a whole, with the sub-keys whose kind
+differs listed beneath them (``ModelOut.metrics.calibration``).
+"""
+
+from app.privacy.releases import Entry, Release, entry, fields, see
+
+PUBLIC_INPUT = Release.PUBLIC_INPUT
+DP_TRAINING = Release.DP_TRAINING
+DP_CALIBRATION = Release.DP_CALIBRATION
+DP_EVALUATION = Release.DP_EVALUATION
+LEDGER = Release.LEDGER
+PUBLIC_BY_CONVENTION = Release.PUBLIC_BY_CONVENTION
+AUDIT = Release.AUDIT
+OPERATIONAL = Release.OPERATIONAL
+
+PAGE = "total limit offset"
+METRICS_NOTE = (
+    "the worker's held-out evaluation as stored with the job: one noisy histogram release "
+    "and metrics computed from it alone"
+)
+CALIBRATION_NOTE = "the calibration record: noisy binned counts, Platt slope and intercept"
+STATEMENT_NOTE = "a sentence quoting the epsilons and the calibration part's row count"
+
+
+def _metrics(where: str, *, audit: bool = False) -> list[Entry]:
+    """A stored held-out metrics object (on an audit job: the audit's results)."""
+    kinds = (DP_EVALUATION, DP_CALIBRATION, AUDIT) if audit else DP_EVALUATION
+    note = METRICS_NOTE + ("; on a privacy_audit job, the audit's results" if audit else "")
+    return [
+        entry(where, kinds, note),
+        entry(f"{where}.calibration", DP_CALIBRATION, CALIBRATION_NOTE),
+        entry(f"{where}.calibration.rows", PUBLIC_BY_CONVENTION, "the calibration part's rows"),
+    ]
+
+
+PROBLEMS = [
+    *fields("Problem", {(PUBLIC_INPUT, LEDGER): "type title status detail instance"},
+            note="errors about the request; extra members add ids, or what is left of a "
+            "budget (ledger figures)"),
+    *fields("FieldProblem", {PUBLIC_INPUT: "field message allowed"}),
+    *fields("Readiness", {OPERATIONAL: "status schema_version"}),
+    entry("response:checkLiveness", OPERATIONAL),
+]
+
+DATASETS = [
+    *fields("DatasetOut", {
+        PUBLIC_INPUT: "id name public created_at",
+        PUBLIC_BY_CONVENTION: "rows training_rows holdout_rows calibration_rows evaluation_rows",
+    }),
+    *fields("SourceOut", {PUBLIC_INPUT: "kind", PUBLIC_BY_CONVENTION: "n_rows"}),
+    entry("SourceOut.seed", PUBLIC_INPUT,
+          "the request's generator seed; it regenerates every synthetic row, so only admins "
+          "and data scientists see it"),
+    *fields("BudgetOut", {PUBLIC_INPUT: "epsilon delta filter_order"}),
+    *fields("DatasetPage", {PUBLIC_INPUT: PAGE}),
+]
+
+LEDGER_VIEWS = [
+    *fields("DatasetPrivacyReport", {PUBLIC_INPUT: "dataset_id dataset_name public privacy_unit"}),
+    *fields("Budget", {PUBLIC_INPUT: "epsilon delta limited"}),
+    *fields("Spend", {LEDGER: "epsilon epsilon_text non_private composition naive_sum_epsilon "
+                              "naive_sum_epsilon_text saved_by_composition_epsilon accountant"}),
+    *fields("Remaining", {LEDGER: "epsilon"}),
+    *fields("LedgerEntryView", {LEDGER: "id job_id status mechanism non_private noise_multiplier "
+                                        "sample_rate steps committed_steps charged_steps "
+                                        "remainder_released clip_norm delta accountant "
+                                        "epsilon_text created_at updated_at"}),
+    *fields("EpsilonByAccountant", {LEDGER: "rdp prv"}),
+    *fields("TimelinePointView", {LEDGER: "entry_id job_id at entry_epsilon composed_epsilon "
+                                          "naive_epsilon non_private composed_epsilon_text"}),
+    *fields("ChainVerification", {LEDGER: "dataset_id valid budget_anchored records head_hash"}),
+    *fields("InvalidRecord", {LEDGER: "id seq reason"}),
+]
+
+JOBS = [
+    *fields("JobOut", {
+        PUBLIC_INPUT: "id kind dataset_id training model_id created_at",
+        OPERATIONAL: "status started_at finished_at",
+    }),
+    *_metrics("JobOut.metrics", audit=True),
+    *fields("JobPrivacyOut", {LEDGER: "target_epsilon noise_multiplier delta sample_rate steps "
+                                      "max_grad_norm epsilon_planned"}),
+    *fields("ProgressOut", {LEDGER: "epoch epochs epsilon_spent"}),
+    *fields("ErrorOut", {(OPERATIONAL, AUDIT): "code message"},
+            note="an error code and the exception's type name; an audit's alarm quotes its "
+            "epsilons"),
+    *fields("JobPage", {PUBLIC_INPUT: PAGE}),
+]
+
+JOB_REPORT = [
+    *fields("JobPrivacyReport", {
+        PUBLIC_INPUT: "job_id dataset_id dataset_name privacy_unit metrics_note",
+        OPERATIONAL: "status",
+        PUBLIC_BY_CONVENTION: "dataset_rows training_rows holdout_rows",
+        LEDGER: "mechanism non_private sampling sample_rate expected_batch_size "
+                "noise_multiplier clip_norm clipping steps steps_per_epoch epochs "
+                "epochs_completed delta target_epsilon epsilon_text epsilon_spent",
+        (LEDGER, PUBLIC_BY_CONVENTION, DP_CALIBRATION): "statement",
+    }),
+    *_metrics("JobPrivacyReport.metrics"),
+    *fields("Accountants", {PUBLIC_INPUT: "reported composition"}),
+    *fields("EpochEpsilon", {LEDGER: "epoch prv rdp"}),
+    *fields("Coverage", {PUBLIC_INPUT: "covers does_not_cover"}),
+    *fields("PrivacyTerms", {PUBLIC_INPUT: "neighbouring_relation parts filter noise_source",
+                             LEDGER: "filter_order"}),
+    *fields("ModelCard", {PUBLIC_INPUT: "caveats"}),
+    *fields("IntendedUse", {PUBLIC_INPUT: "purpose users decision_support_not_diagnosis "
+                                          "out_of_scope"}),
+    *fields("TrainingData", {
+        PUBLIC_INPUT: "dataset_id dataset_name source synthetic public note",
+        PUBLIC_BY_CONVENTION: "rows training_rows holdout_rows",
+    }),
+    *fields("HeldOutMetrics", {PUBLIC_INPUT: "note"}),
+    *_metrics("HeldOutMetrics.values"),
+]
+
+AUDITS = [
+    *fields("AuditOut", {
+        PUBLIC_INPUT: "id audited_job_id dataset_id request report created_at",
+        OPERATIONAL: "status started_at finished_at",
+        LEDGER: "accounted_epsilon",
+        AUDIT: "audited_epsilon alarm",
+    }),
+    *fields("AuditSummary", {
+        PUBLIC_INPUT: "id audited_job_id dataset_id request report created_at",
+        OPERATIONAL: "status started_at finished_at",
+        LEDGER: "accounted_epsilon",
+        AUDIT: "audited_epsilon alarm",
+    }),
+    *fields("ReportError", {(OPERATIONAL, AUDIT): "code message"}),
+    *fields("app__privacy_audit__schemas__AuditPage", {PUBLIC_INPUT: PAGE}),
+    *fields("AuditReport", {
+        PUBLIC_INPUT: "audit_id audited_job_id dataset_id dataset_name privacy_unit request "
+                      "ledger",
+        OPERATIONAL: "status seconds",
+        AUDIT: "alarm one_run membership",
+        (LEDGER, PUBLIC_BY_CONVENTION): "settings",
+        (LEDGER, AUDIT): "statement",
+    }),
+    *fields("AuditEpsilons", {
+        LEDGER: "accounted accounted_text accountant delta non_private",
+        AUDIT: "audited audited_text audited_by",
+        PUBLIC_INPUT: "confidence",
+    }),
+    *fields("AttackAUC", {AUDIT: "loss lira"}),
+    *fields("AuditLinks", {PUBLIC_INPUT: "audited_job_report dataset_report"}),
+]
+
+MODELS = [
+    *fields("ModelOut", {
+        PUBLIC_INPUT: "id active job_id dataset_id kind features band_thresholds created_at",
+        DP_TRAINING: "version artifact_sha256",
+    }),
+    *_metrics("ModelOut.metrics"),
+    *fields("PrivacyStatementOut", {
+        LEDGER: "epsilon delta accountant epsilon_rdp non_private",
+        PUBLIC_INPUT: "unit calibrated",
+    }),
+    entry("PrivacyStatementOut.statement", (LEDGER, PUBLIC_BY_CONVENTION), STATEMENT_NOTE),
+    *fields("ModelPage", {PUBLIC_INPUT: f"{PAGE} active_model_id"}),
+    *fields("ActivationOut", {PUBLIC_INPUT: "seq action model_id previous_model_id "
+                                            "activated_at"}),
+    *fields("ActivationPage", {PUBLIC_INPUT: PAGE}),
+]
+
+SCORING = [
+    *fields("RiskResult", {DP_TRAINING: "probability log_odds band",
+                           PUBLIC_INPUT: "band_thresholds"}),
+    *fields("RiskBatchResult", {DP_TRAINING: "probability log_odds band",
+                                PUBLIC_INPUT: "band_thresholds id"}),
+    *fields("RiskBatchResponse", {PUBLIC_INPUT: "band_thresholds"}),
+    *fields("ContributionOut", {
+        PUBLIC_INPUT: "feature label",
+        DP_TRAINING: "contribution contribution_probability direction",
+    }),
+    *fields("ContributionOut", {PUBLIC_INPUT: "value reason"},
+            note="the caller's own feature value, echoed (and put in words)"),
+    *fields("SeverityOut", {PUBLIC_INPUT: "label from to"}),
+    *fields("ReferenceOut", {PUBLIC_INPUT: "features note", DP_TRAINING: "log_odds probability"}),
+    *fields("BaseValueOut", {DP_TRAINING: "log_odds probability"}),
+    *fields("ModelStatementOut", {
+        PUBLIC_INPUT: "id kind dataset_id trained_at unit calibrated",
+        DP_TRAINING: "version",
+        LEDGER: "epsilon delta accountant epsilon_rdp non_private",
+    }),
+    entry("ModelStatementOut.statement", (LEDGER, PUBLIC_BY_CONVENTION), STATEMENT_NOTE),
+    *fields("ModelRefOut", {PUBLIC_INPUT: "id", DP_TRAINING: "version", LEDGER: "epsilon delta"}),
+    entry("response:getFeatureSpec", PUBLIC_INPUT, "the feature spec: public bounds, labels"),
+    entry("response:scorePatientFhir", (DP_TRAINING, PUBLIC_INPUT, LEDGER, PUBLIC_BY_CONVENTION),
+          "a FHIR RiskAssessment: the model's risk for the caller's patient, the caller's "
+          "values as its basis, and the model's statement"),
+]
+
+CDS_HOOKS = [
+    *fields("CdsService", {PUBLIC_INPUT: "hook id title description prefetch "
+                                         "usageRequirements"}),
+    *fields("FeatureCode", {PUBLIC_INPUT: "feature label system code allowed"}),
+    *fields("Card", {PUBLIC_INPUT: "uuid", DP_TRAINING: "summary indicator"}),
+    entry("Card.detail", (DP_TRAINING, PUBLIC_INPUT, LEDGER, PUBLIC_BY_CONVENTION),
+          "the risk and contributions of the caller's patient, with the model's statement"),
+    *fields("CardSource", {PUBLIC_INPUT: "label"}),
+    *fields("Coding", {PUBLIC_INPUT: "system code display"}),
+]
+
+KEYS_AND_AUDIT_LOG = [
+    *fields("KeyCreated", {PUBLIC_INPUT: "id name role prefix created_at revoked_at key"}),
+    *fields("KeyOut", {PUBLIC_INPUT: "id name role prefix created_at revoked_at"}),
+    *fields("KeyPage", {PUBLIC_INPUT: PAGE}),
+    *fields("AuditEventOut", {PUBLIC_INPUT: "id at actor role api_key_id action target "
+                                            "request_id"}),
+    entry("AuditEventOut.detail", (PUBLIC_INPUT, PUBLIC_BY_CONVENTION, LEDGER),
+          "the action's request (budgets, targets, thresholds), a registration's n_rows, a "
+          "ledger check's result, how many patients a scoring call scored (never a value)"),
+    *fields("app__auth__schemas__AuditPage", {PUBLIC_INPUT: PAGE}),
+]
+
+INVENTORY_ITSELF = [
+    *fields("ReleaseInventory", {PUBLIC_INPUT: "rule"}),
+    *fields("ReleaseKindOut", {PUBLIC_INPUT: "kind mechanism places"}),
+    *fields("InventoryEntryOut", {PUBLIC_INPUT: "where releases note see"}),
+]
+
+PAGES = [
+    see("response:getJobPrivacyReport:html", "template:job.html"),
+    see("response:getDatasetPrivacyReport:html", "template:dataset.html"),
+    see("response:getAuditReport:html", "template:audit.html"),
+]
+
+API_ENTRIES: list[Entry] = [
+    *PROBLEMS, *DATASETS, *LEDGER_VIEWS, *JOBS, *JOB_REPORT, *AUDITS, *MODELS, *SCORING,
+    *CDS_HOOKS, *KEYS_AND_AUDIT_LOG, *INVENTORY_ITSELF, *PAGES,
+]

@@ -1,0 +1,119 @@
+"""The release inventory of what leaves other than response bodies: the report pages' template
+variables, the structured log fields and the values formatted into log messages, and the
+Prometheus metric families.
+
+A page variable that is a report model (``report``) points at its response schema, where each
+field is classified; the others are values ``app.reports`` prepares for the page.
+"""
+
+from app.privacy.releases import Entry, Release, entry, see
+
+PUBLIC_INPUT = Release.PUBLIC_INPUT
+DP_EVALUATION = Release.DP_EVALUATION
+LEDGER = Release.LEDGER
+PUBLIC_BY_CONVENTION = Release.PUBLIC_BY_CONVENTION
+AUDIT = Release.AUDIT
+OPERATIONAL = Release.OPERATIONAL
+
+
+def _page(template: str, variables: dict[str, Release | tuple[Release, ...]]) -> list[Entry]:
+    return [entry(f"template:{template}:{name}", kinds) for name, kinds in variables.items()]
+
+
+TEMPLATES = [
+    *_page("base.html", {"title": PUBLIC_INPUT}),
+    see("template:job.html:report", "JobPrivacyReport"),
+    *_page("job.html", {
+        "title": PUBLIC_INPUT,
+        "dataset": PUBLIC_INPUT,
+        "infinity": PUBLIC_INPUT,
+        "delta": LEDGER,
+        "page_facts": (PUBLIC_INPUT, PUBLIC_BY_CONVENTION, LEDGER),
+        "plot": LEDGER,
+        "epoch_table": LEDGER,
+        "card.use": PUBLIC_INPUT,
+        "card.data_facts": (PUBLIC_INPUT, PUBLIC_BY_CONVENTION),
+        "card.data_note": PUBLIC_INPUT,
+        "card.metrics": DP_EVALUATION,
+        "card.metrics_note": PUBLIC_INPUT,
+        "card.caveats": PUBLIC_INPUT,
+    }),
+    see("template:dataset.html:report", "DatasetPrivacyReport"),
+    *_page("dataset.html", {
+        "name": PUBLIC_INPUT,
+        "budget": PUBLIC_INPUT,
+        "spent": LEDGER,
+        "page_facts": (PUBLIC_INPUT, LEDGER),
+        "plot": LEDGER,
+        "timeline_table": LEDGER,
+        "entries_table": LEDGER,
+        "audits_table": (PUBLIC_INPUT, OPERATIONAL, LEDGER, AUDIT),
+    }),
+    see("template:audit.html:report", "AuditReport"),
+    *_page("audit.html", {
+        "title": PUBLIC_INPUT,
+        "headline.accounted": LEDGER,
+        "headline.audited": AUDIT,
+        "headline.delta": LEDGER,
+        "headline.confidence": PUBLIC_INPUT,
+        "error": (OPERATIONAL, AUDIT),
+        "audit_facts": (PUBLIC_INPUT, OPERATIONAL, AUDIT),
+        "one_run_table": AUDIT,
+        "attack_table": AUDIT,
+        "plot": AUDIT,
+        "roc_table": AUDIT,
+    }),
+]
+
+LOG_FIELDS = [
+    entry("log:time", OPERATIONAL),
+    entry("log:level", OPERATIONAL),
+    entry("log:logger", OPERATIONAL),
+    entry("log:message", (OPERATIONAL, PUBLIC_INPUT, AUDIT),
+          "a fixed text with the log-arg: values below; access lines name only the method, "
+          "path and status (patient features travel in bodies, which nothing logs)"),
+    entry("log:request_id", PUBLIC_INPUT),
+    entry("log:job_id", PUBLIC_INPUT),
+    entry("log:worker_id", OPERATIONAL),
+    entry("log:exc_info", OPERATIONAL,
+          "a traceback: code lines and the exception's message (library text, not checked "
+          "for values)"),
+]
+
+_ARGUMENTS: dict[str, tuple[Release, str]] = {
+    "job_id": (PUBLIC_INPUT, ""),
+    "claimed.job_id": (PUBLIC_INPUT, ""),
+    "existing.name": (PUBLIC_INPUT, "an API key's name"),
+    "name": (PUBLIC_INPUT, "an API key's name"),
+    "signum": (OPERATIONAL, ""),
+    "self.worker_id": (OPERATIONAL, ""),
+    "self.device": (OPERATIONAL, ""),
+    "type(waiter).__name__": (OPERATIONAL, ""),
+    "type(exc).__name__": (OPERATIONAL, ""),
+    "type(exc.orig).__name__": (OPERATIONAL, ""),
+    "spec.world_size": (PUBLIC_INPUT, ""),
+    "backend": (OPERATIONAL, ""),
+    "outcome": (OPERATIONAL, "the job's final status"),
+    "phase": (OPERATIONAL, "an audit's phase name"),
+    "message": (AUDIT, "an audit's privacy-bug alarm, quoting both epsilons"),
+    "traceback.format_exc(limit=3)": (
+        OPERATIONAL, "a failed job's traceback: code lines and the exception's message (library "
+        "text; the job's stored error keeps only the type name)"),
+}
+LOG_ARGUMENTS = [entry(f"log-arg:{expr}", kinds, note) for expr, (kinds, note) in
+                 _ARGUMENTS.items()]
+
+METRICS = [
+    entry("metric:dpcrisis_jobs", OPERATIONAL, "jobs by status"),
+    entry("metric:dpcrisis_dataset_epsilon_spent", LEDGER),
+    entry("metric:dpcrisis_dataset_epsilon_remaining", LEDGER),
+    entry("metric:dpcrisis_job_queue_wait_seconds", OPERATIONAL),
+    entry("metric:dpcrisis_training_samples_per_second", (OPERATIONAL, PUBLIC_BY_CONVENTION),
+          "steps * sample rate * training rows / seconds"),
+    entry("metric:dpcrisis_metrics_database_up", OPERATIONAL),
+    entry("metric:dpcrisis_http_request_duration_seconds", OPERATIONAL,
+          "by route template and method (no ids, no bodies)"),
+    entry("metric:dpcrisis_http_errors", OPERATIONAL, "by route template and status"),
+]
+
+OUTPUT_ENTRIES: list[Entry] = [*TEMPLATES, *LOG_FIELDS, *LOG_ARGUMENTS, *METRICS]

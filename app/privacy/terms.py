@@ -1,0 +1,44 @@
+"""The terms every privacy report states: who is protected against what, and how.
+
+One place for the sentences, so the job report, the dataset report, their pages and the README
+cannot drift apart.
+"""
+
+from app.privacy.filter import CITATION
+
+NEIGHBOURING_RELATION = (
+    "Neighbouring datasets differ by adding or removing one patient's record. The number of "
+    "rows (and of rows in each part) is treated as public: it sets the sampling rate."
+)
+PARTS = (
+    "Each record's part (training 70%, calibration 15%, evaluation 15%) is a keyed "
+    "pseudo-random function (keyed BLAKE2b) of its stable id under a per-dataset secret kept "
+    "on the server, so adding or removing one patient moves no other patient between parts; "
+    "the calibration and the evaluation are DP releases on their own parts, no costlier than "
+    "the training at any Rényi order, so they compose in parallel with it."
+)
+FILTER = (
+    "Admission is a Rényi privacy filter at one order fixed from the budget at registration, "
+    "valid when each job is chosen after seeing earlier results and when jobs run "
+    f"concurrently ({CITATION}). A first release may instead use the whole budget by its own "
+    "tight epsilon; the filter then admits nothing more unless it also fits at that order."
+)
+NOISE_SOURCE = (
+    "Gaussian noise and Poisson sampling use PyTorch's and NumPy's generators seeded with fresh "
+    "bits from the OS's CSPRNG for each job, not a cryptographically secure sampler: Opacus' "
+    "secure mode needs torchcsprng, which the package index here does not offer. "
+    "Floating-point attacks on textbook Gaussian samplers (Mironov 2012) are therefore not "
+    "ruled out for training noise; this is a known gap."
+)
+
+
+def terms(filter_order: float | None) -> dict[str, str | float | None]:
+    """The report block: relation, parts, filter (with its order), and the noise source."""
+    return {
+        "neighbouring_relation": NEIGHBOURING_RELATION,
+        "parts": PARTS,
+        "filter": FILTER if filter_order is not None else
+        "No filter: a public dataset without a budget releases exact figures.",
+        "filter_order": filter_order,
+        "noise_source": NOISE_SOURCE,
+    }

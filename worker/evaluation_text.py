@@ -1,0 +1,57 @@
+"""The words stored beside the evaluation's numbers: what each metric means and how it was made.
+
+Kept apart from ``worker.evaluation`` so the texts can be read (and reviewed by a privacy officer)
+in one place; the reports show them as stored.
+"""
+
+POST_PROCESSING = (
+    "Each outcome's noisy counts (per histogram) are projected onto the non-negative counts "
+    "nearest to them with the same total (clamping each cell at 0 alone would inflate sparse "
+    "counts); every metric is then computed from these estimates only."
+)
+
+DEFINITIONS = {
+    "release": "One Gaussian mechanism on the evaluation part: counts of rows per (public score "
+    "bin, outcome), for all rows and per (group, bin, outcome) for each grouping. A record adds 1 "
+    "to one cell of each histogram, so the L2 sensitivity is sqrt(1 + groupings); every cell gets "
+    "noise of std noise_multiplier x sensitivity. Every figure below is computed from these noisy "
+    "counts alone (post-processing), so it is covered by the same guarantee. exact: true means "
+    "noise multiplier 0, allowed only on a public dataset.",
+    "rows": "rows and positives are noisy counts (estimates, one decimal), not tallies; the noise "
+    "on a sum of m cells has std noise_std x sqrt(m).",
+    "roc_auc": "Chance that a random positive scores in a higher bin than a random negative, a tie "
+    "within a bin counting half (ROC-AUC of the scores discretised to the bins); 0.5 is chance.",
+    "pr_auc": "Average precision over the bin thresholds: mean over positives of the precision "
+    "when flagging their bin and every bin above. A random ranker scores the prevalence.",
+    "brier": "Brier score of the binned forecast: each probability replaced by its bin's midpoint "
+    "(p_representative), scored against the noisy outcome counts of the bin. brier_baseline "
+    "predicts the (noisy) prevalence for every row; a model must beat it. No expected "
+    "calibration error: its absolute gaps would turn the noise into a bias.",
+    "reliability": "Per public bin: its edges and midpoint, noisy rows and positives, and the "
+    "observed rate positives / rows with its interval. The edges are fixed in advance, never "
+    "taken from the data.",
+    "roc_curve": "False and true positive rates when flagging every row whose probability is at "
+    "or above each bin edge.",
+    "bands": "A row is high if p >= medium_high, medium if low_medium <= p < medium_high, low "
+    "otherwise (the cut-offs are bin edges). 'exactly': rows in this band; 'at_or_above': this "
+    "band or a higher one. precision = positives / rows; recall = positives / all positives; "
+    "share_of_rows = rows / all rows.",
+    "ci": "95% parametric bootstrap over the release: plausible true counts are drawn around the "
+    "estimates (Poisson), fresh Gaussian noise of the release's std is added, the same "
+    "post-processing is repeated, and the 2.5th and 97.5th percentiles of each metric are kept. "
+    "The interval covers sampling variation and the DP noise.",
+    "none": "A metric is None when its noisy denominator is below twice the noise std of that "
+    "denominator (it could be 0), or below 1; ROC-AUC and PR-AUC also need 5 positives and 5 "
+    "negatives. An interval is None when over 2.5% of replicates leave it undefined.",
+    "subgroups": "The same metrics per group of each grouping (labels from the public schema); "
+    "an empty group is still listed, its counts pure noise.",
+}
+
+
+def ci_method(n_bootstrap: int, noise_multiplier: float) -> str:
+    """How the stored intervals were made, in one line."""
+    if n_bootstrap < 1:
+        return "none (n_bootstrap=0)"
+    noise = "fresh Gaussian noise of the release's std" if noise_multiplier > 0 else "no noise"
+    return (f"parametric bootstrap over the released counts, {n_bootstrap} replicates "
+            f"(Poisson sampling around the estimates plus {noise}), percentile interval")
