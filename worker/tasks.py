@@ -21,6 +21,7 @@ import torch
 
 from app.bands import DEFAULT_BAND_THRESHOLDS
 from app.core.database import Database
+from app.datasets import parts as dataset_parts
 from app.datasets import service as dataset_service
 from app.flows import training as training_flow
 from app.jobs import queue
@@ -178,7 +179,7 @@ def _end_stopped(worker: JobWorker, claimed: ClaimedJob) -> str:
 
 
 def _calibrate_and_evaluate(
-    spec: TrainingSpec, result: TrainingResult, split: dataset_service.Split
+    spec: TrainingSpec, result: TrainingResult, split: dataset_parts.Split
 ) -> training_flow.TrainedNetwork:
     """Calibrate on the calibration part, then evaluate the calibrated model on the
     evaluation part.
@@ -214,7 +215,7 @@ def run_training(worker: JobWorker, claimed: ClaimedJob) -> str:
     """Train, then store the model (succeeded), or end where a stop was asked (cancelled)."""
     with worker.database.session_scope() as session:
         dataset = dataset_service.get(session=session, dataset_id=claimed.dataset_id)
-        split = dataset_service.load_parts(dataset)
+        split = dataset_parts.load_parts(dataset)
     result = _train(worker, claimed, split.train.x, split.train.y)
     if result.stopped_early:
         return _end_stopped(worker, claimed)

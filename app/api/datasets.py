@@ -1,8 +1,11 @@
 """Datasets API: thin routes over app.datasets.service."""
 
+import tempfile
+from pathlib import Path
 from typing import Annotated
 
 from fastapi import APIRouter, Request, Response, status
+from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import HTMLResponse, JSONResponse
 from sqlalchemy.orm import Session
 
@@ -16,7 +19,9 @@ from app.core.ids import DatasetIdPath
 from app.core.negotiation import REPORT_RESPONSES, PrefersHtml
 from app.core.openapi import problems
 from app.core.pagination import Limit, Offset
-from app.datasets import service
+from app.core.settings import settings
+from app.datasets import service, uploads
+from app.datasets.ingest import media_type_of, spool_async
 from app.datasets.models import Dataset
 from app.datasets.schemas import DatasetCreate, DatasetOut, DatasetPage, PrivacyBudget
 from app.reports import privacy_html as report_html
@@ -30,8 +35,9 @@ READERS = require_roles("data_scientist", "privacy_officer")
 SEED_READERS = frozenset({"admin", "data_scientist", None})
 
 
-def _out(dataset: Dataset, principal: Principal) -> DatasetOut:
-    return DatasetOut.from_orm_row(dataset, show_seed=principal.role in SEED_READERS)
+def _out(dataset: Dataset, principal: Principal, *, echo_upload: bool = False) -> DatasetOut:
+    return DatasetOut.from_orm_row(dataset, show_seed=principal.role in SEED_READERS,
+                                   echo_upload=echo_upload)
 
 
 def _register(*, session: Session, body: DatasetCreate, principal: Principal) -> int:
@@ -80,6 +86,47 @@ def get_dataset(
 ) -> DatasetOut:
     """Read one dataset (the seed of a synthetic source only for admins and data scientists)."""
     return _out(service.get(session=session, dataset_id=dataset_id), principal)
+
+
+@router.put(
+    "/{dataset_id}/data", responses=problems(409, 413, 422),
+    openapi_extra={"requestBody": {"required": True, "content": {
+        "text/csv": {"schema": {"type": "string"}},
+        "application/vnd.apache.parquet": {"schema": {"type": "string", "format": "binary"}},
+    }}},
+)
+async def put_dataset_data(
+    dataset_id: DatasetIdPath, request: Request, session: SessionDep,
+    principal: Annotated[Principal, require_roles("data_scientist")],
+) -> DatasetOut:
+    """Send an upload's rows (CSV with a header row, or Parquet), all or nothing: 200 with the
+    dataset now ``ready``; a bad table is a 422 naming rows and columns, nothing stored."""
+    media_type = media_type_of(request.headers.get("content-type", ""))
+    dataset = service.get(session=session, dataset_id=dataset_id)
+    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=settings.data_dir, prefix=".upload-") as tmp:
+        path = await spool_async(request.stream(), Path(tmp) / "body",
+                                 max_bytes=settings.max_upload_bytes)
+        await run_in_threadpool(uploads.put_data, session=session, dataset=dataset, path=path,
+                                media_type=media_type)
+    audit.record(session=session, principal=principal, action=Action.DATA_UPLOADED,
+                 target=f"dataset/{dataset.id}",
+                 detail={"rows": dataset.n_rows, "imputed": dataset.imputed,
+                         "table_sha256": dataset.table_sha256})
+    return _out(dataset, principal, echo_upload=True)
+
+
+@router.delete("/{dataset_id}/data", responses=problems(404))
+def erase_dataset_data(
+    dataset_id: DatasetIdPath, session: SessionDep,
+    principal: Annotated[Principal, require_roles("data_scientist")],
+) -> DatasetOut:
+    """Erase the rows and their per-record secrets; the ledger, models and reports stay."""
+    dataset = uploads.erase_data(session=session,
+                                 dataset=service.get(session=session, dataset_id=dataset_id))
+    audit.record(session=session, principal=principal, action=Action.DATA_ERASED,
+                 target=f"dataset/{dataset.id}", detail={"state": dataset.state})
+    return _out(dataset, principal)
 
 
 @router.put("/{dataset_id}/privacy-budget", responses=problems(409))

@@ -3,7 +3,9 @@
 An event is added to the caller's session, so it commits with the job, budget or key it
 describes and rolls back with it: the log never claims an action that did not happen. Details
 are small JSON objects of ids and counts. Scoring records only how many patients were scored,
-never a feature value (DESIGN.md: patient features are never logged).
+never a feature value (DESIGN.md: patient features are never logged); as scoring writes nothing
+else, its event has a group commit of its own, done before the answer leaves
+(``app.auth.scoring_log``).
 """
 
 from enum import StrEnum
@@ -21,6 +23,8 @@ class Action(StrEnum):
     """What an audit event records; the values are what ``GET /v1/audit-log?action=`` takes."""
 
     DATASET_REGISTERED = "dataset.registered"
+    DATA_UPLOADED = "dataset.data_uploaded"
+    DATA_ERASED = "dataset.data_erased"
     BUDGET_CHANGED = "budget.changed"
     JOB_SUBMITTED = "job.submitted"
     JOB_CANCELLED = "job.cancelled"
@@ -54,10 +58,14 @@ def record(
 def record_scoring(*, principal: Principal, endpoint: str, patients: int, model_id: int) -> None:
     """A scoring call: the endpoint, the model and the number of patients, nothing else.
 
-    Queued and committed within a fraction of a second, off the request path
-    (``app.auth.scoring_log``): scoring writes nothing else to commit it with.
+    Returns once the event is committed (a group commit shared with concurrent calls,
+    ``app.auth.scoring_log``): scoring writes nothing else to commit it with, and its answer
+    must not leave before its event is durable. Call it from a worker thread: it blocks.
+
+    Raises:
+        AuditUnavailable: the event could not be committed (503; answer no score).
     """
-    scoring_log.add(
+    scoring_log.write(
         api_key_id=principal.key_id, actor=principal.name, role=principal.role,
         action=str(Action.RISK_SCORED), target=f"model/{model_id}",
         detail={"endpoint": endpoint, "patients": patients}, request_id=principal.request_id,
@@ -68,9 +76,8 @@ def list_page(
     *, session: Session, limit: int, offset: int, action: Action | None = None,
     actor: str | None = None,
 ) -> tuple[list[AuditEvent], int]:
-    """Events, newest first, optionally of one action and/or one actor (queued scoring
-    events are committed first, so the log is complete up to this call)."""
-    scoring_log.flush()
+    """Events, newest first, optionally of one action and/or one actor (a scoring call's
+    event is committed before it answers, so every answered call is here)."""
     query = select(AuditEvent)
     if action is not None:
         query = query.where(AuditEvent.action == str(action))

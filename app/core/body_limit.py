@@ -6,6 +6,8 @@ cap is refused before the app runs; a chunked body is counted while it streams i
 as soon as it passes the cap, so at most the cap plus one chunk is ever read.
 """
 
+import re
+
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 from starlette.datastructures import Headers
@@ -36,6 +38,16 @@ def _declared_length(scope: Scope) -> int | None:
     return int(value) if value is not None and value.isdigit() else None
 
 
+UPLOAD_PATH = re.compile(r"^/v1/datasets/[^/]+/data/?$")
+
+
+def _limit_for(scope: Scope) -> int:
+    """A table upload (PUT of a dataset's data, streamed to disk) has its own, larger limit."""
+    if scope.get("method") == "PUT" and UPLOAD_PATH.match(scope["path"]):
+        return settings.max_upload_bytes
+    return settings.max_request_bytes
+
+
 class BodyLimitMiddleware:
     """ASGI wrapper enforcing ``settings.max_request_bytes`` (read per request, so tests and
     operators can change it without rebuilding the app)."""
@@ -47,7 +59,7 @@ class BodyLimitMiddleware:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        limit = settings.max_request_bytes
+        limit = _limit_for(scope)
         declared = _declared_length(scope)
         if declared is not None and declared > limit:
             await _response(BodyTooLarge(limit), scope["path"])(scope, receive, send)

@@ -21,6 +21,14 @@ class Settings(BaseSettings):
 
     database_url: str = Field(default="sqlite:///./var/dpcrisis.db")
     artifact_dir: Path = Field(default=Path("./var/artifacts"))
+    data_dir: Path = Field(
+        default=Path("./var/data"),
+        description="uploaded cohort tables, content-addressed Parquet files",
+    )
+    max_upload_bytes: int = Field(
+        default=1024 * 2**20, ge=1,
+        description="largest table body accepted by PUT /v1/datasets/{id}/data (a 413 beyond)",
+    )
     worker_poll_seconds: float = Field(default=1.0, gt=0)
     worker_lease_seconds: float = Field(default=60.0, gt=0)
     worker_wake: bool = Field(

@@ -1,13 +1,16 @@
 """Dataset table: what was registered and the privacy budget that guards it."""
 
 from datetime import datetime
+from typing import Any
 
-from sqlalchemy import Boolean, DateTime, Float, Integer, String
+from sqlalchemy import JSON, Boolean, DateTime, Float, Integer, String
 from sqlalchemy.orm import Mapped, mapped_column
 
 from app.core.database import Base
 from app.core.time import utcnow
 from app.ledger.models import GENESIS_HASH
+
+AWAITING_DATA, READY, ERASED = "awaiting_data", "ready", "erased"
 
 
 class Dataset(Base):
@@ -41,6 +44,17 @@ class Dataset(Base):
         String(64), default=GENESIS_HASH, server_default=GENESIS_HASH
     )
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    # The declared schema (app.datasets.dataset_schema) as JSON, and its hash; the synthetic
+    # generator's is CRISIS_SCHEMA.
+    schema_json: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
+    schema_hash: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    # awaiting_data (an upload registered, no rows yet) | ready | erased (rows and secret gone)
+    state: Mapped[str] = mapped_column(String(16), default=READY, server_default=READY)
+    # The stored table (content-addressed Parquet under DATA_DIR) and values imputed per feature.
+    table_sha256: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    imputed: Mapped[dict[str, int] | None] = mapped_column(JSON, nullable=True)
+    data_erased_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True),
+                                                           nullable=True)
 
     @property
     def n_holdout(self) -> int:

@@ -1,6 +1,6 @@
 """Request and response bodies of the datasets API."""
 
-from typing import Literal, Self
+from typing import Annotated, Any, Literal, Self
 
 from pydantic import Field
 
@@ -12,6 +12,7 @@ from app.core.schemas import (
     UtcDatetime,
     register_ranges,
 )
+from app.datasets.dataset_schema import DatasetSchema
 from app.datasets.models import Dataset
 
 MIN_ROWS, MAX_ROWS = 100, 2_000_000
@@ -23,6 +24,16 @@ class SyntheticSource(RequestModel):
     seed: int = Field(default=0, ge=0, le=2**31 - 1)
 
 
+class UploadSource(RequestModel):
+    """The clinic's own table: registered with a declared schema, rows sent by
+    ``PUT /v1/datasets/{id}/data`` (CSV or Parquet)."""
+
+    kind: Literal["upload"]
+
+
+Source = Annotated[SyntheticSource | UploadSource, Field(discriminator="kind")]
+
+
 @register_ranges
 class PrivacyBudget(RequestModel):
     epsilon: float = Field(gt=0, le=100, description="total epsilon the dataset may spend")
@@ -32,14 +43,19 @@ class PrivacyBudget(RequestModel):
 @register_ranges
 class DatasetCreate(RequestModel):
     name: str = Field(min_length=1, max_length=200, pattern=NO_CONTROL_CHARACTERS)
-    source: SyntheticSource
+    source: Source
+    declared_schema: DatasetSchema | None = Field(
+        default=None, alias="schema",
+        description="the declared columns (required for an upload; the synthetic generator "
+        "has its own)",
+    )
     privacy_budget: PrivacyBudget | None = None
     public: bool = False
 
 
 class SourceOut(ResponseModel):
     kind: str = Field(validation_alias="source_kind")
-    n_rows: int
+    n_rows: int | None = Field(description="null until an upload's rows arrive")
     seed: int | None = Field(
         description="the generator's seed regenerates every row: shown to admins and data "
         "scientists only (null for other roles)"
@@ -66,18 +82,36 @@ class DatasetOut(ResponseModel):
     evaluation_rows: int = Field(validation_alias="n_evaluation")
     public: bool
     privacy_budget: BudgetOut
+    state: str = Field(description="awaiting_data | ready | erased")
+    dataset_schema: dict[str, Any] | None = Field(
+        serialization_alias="schema", validation_alias="schema_json",
+        description="the declared schema (features with public bounds, outcome, subgroups)",
+    )
+    schema_hash: str | None
+    imputed: dict[str, int] | None = Field(
+        description="values imputed with the reference, per feature: only in the answer to "
+        "the PUT that sent the rows (an exact count of the caller's own table, never served "
+        "to anyone else)"
+    )
+    data_erased_at: UtcDatetime | None
     created_at: UtcDatetime
 
     @classmethod
-    def from_orm_row(cls, dataset: Dataset, *, show_seed: bool = False) -> Self:
+    def from_orm_row(
+        cls, dataset: Dataset, *, show_seed: bool = False, echo_upload: bool = False
+    ) -> Self:
         """The dataset's columns; ``source`` and ``privacy_budget`` group some of them.
 
         The seed regenerates every row, so it is shown only when ``show_seed``.
         """
-        source = SourceOut.model_validate({"source_kind": dataset.source_kind,
-                                           "n_rows": dataset.n_rows,
-                                           "seed": dataset.seed if show_seed else None})
-        return cls.from_row(dataset, source=source, privacy_budget=dataset)
+        synthetic = dataset.source_kind == "synthetic"
+        source = SourceOut.model_validate({
+            "source_kind": dataset.source_kind,
+            "n_rows": dataset.n_rows if synthetic or dataset.state != "awaiting_data" else None,
+            "seed": dataset.seed if show_seed and synthetic else None,
+        })
+        return cls.from_row(dataset, source=source, privacy_budget=dataset,
+                            imputed=dataset.imputed if echo_upload else None)
 
 
 class DatasetPage(Page[DatasetOut]):

@@ -1,123 +1,84 @@
 """Dataset rules: registration, lookup, and access to the rows (regenerated from the seed)."""
 
-from dataclasses import dataclass
-
-import numpy as np
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from app.core.errors import Conflict, InvalidRequest, NotFound
-from app.datasets import identity, synthetic
-from app.datasets.models import Dataset
-from app.datasets.schemas import DatasetCreate, PrivacyBudget
+from app.core.errors import InvalidRequest, NotFound
+from app.datasets import identity
+from app.datasets.dataset_schema import CRISIS_SCHEMA, check_schema, schema_hash
+from app.datasets.models import AWAITING_DATA, READY, Dataset
+from app.datasets.rules import check_delta, check_new_source
+from app.datasets.schemas import DatasetCreate, PrivacyBudget, SyntheticSource
 from app.ledger import service as ledger_service
 from app.privacy.filter import filter_order
 
-# delta must be at most 1 / (DELTA_ROWS_FACTOR * n_rows): at delta near 1/n, "publish one
-# random record in full" satisfies (0, delta)-DP, so a delta that large protects nobody.
-DELTA_ROWS_FACTOR = 10
+CRISIS_SCHEMA_JSON = CRISIS_SCHEMA.model_dump(mode="json", by_alias=True)
 
 
 class DatasetNotFound(NotFound):
     kind, title = "dataset-not-found", "Dataset not found"
 
 
-class DatasetAlreadyRegistered(Conflict):
-    kind, title = "dataset-already-registered", "This source is already registered"
-
-
-class DatasetWithoutIdentity(Conflict):
-    kind, title = "dataset-without-identity", "Dataset has no record secret"
-
-
-Groups = dict[str, tuple[np.ndarray, list[str]]]
-
-
-@dataclass(frozen=True)
-class PartRows:
-    """One part's rows: raw features, outcomes, and subgroup codes with their public labels."""
-
-    x: np.ndarray
-    y: np.ndarray
-    groups: Groups
-
-
-@dataclass(frozen=True)
-class Split:
-    train: PartRows
-    calibration: PartRows
-    evaluation: PartRows
-
-
 def create(*, session: Session, request: DatasetCreate) -> Dataset:
     """Register a dataset; a private one must carry a budget with delta <= 1/(10 n_rows).
 
+    A synthetic source is ready at once (its rows come from the generator); an upload waits
+    for its rows (``uploads.put_data``), where its size, delta and identity are checked.
+
     Raises:
         DatasetAlreadyRegistered: the same source is registered already (409).
-        InvalidRequest: missing budget on a private dataset, or delta above 1/(10 n_rows).
+        InvalidRequest: missing budget on a private dataset, delta above 1/(10 n_rows), a
+            schema on a synthetic source, or an upload without a valid schema.
     """
-    n_rows, seed = request.source.n_rows, request.source.seed
     budget = request.privacy_budget
     if budget is None and not request.public:
         raise InvalidRequest(
             "a dataset that is not public needs a privacy_budget {epsilon, delta}",
             field="privacy_budget",
         )
+    dataset = (_synthetic(session, request) if isinstance(request.source, SyntheticSource)
+               else _upload(request))
+    dataset.name, dataset.public = request.name, request.public
     if budget is not None:
-        _check_delta(budget.delta, n_rows, field="privacy_budget.delta")
-    fingerprint = identity.synthetic_fingerprint(n_rows, seed)
-    _check_new_source(session, fingerprint)
-    secret = identity.new_secret()
-    counts = identity.part_counts(identity.parts_of(range(n_rows), secret))
-    dataset = Dataset(
-        name=request.name,
-        source_kind=request.source.kind,
-        n_rows=n_rows,
-        n_train=counts[identity.Part.TRAIN],
-        n_calibration=counts[identity.Part.CALIBRATION],
-        seed=seed,
-        record_secret=secret,
-        source_fingerprint=fingerprint,
-        public=request.public,
-        budget_epsilon=budget.epsilon if budget else None,
-        budget_delta=budget.delta if budget else None,
-        filter_order=filter_order(budget.epsilon, budget.delta) if budget else None,
-        ledger_version=0,
-    )
+        dataset.budget_epsilon, dataset.budget_delta = budget.epsilon, budget.delta
+        dataset.filter_order = filter_order(budget.epsilon, budget.delta)
     session.add(dataset)
     session.flush()
     ledger_service.record_budget(session=session, dataset=dataset)
     return dataset
 
 
-def _check_new_source(session: Session, fingerprint: str) -> None:
-    """Refuse a source that is already registered (private or public): one budget per data.
+def _synthetic(session: Session, request: DatasetCreate) -> Dataset:
+    assert isinstance(request.source, SyntheticSource)
+    n_rows, seed = request.source.n_rows, request.source.seed
+    if request.declared_schema is not None:
+        raise InvalidRequest("the synthetic generator has its own schema (the crisis schema); "
+                             "send a schema only with an upload", field="schema")
+    if request.privacy_budget is not None:
+        check_delta(request.privacy_budget.delta, n_rows, field="privacy_budget.delta")
+    fingerprint = identity.synthetic_fingerprint(n_rows, seed)
+    check_new_source(session, fingerprint)
+    secret = identity.new_secret()
+    counts = identity.part_counts(identity.parts_of(range(n_rows), secret))
+    return Dataset(
+        source_kind="synthetic", n_rows=n_rows, n_train=counts[identity.Part.TRAIN],
+        n_calibration=counts[identity.Part.CALIBRATION], seed=seed, record_secret=secret,
+        source_fingerprint=fingerprint, schema_json=CRISIS_SCHEMA_JSON,
+        schema_hash=schema_hash(CRISIS_SCHEMA), state=READY, ledger_version=0,
+    )
 
-    The unique fingerprint column also refuses a concurrent twin at commit.
-    """
-    existing = session.scalar(select(Dataset.id).where(Dataset.source_fingerprint == fingerprint))
-    if existing is not None:
-        raise DatasetAlreadyRegistered(
-            f"this source is already registered as dataset {existing}; a second registration "
-            f"would give the same patients a second privacy budget",
-            field="source", existing_dataset_id=existing,
-            existing_dataset=f"/v1/datasets/{existing}",
-        )
 
-
-def max_delta(n_rows: int) -> float:
-    return 1.0 / (DELTA_ROWS_FACTOR * n_rows)
-
-
-def _check_delta(delta: float, n_rows: int, *, field: str) -> None:
-    if delta > max_delta(n_rows):
-        raise InvalidRequest(
-            f"delta must be at most 1/(10 n_rows) = {max_delta(n_rows):.3g}: at delta near "
-            f"1/n_rows, publishing one random record in full meets the guarantee, so such a "
-            f"delta protects nobody",
-            field=field,
-            allowed=f"(0, {max_delta(n_rows):.6g}]",
-        )
+def _upload(request: DatasetCreate) -> Dataset:
+    declared = request.declared_schema
+    if declared is None:
+        raise InvalidRequest("an upload needs its declared schema (features with public "
+                             "bounds, outcome, subgroups, id column)", field="schema")
+    check_schema(declared)
+    return Dataset(
+        source_kind="upload", n_rows=0, n_train=0, n_calibration=0, seed=0,
+        schema_json=declared.model_dump(mode="json", by_alias=True),
+        schema_hash=schema_hash(declared), state=AWAITING_DATA, ledger_version=0,
+    )
 
 
 def change_budget(*, session: Session, dataset: Dataset, budget: PrivacyBudget) -> Dataset:
@@ -127,7 +88,7 @@ def change_budget(*, session: Session, dataset: Dataset, budget: PrivacyBudget) 
         InvalidRequest: delta above 1/(10 n_rows).
         BudgetBelowSpend: the composed spend at the new delta exceeds the new epsilon.
     """
-    _check_delta(budget.delta, dataset.n_rows, field="delta")
+    check_delta(budget.delta, dataset.n_rows, field="delta")
     ledger_service.change_budget(
         session=session, dataset=dataset, epsilon=budget.epsilon, delta=budget.delta
     )
@@ -145,26 +106,3 @@ def list_page(*, session: Session, limit: int, offset: int) -> tuple[list[Datase
     total = session.scalar(select(func.count()).select_from(Dataset)) or 0
     rows = session.scalars(select(Dataset).order_by(Dataset.id).limit(limit).offset(offset))
     return list(rows), total
-
-
-def load_parts(dataset: Dataset) -> Split:
-    """The dataset's rows in raw feature units, by part (each record's keyed coin).
-
-    Raises:
-        DatasetWithoutIdentity: the dataset has no record secret (its data were erased).
-    """
-    if dataset.record_secret is None:
-        raise DatasetWithoutIdentity(
-            f"dataset {dataset.id} has no record secret: its rows cannot be split",
-            field="dataset_id",
-        )
-    table = synthetic.generate(dataset.n_rows, dataset.seed)
-    parts = identity.parts_of(range(dataset.n_rows), dataset.record_secret)
-
-    def rows(part: identity.Part) -> PartRows:
-        member = parts == part
-        return PartRows(table.x[member], table.y[member],
-                        synthetic.subgroups(table.x[member], table.sex[member]))
-
-    return Split(rows(identity.Part.TRAIN), rows(identity.Part.CALIBRATION),
-                 rows(identity.Part.EVALUATION))

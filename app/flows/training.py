@@ -34,6 +34,7 @@ def submit_training(*, session: Session, request: JobCreate) -> Job:
         DatasetNotFound, InvalidRequest, BudgetExceeded.
     """
     dataset = dataset_service.get(session=session, dataset_id=request.dataset_id)
+    job_service.check_trainable(dataset)
     job = job_service.plan(dataset=dataset, request=request)
     job_service.enqueue(session=session, job=job)
     ledger_service.reserve(

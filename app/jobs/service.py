@@ -6,8 +6,9 @@ from sqlalchemy.orm import Session
 
 from app.core.errors import Conflict, InvalidRequest, NotFound
 from app.core.time import utcnow
-from app.datasets.models import Dataset
-from app.datasets.service import max_delta
+from app.datasets.dataset_schema import CRISIS_SCHEMA, schema_hash
+from app.datasets.models import AWAITING_DATA, READY, Dataset
+from app.datasets.rules import max_delta
 from app.jobs import notify
 from app.jobs.models import CANCELLED, FINISHED, QUEUED, RUNNING, TRAIN, Job
 from app.jobs.schemas import (
@@ -122,6 +123,35 @@ def _resolve_noise(
             field="privacy.target_epsilon",
             allowed=f"[{floor:.3g}, 100]",
         ) from exc
+
+
+class DatasetNotTrainable(Conflict):
+    kind, title = "dataset-not-trainable", "The dataset cannot be trained on now"
+
+
+def check_trainable(dataset: Dataset) -> None:
+    """Refuse (409) a dataset without rows (awaiting its upload, or erased), and, until the
+    schema-driven encoder lands, one whose declared schema is not the crisis schema.
+
+    Raises:
+        DatasetNotTrainable: with the dataset's state.
+    """
+    if dataset.state != READY:
+        raise DatasetNotTrainable(
+            f"dataset {dataset.id} is {dataset.state}: "
+            + ("send its rows with PUT /v1/datasets/{id}/data first"
+               if dataset.state == AWAITING_DATA else "its rows were erased"),
+            field="dataset_id", state=dataset.state,
+        )
+    if dataset.schema_hash not in (None, CRISIS_SCHEMA_HASH):
+        raise DatasetNotTrainable(
+            f"dataset {dataset.id} declares its own schema; training follows the crisis "
+            "schema's six features for now (the schema-driven encoder is not built yet)",
+            field="dataset_id", state=dataset.state,
+        )
+
+
+CRISIS_SCHEMA_HASH = schema_hash(CRISIS_SCHEMA)
 
 
 def plan(*, dataset: Dataset, request: JobCreate) -> Job:

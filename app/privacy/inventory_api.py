@@ -48,9 +48,12 @@ PROBLEMS = [
 
 DATASETS = [
     *fields("DatasetOut", {
-        PUBLIC_INPUT: "id name public created_at",
+        PUBLIC_INPUT: "id name public created_at schema schema_hash state data_erased_at",
         PUBLIC_BY_CONVENTION: "rows training_rows holdout_rows calibration_rows evaluation_rows",
     }),
+    entry("DatasetOut.imputed", PUBLIC_INPUT,
+          "exact counts of values imputed in the caller's own upload: echoed only in the answer "
+          "to the PUT that sent the table, to the caller who holds it; null everywhere else"),
     *fields("SourceOut", {PUBLIC_INPUT: "kind", PUBLIC_BY_CONVENTION: "n_rows"}),
     entry("SourceOut.seed", PUBLIC_INPUT,
           "the request's generator seed; it regenerates every synthetic row, so only admins "

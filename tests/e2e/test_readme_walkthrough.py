@@ -63,7 +63,11 @@ def test_readme_walkthrough_default_job_under_30s(server: str, tmp_path: Path) -
 
     report = http.get(f"{location}/privacy-report").json()
     assert report["epsilon"]["prv"] <= 3.0
-    assert report["metrics"]["roc_auc"] > 0.75
+    metrics = report["metrics"]  # one DP release on the evaluation part (~1,200 rows)
+    assert metrics["release"]["mechanism"] == "gaussian" and metrics["exact"] is False
+    assert metrics["release"]["noise_std"] > 0
+    # ~24 noisy positives: the AUC may be withheld (None, with a note) but never nonsense.
+    assert metrics["roc_auc"] is None or 0.5 < metrics["roc_auc"] <= 1, metrics["notes"]
     ledger = http.get(f"/v1/datasets/{dataset_id}/privacy-report").json()
     assert ledger["remaining"]["epsilon"] < 8
     assert risk.json()["model"]["id"] == job["model_id"]

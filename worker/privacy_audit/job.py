@@ -16,6 +16,7 @@ import torch
 from sqlalchemy import select
 
 from app.core.database import Database
+from app.datasets import parts as dataset_parts
 from app.datasets import service as dataset_service
 from app.jobs import queue
 from app.jobs.models import CANCELLED, FAILED, SUCCEEDED, Job
@@ -88,7 +89,7 @@ def run_audit_job(worker: AuditWorker, claimed: ClaimedAudit) -> str:
             dataset = dataset_service.get(session=session, dataset_id=claimed.dataset_id)
             if not dataset.public or dataset.source_kind != "synthetic":
                 raise PermissionError(f"dataset {dataset.id} is not public synthetic data")
-            train_part = dataset_service.load_parts(dataset).train
+            train_part = dataset_parts.load_parts(dataset).train
             x_train, y_train = train_part.x, train_part.y
         plan = AuditPlan(
             spec=replace(claimed.spec, world_size=1), canaries=int(request["canaries"]),

@@ -1,0 +1,307 @@
+"""The declared schema of a dataset: the one source of truth for its columns.
+
+Ingestion validates uploaded rows against it; scaling, explanations, FHIR, CDS Hooks and the
+dashboard form read it. Bounds, model ranges and reference values are *public* (instrument
+ranges, declared caps, a clinically ordinary patient), never statistics of the private data.
+
+Pydantic parses the shape (types, unknown fields, free-text lengths); ``check_schema`` applies
+the rules that relate fields to each other, each as a 422 naming the field as the API contract
+writes it (``schema.features[2].upper``) with what is allowed.
+
+Subgroup-only columns (``attributes``): a fairness breakdown may need a column the model must
+not see (the generator's ``sex``). Such a column is declared under ``attributes`` with its
+categories; it is validated and stored but is not a model feature. ``subgroups`` names binary or
+categorical features or attributes.
+
+Without ``id_column`` each row's id is its 1-based row number at ingestion, so a patient's
+train/calibration/evaluation part depends on row order: re-uploading the same patients in
+another order moves them between parts. A stable id column is strongly recommended.
+"""
+
+import hashlib
+import json
+import re
+from enum import StrEnum
+from typing import Any, Literal
+
+from pydantic import Field, field_serializer
+
+from app.core.errors import InvalidRequest
+from app.core.schemas import NO_CONTROL_CHARACTERS, RequestModel
+from app.datasets import synthetic
+from app.features import FEATURES, Feature
+
+NAME_PATTERN = r"^[a-z][a-z0-9_]{0,63}$"
+MAX_FEATURES, MAX_CATEGORIES, MAX_CATEGORY_CHARS, MAX_ATTRIBUTES = 200, 50, 64, 20
+RESERVED_NAMES = frozenset(
+    {"id", "part", "probability", "log_odds", "band", "contributions", "intercept", "model_id"}
+)
+"""Keys the service itself writes next to feature values (scoring results, exports, model
+artifacts); a column of that name would be ambiguous there. Names starting with ``_`` are
+excluded by the pattern and left to the service (the stored table's ``_id``)."""
+
+_NAME = re.compile(NAME_PATTERN)
+
+
+def _free_text(max_length: int = 200) -> Any:
+    """An optional one-line text (label, unit, display)."""
+    return Field(default=None, max_length=max_length, pattern=NO_CONTROL_CHARACTERS)
+
+
+class FeatureKind(StrEnum):
+    NUMERIC = "numeric"
+    INTEGER = "integer"
+    BINARY = "binary"
+    CATEGORICAL = "categorical"
+
+
+class Code(RequestModel):
+    """A clinical code for the column (e.g. LOINC), shown in FHIR resources."""
+
+    system: str = Field(min_length=1, max_length=200, pattern=NO_CONTROL_CHARACTERS)
+    code: str = Field(min_length=1, max_length=64, pattern=NO_CONTROL_CHARACTERS)
+    display: str | None = _free_text()
+
+
+class FeatureSpec(RequestModel):
+    """One model feature: its kind, public bounds and the public reference patient's value."""
+
+    name: str
+    kind: FeatureKind
+    label: str | None = _free_text()
+    unit: str | None = _free_text(64)
+    lower: float | None = None
+    upper: float | None = None
+    model_lower: float | None = Field(default=None, description="scaling range, within bounds")
+    model_upper: float | None = Field(default=None, description="values above count as this")
+    categories: list[str] | None = None
+    reference: float | str
+    code: Code | None = None
+    missing: Literal["error", "reference"] = Field(
+        default="error", description="reference: a missing value is imputed with the reference"
+    )
+
+    @field_serializer("lower", "upper", "model_lower", "model_upper", "reference")
+    def _whole_as_int(self, value: float | str | None) -> float | int | str | None:
+        """Show 27, not 27.0 (and hash both spellings alike)."""
+        if isinstance(value, float) and value.is_integer():
+            return int(value)
+        return value
+
+    @property
+    def bounds(self) -> tuple[float, float]:
+        """The valid range of the column's numeric values (categorical: its codes)."""
+        if self.kind is FeatureKind.BINARY:
+            return 0.0, 1.0
+        if self.kind is FeatureKind.CATEGORICAL:
+            return 0.0, float(len(self.categories or ()) - 1)
+        return float(self.lower), float(self.upper)  # type: ignore[arg-type]
+
+    @property
+    def model_range(self) -> tuple[float, float]:
+        lower, upper = self.bounds
+        return (lower if self.model_lower is None else self.model_lower,
+                upper if self.model_upper is None else self.model_upper)
+
+    @property
+    def reference_value(self) -> float:
+        """The reference as the feature matrix holds it (categorical: the category's code)."""
+        if self.kind is FeatureKind.CATEGORICAL:
+            return float((self.categories or []).index(str(self.reference)))
+        return float(self.reference)
+
+
+class Attribute(RequestModel):
+    """A subgroup-only categorical column: validated and stored, never a model feature."""
+
+    name: str
+    label: str | None = _free_text()
+    categories: list[str]
+
+
+class Outcome(RequestModel):
+    """The binary outcome column (values 0/1); ``positive`` is the value that means the event."""
+
+    name: str
+    label: str | None = _free_text()
+    positive: Literal[0, 1] = 1
+
+
+class DatasetSchema(RequestModel):
+    """A dataset's declared columns: model features, outcome, subgroup attributes, id."""
+
+    features: list[FeatureSpec]
+    outcome: Outcome
+    subgroups: list[str] = Field(default_factory=list)
+    attributes: list[Attribute] = Field(default_factory=list)
+    id_column: str | None = Field(
+        default=None, description="absent: ids are 1-based row numbers (order-dependent)"
+    )
+
+    @property
+    def feature_names(self) -> list[str]:
+        return [f.name for f in self.features]
+
+    @property
+    def columns(self) -> list[str]:
+        """Every column an uploaded table must have, exactly (order free)."""
+        ids = [] if self.id_column is None else [self.id_column]
+        return [*ids, *self.feature_names, *(a.name for a in self.attributes), self.outcome.name]
+
+
+def schema_hash(schema: DatasetSchema) -> str:
+    """SHA-256 of the canonical JSON (sorted keys, defaults included, no whitespace): the same
+    declaration always hashes the same, whatever key order or defaults it was sent with."""
+    document = schema.model_dump(mode="json")
+    text = json.dumps(document, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def _fail(field: str, detail: str, allowed: str) -> InvalidRequest:
+    return InvalidRequest(f"{field}: {detail}", field=field, allowed=allowed)
+
+
+def _check_name(name: str, field: str, taken: dict[str, str], *, reserved: bool = True) -> None:
+    if not _NAME.fullmatch(name):
+        raise _fail(field, f"{name!r} is not a valid column name", NAME_PATTERN)
+    if reserved and name in RESERVED_NAMES:
+        raise _fail(field, f"{name!r} is reserved", f"any name but {sorted(RESERVED_NAMES)}")
+    if name in taken:
+        raise _fail(field, f"{name!r} is already used by {taken[name]}", "a unique name")
+    taken[name] = field
+
+
+def _check_categories(categories: list[str] | None, field: str) -> list[str]:
+    if not categories or len(categories) < 2 or len(categories) > MAX_CATEGORIES:
+        raise _fail(field, "needs 2 to 50 categories", f"[2, {MAX_CATEGORIES}] categories")
+    for i, category in enumerate(categories):
+        text_ok = 0 < len(category) <= MAX_CATEGORY_CHARS
+        if not text_ok or re.fullmatch(NO_CONTROL_CHARACTERS, category) is None:
+            raise _fail(f"{field}[{i}]", "a category is 1 to 64 printable characters",
+                        f"1 to {MAX_CATEGORY_CHARS} characters")
+        if category in categories[:i]:
+            raise _fail(f"{field}[{i}]", f"duplicate category {category!r}", "unique categories")
+    return categories
+
+
+def _refuse_extras(feature: FeatureSpec, at: str, names: tuple[str, ...]) -> None:
+    for name in names:
+        if getattr(feature, name) is not None:
+            raise _fail(f"{at}.{name}", f"not used by a {feature.kind} feature", "absent")
+
+
+def _check_bounded(feature: FeatureSpec, at: str) -> None:
+    """Numeric and integer features: public bounds, model range and reference inside them."""
+    _refuse_extras(feature, at, ("categories",))
+    whole = feature.kind is FeatureKind.INTEGER
+    for side in ("lower", "upper"):
+        value = getattr(feature, side)
+        if value is None:
+            raise _fail(f"{at}.{side}", f"required for a {feature.kind} feature", "a number")
+        if whole and not float(value).is_integer():
+            raise _fail(f"{at}.{side}", "must be a whole number", "whole numbers")
+    lower, upper = float(feature.lower), float(feature.upper)  # type: ignore[arg-type]
+    if lower >= upper:
+        raise _fail(f"{at}.upper", f"must be above lower ({lower:g})", f"({lower:g}, inf)")
+    span = f"[{lower:g}, {upper:g}]"
+    model_lower, model_upper = feature.model_range
+    for side, value in (("model_lower", model_lower), ("model_upper", model_upper)):
+        if not lower <= value <= upper:
+            raise _fail(f"{at}.{side}", "the model range must lie within the bounds", span)
+    if model_lower >= model_upper:
+        raise _fail(f"{at}.model_upper", "the model range is empty",
+                    f"({model_lower:g}, {upper:g}]")
+    reference = feature.reference
+    if isinstance(reference, str) or not lower <= reference <= upper:
+        raise _fail(f"{at}.reference", "must be a number within the bounds", span)
+    if whole and not float(reference).is_integer():
+        raise _fail(f"{at}.reference", "must be a whole number", f"whole numbers in {span}")
+
+
+def _check_feature(feature: FeatureSpec, at: str) -> None:
+    if feature.kind in (FeatureKind.NUMERIC, FeatureKind.INTEGER):
+        _check_bounded(feature, at)
+        return
+    _refuse_extras(feature, at, ("model_lower", "model_upper"))
+    if feature.kind is FeatureKind.BINARY:
+        _refuse_extras(feature, at, ("categories",))
+        for side, value in (("lower", feature.lower), ("upper", feature.upper)):
+            if value is not None and value != {"lower": 0, "upper": 1}[side]:
+                raise _fail(f"{at}.{side}", "a binary feature is 0 or 1", "absent, or 0 / 1")
+        if isinstance(feature.reference, str) or feature.reference not in (0, 1):
+            raise _fail(f"{at}.reference", "must be 0 or 1", "0 or 1")
+        return
+    _refuse_extras(feature, at, ("lower", "upper"))
+    categories = _check_categories(feature.categories, f"{at}.categories")
+    if feature.reference not in categories:
+        raise _fail(f"{at}.reference", "must be one of the categories",
+                    f"one of {categories}")
+
+
+def _check_subgroups(schema: DatasetSchema, at: str) -> None:
+    eligible = [f.name for f in schema.features
+                if f.kind in (FeatureKind.BINARY, FeatureKind.CATEGORICAL)]
+    eligible += [a.name for a in schema.attributes]
+    numeric = {f.name for f in schema.features} - set(eligible)
+    for i, name in enumerate(schema.subgroups):
+        field = f"{at}.subgroups[{i}]"
+        if name in numeric:
+            raise _fail(field, f"{name!r} is not binary or categorical", f"one of {eligible}")
+        if name not in eligible:
+            raise _fail(field, f"unknown column {name!r}", f"one of {eligible}")
+        if name in schema.subgroups[:i]:
+            raise _fail(field, f"{name!r} is listed twice", "unique names")
+
+
+def check_schema(schema: DatasetSchema, *, at: str = "schema") -> None:
+    """Apply the declaration's rules; the first broken one is an ``InvalidRequest`` (422).
+
+    Args:
+        schema: the parsed declaration.
+        at: the path of the schema in the request body, prefixed to every field named.
+    """
+    if not 1 <= len(schema.features) <= MAX_FEATURES:
+        raise _fail(f"{at}.features", "needs 1 to 200 features", f"[1, {MAX_FEATURES}] features")
+    if len(schema.attributes) > MAX_ATTRIBUTES:
+        raise _fail(f"{at}.attributes", "at most 20 attributes", f"[0, {MAX_ATTRIBUTES}]")
+    taken: dict[str, str] = {}
+    for i, feature in enumerate(schema.features):
+        _check_name(feature.name, f"{at}.features[{i}].name", taken)
+        _check_feature(feature, f"{at}.features[{i}]")
+    for i, attribute in enumerate(schema.attributes):
+        _check_name(attribute.name, f"{at}.attributes[{i}].name", taken)
+        _check_categories(attribute.categories, f"{at}.attributes[{i}].categories")
+    _check_name(schema.outcome.name, f"{at}.outcome.name", taken)
+    if schema.id_column is not None:
+        _check_name(schema.id_column, f"{at}.id_column", taken, reserved=False)
+    _check_subgroups(schema, at)
+
+
+def _crisis_feature(f: Feature) -> FeatureSpec:
+    spec: dict[str, object] = {
+        "name": f.name, "label": f.label, "kind": f.kind, "unit": f.unit or None,
+        "reference": f.reference,
+    }
+    if f.kind == "integer":
+        spec |= {"lower": f.lower, "upper": f.upper, "model_upper": f.model_upper}
+    if f.loinc:
+        spec["code"] = {"system": LOINC, "code": f.loinc, "display": LOINC_DISPLAY[f.loinc]}
+    return FeatureSpec.model_validate(spec)
+
+
+LOINC = "http://loinc.org"
+LOINC_DISPLAY = {
+    "30525-0": "Age",
+    "44261-6": "Patient Health Questionnaire 9 item (PHQ-9) total score [Reported]",
+}
+
+CRISIS_SCHEMA = DatasetSchema(
+    features=[_crisis_feature(f) for f in FEATURES],
+    outcome=Outcome(name="crisis_30d", label="Crisis within 30 days", positive=1),
+    attributes=[Attribute(name="sex", label="Sex", categories=list(synthetic.SEX_CATEGORIES))],
+    subgroups=["sex"],
+)
+"""The built-in generator's schema (``app.features`` as a declaration). ``sex`` is a
+subgroup-only attribute: the generator draws it apart from the outcome and the model never sees
+it. The generator's age-band subgroup needs public bins on an integer feature, which this
+contract does not have yet; its ids are the generated table's indices, so no ``id_column``."""

@@ -1,0 +1,109 @@
+"""A dataset's rows by part: training, calibration, evaluation (each record's keyed coin).
+
+The synthetic generator's rows are regenerated from its seed (ids are row indices); an upload's
+are read from its stored table (ids from its id column). Either way the part of a record is a
+keyed PRF of its id under the dataset's secret (``app.datasets.identity``).
+"""
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from app.core.errors import Conflict
+from app.core.settings import settings
+from app.datasets import identity, synthetic, table_store
+from app.datasets.dataset_schema import DatasetSchema
+from app.datasets.models import Dataset
+
+
+class DatasetWithoutIdentity(Conflict):
+    kind, title = "dataset-without-identity", "Dataset has no record secret"
+
+
+Groups = dict[str, tuple[np.ndarray, list[str]]]
+
+
+@dataclass(frozen=True)
+class PartRows:
+    """One part's rows: raw features, outcomes, and subgroup codes with their public labels."""
+
+    x: np.ndarray
+    y: np.ndarray
+    groups: Groups
+
+
+@dataclass(frozen=True)
+class Split:
+    train: PartRows
+    calibration: PartRows
+    evaluation: PartRows
+
+
+def schema_of(dataset: Dataset) -> DatasetSchema:
+    return DatasetSchema.model_validate(dataset.schema_json)
+
+
+def table_path(sha256: str) -> Path:
+    return settings.data_dir / f"{sha256}.parquet"
+
+
+def load_parts(dataset: Dataset) -> Split:
+    """The dataset's rows in raw feature units, by part (each record's keyed coin of its id).
+
+    Raises:
+        DatasetWithoutIdentity: the dataset has no record secret (its data were erased or
+            have not arrived).
+    """
+    secret = dataset.record_secret
+    if secret is None:
+        raise DatasetWithoutIdentity(
+            f"dataset {dataset.id} is {dataset.state}: it has no rows to split",
+            field="dataset_id", state=dataset.state,
+        )
+    if dataset.source_kind == "upload":
+        return _upload_parts(dataset, secret)
+    return _synthetic_parts(dataset, secret)
+
+
+def _synthetic_parts(dataset: Dataset, secret: str) -> Split:
+    table = synthetic.generate(dataset.n_rows, dataset.seed)
+    parts = identity.parts_of(range(dataset.n_rows), secret)
+
+    def rows(part: identity.Part) -> PartRows:
+        member = parts == part
+        return PartRows(table.x[member], table.y[member],
+                        synthetic.subgroups(table.x[member], table.sex[member]))
+
+    return Split(rows(identity.Part.TRAIN), rows(identity.Part.CALIBRATION),
+                 rows(identity.Part.EVALUATION))
+
+
+def _groups(schema: DatasetSchema, table: table_store.IngestedTable, member: np.ndarray) -> Groups:
+    """The declared subgroups (binary or categorical features, attributes) with public labels."""
+    groups: Groups = {}
+    features = {f.name: (i, f) for i, f in enumerate(schema.features)}
+    attributes = {a.name: a for a in schema.attributes}
+    for name in schema.subgroups:
+        if name in attributes:
+            groups[name] = (table.attributes[name][member], list(attributes[name].categories))
+        else:
+            index, spec = features[name]
+            labels = list(spec.categories) if spec.categories else ["0", "1"]
+            groups[name] = (table.features[member, index].astype(np.int64), labels)
+    return groups
+
+
+def _upload_parts(dataset: Dataset, secret: str) -> Split:
+    assert dataset.table_sha256 is not None
+    schema = schema_of(dataset)
+    table = table_store.load(table_path(dataset.table_sha256), schema=schema)
+    parts = identity.parts_of(table.ids, secret)
+
+    def rows(part: identity.Part) -> PartRows:
+        member = parts == part
+        return PartRows(table.features[member], table.outcome[member],
+                        _groups(schema, table, member))
+
+    return Split(rows(identity.Part.TRAIN), rows(identity.Part.CALIBRATION),
+                 rows(identity.Part.EVALUATION))

@@ -1,0 +1,174 @@
+"""A validated table: its arrays, its content fingerprint, and its content-addressed file.
+
+The fingerprint is the data's identity (one budget per population, DESIGN.md "Data identity"):
+it depends on the multiset of rows, never on their order or the ids, so the same patients
+uploaded shuffled, re-keyed, or once as CSV and once as Parquet give the same fingerprint. Each
+row hashes to 64 bits (keyed by its column names, categories by their text, so declaring
+columns or categories in another order changes nothing); the sorted row hashes are hashed with
+SHA-256. Two different populations collide only by accident, at odds near n^2 / 2^65 (1e-7 for
+two million rows); editing any value gives a new fingerprint, as with any content hash.
+
+The stored file is Parquet named by the SHA-256 of its bytes (``<data_dir>/<sha256>.parquet``),
+written to a temporary file and renamed, so a reader never sees half a table. Its metadata
+holds the schema hash, the fingerprint and the imputation counts, so a load gives back exactly
+what ingestion returned.
+"""
+
+import hashlib
+import json
+import os
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from app.datasets.dataset_schema import DatasetSchema, FeatureKind, schema_hash
+
+ID_COLUMN = "_id"
+_META = b"dpcrisis"
+_FINGERPRINT_VERSION = b"dpcrisis-table-v1\0"
+_M1, _M2 = np.uint64(0xFF51AFD7ED558CCD), np.uint64(0xC4CEB9FE1A85EC53)
+
+
+@dataclass(frozen=True, eq=False)
+class IngestedTable:
+    """A table that passed every rule of its schema."""
+
+    features: np.ndarray  # (n, p) float64 in schema order; categoricals as category codes
+    outcome: np.ndarray  # (n,) float64: 1 where the outcome equals the schema's ``positive``
+    ids: np.ndarray  # (n,) object array of str: the id column, or "1".."n" (row numbers)
+    attributes: dict[str, np.ndarray]  # subgroup-only columns: name -> (n,) int64 codes
+    imputed: dict[str, int]  # feature -> values imputed with its reference
+    fingerprint: str  # order-insensitive content hash (hex SHA-256)
+
+    @property
+    def n_rows(self) -> int:
+        return len(self.outcome)
+
+
+@dataclass(frozen=True)
+class StoredTable:
+    sha256: str
+    path: Path
+
+
+def _mix(z: np.ndarray) -> np.ndarray:
+    """MurmurHash3's 64-bit finaliser, in place (vectorised; uint64 arithmetic wraps)."""
+    z ^= z >> np.uint64(33)
+    z *= _M1
+    z ^= z >> np.uint64(33)
+    z *= _M2
+    z ^= z >> np.uint64(33)
+    return z
+
+
+def _key(text: str) -> np.uint64:
+    digest = hashlib.blake2b(text.encode(), digest_size=8, person=b"dpcrisis-col").digest()
+    return np.uint64(int.from_bytes(digest, "little"))
+
+
+def _bits(values: np.ndarray) -> np.ndarray:
+    return (values + 0.0).view(np.uint64)  # a fresh array; -0.0 becomes 0.0
+
+
+def _category_bits(name: str, categories: list[str], codes: np.ndarray) -> np.ndarray:
+    keys = np.array([_key(f"{name}={category}") for category in categories], dtype=np.uint64)
+    return keys[codes.astype(np.int64)]
+
+
+def row_hashes(schema: DatasetSchema, features: np.ndarray, outcome: np.ndarray,
+               attributes: dict[str, np.ndarray]) -> np.ndarray:
+    """Each row's 64-bit hash: independent of column order, categories by their text."""
+    rows = np.zeros(len(outcome), dtype=np.uint64)
+    for j, feature in enumerate(schema.features):
+        if feature.kind is FeatureKind.CATEGORICAL:
+            bits = _category_bits(feature.name, feature.categories or [], features[:, j])
+        else:
+            bits = _bits(features[:, j])
+        rows += _mix(bits ^ _key(feature.name))
+    for attribute in schema.attributes:
+        bits = _category_bits(attribute.name, attribute.categories, attributes[attribute.name])
+        rows += _mix(bits ^ _key(attribute.name))
+    rows += _mix(_bits(outcome) ^ _key(schema.outcome.name))
+    return _mix(rows)
+
+
+def fingerprint_of(hashes: np.ndarray) -> str:
+    """SHA-256 of the sorted row hashes: the multiset of rows, not their order."""
+    digest = hashlib.sha256(_FINGERPRINT_VERSION)
+    digest.update(len(hashes).to_bytes(8, "little"))
+    digest.update(np.sort(hashes).astype("<u8").tobytes())
+    return digest.hexdigest()
+
+
+def fingerprint(schema: DatasetSchema, features: np.ndarray, outcome: np.ndarray,
+                attributes: dict[str, np.ndarray]) -> str:
+    """Order-insensitive content fingerprint of a table (ids excluded: see the module doc)."""
+    return fingerprint_of(row_hashes(schema, features, outcome, attributes))
+
+
+def _as_arrow(table: IngestedTable, schema: DatasetSchema) -> pa.Table:
+    columns = {ID_COLUMN: pa.array(table.ids, pa.string())}
+    for j, name in enumerate(schema.feature_names):
+        columns[name] = pa.array(table.features[:, j])
+    for name, codes in table.attributes.items():
+        columns[name] = pa.array(codes, pa.int64())
+    columns[schema.outcome.name] = pa.array(table.outcome.astype(np.int8))
+    meta = {"schema_hash": schema_hash(schema), "fingerprint": table.fingerprint,
+            "imputed": table.imputed}
+    return pa.table(columns).replace_schema_metadata({_META: json.dumps(meta).encode()})
+
+
+def _file_sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as f:
+        while chunk := f.read(1 << 20):
+            digest.update(chunk)
+        os.fsync(f.fileno())
+    return digest.hexdigest()
+
+
+def store(table: IngestedTable, *, schema: DatasetSchema, data_dir: Path) -> StoredTable:
+    """Write the table as ``<data_dir>/<sha256>.parquet`` (atomically; idempotent)."""
+    data_dir.mkdir(parents=True, exist_ok=True)
+    fd, name = tempfile.mkstemp(dir=data_dir, prefix=".upload-", suffix=".parquet.tmp")
+    os.close(fd)
+    tmp = Path(name)
+    try:
+        pq.write_table(_as_arrow(table, schema), tmp, compression="zstd")
+        sha = _file_sha256(tmp)
+        final = data_dir / f"{sha}.parquet"
+        os.replace(tmp, final)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return StoredTable(sha256=sha, path=final)
+
+
+def load(path: Path, *, schema: DatasetSchema, verify: bool = True) -> IngestedTable:
+    """Read a stored table back to the arrays ingestion returned.
+
+    Raises:
+        ValueError: the file's bytes do not match its name (``verify``), or it was stored
+            under another schema.
+    """
+    if verify and _file_sha256(path) != path.stem:
+        raise ValueError(f"{path.name}: contents do not match the name (corrupt or edited)")
+    data = pq.read_table(path)
+    meta = json.loads((data.schema.metadata or {}).get(_META, b"{}"))
+    if meta.get("schema_hash") != schema_hash(schema):
+        raise ValueError(f"{path.name} was stored under another schema")
+    features = np.empty((data.num_rows, len(schema.features)))
+    for j, name in enumerate(schema.feature_names):
+        features[:, j] = data.column(name).to_numpy()
+    return IngestedTable(
+        features=features,
+        outcome=data.column(schema.outcome.name).to_numpy().astype(np.float64),
+        ids=data.column(ID_COLUMN).to_numpy(),
+        attributes={a.name: data.column(a.name).to_numpy().astype(np.int64)
+                    for a in schema.attributes},
+        imputed=meta["imputed"],
+        fingerprint=meta["fingerprint"],
+    )

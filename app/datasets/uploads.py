@@ -1,0 +1,79 @@
+"""A clinic's own table: its rows arrive (all or nothing), are split by patient, and can be erased.
+
+``put_data`` validates a spooled upload against the dataset's declared schema
+(``app.datasets.ingest``), checks the size-dependent rules (delta at most 1/(10 n)) and the data
+identity (the same rows, in any order, cannot be registered twice: one budget per data), stores
+the table content-addressed, draws the dataset's record secret and counts the parts. Nothing is
+stored when any check fails. ``erase_data`` removes the rows and the secret; the ledger, the
+models and the reports stay, and the fingerprint stays too, so erased data cannot come back
+under a fresh budget.
+"""
+
+import hashlib
+from pathlib import Path
+
+from sqlalchemy.orm import Session
+
+from app.core.errors import Conflict
+from app.core.settings import settings
+from app.core.time import utcnow
+from app.datasets import identity, table_store
+from app.datasets.ingest import ingest_file
+from app.datasets.models import AWAITING_DATA, ERASED, READY, Dataset
+from app.datasets.parts import schema_of, table_path
+from app.datasets.rules import check_delta, check_new_source
+
+
+class DatasetNotAwaitingData(Conflict):
+    kind, title = "dataset-has-data", "The dataset is not waiting for data"
+
+
+def upload_fingerprint(content: str) -> str:
+    """An upload's source identity, from its order-insensitive content fingerprint."""
+    return hashlib.sha256(f"upload:v1:{content}".encode()).hexdigest()
+
+
+def put_data(*, session: Session, dataset: Dataset, path: Path, media_type: str) -> Dataset:
+    """Validate, store and split an uploaded table; the dataset becomes ``ready``.
+
+    Raises:
+        DatasetNotAwaitingData: not an upload, or it already has (or had) its rows (409).
+        TableInvalid: the table breaks the schema (422, nothing stored).
+        InvalidRequest: the budget's delta is above 1/(10 n) for this many rows (422).
+        DatasetAlreadyRegistered: the same rows are registered as another dataset (409).
+    """
+    if dataset.source_kind != "upload" or dataset.state != AWAITING_DATA:
+        raise DatasetNotAwaitingData(
+            f"dataset {dataset.id} is {dataset.state} ({dataset.source_kind}): rows can be sent "
+            "once, to an upload registered and still awaiting its data; register a new dataset "
+            "for other rows", field="dataset_id", state=dataset.state,
+        )
+    schema = schema_of(dataset)
+    table = ingest_file(path, media_type=media_type, schema=schema)
+    if dataset.budget_delta is not None:
+        check_delta(dataset.budget_delta, table.n_rows, field="privacy_budget.delta")
+    fingerprint = upload_fingerprint(table.fingerprint)
+    check_new_source(session, fingerprint)
+    stored = table_store.store(table, schema=schema, data_dir=settings.data_dir)
+    secret = identity.new_secret()
+    counts = identity.part_counts(identity.parts_of(table.ids, secret))
+    dataset.n_rows = table.n_rows
+    dataset.n_train = counts[identity.Part.TRAIN]
+    dataset.n_calibration = counts[identity.Part.CALIBRATION]
+    dataset.record_secret, dataset.source_fingerprint = secret, fingerprint
+    dataset.table_sha256, dataset.imputed = stored.sha256, table.imputed
+    dataset.state = READY
+    session.flush()
+    return dataset
+
+
+def erase_data(*, session: Session, dataset: Dataset) -> Dataset:
+    """Remove the dataset's rows and record secret (idempotent); everything else stays."""
+    if dataset.state == ERASED:
+        return dataset
+    if dataset.table_sha256 is not None:
+        table_path(dataset.table_sha256).unlink(missing_ok=True)
+    dataset.record_secret, dataset.table_sha256 = None, None
+    dataset.state, dataset.data_erased_at = ERASED, utcnow()
+    session.flush()
+    return dataset

@@ -1,0 +1,379 @@
+"""Uploaded tables against their schema: every rule names its row and column, CSV and Parquet
+give the same arrays, the fingerprint ignores row order, and the result is all or nothing."""
+
+import asyncio
+import copy
+import json
+import os
+import subprocess
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.csv as pa_csv
+import pyarrow.parquet as pq
+import pytest
+from fastapi import FastAPI
+from fastapi.testclient import TestClient
+from sklearn.datasets import load_breast_cancer
+
+from app.core.errors import InvalidRequest, install_error_handlers
+from app.datasets import ingest, table_store
+from app.datasets.dataset_schema import DatasetSchema
+from tests.datasets.test_dataset_schema import CONTRACT
+
+SCHEMA = DatasetSchema.model_validate(CONTRACT)
+HEADER = ["patient_id", "phq9", "sex", "prior_crisis", "crisis_30d"]
+ROWS = [
+    ["p1", "3", "male", "0", "1"],
+    ["p2", "12", "female", "1", "0"],
+    ["p3", "27", "other", "0", "0"],
+    ["p4", "0", "female", "1", "1"],
+    ["p5", "9", "male", "0", "0"],
+]
+
+
+def write_csv(path: Path, rows: list[list[str]], header: list[str] = HEADER) -> Path:
+    lines = [",".join(header), *(",".join(row) for row in rows)]
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def write_parquet(path: Path, rows: list[list[str]], header: list[str] = HEADER) -> Path:
+    """Every column as text (empty cell: null), the way a careless export writes it."""
+    columns = {name: pa.array([row[j] or None for row in rows], pa.string())
+               for j, name in enumerate(header)}
+    pq.write_table(pa.table(columns), path)
+    return path
+
+
+def rejected(path: Path, schema: DatasetSchema = SCHEMA, media: str = ingest.CSV) -> Any:
+    with pytest.raises(ingest.TableInvalid) as caught:
+        ingest.ingest_file(path, media_type=media, schema=schema)
+    return caught.value
+
+
+def found(error: ingest.TableInvalid) -> list[tuple[Any, Any, str]]:
+    return [(e["row"], e["column"], e["message"]) for e in error.extra["errors"]]
+
+
+VALUE_RULES = [  # (row, column, value, message)
+    (2, "phq9", "abc", "not a number"),
+    (2, "phq9", "NaN", "NaN or infinity"),
+    (2, "phq9", "inf", "NaN or infinity"),
+    (2, "phq9", "-Infinity", "NaN or infinity"),
+    (3, "phq9", "28", "outside the declared bounds"),
+    (3, "phq9", "-1", "outside the declared bounds"),
+    (4, "phq9", "2.5", "not a whole number"),
+    (1, "phq9", "", "missing value"),
+    (5, "prior_crisis", "2", "not 0 or 1"),
+    (5, "prior_crisis", "0.5", "not 0 or 1"),
+    (2, "sex", "Female", "unknown category"),
+    (2, "sex", "", "missing value"),
+    (3, "crisis_30d", "2", "not 0 or 1"),
+    (3, "crisis_30d", "yes", "not a number"),
+    (3, "crisis_30d", "", "missing outcome"),
+    (4, "patient_id", "p1", "duplicate id"),
+    (4, "patient_id", "", "missing id"),
+    (4, "patient_id", "p" * 129, "id too long"),
+]
+
+
+@pytest.mark.parametrize("fmt", ["csv", "parquet"])
+@pytest.mark.parametrize(("row", "column", "value", "message"), VALUE_RULES)
+def test_each_value_rule_names_row_and_column(
+    tmp_path: Path, fmt: str, row: int, column: str, value: str, message: str
+) -> None:
+    rows = copy.deepcopy(ROWS)
+    rows[row - 1][HEADER.index(column)] = value
+    if fmt == "csv":
+        error = rejected(write_csv(tmp_path / "t.csv", rows))
+    else:
+        error = rejected(write_parquet(tmp_path / "t.parquet", rows), media=ingest.PARQUET)
+    assert (row, column, message) in found(error)
+    assert error.status == 422 and error.extra["complete"] is True
+    assert all(e["allowed"] for e in error.extra["errors"])
+    assert error.extra["total"] == (2 if message == "duplicate id" else 1)
+
+
+HEADER_RULES = [  # (file bytes, column, message piece)
+    (b"patient_id,phq9,prior_crisis,crisis_30d\np1,3,0,1\n", "sex", "missing column"),
+    (b"patient_id,phq9,sex,prior_crisis,crisis_30d,notes\np1,3,male,0,1,x\n", "notes",
+     "unexpected column"),
+    (b"patient_id,phq9,phq9,sex,prior_crisis,crisis_30d\n", "phq9", "more than once"),
+    (b"\xef\xbb\xbfpatient_id,phq9,sex,prior_crisis,crisis_30d\n", None, "byte order mark"),
+    (b"patient_id;phq9;sex;prior_crisis;crisis_30d\np1;3;male;0;1\n", None, "semicolons"),
+    (b"patient_id\tphq9\tsex\tprior_crisis\tcrisis_30d\n", None, "tabs"),
+    (b"", None, "empty"),
+    (b"patient_id,phq9,s\xe9x,prior_crisis,crisis_30d\n", None, "not valid UTF-8"),
+]
+
+
+@pytest.mark.parametrize(("content", "column", "message"), HEADER_RULES)
+def test_a_header_that_does_not_match_the_schema_is_refused_before_the_rows(
+    tmp_path: Path, content: bytes, column: str | None, message: str
+) -> None:
+    path = tmp_path / "t.csv"
+    path.write_bytes(content)
+    error = rejected(path)
+    assert any(e["row"] is None and e["column"] == column and message in e["message"]
+               for e in error.extra["errors"]), found(error)
+    assert error.extra["complete"] is False
+
+
+def test_table_wide_rules(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    assert found(rejected(write_csv(tmp_path / "a.csv", []))) == [
+        (None, None, "no data rows")]
+    one_class = [row[:4] + ["0"] for row in ROWS]
+    assert found(rejected(write_csv(tmp_path / "b.csv", one_class))) == [
+        (None, "crisis_30d", "the outcome has a single class")]
+    monkeypatch.setattr(ingest, "MAX_ROWS", 3)
+    error = rejected(write_csv(tmp_path / "c.csv", ROWS))
+    assert found(error) == [(None, None, "more than 3 rows")]
+    assert error.extra["complete"] is False
+    error = rejected(write_parquet(tmp_path / "c.parquet", ROWS), media=ingest.PARQUET)
+    assert found(error) == [(None, None, "5 rows")]
+
+
+def test_a_broken_line_keeps_the_numbers_of_the_rows_after_it(tmp_path: Path) -> None:
+    rows = copy.deepcopy(ROWS)
+    rows[1] = ["p2", "12", "female", "1"]  # 4 fields
+    rows[3][1] = "x"  # data row 4, the third row Arrow keeps
+    path = write_csv(tmp_path / "t.csv", rows)
+    with path.open("a") as f:
+        f.write("\np6,1,male,0,0\n")  # a blank line is ignored, not counted
+    rows_found = found(rejected(path))
+    assert rows_found == [(2, None, "4 fields instead of 5"), (4, "phq9", "not a number")]
+
+
+def test_invalid_utf8_in_a_cell_names_the_row(tmp_path: Path) -> None:
+    path = write_csv(tmp_path / "t.csv", ROWS)
+    path.write_bytes(path.read_bytes().replace(b"other", b"oth\xe9r"))
+    assert found(rejected(path)) == [(3, "sex", "not valid UTF-8")]
+
+
+def test_errors_are_capped_at_100_with_the_exact_total(tmp_path: Path) -> None:
+    rows = [[f"p{i}", "x", "zzz", "0", str(i % 2)] for i in range(300)]
+    error = rejected(write_csv(tmp_path / "t.csv", rows))
+    assert error.extra["total"] == 600 and error.extra["complete"] is True
+    errors = found(error)
+    assert len(errors) == 100
+    assert errors[:2] == [(1, "phq9", "not a number"), (1, "sex", "unknown category")]
+    assert errors[-1] == (50, "sex", "unknown category")
+
+
+def test_parquet_specific_rules(tmp_path: Path) -> None:
+    path = tmp_path / "t.parquet"
+    path.write_bytes(b"patient_id,phq9\n")
+    assert found(rejected(path, media=ingest.PARQUET)) == [(None, None, "not a Parquet file")]
+    table = _typed(ROWS).set_column(1, "phq9", pa.array([[1]] * 5))
+    pq.write_table(table, path)
+    (error,) = found(rejected(path, media=ingest.PARQUET))
+    assert error[1] == "phq9" and error[2].startswith("a column of type list<")
+    table = _typed(ROWS).set_column(1, "phq9", pa.array([1.0, np.nan, None, 4.0, 5.0]))
+    pq.write_table(table, path)
+    assert found(rejected(path, media=ingest.PARQUET)) == [
+        (2, "phq9", "NaN or infinity"), (3, "phq9", "missing value")]
+
+
+def _typed(rows: list[list[str]]) -> pa.Table:
+    """The table as a careful export writes it: numbers, booleans, dictionary-encoded text."""
+    return pa.table({
+        "patient_id": pa.array([r[0] for r in rows]),
+        "phq9": pa.array([int(r[1]) for r in rows], pa.int16()),
+        "sex": pa.array([r[2] for r in rows]).dictionary_encode(),
+        "prior_crisis": pa.array([r[3] == "1" for r in rows]),
+        "crisis_30d": pa.array([int(r[4]) for r in rows], pa.int8()),
+    })
+
+
+def test_csv_and_parquet_give_the_same_arrays(tmp_path: Path) -> None:
+    from_csv = ingest.ingest_file(write_csv(tmp_path / "t.csv", ROWS), media_type="text/csv",
+                                  schema=SCHEMA)
+    pq.write_table(_typed(ROWS), tmp_path / "t.parquet")
+    from_parquet = ingest.ingest_file(tmp_path / "t.parquet", media_type=ingest.PARQUET,
+                                      schema=SCHEMA)
+    for table in (from_csv, from_parquet):
+        assert table.features.dtype == np.float64
+        assert table.features.tolist() == [
+            [3, 1, 0], [12, 0, 1], [27, 2, 0], [0, 0, 1], [9, 1, 0]]
+        assert table.outcome.tolist() == [1, 0, 0, 1, 0]
+        assert table.ids.tolist() == ["p1", "p2", "p3", "p4", "p5"]
+        assert table.imputed == {"phq9": 0, "sex": 0, "prior_crisis": 0}
+    assert from_csv.fingerprint == from_parquet.fingerprint
+
+
+def test_stored_tables_load_back_and_are_content_addressed(tmp_path: Path) -> None:
+    table = ingest.ingest_file(write_csv(tmp_path / "t.csv", ROWS), media_type="text/csv",
+                               schema=SCHEMA)
+    stored = table_store.store(table, schema=SCHEMA, data_dir=tmp_path / "data")
+    assert stored.path == tmp_path / "data" / f"{stored.sha256}.parquet"
+    assert table_store.store(table, schema=SCHEMA, data_dir=tmp_path / "data") == stored
+    assert [p.name for p in (tmp_path / "data").iterdir()] == [stored.path.name]  # no temp left
+    loaded = table_store.load(stored.path, schema=SCHEMA)
+    assert np.array_equal(loaded.features, table.features)
+    assert np.array_equal(loaded.outcome, table.outcome)
+    assert loaded.ids.tolist() == table.ids.tolist()
+    assert (loaded.fingerprint, loaded.imputed) == (table.fingerprint, table.imputed)
+    other = DatasetSchema.model_validate({**CONTRACT, "subgroups": []})
+    with pytest.raises(ValueError, match="another schema"):
+        table_store.load(stored.path, schema=other)
+    stored.path.write_bytes(stored.path.read_bytes() + b"x")
+    with pytest.raises(ValueError, match="do not match"):
+        table_store.load(stored.path, schema=SCHEMA)
+
+
+def test_the_fingerprint_ignores_row_order_ids_and_column_order(tmp_path: Path) -> None:
+    def fingerprint(rows: list[list[str]], header: list[str] = HEADER,
+                    schema: DatasetSchema = SCHEMA) -> str:
+        path = write_csv(tmp_path / "t.csv", rows, header)
+        return ingest.ingest_file(path, media_type="text/csv", schema=schema).fingerprint
+
+    first = fingerprint(ROWS)
+    assert fingerprint(ROWS[::-1]) == first
+    assert fingerprint([[f"other-{r[0]}", *r[1:]] for r in ROWS]) == first  # re-keyed ids
+    moved = [HEADER[4], *HEADER[:4]]
+    assert fingerprint([[r[4], *r[:4]] for r in ROWS], moved) == first
+    no_ids = DatasetSchema.model_validate({**CONTRACT, "id_column": None})
+    shuffled = [r[1:] for r in (ROWS[2:] + ROWS[:2])]
+    assert fingerprint(shuffled, HEADER[1:], no_ids) == first
+    assert ingest.ingest_file(tmp_path / "t.csv", media_type="text/csv",
+                              schema=no_ids).ids.tolist() == ["1", "2", "3", "4", "5"]
+    edited = copy.deepcopy(ROWS)
+    edited[0][1] = "4"
+    assert fingerprint(edited) != first
+
+
+def test_missing_values_are_imputed_with_the_reference_and_counted(tmp_path: Path) -> None:
+    document = copy.deepcopy(CONTRACT)
+    document["features"][0]["missing"] = "reference"
+    document["features"][1]["missing"] = "reference"
+    schema = DatasetSchema.model_validate(document)
+    rows = copy.deepcopy(ROWS)
+    rows[0][1] = rows[3][1] = rows[4][2] = ""
+    table = ingest.ingest_file(write_csv(tmp_path / "t.csv", rows), media_type="text/csv",
+                               schema=schema)
+    assert table.imputed == {"phq9": 2, "sex": 1, "prior_crisis": 0}
+    assert table.features[[0, 3], 0].tolist() == [5, 5]
+    assert table.features[4, 1] == 0  # "female", the reference
+    rows[2][3] = ""  # prior_crisis declares no imputation
+    assert found(rejected(write_csv(tmp_path / "t.csv", rows), schema)) == [
+        (3, "prior_crisis", "missing value")]
+
+
+def test_media_types_and_the_problem_document(tmp_path: Path) -> None:
+    assert ingest.media_type_of("text/csv; charset=UTF-8; header=present") == ingest.CSV
+    assert ingest.media_type_of("application/vnd.apache.parquet") == ingest.PARQUET
+    for bad in ("application/json", "text/csv; charset=latin-1"):
+        with pytest.raises(InvalidRequest) as caught:
+            ingest.media_type_of(bad)
+        assert caught.value.field == "Content-Type"
+    app = FastAPI()
+    install_error_handlers(app)
+    path = write_csv(tmp_path / "t.csv", [["p1", "x", "male", "0", "1"]])
+
+    @app.post("/upload")
+    def upload() -> None:
+        ingest.ingest_file(path, media_type="text/csv", schema=SCHEMA)
+
+    body = TestClient(app).post("/upload").json()
+    assert body["status"] == 422 and body["type"].endswith("/invalid-table")
+    assert body["errors"] == [{"row": 1, "column": "phq9", "message": "not a number",
+                               "allowed": "a number"}]
+    assert (body["total"], body["complete"]) == (1, True)
+
+
+def test_a_body_is_spooled_to_disk_within_a_size_limit(tmp_path: Path) -> None:
+    chunks = [b"patient_id,phq9\n", b"p1,3\n"]
+    assert ingest.spool(iter(chunks), tmp_path / "a", max_bytes=100).read_bytes() == b"".join(
+        chunks)
+    with pytest.raises(ingest.UploadTooLarge):
+        ingest.spool(iter(chunks), tmp_path / "b", max_bytes=20)
+
+    async def body() -> AsyncIterator[bytes]:
+        for chunk in chunks:
+            yield chunk
+
+    spooled = asyncio.run(ingest.spool_async(body(), tmp_path / "c", max_bytes=100))
+    assert spooled.read_bytes() == b"".join(chunks)
+
+
+def test_windows_line_endings_and_quoted_cells_are_read(tmp_path: Path) -> None:
+    path = tmp_path / "t.csv"
+    lines = [",".join(f'"{name}"' for name in HEADER), *(",".join(row) for row in ROWS)]
+    path.write_bytes(("\r\n".join(lines) + "\r\n").encode())
+    table = ingest.ingest_file(path, media_type="text/csv", schema=SCHEMA)
+    assert table.features[:, 0].tolist() == [3, 12, 27, 0, 9]
+
+
+MEASURE = """
+import json, sys, tracemalloc
+from pathlib import Path
+import pyarrow as pa
+from app.datasets import ingest
+from app.datasets.dataset_schema import DatasetSchema
+schema = DatasetSchema.model_validate_json(sys.argv[3])
+ingest.ingest_file(Path(sys.argv[2]), media_type="text/csv", schema=schema)  # warm up
+pool = pa.default_memory_pool()
+start = pool.bytes_allocated()
+tracemalloc.start()
+table = ingest.ingest_file(Path(sys.argv[1]), media_type="text/csv", schema=schema)
+python_peak = tracemalloc.get_traced_memory()[1]
+print(json.dumps({"rows": table.n_rows, "peak": python_peak + pool.max_memory() - start}))
+"""
+
+
+def test_a_200k_row_csv_ingests_in_bounded_memory(tmp_path: Path) -> None:
+    """Peak allocation (Python and numpy by tracemalloc, plus Arrow's pool high-water mark) in
+    a fresh process, against the table's size in memory (Arrow's ``read_csv``)."""
+    n = 200_000
+    rng = np.random.default_rng(5)
+    table = pa.table({
+        "patient_id": pa.array(np.arange(n)).cast(pa.string()),
+        "phq9": rng.integers(0, 28, n),
+        "sex": pa.array(np.array(["female", "male", "other"])[rng.integers(0, 3, n)]),
+        "prior_crisis": rng.integers(0, 2, n),
+        "crisis_30d": rng.integers(0, 2, n),
+    })
+    big, small = tmp_path / "big.csv", tmp_path / "small.csv"
+    options = pa_csv.WriteOptions(quoting_style="none")
+    pa_csv.write_csv(table, big, options)
+    pa_csv.write_csv(table.slice(0, 1000), small, options)
+    root = Path(__file__).resolve().parents[2]
+    done = subprocess.run(
+        [sys.executable, "-c", MEASURE, str(big), str(small), SCHEMA.model_dump_json()],
+        cwd=root, env={**os.environ, "PYTHONPATH": str(root)}, capture_output=True, text=True,
+        check=True, timeout=60,
+    )
+    measured = json.loads(done.stdout)
+    in_memory = pa_csv.read_csv(big).nbytes
+    assert measured["rows"] == n
+    assert measured["peak"] < 6 * in_memory, (measured["peak"], in_memory)
+
+
+def test_a_real_public_table_ingests(tmp_path: Path) -> None:
+    """scikit-learn's copy of the Wisconsin breast cancer table (569 patients, 30 measurements,
+    no id column), with declared caps per kind of measurement (not read off the data)."""
+    data = load_breast_cancer()
+    names = [str(name).replace(" ", "_") for name in data.feature_names]
+    caps = {"radius": 50, "texture": 100, "perimeter": 500, "area": 10_000}
+
+    def cap(name: str) -> float:
+        return next((value for key, value in caps.items() if key in name), 2.0)
+
+    schema = DatasetSchema.model_validate({
+        "features": [{"name": name, "kind": "numeric", "lower": 0, "upper": cap(name),
+                      "reference": 0} for name in names],
+        "outcome": {"name": "malignant", "positive": 0},  # sklearn: 0 = malignant
+    })
+    columns = {name: data.data[:, j] for j, name in enumerate(names)}
+    path = tmp_path / "breast_cancer.csv"
+    pa_csv.write_csv(pa.table({**columns, "malignant": data.target}), path)
+    table = ingest.ingest_file(path, media_type="text/csv", schema=schema)
+    assert table.features.shape == (569, 30)
+    assert np.allclose(table.features, data.data)
+    assert int(table.outcome.sum()) == 212  # malignant cases are the events
+    assert table.ids[-1] == "569"

@@ -1,0 +1,173 @@
+"""Uploads through the API: register a schema, PUT the rows (CSV or Parquet), erase them."""
+
+import io
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from fastapi.testclient import TestClient
+
+from app.core.settings import settings
+from tests.api.scoring_helpers import problem
+
+SCHEMA = {
+    "features": [
+        {"name": "phq9", "label": "PHQ-9", "kind": "integer", "lower": 0, "upper": 27,
+         "reference": 5, "unit": "points",
+         "code": {"system": "http://loinc.org", "code": "44261-6", "display": "PHQ-9 total"}},
+        {"name": "sex", "kind": "categorical", "categories": ["female", "male", "other"],
+         "reference": "female"},
+        {"name": "prior_crisis", "kind": "binary", "reference": 0, "missing": "reference"},
+    ],
+    "outcome": {"name": "crisis_30d", "positive": 1},
+    "subgroups": ["sex"],
+    "id_column": "patient_id",
+}
+HEADER = "patient_id,phq9,sex,prior_crisis,crisis_30d"
+
+
+@pytest.fixture(autouse=True)
+def _data_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setattr(settings, "data_dir", tmp_path / "data")
+    return tmp_path / "data"
+
+
+def _rows(n: int, seed: int = 0) -> list[str]:
+    rng = np.random.default_rng(seed)
+    sexes = ["female", "male", "other"]
+    return [f"p{seed}-{i},{rng.integers(0, 28)},{sexes[rng.integers(0, 3)]},"
+            f"{rng.integers(0, 2)},{int(rng.random() < 0.3)}" for i in range(n)]
+
+
+def _csv(rows: list[str]) -> bytes:
+    return ("\n".join([HEADER, *rows]) + "\n").encode()
+
+
+def _register(client: TestClient, **changes: Any) -> dict[str, Any]:
+    body = {"name": "clinic", "source": {"kind": "upload"}, "schema": SCHEMA,
+            "privacy_budget": {"epsilon": 3, "delta": 1e-5}, **changes}
+    response = client.post("/v1/datasets", json=body)
+    assert response.status_code == 201, response.text
+    return response.json()
+
+
+def _put(client: TestClient, dataset_id: int, body: bytes,
+         media: str = "text/csv") -> Any:
+    return client.put(f"/v1/datasets/{dataset_id}/data", content=body,
+                      headers={"Content-Type": media})
+
+
+def test_register_then_upload_csv_makes_the_dataset_ready(client: TestClient) -> None:
+    created = _register(client)
+    assert created["state"] == "awaiting_data" and created["source"]["n_rows"] is None
+    assert created["schema"]["id_column"] == "patient_id"
+    rows = _rows(2000)
+    rows[3] = rows[3].rsplit(",", 2)[0] + ",,0"  # a missing prior_crisis: imputed
+    answer = _put(client, created["id"], _csv(rows))
+    assert answer.status_code == 200, answer.text
+    body = answer.json()
+    assert body["state"] == "ready" and body["rows"] == 2000
+    assert body["training_rows"] + body["calibration_rows"] + body["evaluation_rows"] == 2000
+    assert body["imputed"]["prior_crisis"] == 1 and sum(body["imputed"].values()) == 1
+    again = client.get(f"/v1/datasets/{created['id']}").json()
+    assert again["imputed"] is None  # the exact count is echoed to the uploader only
+    problem(_put(client, created["id"], _csv(rows)), 409, field="dataset_id")
+
+
+def test_the_same_rows_in_another_order_are_the_same_source(client: TestClient) -> None:
+    rows = _rows(1500, seed=1)
+    first = _register(client)
+    assert _put(client, first["id"], _csv(rows)).status_code == 200
+    second = _register(client, name="twin")
+    body = problem(_put(client, second["id"], _csv(rows[::-1])), 409, field="source")
+    assert body["existing_dataset_id"] == first["id"]
+    assert client.get(f"/v1/datasets/{second['id']}").json()["state"] == "awaiting_data"
+
+
+def test_parquet_upload(client: TestClient) -> None:
+    created = _register(client)
+    rows = [r.split(",") for r in _rows(1200, seed=2)]
+    table = pa.table({
+        "patient_id": [r[0] for r in rows], "phq9": [int(r[1]) for r in rows],
+        "sex": [r[2] for r in rows], "prior_crisis": [int(r[3]) for r in rows],
+        "crisis_30d": [int(r[4]) for r in rows]})
+    buffer = io.BytesIO()
+    pq.write_table(table, buffer)
+    answer = _put(client, created["id"], buffer.getvalue(), "application/vnd.apache.parquet")
+    assert answer.status_code == 200, answer.text
+    assert answer.json()["rows"] == 1200
+
+
+def test_a_bad_table_names_rows_and_columns_and_stores_nothing(
+    client: TestClient, _data_dir: Path
+) -> None:
+    created = _register(client)
+    rows = _rows(1000, seed=3)
+    rows[9] = rows[9].replace(",", ",99,", 1).split(",99,")[0] + ",99," + ",".join(
+        rows[9].split(",")[2:])  # phq9 = 99
+    body = problem(_put(client, created["id"], _csv(rows)), 422)
+    assert body["total"] >= 1
+    assert {"row": 10, "column": "phq9"}.items() <= body["errors"][0].items()
+    assert client.get(f"/v1/datasets/{created['id']}").json()["state"] == "awaiting_data"
+    assert not list(_data_dir.glob("*.parquet"))
+
+
+def test_delta_is_checked_against_the_uploaded_rows(client: TestClient) -> None:
+    created = _register(client, privacy_budget={"epsilon": 3, "delta": 1e-4})
+    body = problem(_put(client, created["id"], _csv(_rows(2000, seed=4))), 422,
+                   field="privacy_budget.delta")
+    assert "1/(10 n_rows)" in body["detail"]
+
+
+def test_jobs_wait_for_rows_and_erasure_keeps_the_ledger(
+    client: TestClient, _data_dir: Path
+) -> None:
+    created = _register(client)
+    job = {"dataset_id": created["id"], "privacy": {"target_epsilon": 1},
+           "training": {"epochs": 2, "batch_size": 128}}
+    problem(client.post("/v1/jobs", json=job), 409, field="dataset_id")
+    assert _put(client, created["id"], _csv(_rows(2000, seed=5))).status_code == 200
+    assert list(_data_dir.glob("*.parquet"))
+    erased = client.delete(f"/v1/datasets/{created['id']}/data")
+    assert erased.status_code == 200, erased.text
+    assert erased.json()["state"] == "erased" and erased.json()["data_erased_at"]
+    assert not list(_data_dir.glob("*.parquet"))
+    problem(client.post("/v1/jobs", json=job), 409, field="dataset_id")
+    report = client.get(f"/v1/datasets/{created['id']}/privacy-report")
+    assert report.status_code == 200
+    # The fingerprint stays: the erased rows cannot come back under a fresh budget.
+    other = _register(client, name="again")
+    problem(_put(client, other["id"], _csv(_rows(2000, seed=5))), 409, field="source")
+
+
+def test_schema_rules_at_registration(client: TestClient) -> None:
+    synthetic_with_schema = {"name": "s", "source": {"kind": "synthetic", "n_rows": 500},
+                             "schema": SCHEMA, "privacy_budget": {"epsilon": 1, "delta": 1e-5}}
+    problem(client.post("/v1/datasets", json=synthetic_with_schema), 422, field="schema")
+    no_schema = {"name": "u", "source": {"kind": "upload"},
+                 "privacy_budget": {"epsilon": 1, "delta": 1e-5}}
+    problem(client.post("/v1/datasets", json=no_schema), 422, field="schema")
+    bad = {**SCHEMA, "features": [{**SCHEMA["features"][0], "lower": 30}, *SCHEMA["features"][1:]]}
+    response = client.post("/v1/datasets", json={**no_schema, "schema": bad})
+    assert response.status_code == 422 and "features[0]" in response.text
+
+
+def test_the_synthetic_generator_declares_the_crisis_schema(client: TestClient) -> None:
+    response = client.post("/v1/datasets", json={
+        "name": "gen", "source": {"kind": "synthetic", "n_rows": 500, "seed": 901},
+        "privacy_budget": {"epsilon": 1, "delta": 1e-5}})
+    schema = response.json()["schema"]
+    assert [f["name"] for f in schema["features"]] == [
+        "age", "phq9", "gaf", "num_sessions", "substance_use", "prior_crisis"]
+    assert schema["subgroups"] == ["sex"]
+
+
+def test_an_upload_over_the_limit_is_413(client: TestClient,
+                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    created = _register(client)
+    monkeypatch.setattr(settings, "max_upload_bytes", 10_000)
+    response = _put(client, created["id"], _csv(_rows(2000, seed=6)))
+    assert response.status_code == 413, response.text
