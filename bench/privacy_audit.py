@@ -110,7 +110,7 @@ def audit_table(config: Config, x: np.ndarray, y: np.ndarray, bug: float) -> Non
     print(f"\n## Audited vs accounted epsilon ({len(x):,} training rows, delta {DELTA:g}, "
           f"m = {config.canaries} canaries, {config.shadow_models} shadows per model, "
           f"{config.repeats} audits per row: median [min, max])\n")
-    print("| target ε | σ | accounted ε (PRV) | audited ε, white-box | audited ε, black-box | "
+    print("| target ε | σ | accounted ε (PLD) | audited ε, white-box | audited ε, black-box | "
           "σ measured | LiRA AUC DP | LiRA AUC non-private | loss AUC DP | alarms | "
           "s per audit |")
     print("|---|---|---|---|---|---|---|---|---|---|---|")

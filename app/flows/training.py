@@ -66,7 +66,7 @@ class TrainedNetwork:
     hidden_units: int
     calibration_method: str
     metrics: dict[str, Any]  # held-out metrics (DP releases), the calibration record included
-    epsilon: float  # PRV accountant; inf when non-private
+    epsilon: float  # the headline PLD accountant (key prv); inf when non-private
     epsilon_rdp: float  # RDP accountant; inf when non-private
     delta: float
 

@@ -31,7 +31,7 @@ from app.privacy import pld
 RDP_ORDERS: tuple[float, ...] = tuple(
     [1 + x / 10.0 for x in range(1, 100)] + list(range(11, 64)) + [128, 256, 512, 1024]
 )
-MIN_NOISE_MULTIPLIER = 0.3  # below this DP is nominal (and one step's PLD spans ~50 nats)
+MIN_NOISE_MULTIPLIER = 0.3  # below this DP is nominal
 MAX_NOISE_MULTIPLIER = 100.0  # beyond this a model learns nothing useful
 # The headline PLD's composed PMF is capped at this many points (its interval grows past
 # dp-accounting's default 1e-4 to fit): tens of ms and a few MB per evaluation on 2 cores.

@@ -15,6 +15,7 @@ from app.privacy.accounting import (
 )
 
 Epsilon = Callable[[float], float]
+RELATIVE_TOLERANCE = 0.003  # at large targets, stop within 0.3% of the target
 
 
 class TargetUnreachable(ValueError):
@@ -34,27 +35,31 @@ def noise_for_target(
     """Smallest noise multiplier (within ``tolerance`` in epsilon) whose epsilon <= target.
 
     The returned sigma always satisfies epsilon(sigma) <= target_epsilon for the named
-    accountant: every answer is checked with it. The search solves the closed-form
-    integer-order RDP first (microseconds; usually feasible and close), confirms or raises it
-    with the accountant, then narrows with safeguarded regula-falsi steps on log-log scale
-    using ``search_accountant`` (the headline PLD with fewer points, 4x cheaper where its PMF
-    is large), and checks the narrowed sigma with the accountant before returning it.
+    accountant: the answer is checked with it. The search solves the closed-form integer-order
+    RDP first (microseconds; usually feasible and close), then, with ``search_accountant``
+    (for ``prv`` the headline PLD with a quarter of the points: cheaper where its PMF is large,
+    a little looser), raises that guess until feasible or narrows below it by bound-rescaled
+    guesses and safeguarded regula falsi on log-log scale, to within ``tolerance`` or 0.3% of
+    the target, whichever is larger. The result is checked with the accountant; where that
+    check fails (rare: the cheaper figure is not always the looser) sigma is raised until it
+    passes.
 
-    The narrowing stops at its first check past ``deadline_seconds`` (from the call) less the
-    time one check with the accountant took (none when the search used the accountant
-    itself), and the best checked sigma is returned (a little more noise than needed, never
-    less): a search costs the deadline plus at most one search evaluation (~10-30 ms for the
-    PLD), or one check where even the first overruns it.
+    The search keeps to ``deadline_seconds`` (from the call): with the PLD a search evaluation
+    starts only while it (timed as the previous one) and then the final check (estimated at
+    2.5 search evaluations) would end in time, so the best sigma found is returned by the
+    deadline (a little more noise than needed, never less). Searching with the accountant
+    itself (``rdp``, 0.1-0.3 s an evaluation at small noise) needs no final check, and one
+    evaluation may end past the deadline.
 
     Raises:
         TargetUnreachable: the target needs more noise than MAX_NOISE_MULTIPLIER.
     """
-    start = time.monotonic()
     accountants = create_accountant(accountant), search_accountant(accountant)
-    headline, cheap = (_epsilon_of(acc, delta, sample_rate, steps) for acc in accountants)
     same = type(accountants[0]) is type(accountants[1]) and vars(accountants[0]) == vars(
         accountants[1]
     )
+    budget = _Budget(time.monotonic() + deadline_seconds, final_check=not same)
+    headline, cheap = (_epsilon_of(acc, delta, sample_rate, steps) for acc in accountants)
 
     def bound(sigma: float) -> float:
         return integer_order_epsilon([(sigma, sample_rate, steps)], delta)
@@ -62,16 +67,69 @@ def noise_for_target(
     guess = MIN_NOISE_MULTIPLIER
     if bound(MIN_NOISE_MULTIPLIER) > target_epsilon:
         guess = _bisect(bound, target_epsilon)
-    checked = time.monotonic()
-    high = _confirm(headline, guess, target_epsilon)
-    reserve = 0.0 if same else time.monotonic() - checked  # time for the final check
-    deadline = start + deadline_seconds - reserve
-    if high == MIN_NOISE_MULTIPLIER or time.monotonic() > deadline:
-        return high
-    candidate = _search(cheap, target_epsilon, high, tolerance, deadline)
-    if candidate < high and headline(candidate) <= target_epsilon:
-        return candidate
-    return high
+    eps = budget.timed(cheap)
+    found = _raised(eps, guess, target_epsilon)
+    if found is None and same:
+        raise TargetUnreachable(target_epsilon)
+    high = MAX_NOISE_MULTIPLIER if found is None else found[0]
+    if found is not None and high > MIN_NOISE_MULTIPLIER and budget.allows():
+        slack = max(tolerance, RELATIVE_TOLERANCE * target_epsilon)
+        high = _search(eps, bound, target_epsilon, found, slack, budget)
+    return high if same else _checked(headline, high, target_epsilon)
+
+
+def _raised(eps: Epsilon, sigma: float, target: float) -> tuple[float, float] | None:
+    """(sigma, eps), sigma raised by 25% steps until eps(sigma) <= target; None past the
+    largest noise.
+
+    The closed-form guess is feasible for the PLD except where the PLD's 1e-4 discretisation
+    is the looser bound (tiny per-step losses).
+    """
+    value = eps(sigma)
+    while value > target:
+        if sigma >= MAX_NOISE_MULTIPLIER:
+            return None
+        sigma = min(sigma * 1.25, MAX_NOISE_MULTIPLIER)
+        value = eps(sigma)
+    return sigma, value
+
+
+def _checked(headline: Epsilon, sigma: float, target: float) -> float:
+    """``sigma`` once the accountant itself confirms it, raised by 5% steps where it does not.
+
+    Raises:
+        TargetUnreachable: not even MAX_NOISE_MULTIPLIER meets the target.
+    """
+    while headline(sigma) > target:
+        if sigma >= MAX_NOISE_MULTIPLIER:
+            raise TargetUnreachable(target)
+        sigma = min(sigma * 1.05, MAX_NOISE_MULTIPLIER)
+    return sigma
+
+
+class _Budget:
+    """The search's deadline. With a final check to come, one more search evaluation is
+    allowed while it (timed as the previous one) and the check (FINAL_OVER_SEARCH times that)
+    would end before the deadline; without one, while the deadline has not passed."""
+
+    FINAL_OVER_SEARCH = 2.5  # a capped headline PLD costs up to ~2.5x a search one
+
+    def __init__(self, end: float, *, final_check: bool) -> None:
+        self.end, self.final_check, self.last = end, final_check, 0.0
+
+    def timed(self, eps: Epsilon) -> Epsilon:
+        def measured(sigma: float) -> float:
+            began = time.monotonic()
+            value = eps(sigma)
+            self.last = time.monotonic() - began
+            return value
+
+        return measured
+
+    def allows(self) -> bool:
+        if not self.final_check:
+            return time.monotonic() <= self.end
+        return time.monotonic() + (1 + self.FINAL_OVER_SEARCH) * self.last <= self.end
 
 
 def _epsilon_of(acc: Accountant, delta: float, sample_rate: float, steps: int) -> Epsilon:
@@ -81,42 +139,53 @@ def _epsilon_of(acc: Accountant, delta: float, sample_rate: float, steps: int) -
     return eps
 
 
-def _confirm(headline: Epsilon, sigma: float, target: float) -> float:
-    """``sigma``, raised by 25% steps until the headline epsilon meets ``target``.
+def _search(
+    eps: Epsilon,
+    bound: Epsilon,
+    target: float,
+    feasible: tuple[float, float],
+    tolerance: float,
+    budget: _Budget,
+) -> float:
+    """Smallest sigma found with eps(sigma) <= target within ``budget``, below a feasible one.
 
-    The RDP guess is feasible for the PLD except where the PLD's 1e-4 discretisation is the
-    looser bound (tiny per-step losses).
-
-    Raises:
-        TargetUnreachable: not even MAX_NOISE_MULTIPLIER meets it.
+    Guesses downwards: first the closed-form bound rescaled by eps / bound at the feasible
+    point (far better than fixed steps where the bound is loose, e.g. at tiny sample rates),
+    then secants through the last two points on log-log scale; regula falsi once a guess
+    overshoots.
     """
-    while headline(sigma) > target:
-        if sigma >= MAX_NOISE_MULTIPLIER:
-            raise TargetUnreachable(target)
-        sigma = min(sigma * 1.25, MAX_NOISE_MULTIPLIER)
-    return sigma
-
-
-def _search(eps: Epsilon, target: float, high: float, tolerance: float, deadline: float) -> float:
-    """Smallest sigma <= ``high`` found with eps(sigma) <= target before ``deadline``."""
-    eps_high = eps(high)
-    if eps_high > target:  # the cheaper figure is the looser: nothing to gain below ``high``
-        return high
-    low = max(high / 1.25, MIN_NOISE_MULTIPLIER)
-    eps_low = eps(low)
-    while eps_low <= target:
-        if low == MIN_NOISE_MULTIPLIER or time.monotonic() > deadline:
-            return low
-        high, eps_high = low, eps_low
-        low = max(low / 1.25, MIN_NOISE_MULTIPLIER)
+    points = [feasible]
+    for _ in range(8):
+        high, eps_high = points[-1]
+        if target - eps_high <= tolerance or high == MIN_NOISE_MULTIPLIER or not budget.allows():
+            return high
+        low = _next_guess(points, bound, target)  # at most halving: the ratio may drift
+        low = max(min(low, high / 1.001), high / 2, MIN_NOISE_MULTIPLIER)
         eps_low = eps(low)
-    return _narrow(eps, target, (low, eps_low), (high, eps_high), tolerance, deadline)
+        if eps_low > target:
+            if not budget.allows():
+                return high
+            return _narrow(eps, target, (low, eps_low), (high, eps_high), tolerance, budget)
+        points.append((low, eps_low))
+    return points[-1][0]
+
+
+def _next_guess(points: list[tuple[float, float]], bound: Epsilon, target: float) -> float:
+    """Where eps should reach ``target``: the bound rescaled, or the log-log secant."""
+    (s_2, e_2) = points[-1]
+    if len(points) == 1:
+        return _bisect(bound, target * bound(s_2) / max(e_2, 1e-300))
+    (s_1, e_1) = points[-2]
+    slope = (math.log(max(e_2, 1e-300)) - math.log(max(e_1, 1e-300))) / math.log(s_2 / s_1)
+    if not slope < 0:
+        return s_2 / 1.25
+    return math.exp(math.log(s_2) + (math.log(target) - math.log(max(e_2, 1e-300))) / slope)
 
 
 def _bisect(epsilon_of: Callable[[float], float], target: float) -> float:
-    """Smallest sigma (to 1e-4 relative) with epsilon_of(sigma) <= target (cheap functions)."""
+    """Smallest sigma (to 0.1%) with epsilon_of(sigma) <= target (cheap functions)."""
     low, high = MIN_NOISE_MULTIPLIER, MAX_NOISE_MULTIPLIER
-    while high / low > 1 + 1e-4:
+    while high / low > 1 + 1e-3:
         mid = math.sqrt(low * high)
         if epsilon_of(mid) <= target:
             high = mid
@@ -131,19 +200,19 @@ def _narrow(
     low: tuple[float, float],
     high: tuple[float, float],
     tolerance: float,
-    deadline: float,
+    budget: _Budget,
 ) -> float:
     """Illinois regula falsi on (log sigma, log eps) between an infeasible and a feasible sigma.
 
-    Keeps the invariant eps(low) > target >= eps(high) and returns ``high``, at the latest once
-    ``time.monotonic()`` passes ``deadline``.
+    Keeps the invariant eps(low) > target >= eps(high) and returns ``high``, at the latest when
+    the budget allows no further evaluation.
     """
     (s_lo, e_lo), (s_hi, e_hi) = low, high
     log_t = math.log(target)
     f_lo, f_hi = math.log(e_lo) - log_t, math.log(max(e_hi, 1e-300)) - log_t
     side = 0
     for _ in range(40):
-        if target - e_hi <= tolerance or s_hi / s_lo - 1 < 1e-4 or time.monotonic() > deadline:
+        if target - e_hi <= tolerance or s_hi / s_lo - 1 < 1e-4 or not budget.allows():
             break
         x_lo, x_hi = math.log(s_lo), math.log(s_hi)
         x = x_hi - f_hi * (x_hi - x_lo) / (f_hi - f_lo)

@@ -49,7 +49,7 @@ class BandThresholds(RequestModel):
 class PrivacyStatementOut(ResponseModel):
     """A model's (epsilon, delta) guarantee; every score it gives repeats it."""
 
-    epsilon: float | None = Field(description="PRV accountant; null: trained without DP")
+    epsilon: float | None = Field(description="PLD accountant (key prv); null: trained without DP")
     delta: float
     accountant: str
     epsilon_rdp: float | None

@@ -37,7 +37,7 @@ def _job_link(job_id: int, root_path: str) -> Link:
 
 
 def epoch_chart(report: JobPrivacyReport) -> Chart:
-    """PRV and RDP epsilon after each epoch, with the planned final epsilon and the target."""
+    """PLD and RDP epsilon after each epoch, with the planned final epsilon and the target."""
     per_epoch = report.epsilon_per_epoch
     non_private = report.non_private
     prv = [(e.epoch, _infinite_if(e.prv, non_private)) for e in per_epoch]
@@ -45,7 +45,7 @@ def epoch_chart(report: JobPrivacyReport) -> Chart:
     references = []
     planned = report.epsilon.prv
     if finite(planned):
-        references.append(Reference(f"planned final ε (PRV) {epsilon_text(planned)}", planned))
+        references.append(Reference(f"planned final ε (PLD) {epsilon_text(planned)}", planned))
     target = report.target_epsilon
     if finite(target):
         references.append(Reference(f"target ε {target:g}", target, color="#7a3e00", dash="2 3"))
@@ -55,12 +55,12 @@ def epoch_chart(report: JobPrivacyReport) -> Chart:
         title=f"Epsilon per epoch, job {report.job_id}",
         description=(
             f"Epsilon after each of {len(per_epoch)} finished epochs of {report.epochs} "
-            f"planned, by the PRV and RDP accountants at delta {report.delta:g}."
+            f"planned, by the PLD and RDP accountants at delta {report.delta:g}."
         ),
         x_label="epoch",
         y_label=f"ε at δ = {report.delta:g}",
         series=[
-            Series("ε, PRV accountant (reported)", prv, color=PALETTE[0]),
+            Series("ε, PLD accountant (reported)", prv, color=PALETTE[0]),
             Series("ε, RDP accountant", rdp, color=PALETTE[1], dash="6 4", marker="square"),
         ],
         references=references,
@@ -86,7 +86,7 @@ def _epoch_table(report: JobPrivacyReport) -> dict[str, Any]:
     ]
     return table(
         "Epsilon per epoch (data of the plot above)",
-        [("Epoch", True), ("ε, PRV (reported)", True), ("ε, RDP", True)],
+        [("Epoch", True), ("ε, PLD (reported)", True), ("ε, RDP", True)],
         rows,
     )
 
@@ -107,7 +107,7 @@ def _job_facts(report: JobPrivacyReport, root_path: str) -> list[tuple[str, str 
         ("Steps", f"{report.steps} ({report.steps_per_epoch} per epoch, "
                   f"{report.epochs} epochs; {report.epochs_completed} completed)"),
         ("δ", num(report.delta, "g")),
-        ("ε, PRV accountant (reported)", eps(prv, non_private=non_private)),
+        ("ε, PLD accountant (reported)", eps(prv, non_private=non_private)),
         ("ε, RDP accountant (ledger composition)", eps(rdp, non_private=non_private)),
         ("Target ε", num(report.target_epsilon, "g")),
     ]
@@ -231,7 +231,7 @@ def _entries_table(report: DatasetPrivacyReport, root_path: str) -> dict[str, An
     ]
     headers = [("Entry", True), ("Job", False), ("Status", False), ("Mechanism", False),
                ("σ", True), ("q", True), ("Steps charged", True), ("C", True), ("δ", True),
-               ("Accountant", False), ("ε (RDP)", True), ("ε (PRV)", True)]
+               ("Accountant", False), ("ε (RDP)", True), ("ε (PLD)", True)]
     return table("Ledger entries (only charged steps count against the budget)", headers, rows)
 
 

@@ -14,7 +14,7 @@ def test_quick_bench_prints_audited_against_accounted(capsys: pytest.CaptureFixt
     finally:
         torch.set_num_threads(threads)
     printed = capsys.readouterr().out
-    assert "| target ε | σ | accounted ε (PRV) | audited ε, white-box |" in printed
+    assert "| target ε | σ | accounted ε (PLD) | audited ε, white-box |" in printed
     for label in ("| 1 |", "| 3 |", "| 8 |", "| ∞ |"):
         assert label in printed
     bug_row = next(line for line in printed.splitlines() if line.startswith("| 1 (bug"))

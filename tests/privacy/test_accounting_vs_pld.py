@@ -13,8 +13,10 @@ import warnings
 import dp_accounting
 import numpy as np
 import pytest
+from dp_accounting.pld.privacy_loss_mechanism import AdjacencyType, GaussianPrivacyLoss
 from opacus.accountants import PRVAccountant as OpacusPRVAccountant
 
+from app.privacy import pld
 from app.privacy.accounting import Mechanism, PLDAccountant, RDPAccountant
 
 UNDER, OVER_RELATIVE, OVER_ABSOLUTE = 0.005, 0.02, 0.005
@@ -100,6 +102,35 @@ def test_headline_is_an_upper_bound_by_opacus_prv(
     lower, upper = _opacus_prv_bounds(q, sigma, steps, delta)
     assert ours >= lower
     assert ours <= upper * (1 + 1e-3)  # and no looser than the old headline (this upper bound)
+
+
+@pytest.mark.parametrize("kind", [AdjacencyType.REMOVE, AdjacencyType.ADD])
+@pytest.mark.parametrize(
+    ("q", "sigma"), [(8 / 1_400_000, 0.6), (1e-4, 0.8), (1 / 44, 4.0), (0.1, 1.0), (0.9, 0.5)]
+)
+def test_vectorised_hockey_stick_equals_dp_accountings(
+    q: float, sigma: float, kind: AdjacencyType
+) -> None:
+    """The only formula re-evaluated here (the inverse privacy loss, on a whole grid)."""
+    theirs = GaussianPrivacyLoss(sigma, sampling_prob=q, adjacency_type=kind)
+    bounds = theirs.connect_dots_bounds()
+    epsilons = np.linspace(bounds.epsilon_lower, bounds.epsilon_upper, 2001)
+    ours = pld.GaussianLoss(sigma, sampling_prob=q, adjacency_type=kind)
+    np.testing.assert_allclose(
+        ours.get_delta_for_epsilon(epsilons), theirs.get_delta_for_epsilon(epsilons),
+        rtol=1e-9, atol=1e-15,
+    )
+
+
+def test_heterogeneous_history_matches_dp_accounting() -> None:
+    """Two different mechanisms in sequence (a job whose sample rate changed)."""
+    entries = [(1.0, 0.01, 500), (2.0, 0.05, 300)]
+    ours = PLDAccountant().epsilon([Mechanism(s, q, t) for s, q, t in entries], 1e-6)
+    accountant = dp_accounting.pld.PLDAccountant(value_discretization_interval=1e-4)
+    for sigma, q, steps in entries:
+        event = dp_accounting.PoissonSampledDpEvent(q, dp_accounting.GaussianDpEvent(sigma))
+        accountant.compose(dp_accounting.SelfComposedDpEvent(event, steps))
+    assert ours == pytest.approx(accountant.get_epsilon(1e-6), rel=1e-3)
 
 
 def test_the_grid_spans_the_goal() -> None:

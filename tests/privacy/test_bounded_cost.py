@@ -11,11 +11,12 @@ def test_headline_far_beyond_the_old_prv_cap_is_bounded_and_tight() -> None:
     grows instead, its PMFs stay within their caps, and it is far tighter than RDP."""
     history = [Mechanism(0.6, 8 / 1_400_000, 875_000)]
     entries = ((0.6, 8 / 1_400_000, 875_000),)
-    interval = pld.choose_interval(entries, pld.MAX_PMF_POINTS)
-    for row in pld._step_pmfs(entries, interval):
-        assert len(row[0][1]) <= pld.MAX_STEP_POINTS
-        low, high = pld._chernoff_bounds(row[0][1], 875_000)
-        assert high - low + 1 <= 1.5 * pld.MAX_PMF_POINTS  # the probe's estimate, not exact
+    for kind in (pld.AdjacencyType.REMOVE, pld.AdjacencyType.ADD):
+        interval = pld.choose_interval(entries, pld.MAX_PMF_POINTS, kind)
+        (step,) = pld.step_pmfs(entries, interval, kind)
+        assert len(step[1]) <= pld.MAX_STEP_POINTS
+        composed = pld.self_compose(step, 875_000)
+        assert len(composed[1]) <= 1.5 * pld.MAX_PMF_POINTS  # sized by a coarser probe
     headline = PRVAccountant().epsilon(history, 1e-7)
     assert math.isfinite(headline)
     assert headline < 0.2 * RDPAccountant().epsilon(history, 1e-7)

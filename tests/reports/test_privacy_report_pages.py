@@ -148,7 +148,7 @@ def test_private_job_and_dataset_pages(
         f"noise multiplier {report['noise_multiplier']:.4g}",
         f"L2 norm {report['clip_norm']:g}",
         f"{report['steps']} steps over 3 epochs",
-        "PRV accountant",
+        "PLD accountant",
         "RDP accountant",
         f"delta = {report['delta']:g}",
         f"epsilon = {report['epsilon_text']}",
@@ -191,7 +191,7 @@ def test_private_job_and_dataset_pages(
     page = _assert_page(client.get(f"/v1/jobs/{first}/privacy-report", headers=BROWSER))
     svg = _svg(page, "epsilon-per-epoch")
     assert _points(svg, 0) == 3 and _points(svg, 1) == 3  # PRV and RDP, one per epoch
-    assert "planned final ε (PRV)" in svg and "target ε 3" in svg
+    assert "planned final ε (PLD)" in svg and "target ε 3" in svg
     assert "<table><caption>Epsilon per epoch" in page
     for escaped in (report["statement"].replace("'", "&#x27;"), "Model card", "Intended use",
                     "not a diagnosis", "Training data", "Held-out metrics", "Caveats",

@@ -127,7 +127,7 @@ async function showOverview() {
       reports.map(datasetRow), { id: "datasets-table" }));
     document.getElementById("ledgers").replaceChildren(...reports.map(ledgerDetails));
     const modelHeaders = [["Model", false], ["Version", false], ["Kind", false], ["Dataset", true],
-      ["Trained", false], ["\u03B5 (PRV)", true], ["\u03B4", true], ["\u03B5 (RDP)", true],
+      ["Trained", false], ["\u03B5 (PLD)", true], ["\u03B4", true], ["\u03B5 (RDP)", true],
       ["Privacy report (\u03B5 per epoch)", false]];
     document.getElementById("models").replaceChildren(table(
       "Trained models, newest first, with their (\u03B5, \u03B4) guarantee per patient",
