@@ -118,7 +118,7 @@ def main() -> None:
     ceiling = pld_ceiling(mechanism, delta, BUDGET)
     print(
         f"job: sample rate {mechanism.sample_rate:.4f}, steps {mechanism.steps}, noise "
-        f"{mechanism.noise_multiplier:.4f}, epsilon PRV {job_prv:.4f} / RDP {job_rdp:.4f}"
+        f"{mechanism.noise_multiplier:.4f}, epsilon PLD {job_prv:.4f} / RDP {job_rdp:.4f}"
     )
     print(f"naive summation admits                 : {naive}")
     print(f"union bound over all {len(accounting.ORDERS)} orders admits  : "
