@@ -19,7 +19,6 @@ from app.api.registry import router as models_router
 from app.api.scoring import router as scoring_router
 from app.auth import service as auth_service
 from app.auth.dependencies import AUTH_RESPONSES, authenticate
-from app.auth.scoring_log import scoring_log
 from app.core.body_limit import install_body_limit
 from app.core.errors import install_error_handlers
 from app.core.openapi import install_problem_docs, operation_id
@@ -40,21 +39,19 @@ def create_app(*, embedded_worker: bool = False) -> FastAPI:
         # ~200 ms it took mid-request (measured), which was a scoring tail-latency spike.
         gc.freeze()
         # The reaper fails a dead worker's job even when no other worker runs.
-        try:
-            with running_reaper():
-                if not embedded_worker:
-                    yield
-                    return
-                from worker.runner import EmbeddedWorker
+        # (Scoring's audit events need no flush here: each is committed before its answer.)
+        with running_reaper():
+            if not embedded_worker:
+                yield
+                return
+            from worker.runner import EmbeddedWorker
 
-                runner = EmbeddedWorker()
-                runner.start()
-                try:
-                    yield
-                finally:
-                    runner.stop()
-        finally:
-            scoring_log.flush()  # queued scoring audit events
+            runner = EmbeddedWorker()
+            runner.start()
+            try:
+                yield
+            finally:
+                runner.stop()
 
     app = FastAPI(
         title="dpcrisis",

@@ -35,15 +35,15 @@ def create_key(
 
 @keys_router.get("", dependencies=[require_roles()])
 def list_keys(session: SessionDep, limit: Limit = 50, offset: Offset = 0) -> KeyPage:
-    """List keys (names, roles, prefixes; never the keys or their hashes)."""
+    """List keys (names, roles, public ids; never the secrets or their hashes)."""
     rows, total = service.list_page(session=session, limit=limit, offset=offset)
     return KeyPage(items=[KeyOut.model_validate(k) for k in rows], total=total, limit=limit,
                    offset=offset)
 
 
-@keys_router.delete("/{key_id}")
+@keys_router.delete("/{key_id}", responses=problems(409))
 def revoke_key(key_id: KeyIdPath, session: SessionDep, principal: Admin) -> KeyOut:
-    """Revoke a key: it is refused from the next request on (idempotent)."""
+    """Revoke a key from the next request on (idempotent); never the last admin key (409)."""
     key = service.revoke(session=session, key=service.get(session=session, key_id=key_id),
                          principal=principal)
     return KeyOut.model_validate(key)

@@ -61,7 +61,8 @@ def create_dataset(
 ) -> DatasetOut:
     """Register a dataset with its privacy budget (``Idempotency-Key`` makes retries safe)."""
     dataset_id, replayed = create_once(
-        session=session, route="POST /v1/datasets", key=idempotency_key, body=body,
+        session=session, owner=principal.key_id, route="POST /v1/datasets", key=idempotency_key,
+        body=body,
         create=lambda: _register(session=session, body=body, principal=principal),
     )
     response.headers.update(replay_headers(replayed))

@@ -51,7 +51,8 @@ def create_job(
     With ``Idempotency-Key``, a retry returns the first attempt's job and reserves nothing.
     """
     job_id, replayed = create_once(
-        session=session, route="POST /v1/jobs", key=idempotency_key, body=body,
+        session=session, owner=principal.key_id, route="POST /v1/jobs", key=idempotency_key,
+        body=body,
         create=lambda: _submit(session=session, body=body, principal=principal),
     )
     response.headers.update(replay_headers(replayed))
@@ -84,10 +85,11 @@ def get_job(job_id: JobIdPath, session: SessionDep) -> JobOut:
 @router.post("/{job_id}/cancel", responses=problems(409))
 def cancel_job(job_id: JobIdPath, session: SessionDep, principal: DataScientist) -> JobOut:
     """Cancel a job: a queued one is released, a running one stops and keeps its charge."""
-    job = service.cancel(session=session, job=service.get(session=session, job_id=job_id))
-    # "cancelled" for a queued job; "running" for one asked to stop at its epoch's end.
-    audit.record(session=session, principal=principal, action=Action.JOB_CANCELLED,
-                 target=f"job/{job.id}", detail={"status": job.status})
+    job = service.get(session=session, job_id=job_id)
+    if service.cancel(session=session, job=job):  # one event per cancel that changed the job
+        # "cancelled" for a queued job; "running" for one asked to stop at its epoch's end.
+        audit.record(session=session, principal=principal, action=Action.JOB_CANCELLED,
+                     target=f"job/{job.id}", detail={"status": job.status})
     return training_flow.job_view(session=session, job=job)
 
 

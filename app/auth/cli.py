@@ -21,7 +21,7 @@ def _create(args: argparse.Namespace) -> int:
         key, secret = service.create(session=session, name=args.name, role=args.role,
                                      principal=Principal.cli())
     print(secret)
-    print(f"created {key.role} key {key.name!r} (id {key.id}, prefix {key.prefix}); it is "
+    print(f"created {key.role} key {key.name!r} (id {key.id}, {key.display_id}); it is "
           "shown this once and stored only as a hash: keep it now", file=sys.stderr)
     return 0
 
@@ -30,11 +30,11 @@ def _list(_args: argparse.Namespace) -> int:
     with get_database().session_scope() as session:
         keys, _ = service.list_page(session=session, limit=10**9, offset=0)
         rows = [KeyOut.model_validate(k) for k in keys]
-    print(f"{'id':>4}  {'name':<24} {'role':<16} {'prefix':<13} {'created':<20} revoked")
+    print(f"{'id':>4}  {'name':<24} {'role':<16} {'public id':<17} {'created':<20} revoked")
     for row in rows:
         created = f"{row.created_at:%Y-%m-%d %H:%M:%S}"
         revoked = "" if row.revoked_at is None else f"{row.revoked_at:%Y-%m-%d %H:%M:%S}"
-        print(f"{row.id:>4}  {row.name:<24} {row.role:<16} {row.prefix:<13} "
+        print(f"{row.id:>4}  {row.name:<24} {row.role:<16} {row.prefix:<17} "
               f"{created:<20} {revoked}")
     return 0
 

@@ -21,11 +21,19 @@ class ApiKey(Base):
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     name: Mapped[str] = mapped_column(String(100), unique=True)
     role: Mapped[str] = mapped_column(String(32))
-    # The first characters of the key (not secret) so an operator can tell keys apart.
-    prefix: Mapped[str] = mapped_column(String(16))
+    # The public part of a key ``dpk_<public_id>_<secret>`` (not secret), to tell keys apart;
+    # None for keys made before keys had one (they show as ``key-<id>``).
+    public_id: Mapped[str | None] = mapped_column(String(12), nullable=True, unique=True,
+                                                  index=True)
     key_sha256: Mapped[str] = mapped_column(String(64), unique=True)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
     revoked_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+
+    @property
+    def display_id(self) -> str:
+        """How lists, logs and the CLI name the key: ``dpk_<public_id>`` (the key's start) or,
+        for a key without a public id, ``key-<id>``; never any of the secret."""
+        return f"dpk_{self.public_id}" if self.public_id else f"key-{self.id}"
 
 
 class AuditEvent(Base):

@@ -22,7 +22,11 @@ class KeyOut(ResponseModel):
     id: int
     name: str
     role: Role
-    prefix: str = Field(description="the key's first characters (not secret), to tell keys apart")
+    prefix: str = Field(
+        validation_alias="display_id",
+        description="the key's public part, dpk_<public id> (the key starts with it), or "
+        "key-<id> for a key made before keys had one; never any of the secret",
+    )
     created_at: UtcDatetime
     revoked_at: UtcDatetime | None
 

@@ -1,16 +1,26 @@
-"""Scoring's audit events, written off the request path in small batches.
+"""Scoring's audit events, committed before the answer leaves, by group commit.
 
-Every other audited action commits its event with the action itself. Scoring changes nothing
-in the database, so giving each call its own committed transaction (an fsync on SQLite) would
-cost more than scoring does and would break the 10 ms p99 goal at 200 requests/s. Instead each
-call's event (endpoint, model, patient count, request id: never a feature) is queued and a
-writer thread commits everything queued in one transaction, at most ``FLUSH_SECONDS`` later.
-Reading the audit log flushes first, and the API flushes at shutdown, so only a hard crash can
-lose the last fraction of a second of scoring counts, never a charge or any other action.
+Every other audited action commits its event with the action itself. Scoring changes nothing in
+the database, so its event is its only write, and one transaction per call (an fsync each) would
+tie every request to the disk. Instead calls share commits: each call queues its event (endpoint,
+model, patient count, request id: never a feature) and waits until a commit holding it ends.
+The call that opens a commit runs it, for itself and for every call that joined it before it
+started; it starts once the commit before it has ended. A call waits at most for the commit in
+progress and for its own, and under load one commit carries many calls' events
+(``bench/scoring_latency.py`` measures the cost).
+
+No thread of its own does the writing, and no finished call waits on a lock another holds:
+each hand-off between threads can cost Python's 5 ms switch interval while scoring keeps the
+other threads busy, and designs with a writer thread, or with every call taking the writer's
+lock in turn, queued up at 200 requests/s on 2 cores (measured with bench/scoring_latency.py;
+the README's benchmarks give the figures).
+
+An answer therefore leaves only after its event is committed: killing the process, however
+hard, loses no event of an answered call. When the commit fails, the calls waiting on it answer
+503 and the events are dropped, as a rolled-back action leaves none.
 """
 
 import logging
-import queue
 import threading
 from typing import Any
 
@@ -18,66 +28,87 @@ from sqlalchemy import insert
 
 from app.auth.models import AuditEvent
 from app.core.database import Database, get_database
+from app.core.errors import DomainError
 from app.core.time import utcnow
 
-FLUSH_SECONDS = 0.25
+WAIT_SECONDS = 60.0
+"""Longest a call waits for its commit (SQLite's busy timeout is 30 s) before a 503."""
 logger = logging.getLogger("dpcrisis.audit")
 
 
+class AuditUnavailable(DomainError):
+    """The scoring audit event could not be committed: no score is answered without one."""
+
+    status, kind, title = 503, "audit-log-unavailable", "Audit log unavailable"
+    headers = {"Retry-After": "2"}
+
+
+class _Commit:
+    """The events of one database that one transaction will write, and who waits for it."""
+
+    def __init__(self, database: Database, previous: "_Commit | None") -> None:
+        self.database = database
+        self.previous = previous  # commits run in turn: this one starts when that one ends
+        self.events: list[dict[str, Any]] = []
+        self.done = threading.Event()
+        self.failed = False
+
+
 class ScoringLog:
-    """A queue of pending events per database and one daemon thread that commits them."""
+    """The open commit of each database; the call that opened it runs it.
+
+    A leader-follower group commit: the call that finds no open commit opens one and leads it;
+    calls arriving before it starts join it and wait for its ``done``. The leader waits for the
+    commit before its own to end (so events commit in order), closes its commit to newcomers,
+    writes it and wakes its followers. No call waits on a lock another call holds while
+    writing, so finished calls never queue behind each other.
+    """
 
     def __init__(self) -> None:
-        self._pending: queue.SimpleQueue[tuple[Database, dict[str, Any]]] = queue.SimpleQueue()
-        self._lock = threading.Lock()  # one flush at a time: events commit in order
-        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()  # guards _open and _last; never held while writing
+        self._open: dict[int, _Commit] = {}
+        self._last: _Commit | None = None
 
-    def add(self, **fields: Any) -> None:
-        """Queue one event (the ``AuditEvent`` columns); stamped now, committed soon."""
+    def write(self, **fields: Any) -> None:
+        """Queue one event (the ``AuditEvent`` columns) and return once it is committed.
+
+        Raises:
+            AuditUnavailable: the commit failed or did not end within ``WAIT_SECONDS``.
+        """
         fields.setdefault("at", utcnow())
-        self._pending.put((get_database(), fields))
-        if self._thread is None:
-            self._start()
-
-    def flush(self) -> int:
-        """Commit everything queued so far; returns how many events were written."""
+        database = get_database()
         with self._lock:
-            batches: dict[int, tuple[Database, list[dict[str, Any]]]] = {}
-            while True:
-                try:
-                    database, fields = self._pending.get_nowait()
-                except queue.Empty:
-                    break
-                batches.setdefault(id(database), (database, []))[1].append(fields)
-            written = 0
-            for database, events in batches.values():
-                try:
-                    with database.session_scope() as session:
-                        # One executemany, no ORM objects: the flush holds the GIL briefly,
-                        # so it barely delays the requests it runs beside.
-                        session.execute(insert(AuditEvent), events)
-                except Exception:
-                    for fields in events:  # keep them for the next flush
-                        self._pending.put((database, fields))
-                    raise
-                written += len(events)
-            return written
+            commit = self._open.get(database.token)
+            leader = commit is None
+            if commit is None:
+                commit = self._open[database.token] = _Commit(database, self._last)
+                self._last = commit
+            commit.events.append(fields)
+        if leader:
+            self._lead(commit)
+        if not commit.done.wait(WAIT_SECONDS) or commit.failed:
+            raise AuditUnavailable(
+                "the scoring audit event could not be written, so no score is answered; "
+                "retry shortly"
+            )
 
-    def _start(self) -> None:
-        with self._lock:
-            if self._thread is None:
-                self._thread = threading.Thread(
-                    target=self._run, name="dpcrisis-scoring-log", daemon=True
-                )
-                self._thread.start()
-
-    def _run(self) -> None:
-        stop = threading.Event()
-        while not stop.wait(FLUSH_SECONDS):
-            try:
-                self.flush()
-            except Exception:  # noqa: BLE001 - a database blip must not end the writer
-                logger.exception("could not write scoring audit events; will retry")
+    def _lead(self, commit: _Commit) -> None:
+        if commit.previous is not None:
+            commit.previous.done.wait(WAIT_SECONDS)
+            commit.previous = None  # no chain of finished commits kept alive
+        with self._lock:  # closed: later calls open the next commit
+            if self._open.get(commit.database.token) is commit:
+                del self._open[commit.database.token]
+        try:
+            # Core, not a Session: a third of the CPU time per commit (measured).
+            with commit.database.engine.begin() as connection:
+                connection.execute(insert(AuditEvent), commit.events)
+        except Exception as exc:  # noqa: BLE001 - the waiting calls answer 503
+            commit.failed = True
+            logger.error("could not write scoring audit events (%s); their calls answer 503",
+                         type(exc).__name__)
+        finally:
+            commit.done.set()
 
 
 scoring_log = ScoringLog()

@@ -1,17 +1,27 @@
 """API keys: random secrets shown once, stored as SHA-256 hashes, revoked by a timestamp.
 
-A plain SHA-256 (not bcrypt or argon2) is enough because generated keys carry 256 random bits:
-no dictionary or brute-force search can invert the hash, and a fast hash lets every request be
-checked by one indexed lookup. ``DPCRISIS_ADMIN_KEY`` is the one key a person chooses, so it
-must be long (``MIN_CHOSEN_KEY_LENGTH``).
+A key reads ``dpk_<public id>_<secret>``: the public id (12 hex digits) is stored and shown, so
+keys can be told apart in lists and logs, and no character of the secret (43 characters, 256
+random bits) is stored or shown anywhere. A plain SHA-256 of the whole key (not bcrypt or
+argon2) is enough because of those 256 bits: no dictionary or brute-force search can invert the
+hash, and a fast hash lets every request be checked by one indexed lookup. Keys made before
+public ids, and a ``DPCRISIS_ADMIN_KEY`` not in that form, show as ``key-<row id>``.
+``DPCRISIS_ADMIN_KEY`` is the one key a person chooses, so it must be long
+(``MIN_CHOSEN_KEY_LENGTH``).
+
+The service never revokes the last active admin key: that would leave nobody able to manage
+keys over HTTP. The check and the revocation are one conditional UPDATE, behind row locks on the
+active admin keys on PostgreSQL (SQLite runs one writer at a time), so two admins revoking each
+other's keys at once cannot both succeed.
 """
 
 import hashlib
 import logging
 import re
 import secrets
+from typing import Any
 
-from sqlalchemy import func, select
+from sqlalchemy import func, select, update
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 from sqlalchemy.orm import Session
 
@@ -27,7 +37,8 @@ from app.core.time import utcnow
 logger = logging.getLogger(__name__)
 
 KEY_PREFIX = "dpk_"
-PREFIX_LENGTH = 12  # "dpk_" and 8 characters of the secret: tells keys apart, reveals ~48 bits
+KEY_FORMAT = re.compile(r"dpk_(?P<public_id>[0-9a-f]{12})_[A-Za-z0-9_-]{43}")
+"""``dpk_``, the public id (48 random bits, shown), ``_``, the secret (256 random bits)."""
 MIN_CHOSEN_KEY_LENGTH = 24
 ENV_KEY_NAME = "admin-from-env"
 NAME_PATTERN = r"^[A-Za-z0-9._@-]{1,100}$"  # shows in logs and tables: no spaces or markup
@@ -41,14 +52,24 @@ class KeyNameTaken(Conflict):
     kind = "key-name-taken"
 
 
+class LastAdminKey(Conflict):
+    kind, title = "last-admin-key", "Last admin key"
+
+
 def digest(secret: str) -> str:
     """The stored form of a key: hex SHA-256 of its UTF-8 bytes."""
     return hashlib.sha256(secret.encode("utf-8")).hexdigest()
 
 
 def new_secret() -> str:
-    """A fresh key: ``dpk_`` and 43 URL-safe characters (256 random bits)."""
-    return KEY_PREFIX + secrets.token_urlsafe(32)
+    """A fresh key: ``dpk_<12 hex digits>_<43 URL-safe characters>`` (256 secret bits)."""
+    return f"{KEY_PREFIX}{secrets.token_hex(6)}_{secrets.token_urlsafe(32)}"
+
+
+def public_id_of(secret: str) -> str | None:
+    """The public id of a key in the ``dpk_<public id>_<secret>`` form, else None."""
+    match = KEY_FORMAT.fullmatch(secret)
+    return match["public_id"] if match else None
 
 
 def create(
@@ -68,7 +89,11 @@ def create(
     if session.scalar(select(ApiKey.id).where(ApiKey.name == name)) is not None:
         raise KeyNameTaken(f"a key named {name!r} exists; names are never reused", field="name")
     secret = secret or new_secret()
-    key = ApiKey(name=name, role=role, prefix=secret[:PREFIX_LENGTH], key_sha256=digest(secret))
+    public_id = public_id_of(secret)
+    if public_id is not None and session.scalar(
+            select(ApiKey.id).where(ApiKey.public_id == public_id)) is not None:
+        public_id = None  # a chosen key repeating another's public id: shown by its row id
+    key = ApiKey(name=name, role=role, public_id=public_id, key_sha256=digest(secret))
     session.add(key)
     session.flush()
     audit.record(session=session, principal=principal, action=Action.KEY_CREATED,
@@ -77,14 +102,40 @@ def create(
 
 
 def revoke(*, session: Session, key: ApiKey, principal: Principal) -> ApiKey:
-    """Revoke a key (idempotent: revoking twice keeps the first time). The row stays, so the
-    audit log's references to it keep their meaning."""
+    """Revoke a key (idempotent: revoking twice keeps the first time, and records one event).
+    The row stays, so the audit log's references to it keep their meaning.
+
+    Raises:
+        LastAdminKey: ``key`` is the only active admin key (409); create another one first.
+    """
     key_cache.remembered.forget_on_commit(session)
-    if key.revoked_at is None:
-        key.revoked_at = utcnow()
+    if key.revoked_at is not None:
+        return key
+    revocation = update(ApiKey).where(ApiKey.id == key.id, ApiKey.revoked_at.is_(None))
+    if key.role == "admin":
+        # Row locks on every active admin key (PostgreSQL; SQLite has one writer at a time):
+        # a concurrent revocation of another admin key waits, then counts without it.
+        session.execute(select(ApiKey.id).where(*_active_admin()).order_by(ApiKey.id)
+                        .with_for_update())
+        others = (select(func.count()).select_from(ApiKey)
+                  .where(*_active_admin(), ApiKey.id != key.id).scalar_subquery())
+        revocation = revocation.where(others > 0)
+    changed = session.execute(
+        revocation.values(revoked_at=utcnow()).execution_options(synchronize_session=False)
+    ).rowcount
+    session.refresh(key)
+    if changed:
         audit.record(session=session, principal=principal, action=Action.KEY_REVOKED,
                      target=f"key/{key.id}", detail={"name": key.name, "role": key.role})
+    elif key.revoked_at is None:
+        raise LastAdminKey(
+            f"key {key.name!r} is the last active admin key: revoking it would leave nobody "
+            "able to manage keys; create another admin key first", field="key_id")
     return key
+
+
+def _active_admin() -> tuple[Any, ...]:
+    return ApiKey.role == "admin", ApiKey.revoked_at.is_(None)
 
 
 def get(*, session: Session, key_id: int) -> ApiKey:
@@ -142,7 +193,9 @@ def ensure_admin_key(*, session: Session, secret: str) -> ApiKey | None:
         return None
     name = ENV_KEY_NAME
     if session.scalar(select(ApiKey.id).where(ApiKey.name == name)) is not None:
-        name = f"{ENV_KEY_NAME}-{secret[:8]}"  # the variable changed: keep both, tell them apart
+        # The variable changed: keep both, told apart by a random suffix (never by any of
+        # the secret: names are shown in lists, logs and the audit log).
+        name = f"{ENV_KEY_NAME}-{secrets.token_hex(4)}"
     key, _ = create(session=session, name=name, role="admin", principal=Principal.system(),
                     secret=secret)
     logger.info("created admin API key %r from DPCRISIS_ADMIN_KEY", name)

@@ -10,6 +10,7 @@ from sqlalchemy.exc import OperationalError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from app.core.schemas import ALLOWED_RANGES
+from app.core.validation import MAX_LISTED_ERRORS, listed
 
 PROBLEM_JSON = "application/problem+json"
 logger = logging.getLogger(__name__)
@@ -92,27 +93,73 @@ def _allowed_range(ctx: dict[str, Any]) -> str | None:
     return f"{left}{lo}, {hi}{right}"
 
 
+# (field, tag) pairs of the request models' discriminated unions.
+DISCRIMINATED_TAGS = frozenset({("source", "synthetic"), ("source", "upload")})
+
+
 def _field_name(loc: tuple[Any, ...]) -> str:
     parts = [str(p) for p in loc]
     if parts and parts[0] in ("body", "query", "path", "header"):
         parts = parts[1:]
-    # Drop pydantic's union-branch tags (e.g. "function-after[...]") from the path.
+    # Drop pydantic's union-branch tags (e.g. "function-after[...]") from the path, and a
+    # discriminated union's tag ("source.synthetic.n_rows" is the request's "source.n_rows").
     parts = [p for p in parts if "[" not in p]
+    parts = [p for i, p in enumerate(parts)
+             if not (i and (parts[i - 1], p) in DISCRIMINATED_TAGS)]
     return ".".join(parts) or "body"
 
 
-def _validation_errors(exc: RequestValidationError) -> list[dict[str, Any]]:
-    errors = []
-    for err in exc.errors():
-        ctx = err.get("ctx") or {}
-        item: dict[str, Any] = {"field": _field_name(tuple(err["loc"])), "message": err["msg"]}
-        allowed = ALLOWED_RANGES.get(item["field"]) or _allowed_range(ctx)
-        if allowed:
-            item["allowed"] = allowed
-        if "allowed" in ctx:
-            item["allowed"] = ctx["allowed"]
-        errors.append(item)
-    return errors
+def _listed_error(err: dict[str, Any]) -> dict[str, Any]:
+    ctx = err.get("ctx") or {}
+    item: dict[str, Any] = {"field": _field_name(tuple(err["loc"])), "message": err["msg"]}
+    allowed = ALLOWED_RANGES.get(item["field"]) or _allowed_range(ctx)
+    if allowed:
+        item["allowed"] = allowed
+    if "allowed" in ctx:
+        item["allowed"] = ctx["allowed"]
+    return item
+
+
+def error_list(
+    errors: list[dict[str, Any]], *, count: int | None = None, complete: bool = True
+) -> dict[str, Any]:
+    """The one shape of every listed error: the first ``MAX_LISTED_ERRORS`` errors, how many
+    there are (``error_count``), and ``complete: false`` when that count is a lower bound."""
+    shape: dict[str, Any] = {
+        "errors": errors[:MAX_LISTED_ERRORS],
+        "error_count": len(errors) if count is None else count,
+    }
+    if not complete:
+        shape["complete"] = False
+    return shape
+
+
+def _summary_detail(errors: list[dict[str, Any]], count: int, complete: bool) -> str:
+    detail = "; ".join(_describe(e) for e in errors)
+    more = count - len(errors)
+    if more > 0 or not complete:
+        detail += f"; and {more}{'' if complete else ' or more'} other error(s)"
+    return detail
+
+
+def _validation_problem(request: Request, exc: RequestValidationError) -> JSONResponse:
+    errors, count, complete = listed(exc.errors(), _listed_error)
+    return problem(422, "validation-error", "Invalid request",
+                   _summary_detail(errors, count, complete), request.url.path,
+                   **error_list(errors, count=count, complete=complete))
+
+
+def _domain_problem(request: Request, exc: DomainError) -> JSONResponse:
+    extra = dict(exc.extra)
+    if exc.field:
+        extra["errors"] = [{"field": exc.field, "message": exc.detail, **_pick(extra)}]
+    if isinstance(extra.get("errors"), list):
+        count = extra.get("total")
+        extra.update(error_list(extra["errors"], count=count if isinstance(count, int) else None,
+                                complete=extra.get("complete") is not False))
+    response = problem(exc.status, exc.kind, exc.title, exc.detail, request.url.path, **extra)
+    response.headers.update(exc.headers)
+    return response
 
 
 def install_error_handlers(app: FastAPI) -> None:
@@ -120,22 +167,11 @@ def install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(DomainError)
     async def _domain(request: Request, exc: DomainError) -> JSONResponse:
-        extra = dict(exc.extra)
-        if exc.field:
-            extra["errors"] = [{"field": exc.field, "message": exc.detail, **_pick(extra)}]
-        response = problem(
-            exc.status, exc.kind, exc.title, exc.detail, request.url.path, **extra
-        )
-        response.headers.update(exc.headers)
-        return response
+        return _domain_problem(request, exc)
 
     @app.exception_handler(RequestValidationError)
     async def _validation(request: Request, exc: RequestValidationError) -> JSONResponse:
-        errors = _validation_errors(exc)
-        detail = "; ".join(_describe(e) for e in errors)
-        return problem(
-            422, "validation-error", "Invalid request", detail, request.url.path, errors=errors
-        )
+        return _validation_problem(request, exc)
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:

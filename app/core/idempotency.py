@@ -1,11 +1,13 @@
 """``Idempotency-Key`` for resource-creating POSTs: a retried request never acts twice.
 
-A key is remembered per route with a SHA-256 of the request's canonical body and the id of the
-resource it created, *in the same transaction* as the resource (and, for a job, its budget
-reservation). A retry with the same key and body gets the same resource back; the same key with
-another body is a 422. Two concurrent first attempts race on the (route, key) unique
-constraint: the loser's whole transaction (its reservation included) rolls back and it answers
-with the winner's resource, so a retry after a timeout never reserves budget twice.
+A key is remembered per API key and route, with a SHA-256 of the request's canonical body and
+the id of the resource it created, *in the same transaction* as the resource (and, for a job,
+its budget reservation). A retry by the same caller with the same key and body gets the same
+resource back; the same key with another body is a 422. Keys are the caller's own: another API
+key sending the same ``Idempotency-Key`` (clients often count 1, 2, 3...) acts anew and never
+sees the first caller's resource. Two concurrent first attempts race on the (API key, route,
+key) unique constraint: the loser's whole transaction (its reservation included) rolls back and
+it answers with the winner's resource, so a retry after a timeout never reserves budget twice.
 """
 
 import hashlib
@@ -16,7 +18,7 @@ from typing import Annotated, Any
 
 from fastapi import Header
 from pydantic import BaseModel
-from sqlalchemy import DateTime, Integer, String, UniqueConstraint, select
+from sqlalchemy import DateTime, ForeignKey, Integer, String, UniqueConstraint, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Mapped, Session, mapped_column
 
@@ -40,9 +42,11 @@ ALLOWED_RANGES.setdefault("Idempotency-Key", "1-200 printable ASCII characters, 
 
 class IdempotencyRecord(Base):
     __tablename__ = "idempotency_key"
-    __table_args__ = (UniqueConstraint("route", "key"),)
+    __table_args__ = (UniqueConstraint("api_key_id", "route", "key"),)
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    # Whose key it is: a record is replayed only to the API key that made it.
+    api_key_id: Mapped[int | None] = mapped_column(ForeignKey("api_key.id"), nullable=True)
     route: Mapped[str] = mapped_column(String(64))
     key: Mapped[str] = mapped_column(String(200))
     body_sha256: Mapped[str] = mapped_column(String(64))
@@ -60,10 +64,11 @@ def body_digest(body: BaseModel) -> str:
     return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
 
 
-def _replay(session: Session, route: str, key: str, digest: str) -> int | None:
+def _replay(session: Session, owner: int, route: str, key: str, digest: str) -> int | None:
     record = session.scalar(
         select(IdempotencyRecord).where(
-            IdempotencyRecord.route == route, IdempotencyRecord.key == key
+            IdempotencyRecord.api_key_id == owner, IdempotencyRecord.route == route,
+            IdempotencyRecord.key == key,
         )
     )
     if record is None:
@@ -79,12 +84,16 @@ def _replay(session: Session, route: str, key: str, digest: str) -> int | None:
 def create_once(
     *,
     session: Session,
+    owner: int | None,
     route: str,
     key: str | None,
     body: BaseModel,
     create: Callable[[], int],
 ) -> tuple[int, bool]:
-    """Run ``create`` (returns the new resource's id) at most once per (route, key).
+    """Run ``create`` (returns the new resource's id) at most once per (``owner``, route, key).
+
+    ``owner`` is the calling API key's id; without one (the CLI, the service itself) or
+    without a key, ``create`` simply runs.
 
     The key's record is flushed in the caller's transaction (which the route's unit of work
     commits); when a concurrent attempt with the same key committed first, the flush fails,
@@ -94,20 +103,20 @@ def create_once(
     Raises:
         KeyReused: the key was used before with a different body.
     """
-    if key is None:
+    if key is None or owner is None:
         return create(), False
     digest = body_digest(body)
-    existing = _replay(session, route, key, digest)
+    existing = _replay(session, owner, route, key, digest)
     if existing is not None:
         return existing, True
     resource_id = create()
-    session.add(IdempotencyRecord(route=route, key=key, body_sha256=digest,
+    session.add(IdempotencyRecord(api_key_id=owner, route=route, key=key, body_sha256=digest,
                                   resource_id=resource_id))
     try:
         session.flush()
     except IntegrityError:
         session.rollback()  # another attempt with this key won: drop ours, reservation included
-        existing = _replay(session, route, key, digest)
+        existing = _replay(session, owner, route, key, digest)
         if existing is None:
             raise
         return existing, True

@@ -8,10 +8,16 @@ request (or job) is handled carries them, whichever module logs it.
 No record carries a request body: patient features sent to the risk endpoints must never reach a
 log (DESIGN.md, "What leaves the trust boundary"). Nothing here logs bodies, and access lines
 name only the method, path and status.
+
+Nor a query string's values: a caller may put a key in the URL (``?api_key=dpk_...``), and
+uvicorn's access line quotes the whole URL. Every record passes ``redact_query_strings`` on its
+way out, whichever logger wrote it: ``/v1/jobs?api_key=dpk_x&limit=5`` is logged as
+``/v1/jobs?api_key=***&limit=***`` (names kept, every value hidden).
 """
 
 import json
 import logging
+import re
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -23,6 +29,37 @@ request_id: ContextVar[str | None] = ContextVar("dpcrisis_request_id", default=N
 job_id: ContextVar[int | None] = ContextVar("dpcrisis_job_id", default=None)
 
 TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+REDACTED = "***"
+_QUERY = re.compile(r"\?([^\s\"'#<>]+)")  # a query string: from "?" to a space, quote or "#"
+
+
+def _redact_query(match: re.Match[str]) -> str:
+    parts = [name + "=" + REDACTED if sep else REDACTED
+             for name, sep, _ in (part.partition("=") for part in match[1].split("&"))]
+    return "?" + "&".join(parts)
+
+
+def redact_query_strings(text: str) -> str:
+    """``text`` with every query string's values replaced by ``***`` (parameter names kept)."""
+    return _QUERY.sub(_redact_query, text) if "?" in text else text
+
+
+class RedactFilter(logging.Filter):
+    """Hide query-string values in every record's message (uvicorn's access line included)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        redacted = redact_query_strings(message)
+        if redacted != message:
+            record.msg, record.args = redacted, None
+        return True
+
+
+class TextFormatter(logging.Formatter):
+    """The classic line (``TEXT_FORMAT``), its tracebacks redacted like messages."""
+
+    def formatException(self, ei: Any) -> str:
+        return redact_query_strings(super().formatException(ei))
 
 
 class ContextFilter(logging.Filter):
@@ -51,7 +88,7 @@ class JsonFormatter(logging.Formatter):
             if value is not None:
                 entry[name] = value
         if record.exc_info:
-            entry["exc_info"] = self.formatException(record.exc_info)
+            entry["exc_info"] = redact_query_strings(self.formatException(record.exc_info))
         return json.dumps(entry, default=str)
 
 
@@ -59,7 +96,8 @@ def configure_logging(log_format: str = "json", level: int = logging.INFO) -> No
     """Route every logger (uvicorn's included) through one stderr handler in ``log_format``."""
     handler = logging.StreamHandler(sys.stderr)
     handler.addFilter(ContextFilter())
-    formatter = JsonFormatter() if log_format == "json" else logging.Formatter(TEXT_FORMAT)
+    handler.addFilter(RedactFilter())  # no query-string value (a key in a URL) in any line
+    formatter = JsonFormatter() if log_format == "json" else TextFormatter(TEXT_FORMAT)
     handler.setFormatter(formatter)
     root = logging.getLogger()
     for old in list(root.handlers):

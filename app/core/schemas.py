@@ -2,18 +2,41 @@
 from ORM rows, with the shared page shape and UTC timestamps."""
 
 from datetime import datetime
-from typing import Annotated, Any, Generic, Self, TypeVar, get_args
+from typing import Annotated, Any, ClassVar, Generic, Self, TypeVar, get_args
 
-from pydantic import AfterValidator, BaseModel, ConfigDict
+from pydantic import AfterValidator, BaseModel, ConfigDict, model_validator
 from pydantic.fields import FieldInfo
 
 from app.core.time import as_utc
+from app.core.validation import MAX_LISTED_ERRORS, unknown_keys_checked
 
 
 class RequestModel(BaseModel):
-    """Rejects unknown fields and NaN/inf so typos and poisoned values get a clear 422."""
+    """Rejects unknown fields and NaN/inf so typos and poisoned values get a clear 422.
+
+    An object with more unknown keys than an answer lists is refused without building an
+    error per key (``app.core.validation``); other objects pay one ``len`` for the check.
+    """
 
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+    _accepted_keys: ClassVar[frozenset[str]] = frozenset()
+    _most_keys: ClassVar[int] = MAX_LISTED_ERRORS
+
+    @classmethod
+    def __pydantic_init_subclass__(cls, **kwargs: Any) -> None:
+        super().__pydantic_init_subclass__(**kwargs)
+        keys = set(cls.model_fields)
+        for info in cls.model_fields.values():
+            keys |= {a for a in (info.alias, info.validation_alias) if isinstance(a, str)}
+        cls._accepted_keys = frozenset(keys)
+        cls._most_keys = len(keys) + MAX_LISTED_ERRORS
+
+    @model_validator(mode="before")
+    @classmethod
+    def _unknown_keys_within_budget(cls, value: Any) -> Any:
+        if isinstance(value, dict) and len(value) > cls._most_keys:
+            return unknown_keys_checked(value, cls._accepted_keys, cls.__name__)
+        return value
 
 
 class ResponseModel(BaseModel):

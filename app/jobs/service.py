@@ -1,5 +1,6 @@
 """Job rules: plan the DP mechanism, admit through the ledger, cancel."""
 
+from typing import Any
 
 from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session
@@ -225,31 +226,45 @@ def list_page(
     return list(rows), total
 
 
-def cancel(*, session: Session, job: Job) -> Job:
+def cancel(*, session: Session, job: Job) -> bool:
     """Cancel a queued job (its reservation is released) or ask a running one to stop.
 
-    A running job has touched data, so its charge stays; the worker ends it as cancelled.
+    A running job has touched data, so its charge stays; the worker ends it as cancelled. Both
+    changes are conditional UPDATEs, so of many concurrent cancels exactly one changes the job
+    (and is the one to audit); ``job`` is refreshed to what it is now.
+
+    Returns:
+        True when this call changed the job; False when a running job had already been asked
+        to stop (nothing to do, nothing to record).
 
     Raises:
-        Conflict: the job has already finished.
+        Conflict: the job has already finished (another cancel, racing this one, included).
     """
     if job.status in FINISHED:
         raise Conflict(f"job {job.id} has already finished ({job.status})", field="status")
     # One conditional UPDATE races fairly with the worker's claim (which also requires
     # status = 'queued'): exactly one of them wins, and both lock the job row before the
     # dataset row, so they cannot deadlock.
-    cancelled = session.execute(
-        update(Job)
-        .where(Job.id == job.id, Job.status == QUEUED)
-        .values(status=CANCELLED, finished_at=utcnow())
+    cancelled = _update_if(session, job, Job.status == QUEUED,
+                           status=CANCELLED, finished_at=utcnow())
+    if cancelled:
+        ledger_service.release(session=session, job_id=job.id)
+        return True
+    stopping = _update_if(session, job, Job.status == RUNNING, Job.cancel_requested.is_(False),
+                          cancel_requested=True)
+    if not stopping and job.status in FINISHED:
+        raise Conflict(f"job {job.id} has already finished ({job.status})", field="status")
+    return stopping
+
+
+def _update_if(session: Session, job: Job, *conditions: Any, **values: Any) -> bool:
+    """Set ``values`` on ``job`` if ``conditions`` hold, in one statement; refresh ``job``."""
+    changed = session.execute(
+        update(Job).where(Job.id == job.id, *conditions).values(**values)
         .execution_options(synchronize_session=False)
     ).rowcount
     session.refresh(job)
-    if cancelled:
-        ledger_service.release(session=session, job_id=job.id)
-    elif job.status == RUNNING:
-        job.cancel_requested = True
-    return job
+    return bool(changed)
 
 
 def planned_epsilon(job: Job) -> dict[str, float | None]:

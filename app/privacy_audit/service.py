@@ -88,8 +88,9 @@ def list_page(
 def accounted_epsilon(
     *, noise_multiplier: float, sample_rate: float, steps: int, delta: float
 ) -> float:
-    """The headline (PLD) accountant's epsilon for exactly the audited settings (exact Gaussian at q = 1;
-    inf: non-private). The audit's alarm compares its lower bound with this figure."""
+    """The headline (PLD) accountant's epsilon for exactly the audited settings (exact
+    Gaussian at q = 1; inf: non-private). The audit's alarm compares its lower bound with
+    this figure."""
     mechanism = accounting.Mechanism(noise_multiplier, sample_rate, steps)
     return accounting.PRVAccountant().epsilon([mechanism], delta)
 

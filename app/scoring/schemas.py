@@ -21,6 +21,7 @@ from pydantic_core import InitErrorDetails, PydanticCustomError
 from app.bands import Band
 from app.core.ids import MAX_ID
 from app.core.schemas import ALLOWED_RANGES, RequestModel, register_ranges
+from app.core.validation import stop_early
 from app.features import BY_NAME, FEATURE_NAMES, FEATURES
 
 MAX_BATCH = 10_000
@@ -108,7 +109,8 @@ class BatchPatient(RequestModel):
 
 
 class RiskBatchRequest(RequestModel):
-    patients: list[BatchPatient] = Field(
+    # stop_early: a batch of bad patients is checked only until an answer's worth of errors.
+    patients: Annotated[list[BatchPatient], stop_early(MAX_BATCH)] = Field(
         min_length=1, max_length=MAX_BATCH, description=f"1 to {MAX_BATCH:,} patients"
     )
     model_id: ModelId = None

@@ -2,6 +2,7 @@
 and body return the same resource, another body is 422, and a retry never reserves twice."""
 
 import threading
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -110,3 +111,31 @@ def test_malformed_keys_are_422_naming_the_header(any_client: TestClient, key: s
     assert error["field"] == "Idempotency-Key"
     assert "printable ASCII" in error["allowed"]
     assert any_client.get("/v1/datasets").json()["total"] == 0
+
+
+def test_keys_belong_to_the_api_key_that_sent_them(
+    any_client: TestClient, client_as: Callable[[str | None], TestClient]
+) -> None:
+    """A data scientist's ``Idempotency-Key: 1`` and an admin's ``1`` are two keys: the admin's
+    retry never replays (nor reveals) the data scientist's job, and each is replayed to its own
+    sender only."""
+    scientist, other_scientist = client_as("data_scientist"), client_as("data_scientist")
+    dataset_id = _dataset(any_client).json()["id"]
+    body = {"dataset_id": dataset_id, **JOB}
+    theirs = scientist.post("/v1/jobs", json=body, headers={"Idempotency-Key": "1"})
+    assert theirs.status_code == 202, theirs.text
+
+    mine = any_client.post("/v1/jobs", json=body, headers={"Idempotency-Key": "1"})
+    assert mine.status_code == 202 and "idempotency-replayed" not in mine.headers
+    assert mine.json()["id"] != theirs.json()["id"]
+    # Another body under the same key is this caller's business alone: no 422 from theirs.
+    other_body = {**body, "privacy": {"noise_multiplier": 3.0}}
+    also_new = other_scientist.post("/v1/jobs", json=other_body,
+                                    headers={"Idempotency-Key": "1"})
+    assert also_new.status_code == 202 and "idempotency-replayed" not in also_new.headers
+
+    for caller, first in ((scientist, theirs), (any_client, mine)):
+        again = caller.post("/v1/jobs", json=body, headers={"Idempotency-Key": "1"})
+        assert again.headers["idempotency-replayed"] == "true"
+        assert again.json()["id"] == first.json()["id"]
+    assert len(_report(any_client, dataset_id)["entries"]) == 3

@@ -3,6 +3,7 @@
 
 import hashlib
 import logging
+import re
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, get_args
@@ -34,14 +35,15 @@ def test_a_key_is_stored_only_as_its_hash(any_db: Database) -> None:
         key, secret = service.create(session=session, name="ds-1", role="data_scientist",
                                      principal=Principal.cli())
         key_id = key.id
-    assert secret.startswith("dpk_") and len(secret) == 4 + 43  # 32 random bytes, base64url
+    # dpk_<public id: 6 random bytes, hex>_<secret: 32 random bytes, base64url>
+    assert re.fullmatch(r"dpk_[0-9a-f]{12}_[A-Za-z0-9_-]{43}", secret)
     with any_db.engine.connect() as conn:
         row = conn.execute(text("SELECT * FROM api_key WHERE id = :id"), {"id": key_id})
         stored = dict(row.mappings().one())
     assert stored["key_sha256"] == hashlib.sha256(secret.encode()).hexdigest()
-    assert stored["prefix"] == secret[:12]
+    assert stored["public_id"] == secret[4:16] and "prefix" not in stored
     dumped = repr(stored)
-    assert secret not in dumped and secret[12:] not in dumped and secret[12:24] not in dumped
+    assert not any(secret[17 + k:17 + k + 4] in dumped for k in range(40))
 
 
 def test_authenticate_accepts_the_key_until_it_is_revoked(any_db: Database) -> None:
@@ -105,10 +107,11 @@ def test_keys_api_never_shows_a_key_or_hash_after_creation(any_client: TestClien
     assert created.headers["location"] == f"/v1/keys/{created.json()['id']}"
     listing = any_client.get("/v1/keys")
     assert listing.status_code == 200
-    assert secret not in listing.text and secret[12:] not in listing.text
     assert "sha256" not in listing.text
+    assert not any(secret[17 + k:17 + k + 4] in listing.text for k in range(40))
     names = {k["name"]: k for k in listing.json()["items"]}
-    assert names["clinic-7"]["prefix"] == secret[:12] and "key" not in names["clinic-7"]
+    # The key's public part only: dpk_<public id>, never a character of the secret.
+    assert names["clinic-7"]["prefix"] == secret[:16] and "key" not in names["clinic-7"]
     problem(any_client.post("/v1/keys", json={"name": "clinic-7", "role": "admin"}), 409)
     problem(any_client.post("/v1/keys", json={"name": "n", "role": "nurse"}), 422, field="role")
     problem(any_client.delete("/v1/keys/999999"), 404)
@@ -124,12 +127,17 @@ def test_ensure_admin_key_creates_once_and_never_revives(db: Database) -> None:
         assert service.ensure_admin_key(session=session, secret=secret) is None
         key = service.authenticate(session=session, secret=secret)
         assert key is not None
+        service.create(session=session, name="ops", role="admin", principal=Principal.cli())
         service.revoke(session=session, key=key, principal=Principal.cli())
     with db.session_scope() as session:
         assert service.ensure_admin_key(session=session, secret=secret) is None
         assert service.authenticate(session=session, secret=secret) is None
-        other = service.ensure_admin_key(session=session, secret="another-long-admin-key-0002")
-        assert other is not None and other.name == f"{service.ENV_KEY_NAME}-another-"
+        other_secret = "another-long-admin-key-0002"
+        other = service.ensure_admin_key(session=session, secret=other_secret)
+        assert other is not None
+        # Told apart by a random suffix, never by characters of the secret.
+        suffix = other.name.removeprefix(f"{service.ENV_KEY_NAME}-")
+        assert re.fullmatch(r"[0-9a-f]{8}", suffix) and suffix not in other_secret
     with db.session_scope() as session, pytest.raises(ValueError, match="at least 24"):
         service.ensure_admin_key(session=session, secret="short")
 
@@ -206,11 +214,14 @@ def test_cli_creates_lists_and_revokes_keys(
         code, out, _ = _run(capsys, "keys", "create", "--role", "admin", "--name", "ops")
         admin_secret = out.strip()
         code, out, _ = _run(capsys, "keys", "list")
-        assert code == 0 and "ward-3" in out and "clinician" in out and secret[:12] in out
-        assert secret not in out and admin_secret not in out
+        assert code == 0 and "ward-3" in out and "clinician" in out and secret[:16] in out
+        assert secret[17:] not in out and admin_secret[17:] not in out
 
         assert _run(capsys, "keys", "create", "--role", "admin", "--name", "ops")[0] == 2
         assert _run(capsys, "keys", "revoke", "ward-3")[0] == 0
+        code, _, err = _run(capsys, "keys", "revoke", "ops")  # the last admin key: refused
+        assert code == 2 and "last active admin key" in err
+        assert _run(capsys, "keys", "create", "--role", "admin", "--name", "ops-2")[0] == 0
         code, out, _ = _run(capsys, "keys", "revoke", str(_id_of(database, "ops")))
         assert code == 0 and "'ops'" in out and "now revoked" in out
         assert _run(capsys, "keys", "revoke", "nobody")[0] == 2
@@ -221,7 +232,7 @@ def test_cli_creates_lists_and_revokes_keys(
                 text("SELECT actor, action FROM audit_event ORDER BY id")).all()
         assert [tuple(a) for a in actions] == [
             ("cli", "key.created"), ("cli", "key.created"), ("cli", "key.revoked"),
-            ("cli", "key.revoked")]
+            ("cli", "key.created"), ("cli", "key.revoked")]
     finally:
         database.dispose()
 

@@ -7,6 +7,7 @@ Runs on SQLite and PostgreSQL (the key lookup is a query on either).
 
 import re
 from collections.abc import Callable
+from pathlib import Path
 
 from fastapi.routing import iter_route_contexts
 from fastapi.testclient import TestClient
@@ -31,6 +32,8 @@ TABLE: dict[tuple[str, str], frozenset[str] | str] = {
     ("POST", "/v1/datasets"): frozenset({DS}),
     ("GET", "/v1/datasets"): frozenset({DS, PO}),
     ("GET", "/v1/datasets/{dataset_id}"): frozenset({DS, PO}),
+    ("PUT", "/v1/datasets/{dataset_id}/data"): frozenset({DS}),
+    ("DELETE", "/v1/datasets/{dataset_id}/data"): frozenset({DS}),
     ("PUT", "/v1/datasets/{dataset_id}/privacy-budget"): ADMIN_ONLY,
     ("GET", "/v1/datasets/{dataset_id}/privacy-report"): frozenset({DS, PO}),
     ("GET", "/v1/datasets/{dataset_id}/ledger/verify"): frozenset({PO}),
@@ -41,7 +44,8 @@ TABLE: dict[tuple[str, str], frozenset[str] | str] = {
     ("GET", "/v1/jobs/{job_id}"): frozenset({DS, PO}),
     ("POST", "/v1/jobs/{job_id}/cancel"): frozenset({DS}),
     ("GET", "/v1/jobs/{job_id}/privacy-report"): frozenset({DS, PO, CL}),
-    # Privacy audits of training jobs (app/privacy_audit): data scientists and privacy officers.
+    # Privacy audits of training jobs (app/privacy_audit): data scientists and privacy officers,
+    # who may also request one (it charges no budget and runs only on public datasets).
     ("POST", "/v1/audits"): frozenset({DS, PO}),
     ("GET", "/v1/audits"): frozenset({DS, PO}),
     ("GET", "/v1/audits/{audit_id}"): frozenset({DS, PO}),
@@ -123,3 +127,27 @@ def test_every_route_with_every_role(
             if not ok:
                 wrong.append(f"{method} {path} as {who}: {status}")
     assert not wrong, "\n".join(wrong)
+
+
+README = Path(__file__).resolve().parents[2] / "README.md"
+
+
+def _readme_role_rows() -> dict[str, str]:
+    """The README's role table: role -> what its row says it may call."""
+    rows = re.findall(r"^\| `(\w+)` \| (.+) \|$", README.read_text(encoding="utf-8"), re.M)
+    return {role: text for role, text in rows if role in ROLES}
+
+
+def test_the_readme_role_table_names_every_write_a_read_only_role_may_make() -> None:
+    """A role the README calls read-only may change nothing its row does not name: every
+    POST, PUT or DELETE this table admits it to must appear in its row."""
+    rows = _readme_role_rows()
+    assert set(rows) == set(ROLES), rows
+    unnamed = [
+        f"{role}: {method} {path}"
+        for (method, path), admitted in TABLE.items()
+        if admitted != PUBLIC and method != "GET"
+        for role in sorted(admitted)
+        if "read-only" in rows[role] and f"{method} {path}" not in rows[role]
+    ]
+    assert not unnamed, f"README calls these roles read-only, yet they may call: {unnamed}"

@@ -1,0 +1,98 @@
+"""A small bad body gets a small, fast 422: error lists are capped and validation stops early.
+
+The trial's request: 4,000 patients x 100 unknown keys (4 MB) to ``POST /v1/risk/batch`` once
+answered a 123 MB 422 after 12.5 s. Every answer now lists at most ``MAX_LISTED_ERRORS`` errors
+with ``error_count`` (the errors found), and ``complete: false`` when validation stopped early.
+"""
+
+import json
+import time
+from collections.abc import Callable
+
+import pytest
+from fastapi.testclient import TestClient
+
+from app.core.validation import MAX_LISTED_ERRORS
+from app.scoring.schemas import MAX_BATCH
+from tests.api.scoring_helpers import problem
+from tests.conftest import PATIENT
+
+JSON = {"content-type": "application/json"}
+SMALL_ANSWER_BYTES = 64 * 1024
+FAST_SECONDS = 2.0
+"""Generous for a shared 2-core machine: the trial's answer took 12.5 s, this one ~0.1 s."""
+
+
+def _post(client: TestClient, path: str, body: object) -> tuple[dict, int, float]:
+    content = json.dumps(body).encode()
+    started = time.perf_counter()
+    response = client.post(path, content=content, headers=JSON)
+    elapsed = time.perf_counter() - started
+    assert len(response.content) < SMALL_ANSWER_BYTES, len(response.content)
+    return problem(response, 422), len(content), elapsed
+
+
+def test_the_trials_batch_gets_a_small_fast_answer(
+    client: TestClient, client_as: Callable[[str | None], TestClient]
+) -> None:
+    clinician = client_as("clinician")
+    unknown = {f"unknown_{j}": 1 for j in range(100)}
+    body = {"patients": [{"features": unknown} for _ in range(4000)]}
+    answer, sent, elapsed = _post(clinician, "/v1/risk/batch", body)
+    assert sent > 3_000_000
+    assert elapsed < FAST_SECONDS, elapsed
+    assert len(answer["errors"]) == MAX_LISTED_ERRORS
+    assert answer["error_count"] >= MAX_LISTED_ERRORS
+    assert answer["complete"] is False  # validation stopped: more patients were not checked
+    assert answer["errors"][0]["field"].startswith("patients.0.features.")
+
+
+def test_one_object_with_many_unknown_keys_is_counted_not_listed(
+    client: TestClient, client_as: Callable[[str | None], TestClient]
+) -> None:
+    clinician = client_as("clinician")
+    features = {**PATIENT, **{f"k{j}": 0 for j in range(300_000)}}
+    answer, _, elapsed = _post(clinician, "/v1/risk", {"features": features})
+    assert elapsed < FAST_SECONDS, elapsed
+    assert len(answer["errors"]) == MAX_LISTED_ERRORS
+    # Every unknown key is counted; the known ones went unchecked, so it is a lower bound.
+    assert answer["error_count"] == 300_000 and answer["complete"] is False
+    assert answer["errors"][0] == {
+        "field": "features.k0", "message": "Extra inputs are not permitted",
+        "allowed": "features: " + ", ".join(PATIENT),
+    }
+    assert "299900 or more other error(s)" in answer["detail"]
+
+
+def test_every_request_body_caps_unknown_keys(client: TestClient) -> None:
+    """The cap is the request models' base rule, not the scoring schema's alone."""
+    body = {"name": "x", **{f"typo_{j}": 1 for j in range(5000)}}
+    answer, _, _ = _post(client, "/v1/keys", body)
+    assert len(answer["errors"]) == MAX_LISTED_ERRORS
+    assert answer["error_count"] == 5000 and answer["complete"] is False
+
+
+def test_a_few_errors_are_all_listed_with_their_count(
+    client: TestClient, client_as: Callable[[str | None], TestClient]
+) -> None:
+    patients = [{"features": PATIENT}] * 40 + [{"features": {**PATIENT, "phq9": 99}}] * 3
+    answer, _, _ = _post(client_as("clinician"), "/v1/risk/batch", {"patients": patients})
+    assert [e["field"] for e in answer["errors"]] == [
+        f"patients.{k}.features.phq9" for k in (40, 41, 42)
+    ]
+    assert answer["error_count"] == 3 and "complete" not in answer
+
+
+@pytest.mark.parametrize("bad_every", [1, 7])
+def test_a_batch_of_bad_patients_stops_after_the_listed_errors(
+    client: TestClient, client_as: Callable[[str | None], TestClient], bad_every: int
+) -> None:
+    patients = [{"features": {**PATIENT, "phq9": 99} if k % bad_every == 0 else PATIENT}
+                for k in range(MAX_BATCH)]
+    answer, _, elapsed = _post(client_as("clinician"), "/v1/risk/batch", {"patients": patients})
+    assert elapsed < FAST_SECONDS, elapsed
+    listed = [e["field"] for e in answer["errors"]]
+    assert listed == [f"patients.{k}.features.phq9" for k in range(0, MAX_BATCH, bad_every)][
+        :MAX_LISTED_ERRORS]
+    assert MAX_LISTED_ERRORS <= answer["error_count"] < MAX_BATCH / bad_every
+    assert answer["complete"] is False
