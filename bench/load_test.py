@@ -116,7 +116,8 @@ class Client:
         dataset, job = self.pick(self.tally.datasets), self.pick(self.tally.jobs)
         if kind == "register":
             body = {"name": f"load {self.rng.random():.6f} 🧠 مجموعة",
-                    "source": {"kind": "synthetic", "n_rows": 400, "seed": self.rng.randrange(99)},
+                    "source": {"kind": "synthetic", "n_rows": 400,
+                               "seed": self.rng.randrange(1, 2**31 - 1)},
                     "privacy_budget": {"epsilon": 5, "delta": 1e-4}}
             response = self.create(kind, "/v1/datasets", body)
             if response is not None and response.status_code == 201:
