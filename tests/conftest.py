@@ -2,7 +2,9 @@
 client bound to it, and a worker that runs jobs on demand."""
 
 import copy
+import io
 import itertools
+import logging
 import os
 import uuid
 from collections.abc import Callable, Iterator
@@ -16,6 +18,7 @@ from sqlalchemy import create_engine, text
 from app.auth import service as auth_service
 from app.auth.principal import Principal
 from app.core.database import Database, get_database, set_database
+from app.core.logs import ContextFilter, JsonFormatter
 from app.core.migrations import upgrade_head
 from app.core.settings import settings
 from app.main import create_app
@@ -169,6 +172,24 @@ SMALL_DATASET = {
     "source": {"kind": "synthetic", "n_rows": 2000, "seed": 11},
     "privacy_budget": {"epsilon": 10.0, "delta": 1e-5},
 }
+@pytest.fixture
+def json_log() -> Iterator[io.StringIO]:
+    """Every record of every logger, as the service writes it (JSON lines), at DEBUG."""
+    stream = io.StringIO()
+    handler = logging.StreamHandler(stream)
+    handler.addFilter(ContextFilter())
+    handler.setFormatter(JsonFormatter())
+    root = logging.getLogger()
+    level = root.level
+    root.addHandler(handler)
+    root.setLevel(logging.DEBUG)
+    try:
+        yield stream
+    finally:
+        root.removeHandler(handler)
+        root.setLevel(level)
+
+
 _registrations = itertools.count()
 
 

@@ -12,20 +12,11 @@ from fastapi.testclient import TestClient
 
 from app.core.settings import settings
 from tests.api.scoring_helpers import problem
+from tests.datasets.test_dataset_schema import CONTRACT
 
-SCHEMA = {
-    "features": [
-        {"name": "phq9", "label": "PHQ-9", "kind": "integer", "lower": 0, "upper": 27,
-         "reference": 5, "unit": "points",
-         "code": {"system": "http://loinc.org", "code": "44261-6", "display": "PHQ-9 total"}},
-        {"name": "sex", "kind": "categorical", "categories": ["female", "male", "other"],
-         "reference": "female"},
-        {"name": "prior_crisis", "kind": "binary", "reference": 0, "missing": "reference"},
-    ],
-    "outcome": {"name": "crisis_30d", "positive": 1},
-    "subgroups": ["sex"],
-    "id_column": "patient_id",
-}
+# The contract schema, with a feature whose missing values take the reference.
+SCHEMA = {**CONTRACT, "features": [*CONTRACT["features"][:2],
+                                   {**CONTRACT["features"][2], "missing": "reference"}]}
 HEADER = "patient_id,phq9,sex,prior_crisis,crisis_30d"
 
 

@@ -4,14 +4,11 @@ import io
 import json
 import logging
 import re
-from collections.abc import Iterator
 from typing import Any
 
-import pytest
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
-from app.core.logs import ContextFilter, JsonFormatter
 from app.observability.request_id import HEADER, RequestIdMiddleware
 from tests.api.scoring_helpers import train_models
 
@@ -21,24 +18,6 @@ DISTINCTIVE = {"age": 73, "phq9": 19, "gaf": 41, "num_sessions": 37, "substance_
                "prior_crisis": 0}
 PATIENT_ID = "patient-zx81-7c4e"
 OUT_OF_RANGE_AGE = 987654
-
-
-@pytest.fixture
-def json_log() -> Iterator[io.StringIO]:
-    """Every record of every logger, as the service writes it (JSON lines), at DEBUG."""
-    stream = io.StringIO()
-    handler = logging.StreamHandler(stream)
-    handler.addFilter(ContextFilter())
-    handler.setFormatter(JsonFormatter())
-    root = logging.getLogger()
-    level = root.level
-    root.addHandler(handler)
-    root.setLevel(logging.DEBUG)
-    try:
-        yield stream
-    finally:
-        root.removeHandler(handler)
-        root.setLevel(level)
 
 
 def _records(stream: io.StringIO) -> list[dict[str, Any]]:

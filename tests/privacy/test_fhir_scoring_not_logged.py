@@ -4,15 +4,11 @@ Hooks in tests/cdshooks/test_cds_hooks.py)."""
 
 import io
 import json
-import logging
 import re
-from collections.abc import Iterator
 from typing import Any
 
-import pytest
 from fastapi.testclient import TestClient
 
-from app.core.logs import ContextFilter, JsonFormatter
 from tests.api.scoring_helpers import train_models
 
 # Values no other line would print by chance; each is checked as "name ... value".
@@ -21,24 +17,6 @@ DISTINCTIVE = {"age": 67, "phq9": 23, "gaf": 29, "num_sessions": 43, "substance_
 SUBJECT = "Patient/zq-5521-fhir"
 OBSERVATION = "Observation/phq9-zq-8813"
 OUT_OF_RANGE_GAF = 876543
-
-
-@pytest.fixture
-def json_log() -> Iterator[io.StringIO]:
-    """Every record of every logger, as the service writes it (JSON lines), at DEBUG."""
-    stream = io.StringIO()
-    handler = logging.StreamHandler(stream)
-    handler.addFilter(ContextFilter())
-    handler.setFormatter(JsonFormatter())
-    root = logging.getLogger()
-    level = root.level
-    root.addHandler(handler)
-    root.setLevel(logging.DEBUG)
-    try:
-        yield stream
-    finally:
-        root.removeHandler(handler)
-        root.setLevel(level)
 
 
 def _assert_no_patient_value(text: str) -> None:
