@@ -27,6 +27,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from app.datasets.encoding import CRISIS_ENCODER, Encoder
 from app.privacy.accounting import Mechanism
 from app.privacy.parallel import dominated_gaussian_noise
 from worker.training import predict_log_odds
@@ -147,6 +148,7 @@ def calibrate_model(
     delta: float,
     training_epsilon: float,
     rng: np.random.Generator | None = None,
+    encoder: Encoder = CRISIS_ENCODER,
 ) -> Calibration:
     """Calibrate ``network`` in place on the held-out rows at no extra privacy cost.
 
@@ -155,6 +157,7 @@ def calibrate_model(
     """
     noise = dominated_gaussian_noise(history, delta, training_epsilon)
     generator = rng if rng is not None else np.random.default_rng()
-    calibration = calibrate(predict_log_odds(network, x_holdout), y_holdout, noise, generator)
+    log_odds = predict_log_odds(network, x_holdout, encoder)
+    calibration = calibrate(log_odds, y_holdout, noise, generator)
     fold_into(network, calibration)
     return calibration

@@ -211,7 +211,7 @@ def run_rank(job_dir: Path) -> None:
     rank = dist.get_rank()
     data = torch.load(job_dir / DATA, weights_only=True)
     torch.manual_seed(spec.seed)  # initial weights only (and rank 0's are broadcast anyway)
-    network = build_network(spec.kind, spec.hidden_units).to(device)
+    network = build_network(spec.kind, spec.hidden_units, data["x"].shape[1]).to(device)
     optimizer = torch.optim.SGD(network.parameters(), lr=spec.learning_rate,
                                 momentum=spec.momentum)
     average = TailAverage(optimizer, first_step=first_averaged_step(spec))

@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from app.features import scale
+from app.datasets.encoding import CRISIS_ENCODER, Encoder
 from app.registry.network import build_network
 from worker import distributed
 from worker.training import EpochCallback, TrainingResult, TrainingSpec
@@ -53,6 +53,7 @@ def train_distributed(
     device: torch.device,
     on_epoch: EpochCallback | None = None,
     sync_every: int = 1,
+    encoder: Encoder = CRISIS_ENCODER,
 ) -> TrainingResult:
     """Train ``spec`` in ``spec.world_size`` processes; the same result as ``training.train``.
 
@@ -69,7 +70,7 @@ def train_distributed(
     try:
         distributed.write_job(
             job_dir, spec,
-            torch.as_tensor(scale(x_train), dtype=torch.float32),
+            torch.as_tensor(encoder.encode(x_train), dtype=torch.float32),
             torch.as_tensor(y_train, dtype=torch.float32),
             backend=backend, sync_every=sync_every,
         )
@@ -86,7 +87,7 @@ def train_distributed(
                 _relay(process, job_dir, on_epoch)
             finally:
                 _stop(process)
-        return _result(process.returncode, job_dir, spec)
+        return _result(process.returncode, job_dir, spec, encoder.n_inputs)
     finally:
         shutil.rmtree(job_dir, ignore_errors=True)
 
@@ -125,13 +126,15 @@ def _stop(process: subprocess.Popen) -> None:
             continue
 
 
-def _result(returncode: int | None, job_dir: Path, spec: TrainingSpec) -> TrainingResult:
+def _result(
+    returncode: int | None, job_dir: Path, spec: TrainingSpec, n_inputs: int
+) -> TrainingResult:
     path = job_dir / distributed.RESULT
     if returncode != 0 or not path.exists():
         log = (job_dir / "torchrun.log").read_text(errors="replace")[-LOG_TAIL_CHARS:]
         raise DistributedTrainingFailed(f"torchrun exited with {returncode}:\n{log}")
     saved = torch.load(path, weights_only=True, map_location="cpu")
-    network = build_network(spec.kind, spec.hidden_units)
+    network = build_network(spec.kind, spec.hidden_units, n_inputs)
     network.load_state_dict(saved["state_dict"])
     epochs = int(saved["epochs_completed"])
     return TrainingResult(

@@ -23,6 +23,7 @@ from app.bands import DEFAULT_BAND_THRESHOLDS
 from app.core.database import Database
 from app.datasets import parts as dataset_parts
 from app.datasets import service as dataset_service
+from app.datasets.encoding import Encoder, encoder_for
 from app.flows import training as training_flow
 from app.jobs import queue
 from app.jobs.models import CANCELLED, PRIVACY_AUDIT, SUCCEEDED, TRAIN, Job
@@ -159,16 +160,17 @@ def progress_callback(worker: JobWorker, claimed: ClaimedJob) -> EpochCallback:
 
 
 def _train(
-    worker: JobWorker, claimed: ClaimedJob, x: np.ndarray, y: np.ndarray
+    worker: JobWorker, claimed: ClaimedJob, split: dataset_parts.Split, encoder: Encoder
 ) -> TrainingResult:
     """DP-SGD in this process, or across ``world_size`` processes under torchrun."""
     on_epoch = progress_callback(worker, claimed)
+    x, y = split.train.x, split.train.y
     if claimed.spec.world_size > 1:  # torchrun; stops only at reports, as below
         return train_distributed(
             x, y, claimed.spec, device=worker.device, on_epoch=on_epoch,
-            sync_every=report_interval(claimed.spec.epochs),
+            sync_every=report_interval(claimed.spec.epochs), encoder=encoder,
         )
-    return train(x, y, claimed.spec, device=worker.device, on_epoch=on_epoch)
+    return train(x, y, claimed.spec, device=worker.device, on_epoch=on_epoch, encoder=encoder)
 
 
 def _end_stopped(worker: JobWorker, claimed: ClaimedJob) -> str:
@@ -179,7 +181,7 @@ def _end_stopped(worker: JobWorker, claimed: ClaimedJob) -> str:
 
 
 def _calibrate_and_evaluate(
-    spec: TrainingSpec, result: TrainingResult, split: dataset_parts.Split
+    spec: TrainingSpec, result: TrainingResult, split: dataset_parts.Split, encoder: Encoder
 ) -> training_flow.TrainedNetwork:
     """Calibrate on the calibration part, then evaluate the calibrated model on the
     evaluation part.
@@ -192,12 +194,12 @@ def _calibrate_and_evaluate(
     history = [Mechanism(*step) for step in result.history]
     calibration = calibrate_model(
         result.network, split.calibration.x, split.calibration.y,
-        history=history, delta=spec.delta, training_epsilon=eps_prv,
+        history=history, delta=spec.delta, training_epsilon=eps_prv, encoder=encoder,
     )
     evaluation = split.evaluation
     metrics = evaluate(
         evaluation.y,
-        predict_proba(result.network, evaluation.x),
+        predict_proba(result.network, evaluation.x, encoder),
         groups=evaluation.groups,
         noise_multiplier=dominated_gaussian_noise(history, spec.delta, eps_prv),
         band_thresholds=DEFAULT_BAND_THRESHOLDS,
@@ -207,7 +209,7 @@ def _calibrate_and_evaluate(
     return training_flow.TrainedNetwork(
         network=result.network, kind=spec.kind, hidden_units=spec.hidden_units,
         calibration_method=calibration.method, metrics=metrics, epsilon=eps_prv,
-        epsilon_rdp=eps_rdp, delta=spec.delta,
+        epsilon_rdp=eps_rdp, delta=spec.delta, schema=encoder.schema,
     )
 
 
@@ -216,10 +218,11 @@ def run_training(worker: JobWorker, claimed: ClaimedJob) -> str:
     with worker.database.session_scope() as session:
         dataset = dataset_service.get(session=session, dataset_id=claimed.dataset_id)
         split = dataset_parts.load_parts(dataset)
-    result = _train(worker, claimed, split.train.x, split.train.y)
+        encoder = encoder_for(dataset_parts.schema_of(dataset))
+    result = _train(worker, claimed, split, encoder)
     if result.stopped_early:
         return _end_stopped(worker, claimed)
-    trained = _calibrate_and_evaluate(claimed.spec, result, split)
+    trained = _calibrate_and_evaluate(claimed.spec, result, split, encoder)
     with worker.database.session_scope() as session:
         model = training_flow.complete_training(
             session=session, job_id=claimed.job_id, dataset_id=claimed.dataset_id,

@@ -21,7 +21,7 @@ from opacus import PrivacyEngine
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
-from app.features import scale
+from app.datasets.encoding import CRISIS_ENCODER, Encoder
 from app.privacy import accounting
 from app.registry.network import build_network, predict_logits
 from worker.dpsgd import DPSGD, secret_generator
@@ -86,8 +86,10 @@ def train(
     *,
     device: torch.device,
     on_epoch: EpochCallback | None = None,
+    encoder: Encoder = CRISIS_ENCODER,
 ) -> TrainingResult:
-    """Train ``spec.kind`` on raw rows (scaled here with public bounds) and return the network.
+    """Train ``spec.kind`` on raw rows (encoded here with the schema's public scaling) and
+    return the network.
 
     Raises:
         ValueError: unknown ``spec.engine``.
@@ -96,14 +98,14 @@ def train(
     if spec.engine not in ENGINES:
         raise ValueError(f"unknown training engine {spec.engine!r}; expected one of {ENGINES}")
     torch.manual_seed(spec.seed)  # initial weights only: they do not depend on the data
-    network = build_network(spec.kind, spec.hidden_units).to(device)
+    network = build_network(spec.kind, spec.hidden_units, encoder.n_inputs).to(device)
     # The vectorised engine's steps are microseconds, so the optimizer's per-parameter Python
     # loop shows: its fused kernel (same arithmetic) halves that. Opacus keeps the default.
     optimizer = torch.optim.SGD(
         network.parameters(), lr=spec.learning_rate, momentum=spec.momentum,
         fused=spec.engine == "vectorised",
     )
-    x = torch.as_tensor(scale(x_train), dtype=torch.float32)
+    x = torch.as_tensor(encoder.encode(x_train), dtype=torch.float32)
     y = torch.as_tensor(y_train, dtype=torch.float32)
     average = TailAverage(optimizer, first_step=first_averaged_step(spec))
     if spec.engine == "vectorised":
@@ -273,11 +275,15 @@ def epsilon_of(history: list[tuple[float, float, int]], delta: float) -> tuple[f
     return figures["prv"], figures["rdp"]
 
 
-def predict_log_odds(network: nn.Module, x_raw: np.ndarray) -> np.ndarray:
-    """The model's log-odds for raw feature rows (public-bound scaling, as in scoring)."""
-    x = torch.as_tensor(scale(x_raw), dtype=torch.float32)
+def predict_log_odds(
+    network: nn.Module, x_raw: np.ndarray, encoder: Encoder = CRISIS_ENCODER
+) -> np.ndarray:
+    """The model's log-odds for raw feature rows (the schema's encoding, as in scoring)."""
+    x = torch.as_tensor(encoder.encode(x_raw), dtype=torch.float32)
     return predict_logits(network, x).double().numpy()
 
 
-def predict_proba(network: nn.Module, x_raw: np.ndarray) -> np.ndarray:
-    return 1.0 / (1.0 + np.exp(-predict_log_odds(network, x_raw)))
+def predict_proba(
+    network: nn.Module, x_raw: np.ndarray, encoder: Encoder = CRISIS_ENCODER
+) -> np.ndarray:
+    return 1.0 / (1.0 + np.exp(-predict_log_odds(network, x_raw, encoder)))

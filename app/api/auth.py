@@ -11,12 +11,13 @@ from app.auth.principal import Principal
 from app.auth.schemas import AuditEventOut, AuditPage, KeyCreate, KeyCreated, KeyOut, KeyPage
 from app.core.database import SessionDep
 from app.core.ids import KeyIdPath
+from app.core.json_body import JsonRoute
 from app.core.openapi import problems
 from app.core.pagination import Limit, Offset
 from app.core.schemas import NO_CONTROL_CHARACTERS
 
-keys_router = APIRouter(prefix="/v1/keys", tags=["keys"])
-audit_router = APIRouter(prefix="/v1/audit-log", tags=["audit"])
+keys_router = APIRouter(prefix="/v1/keys", tags=["keys"], route_class=JsonRoute)
+audit_router = APIRouter(prefix="/v1/audit-log", tags=["audit"], route_class=JsonRoute)
 
 Admin = Annotated[Principal, require_roles()]
 

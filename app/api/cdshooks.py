@@ -9,10 +9,11 @@ from app.auth.dependencies import require_roles
 from app.auth.principal import Principal
 from app.cdshooks import service
 from app.cdshooks.schemas import CdsResponse, Discovery, HookRequest
+from app.core.json_body import JsonRoute
 from app.core.openapi import problems
 from app.core.time import utcnow
 
-router = APIRouter(prefix="/cds-services", tags=["cds-hooks"])
+router = APIRouter(prefix="/cds-services", tags=["cds-hooks"], route_class=JsonRoute)
 # EHRs call as clinicians (their key is configured with the service, even for discovery).
 Clinician = Annotated[Principal, require_roles("clinician")]
 

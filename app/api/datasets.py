@@ -16,6 +16,7 @@ from app.auth.principal import Principal
 from app.core.database import SessionDep
 from app.core.idempotency import IdempotencyKey, create_once, replay_headers
 from app.core.ids import DatasetIdPath
+from app.core.json_body import JsonRoute
 from app.core.negotiation import REPORT_RESPONSES, PrefersHtml
 from app.core.openapi import problems
 from app.core.pagination import Limit, Offset
@@ -29,7 +30,7 @@ from app.reports import privacy_report as ledger_report
 from app.reports.html import negotiated
 from app.reports.schemas import DatasetPrivacyReport
 
-router = APIRouter(prefix="/v1/datasets", tags=["datasets"])
+router = APIRouter(prefix="/v1/datasets", tags=["datasets"], route_class=JsonRoute)
 READERS = require_roles("data_scientist", "privacy_officer")
 # Roles that may see a synthetic source's seed (it regenerates every row).
 SEED_READERS = frozenset({"admin", "data_scientist", None})
@@ -53,7 +54,7 @@ def _register(*, session: Session, body: DatasetCreate, principal: Principal) ->
     return dataset.id
 
 
-@router.post("", status_code=status.HTTP_201_CREATED)
+@router.post("", status_code=status.HTTP_201_CREATED, responses=problems(409))
 def create_dataset(
     body: DatasetCreate, session: SessionDep, response: Response,
     principal: Annotated[Principal, require_roles("data_scientist")],

@@ -5,6 +5,7 @@ from typing import Annotated
 from fastapi import APIRouter
 from fastapi.responses import JSONResponse
 
+from app.api.scoring_route import ScoringRoute
 from app.auth import audit
 from app.auth.dependencies import require_roles
 from app.auth.principal import Principal
@@ -14,7 +15,7 @@ from app.fhir import service
 from app.fhir.schemas import RiskFhirRequest
 from app.scoring import service as scoring_service
 
-router = APIRouter(tags=["fhir"])
+router = APIRouter(tags=["fhir"], route_class=ScoringRoute)
 
 
 @router.post(
@@ -28,7 +29,7 @@ def score_patient_fhir(
     principal: Annotated[Principal, require_roles("clinician")],
 ) -> JSONResponse:
     """Score one patient and answer with a FHIR R4 RiskAssessment."""
-    features = body.features.model_dump()
+    features = body.features
     scored = scoring_service.assess(features=features, model_id=body.model_id)
     audit.record_scoring(principal=principal, endpoint="risk/fhir",
                          patients=1, model_id=scored.model.id)

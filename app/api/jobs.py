@@ -13,6 +13,7 @@ from app.auth.principal import Principal
 from app.core.database import SessionDep
 from app.core.idempotency import IdempotencyKey, create_once, replay_headers
 from app.core.ids import DatasetIdQuery, JobIdPath
+from app.core.json_body import JsonRoute
 from app.core.negotiation import REPORT_RESPONSES, PrefersHtml
 from app.core.openapi import problems
 from app.core.pagination import Limit, Offset
@@ -25,7 +26,7 @@ from app.reports import privacy_report as ledger_report
 from app.reports.html import negotiated
 from app.reports.schemas import JobPrivacyReport
 
-router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
+router = APIRouter(prefix="/v1/jobs", tags=["jobs"], route_class=JsonRoute)
 READERS = require_roles("data_scientist", "privacy_officer")
 DataScientist = Annotated[Principal, require_roles("data_scientist")]
 

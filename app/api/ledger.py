@@ -10,11 +10,12 @@ from app.auth.dependencies import require_roles
 from app.auth.principal import Principal
 from app.core.database import SessionDep
 from app.core.ids import DatasetIdPath
+from app.core.json_body import JsonRoute
 from app.datasets import service as dataset_service
 from app.ledger import service
 from app.ledger.schemas import ChainVerification
 
-router = APIRouter(prefix="/v1/datasets", tags=["ledger"])
+router = APIRouter(prefix="/v1/datasets", tags=["ledger"], route_class=JsonRoute)
 
 
 @router.get("/{dataset_id}/ledger/verify")

@@ -15,6 +15,7 @@ from app.auth.dependencies import require_roles
 from app.auth.principal import Principal
 from app.core.database import SessionDep
 from app.core.ids import AuditIdPath, DatasetIdQuery
+from app.core.json_body import JsonRoute
 from app.core.negotiation import REPORT_RESPONSES, PrefersHtml
 from app.core.openapi import problems
 from app.core.pagination import Limit, Offset
@@ -26,7 +27,7 @@ from app.reports import audit_report as report
 from app.reports.html import negotiated
 from app.reports.schemas import AuditReport
 
-router = APIRouter(prefix="/v1/audits", tags=["privacy audits"])
+router = APIRouter(prefix="/v1/audits", tags=["privacy audits"], route_class=JsonRoute)
 Auditor = Annotated[Principal, require_roles("data_scientist", "privacy_officer")]
 READERS = require_roles("data_scientist", "privacy_officer")
 

@@ -4,10 +4,11 @@ from fastapi import APIRouter
 
 from app.auth.dependencies import require_roles
 from app.auth.models import ROLES
+from app.core.json_body import JsonRoute
 from app.privacy import inventory
 from app.privacy.inventory import ReleaseInventory
 
-router = APIRouter(prefix="/v1/privacy", tags=["privacy"])
+router = APIRouter(prefix="/v1/privacy", tags=["privacy"], route_class=JsonRoute)
 
 
 @router.get("/inventory", dependencies=[require_roles(*ROLES)])

@@ -10,6 +10,7 @@ from app.auth.dependencies import require_roles
 from app.auth.principal import Principal
 from app.core.database import SessionDep
 from app.core.ids import ModelIdPath
+from app.core.json_body import JsonRoute
 from app.core.openapi import problems
 from app.core.pagination import Limit, Offset
 from app.registry import service
@@ -23,7 +24,7 @@ from app.registry.schemas import (
     ModelPage,
 )
 
-router = APIRouter(prefix="/v1/models", tags=["models"])
+router = APIRouter(prefix="/v1/models", tags=["models"], route_class=JsonRoute)
 # Clinicians read models too: the dashboard lists them and shows each one's guarantee.
 READERS = require_roles("data_scientist", "privacy_officer", "clinician")
 # First in a route's parameters: checked before ``get_model_or_404``, so a refused caller

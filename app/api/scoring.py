@@ -2,24 +2,28 @@
 
 from typing import Annotated
 
-from fastapi import APIRouter, Response
+from fastapi import APIRouter, Query, Response
 from starlette.concurrency import run_in_threadpool
 
+from app.api.scoring_route import ScoringRoute
 from app.auth import audit
 from app.auth.dependencies import require_roles
 from app.auth.models import ROLES
 from app.auth.principal import Principal
+from app.core.ids import MAX_ID
 from app.core.openapi import problems
-from app.features import spec_document
+from app.datasets.dataset_schema import CRISIS_SCHEMA
+from app.flows import schemas as schema_flow
 from app.scoring import render, service
+from app.scoring.feature_spec import feature_document
 from app.scoring.schemas import RiskBatchRequest, RiskBatchResponse, RiskRequest, RiskResult
 
-router = APIRouter(tags=["scoring"])
+router = APIRouter(tags=["scoring"], route_class=ScoringRoute)
 Clinician = Annotated[Principal, require_roles("clinician")]
 
 
 def _score_one(body: RiskRequest, principal: Principal) -> bytes:
-    scored = service.score(features=body.features.model_dump(), model_id=body.model_id)
+    scored = service.score(features=body.features, model_id=body.model_id)
     audit.record_scoring(principal=principal, endpoint="risk", patients=1,
                          model_id=scored["model"]["id"])
     return render.document_json(scored)
@@ -40,7 +44,7 @@ async def score_patient(body: RiskRequest, principal: Clinician) -> Response:
 def score_patients(body: RiskBatchRequest, principal: Clinician) -> Response:
     """Score 1 to 10,000 patients in one call; results in request order."""
     scored = service.score_batch(
-        patients=[p.features.model_dump() for p in body.patients], model_id=body.model_id
+        patients=[p.features for p in body.patients], model_id=body.model_id
     )
     audit.record_scoring(principal=principal, endpoint="risk/batch",
                          patients=len(body.patients), model_id=scored.model["id"])
@@ -48,7 +52,13 @@ def score_patients(body: RiskBatchRequest, principal: Clinician) -> Response:
                     media_type="application/json")
 
 
-@router.get("/v1/features", dependencies=[require_roles(*ROLES)])
-def get_feature_spec() -> list[dict[str, object]]:
-    """The feature spec: names, public bounds, reference values, labels."""
-    return spec_document()
+@router.get("/v1/features", dependencies=[require_roles(*ROLES)], responses=problems(404))
+def get_feature_spec(
+    model_id: Annotated[int | None, Query(ge=1, le=MAX_ID)] = None,
+    dataset_id: Annotated[int | None, Query(ge=1, le=MAX_ID)] = None,
+) -> list[dict[str, object]]:
+    """A schema's features: names, kinds, public bounds or categories, reference values,
+    labels, codes. The named model's (what it scores), the named dataset's, or the active
+    model's; with neither named and no model active, the built-in crisis schema's."""
+    schema = schema_flow.schema_for(model_id=model_id, dataset_id=dataset_id)
+    return feature_document(schema or CRISIS_SCHEMA)

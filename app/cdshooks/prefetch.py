@@ -15,8 +15,14 @@ from datetime import UTC, date, datetime
 from typing import Any
 
 from app.core.errors import DomainError, InvalidRequest
+from app.datasets.encoding import CRISIS_ENCODER
 from app.fhir.codes import BY_TOKEN, FEATURE_CODES, FeatureCode
-from app.scoring.schemas import allowed_range
+from app.scoring.patients import allowed_of
+
+
+def allowed_range(name: str) -> str:
+    by_name = {f.name: f for f in CRISIS_ENCODER.schema.features}
+    return allowed_of(by_name[name])
 
 USABLE_STATUSES = {"final", "amended", "corrected"}
 YES_CODES = {"Y", "y", "yes", "true", "373066001"}  # HL7 v2-0136 Y, SNOMED CT 373066001 |Yes|

@@ -12,7 +12,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from app.bands import Band, cut_offs
-from app.cdshooks.prefetch import features_from_prefetch
+from app.cdshooks.prefetch import allowed_range, features_from_prefetch
 from app.cdshooks.schemas import (
     Card,
     CardSource,
@@ -25,10 +25,12 @@ from app.cdshooks.schemas import (
     ServiceExtension,
 )
 from app.core.errors import DomainError, InvalidRequest, NotFound
+from app.datasets.encoding import CRISIS_ENCODER
 from app.fhir.codes import FEATURE_CODES, HORIZON_DAYS, MODEL_SYSTEM
 from app.fhir.service import percent
 from app.scoring import service as scoring_service
-from app.scoring.schemas import PatientFeatures, RiskResult, allowed_range
+from app.scoring.patients import features_model
+from app.scoring.schemas import RiskResult
 
 SERVICE_ID = "dpcrisis-crisis-risk"
 HOOK = "patient-view"
@@ -85,7 +87,7 @@ def discovery() -> Discovery:
 def _checked_features(raw: dict[str, float]) -> dict[str, Any]:
     """The prefetched values through the same validation as /v1/risk, errors named by key."""
     try:
-        return PatientFeatures.model_validate(raw).model_dump()
+        return features_model(CRISIS_ENCODER).model_validate(raw).model_dump()
     except ValidationError as exc:
         errors = [
             {"field": f"prefetch.{e['loc'][0]}", "message": e["msg"],

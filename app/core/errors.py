@@ -9,7 +9,7 @@ from fastapi.responses import JSONResponse
 from sqlalchemy.exc import OperationalError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from app.core.schemas import ALLOWED_RANGES
+from app.core.schemas import ALLOWED_RANGES, NO_CONTROL_CHARACTERS, TEXT_RULE, refused_character
 from app.core.validation import MAX_LISTED_ERRORS, listed
 
 PROBLEM_JSON = "application/problem+json"
@@ -61,6 +61,19 @@ class Forbidden(DomainError):
     """A valid key whose role may not call this endpoint."""
 
     status, kind, title = 403, "forbidden", "Forbidden"
+
+
+class UnsupportedMediaType(DomainError):
+    """A body whose Content-Type the route cannot read (a form or text sent to a JSON route)."""
+
+    status, kind, title = 415, "unsupported-media-type", "Unsupported media type"
+
+
+class MalformedBody(DomainError):
+    """A body refused before its fields are validated: not JSON, a key given twice, a number
+    too long to read. Same kind as a field's validation error: the client fixes the body."""
+
+    status, kind, title = 422, "validation-error", "Invalid request"
 
 
 def problem(
@@ -117,6 +130,9 @@ def _listed_error(err: dict[str, Any]) -> dict[str, Any]:
         item["allowed"] = allowed
     if "allowed" in ctx:
         item["allowed"] = ctx["allowed"]
+    if err["type"] == "string_pattern_mismatch" and ctx.get("pattern") == NO_CONTROL_CHARACTERS:
+        # The pattern itself (a long character class) would tell a client nothing.
+        item.update(message=refused_character(err.get("input")), allowed=TEXT_RULE)
     return item
 
 
@@ -175,9 +191,11 @@ def install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
-        return problem(
+        response = problem(
             exc.status_code, "http-error", str(exc.detail), str(exc.detail), request.url.path
         )
+        response.headers.update(exc.headers or {})  # a 405's Allow, a 401's WWW-Authenticate
+        return response
 
     @app.exception_handler(OperationalError)
     async def _database(request: Request, exc: OperationalError) -> JSONResponse:

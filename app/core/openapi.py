@@ -4,9 +4,9 @@ FastAPI documents a 422 as ``application/json`` with its own ``HTTPValidationErr
 other error at all, while every error here leaves through ``core/errors.py`` as
 ``application/problem+json``. Rather than repeat ``responses=`` on every route, the generated
 document is rewritten once: each operation gets the errors that follow from its shape (401/403
-behind a key, 404 with a path id, 400/413 with a body, 422 with any input, 503 when the database is
-down), and every error a route declares itself (e.g. ``responses=problems(409)``) gets the
-``Problem`` schema under ``application/problem+json``.
+behind a key, 404 with a path id, 400/413 with a body, 415 with a JSON body, 422 with any input,
+503 when the database is down), and every error a route declares itself (e.g.
+``responses=problems(409)``) gets the ``Problem`` schema under ``application/problem+json``.
 
 Every operation is named after its route function, in camelCase (``create_job`` ->
 ``createJob``), so generated clients read like the code.
@@ -69,7 +69,9 @@ def _implied_errors(operation: dict[str, Any]) -> list[int]:
     if any(p.get("in") == "path" for p in params):
         implied.append(404)
     if "requestBody" in operation:
-        implied += [400, 413]  # 400: a body that is not UTF-8 cannot even be parsed
+        implied += [400, 413]  # 400: a body the client stopped sending
+    if "application/json" in operation.get("requestBody", {}).get("content", {}):
+        implied.append(415)  # a JSON route sent a form or text (app.core.json_body)
     if params or "requestBody" in operation:
         implied.append(422)
     return implied

@@ -24,7 +24,7 @@ import re
 from enum import StrEnum
 from typing import Any, Literal
 
-from pydantic import Field, field_serializer
+from pydantic import ConfigDict, Field, field_serializer
 
 from app.core.errors import InvalidRequest
 from app.core.schemas import NO_CONTROL_CHARACTERS, RequestModel
@@ -63,6 +63,21 @@ class Code(RequestModel):
     display: str | None = _free_text()
 
 
+class SeverityBand(RequestModel):
+    """A published band of an instrument (e.g. PHQ-9 20-27 "severe"), inclusive on both ends;
+    scoring names it next to a value in its reasons."""
+
+    model_config = ConfigDict(serialize_by_alias=True)
+
+    from_: float = Field(alias="from")
+    to: float
+    label: str = Field(min_length=1, max_length=120, pattern=NO_CONTROL_CHARACTERS)
+
+    @field_serializer("from_", "to")
+    def _whole(self, value: float) -> float | int:
+        return int(value) if float(value).is_integer() else value
+
+
 class FeatureSpec(RequestModel):
     """One model feature: its kind, public bounds and the public reference patient's value."""
 
@@ -79,6 +94,10 @@ class FeatureSpec(RequestModel):
     code: Code | None = None
     missing: Literal["error", "reference"] = Field(
         default="error", description="reference: a missing value is imputed with the reference"
+    )
+    severity_bands: list[SeverityBand] | None = Field(
+        default=None, max_length=MAX_CATEGORIES,
+        description="numeric and integer features: published bands, ascending, within bounds",
     )
 
     @field_serializer("lower", "upper", "model_lower", "model_upper", "reference")
@@ -216,13 +235,26 @@ def _check_bounded(feature: FeatureSpec, at: str) -> None:
         raise _fail(f"{at}.reference", "must be a number within the bounds", span)
     if whole and not float(reference).is_integer():
         raise _fail(f"{at}.reference", "must be a whole number", f"whole numbers in {span}")
+    _check_bands(feature.severity_bands or [], f"{at}.severity_bands", lower, upper)
+
+
+def _check_bands(bands: list[SeverityBand], at: str, lower: float, upper: float) -> None:
+    """Ascending, non-overlapping bands inside the bounds."""
+    previous: float | None = None
+    for i, band in enumerate(bands):
+        floor = lower if previous is None else previous
+        starts_after = previous is None or band.from_ > previous
+        if not (starts_after and floor <= band.from_ <= band.to <= upper):
+            raise _fail(f"{at}[{i}]", "bands ascend without overlap, within the bounds",
+                        f"{floor:g} <= from <= to <= {upper:g}, from above the last band's to")
+        previous = band.to
 
 
 def _check_feature(feature: FeatureSpec, at: str) -> None:
     if feature.kind in (FeatureKind.NUMERIC, FeatureKind.INTEGER):
         _check_bounded(feature, at)
         return
-    _refuse_extras(feature, at, ("model_lower", "model_upper"))
+    _refuse_extras(feature, at, ("model_lower", "model_upper", "severity_bands"))
     if feature.kind is FeatureKind.BINARY:
         _refuse_extras(feature, at, ("categories",))
         for side, value in (("lower", feature.lower), ("upper", feature.upper)):
@@ -284,6 +316,10 @@ def _crisis_feature(f: Feature) -> FeatureSpec:
     }
     if f.kind == "integer":
         spec |= {"lower": f.lower, "upper": f.upper, "model_upper": f.model_upper}
+    if f.severities:
+        spec["severity_bands"] = [
+            {"from": s.lower, "to": s.upper, "label": s.label} for s in f.severities
+        ]
     if f.loinc:
         spec["code"] = {"system": LOINC, "code": f.loinc, "display": LOINC_DISPLAY[f.loinc]}
     return FeatureSpec.model_validate(spec)

@@ -12,7 +12,7 @@ from torch import nn
 
 from app.bands import DEFAULT_BAND_THRESHOLDS
 from app.datasets import service as dataset_service
-from app.features import FEATURE_NAMES, SCALING
+from app.datasets.dataset_schema import DatasetSchema, schema_hash
 from app.jobs import queue
 from app.jobs import service as job_service
 from app.jobs.models import SUCCEEDED, Job
@@ -69,6 +69,7 @@ class TrainedNetwork:
     epsilon: float  # the headline PLD accountant (key prv); inf when non-private
     epsilon_rdp: float  # RDP accountant; inf when non-private
     delta: float
+    schema: DatasetSchema  # the declaration the network's inputs were encoded from
 
 
 def complete_training(
@@ -86,8 +87,8 @@ def complete_training(
     """
     sha = artifacts.save(
         trained.network,
-        {"kind": trained.kind, "hidden_units": trained.hidden_units, "scaling": SCALING,
-         "calibration": trained.calibration_method},
+        artifacts.artifact_config(kind=trained.kind, hidden_units=trained.hidden_units,
+                                  calibration=trained.calibration_method, schema=trained.schema),
     )
     job = queue.finish(
         session=session, job_id=job_id, worker_id=worker_id, status=SUCCEEDED,
@@ -100,7 +101,9 @@ def complete_training(
         dataset_id=dataset_id,
         kind=trained.kind,
         artifact_sha256=sha,
-        feature_names=list(FEATURE_NAMES),
+        feature_names=trained.schema.feature_names,
+        schema_json=trained.schema.model_dump(mode="json"),
+        schema_hash=schema_hash(trained.schema),
         epsilon=finite_or_none(trained.epsilon),
         epsilon_rdp=finite_or_none(trained.epsilon_rdp),
         delta=trained.delta,

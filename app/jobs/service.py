@@ -7,7 +7,6 @@ from sqlalchemy.orm import Session
 
 from app.core.errors import Conflict, InvalidRequest, NotFound
 from app.core.time import utcnow
-from app.datasets.dataset_schema import CRISIS_SCHEMA, schema_hash
 from app.datasets.models import AWAITING_DATA, READY, Dataset
 from app.datasets.rules import max_delta
 from app.jobs import notify
@@ -131,8 +130,7 @@ class DatasetNotTrainable(Conflict):
 
 
 def check_trainable(dataset: Dataset) -> None:
-    """Refuse (409) a dataset without rows (awaiting its upload, or erased), and, until the
-    schema-driven encoder lands, one whose declared schema is not the crisis schema.
+    """Refuse (409) a dataset without rows (awaiting its upload, or erased).
 
     Raises:
         DatasetNotTrainable: with the dataset's state.
@@ -144,15 +142,6 @@ def check_trainable(dataset: Dataset) -> None:
                if dataset.state == AWAITING_DATA else "its rows were erased"),
             field="dataset_id", state=dataset.state,
         )
-    if dataset.schema_hash not in (None, CRISIS_SCHEMA_HASH):
-        raise DatasetNotTrainable(
-            f"dataset {dataset.id} declares its own schema; training follows the crisis "
-            "schema's six features for now (the schema-driven encoder is not built yet)",
-            field="dataset_id", state=dataset.state,
-        )
-
-
-CRISIS_SCHEMA_HASH = schema_hash(CRISIS_SCHEMA)
 
 
 def plan(*, dataset: Dataset, request: JobCreate) -> Job:

@@ -10,7 +10,8 @@ from torch import nn
 
 from app.core.errors import Conflict
 from app.core.settings import settings
-from app.features import SCALING
+from app.datasets.dataset_schema import CRISIS_SCHEMA, DatasetSchema, schema_hash
+from app.datasets.encoding import LEGACY_SCALING, SCALING, encoder_for
 from app.registry.network import build_network
 
 
@@ -19,9 +20,43 @@ class ArtifactCorrupt(RuntimeError):
 
 
 class ArtifactIncompatible(Conflict):
-    """The model was trained with another feature scaling than this service applies."""
+    """The model was trained with another feature scaling or schema than it is loaded for."""
 
-    kind, title = "model-incompatible", "Model trained with an older feature scaling"
+    kind, title = "model-incompatible", "Model trained with another feature scaling or schema"
+
+
+def artifact_config(*, kind: str, hidden_units: int, calibration: str,
+                    schema: DatasetSchema) -> dict[str, Any]:
+    """What an artifact records besides its weights: the family, and the declared schema (and
+    its hash) the network's inputs were encoded from."""
+    return {"kind": kind, "hidden_units": hidden_units, "scaling": SCALING,
+            "calibration": calibration, "schema": schema.model_dump(mode="json"),
+            "schema_hash": schema_hash(schema)}
+
+
+def schema_in(config: dict[str, Any], sha256: str) -> DatasetSchema:
+    """The schema an artifact was trained on; an artifact from before schemas is the crisis
+    schema's (its scaling was exactly that encoding).
+
+    Raises:
+        ArtifactIncompatible: another scaling, or a schema that does not match its own hash.
+    """
+    scaling = config.get("scaling")
+    if scaling == LEGACY_SCALING:
+        return CRISIS_SCHEMA
+    if scaling != SCALING:
+        # Scoring it with today's scaling would silently give wrong risks: refuse instead.
+        raise ArtifactIncompatible(
+            f"model artifact {sha256[:12]} was trained with feature scaling {scaling!r}, "
+            f"this service scales with {SCALING!r}: retrain it", field="model_id",
+        )
+    schema = DatasetSchema.model_validate(config["schema"])
+    if schema_hash(schema) != config.get("schema_hash"):
+        raise ArtifactIncompatible(
+            f"model artifact {sha256[:12]}: its schema does not match its recorded hash",
+            field="model_id",
+        )
+    return schema
 
 
 def _path(sha256: str, root: Path | None = None) -> Path:
@@ -44,21 +79,33 @@ def save(network: nn.Module, config: dict[str, Any], root: Path | None = None) -
     return sha256
 
 
-def load(sha256: str, root: Path | None = None) -> tuple[nn.Module, dict[str, Any]]:
-    """Load and verify an artifact; weights only (no pickled code is executed)."""
+def load(
+    sha256: str, root: Path | None = None, *, expected_schema_hash: str | None = None
+) -> tuple[nn.Module, dict[str, Any]]:
+    """Load and verify an artifact; weights only (no pickled code is executed).
+
+    Args:
+        expected_schema_hash: the schema the caller will encode inputs with (the registered
+            model's); an artifact trained on another declaration is refused.
+
+    Raises:
+        ArtifactCorrupt: the bytes do not match ``sha256``.
+        ArtifactIncompatible: another scaling, or another schema than expected.
+    """
     data = _path(sha256, root).read_bytes()
     if hashlib.sha256(data).hexdigest() != sha256:
         raise ArtifactCorrupt(f"artifact {sha256} does not match its hash")
     payload = torch.load(io.BytesIO(data), weights_only=True)
     config = payload["config"]
-    if config.get("scaling") != SCALING:
-        # Scoring it with today's scaling would silently give wrong risks: refuse instead.
+    schema = schema_in(config, sha256)
+    digest = schema_hash(schema)
+    if expected_schema_hash is not None and digest != expected_schema_hash:
         raise ArtifactIncompatible(
-            f"model artifact {sha256[:12]} was trained with feature scaling "
-            f"{config.get('scaling')!r}, this service scales with {SCALING!r}: retrain it",
-            field="model_id",
+            f"model artifact {sha256[:12]} was trained on schema {digest[:12]}, not on "
+            f"{expected_schema_hash[:12]}", field="model_id",
         )
-    network = build_network(config["kind"], int(config.get("hidden_units", 16)))
+    network = build_network(config["kind"], int(config.get("hidden_units", 16)),
+                            encoder_for(schema).n_inputs)
     network.load_state_dict(payload["state_dict"])
     network.eval()
     return network, config

@@ -29,6 +29,10 @@ class TrainedModel(Base):
     kind: Mapped[str] = mapped_column(String(32))
     artifact_sha256: Mapped[str] = mapped_column(String(64))
     feature_names: Mapped[list[str]] = mapped_column(JSON)
+    # The declared schema the model was trained on (its dataset's, at training time) and its
+    # hash: scoring validates and encodes with it, and the artifact must carry the same hash.
+    schema_json: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
+    schema_hash: Mapped[str | None] = mapped_column(String(64), nullable=True)
     epsilon: Mapped[float | None] = mapped_column(Float, nullable=True)  # None: non-private
     epsilon_rdp: Mapped[float | None] = mapped_column(Float, nullable=True)
     delta: Mapped[float] = mapped_column(Float)

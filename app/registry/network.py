@@ -3,16 +3,20 @@
 import torch
 from torch import nn
 
-from app.features import N_FEATURES
+CRISIS_INPUTS = 6
+"""Inputs of the built-in crisis schema's models (its six features, one input each)."""
 
 
-def build_network(kind: str, hidden_units: int = 16) -> nn.Module:
-    """A logistic model or a small MLP (tanh: bounded activations suit clipped DP-SGD)."""
+def build_network(kind: str, hidden_units: int = 16, n_inputs: int = CRISIS_INPUTS) -> nn.Module:
+    """A logistic model or a small MLP (tanh: bounded activations suit clipped DP-SGD).
+
+    ``n_inputs`` is the schema's encoded width (``app.datasets.encoding.Encoder.n_inputs``).
+    """
     if kind == "logistic":
-        return nn.Sequential(nn.Linear(N_FEATURES, 1))
+        return nn.Sequential(nn.Linear(n_inputs, 1))
     if kind == "mlp":
         return nn.Sequential(
-            nn.Linear(N_FEATURES, hidden_units), nn.Tanh(), nn.Linear(hidden_units, 1)
+            nn.Linear(n_inputs, hidden_units), nn.Tanh(), nn.Linear(hidden_units, 1)
         )
     raise ValueError(f"unknown model kind {kind!r}")
 

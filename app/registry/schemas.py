@@ -8,6 +8,7 @@ from pydantic_core import PydanticCustomError
 from app import bands
 from app.core.errors import InvalidRequest
 from app.core.schemas import Page, RequestModel, ResponseModel, UtcDatetime, register_ranges
+from app.datasets.dataset_schema import DatasetSchema
 
 
 def _real_number(value: Any) -> Any:
@@ -72,6 +73,11 @@ class ModelOut(ResponseModel):
     kind: str
     artifact_sha256: str
     features: list[str] = Field(validation_alias="feature_names")
+    model_schema: DatasetSchema = Field(
+        serialization_alias="schema",
+        description="the declared schema it was trained on: the features it scores",
+    )
+    schema_hash: str
     privacy: PrivacyStatementOut
     metrics: dict[str, Any]
     band_thresholds: dict[str, float]

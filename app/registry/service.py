@@ -25,6 +25,7 @@ from torch import nn
 from app import bands
 from app.core.errors import Conflict, NotFound
 from app.core.recent import RecentMemory
+from app.datasets.dataset_schema import CRISIS_SCHEMA, DatasetSchema, schema_hash
 from app.jobs.models import SUCCEEDED, Job
 from app.privacy.figures import epsilon_text
 from app.registry import artifacts
@@ -127,6 +128,17 @@ def resolve(*, session: Session, model_id: int | None) -> TrainedModel:
     return model
 
 
+def schema_of(model: TrainedModel) -> DatasetSchema:
+    """The declared schema the model was trained on (before schemas: the crisis schema)."""
+    if model.schema_json is None:
+        return CRISIS_SCHEMA
+    return DatasetSchema.model_validate(model.schema_json)
+
+
+def schema_hash_of(model: TrainedModel) -> str:
+    return model.schema_hash or schema_hash(CRISIS_SCHEMA)
+
+
 def load_network(model: TrainedModel) -> nn.Module:
     """Load and verify a model's weights.
 
@@ -134,7 +146,8 @@ def load_network(model: TrainedModel) -> nn.Module:
         ModelUnavailable: the artifact is missing or its bytes no longer match the hash.
     """
     try:
-        network, _ = artifacts.load(model.artifact_sha256)
+        network, _ = artifacts.load(model.artifact_sha256,
+                                    expected_schema_hash=schema_hash_of(model))
     except (FileNotFoundError, artifacts.ArtifactCorrupt) as exc:
         raise ModelUnavailable(
             f"model {model.id}'s artifact is missing or does not match its SHA-256",
@@ -332,4 +345,6 @@ def describe(*, model: TrainedModel, active_model_id: int | None) -> ModelOut:
         version=version_of(model),
         active=model.id == active_model_id,
         privacy=privacy_statement(model),
+        model_schema=schema_of(model),
+        schema_hash=schema_hash_of(model),
     )

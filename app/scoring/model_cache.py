@@ -21,6 +21,7 @@ from typing import Any
 
 from app.core.database import get_database
 from app.core.time import as_utc
+from app.datasets.encoding import Encoder, encoder_for
 from app.registry import service as registry_service
 from app.registry.models import TrainedModel
 
@@ -35,6 +36,8 @@ class ScoringModel:
     artifact_sha256: str
     band_thresholds: dict[str, float]
     block: dict[str, Any]  # id, version, kind, dataset, trained_at and the privacy statement
+    encoder: Encoder  # the declared schema it was trained on: what a patient must give
+    schema_hash: str
 
     @classmethod
     def of(cls, model: TrainedModel) -> "ScoringModel":
@@ -43,6 +46,8 @@ class ScoringModel:
             artifact_sha256=model.artifact_sha256,
             band_thresholds=dict(model.band_thresholds),
             block=model_block(model),
+            encoder=encoder_for(registry_service.schema_of(model)),
+            schema_hash=registry_service.schema_hash_of(model),
         )
 
 

@@ -12,28 +12,35 @@ from collections.abc import Sequence
 from functools import lru_cache
 from typing import Any
 
-from app.features import FEATURES
+from app.datasets.encoding import Encoder
 from app.scoring.service import Scored, direction_of, explained_value
 
 _encode = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode
 
 
 @lru_cache(maxsize=4096)
-def _fragments(index: int, value: float) -> tuple[str, str]:
+def _fragments(encoder_hash: str, index: int, value: float) -> tuple[str, str]:
     """JSON around a contribution's two numbers, for one feature value."""
-    f = FEATURES[index]
-    reason, severity = explained_value(index, value)
-    head = (f'{{"feature":{_encode(f.name)},"label":{_encode(f.label)},"value":{value!r},'
+    encoder = _ENCODERS[encoder_hash]
+    f = encoder.schema.features[index]
+    reason, severity, shown = explained_value(encoder, index, value)
+    head = (f'{{"feature":{_encode(f.name)},"label":{_encode(f.label or f.name)},'
+            f'"value":{_encode(shown) if isinstance(shown, str) else repr(shown)},'
             '"contribution":')
     tail = f',"reason":{_encode(reason)},"severity":{_encode(severity)}}}'
     return head, tail
 
 
+_ENCODERS: dict[str, Encoder] = {}
+
+
 def _contributions(scored: Scored, k: int) -> str:
     row, phi, phi_p = scored.raw[k], scored.phi[k], scored.phi_p[k]
+    digest = scored.encoder.hash
+    _ENCODERS.setdefault(digest, scored.encoder)
     parts = []
     for i in scored.order[k]:
-        head, tail = _fragments(i, row[i])
+        head, tail = _fragments(digest, i, row[i])
         parts.append(f'{head}{phi[i]!r},"contribution_probability":{phi_p[i]!r},'
                      f'"direction":"{direction_of(phi[i])}"{tail}')
     return ",".join(parts)

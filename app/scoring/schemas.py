@@ -1,91 +1,37 @@
-"""Risk request bodies, built from the feature spec so bounds live in one place.
+"""Risk request and response bodies.
 
-Every error about a feature carries the feature's allowed range in its context, so a problem
-document names it at any depth (``features.phq9`` for one patient, ``patients.3.features.phq9``
-in a batch), including for a missing value or a value of the wrong type.
+The features are a JSON object here: which names and values are allowed depends on the scoring
+model's declared schema, known once the model is resolved (``app.scoring.patients`` checks them
+then, each error naming ``features.phq9`` or ``patients.3.features.phq9`` with the allowed
+range or categories).
 """
 
 from typing import Annotated, Any
 
-from pydantic import (
-    BaseModel,
-    BeforeValidator,
-    Field,
-    ModelWrapValidatorHandler,
-    ValidationError,
-    create_model,
-    model_validator,
-)
-from pydantic_core import InitErrorDetails, PydanticCustomError
+from pydantic import BaseModel, Field
 
 from app.bands import Band
 from app.core.ids import MAX_ID
 from app.core.schemas import ALLOWED_RANGES, RequestModel, register_ranges
 from app.core.validation import stop_early
-from app.features import BY_NAME, FEATURE_NAMES, FEATURES
+from app.datasets.dataset_schema import MAX_FEATURES
 
 MAX_BATCH = 10_000
 """Patients per batch call: 10,000 score in well under a second on 2 CPU cores."""
 
-_FEATURE_LIST = ", ".join(FEATURE_NAMES)
+MAX_FEATURE_KEYS = MAX_FEATURES + 20
+"""Keys a features object may have before it is refused unread: the schema's limit, and room to
+name a few unknown ones."""
 
+PatientFeatures = Annotated[
+    dict[str, Any],
+    Field(max_length=MAX_FEATURE_KEYS, description=(
+        "the scoring model's features, by name (GET /v1/features?model_id=... lists them with "
+        "their allowed values; the active model's when no model_id is named)"
+    ), examples=[{"age": 34, "phq9": 22, "gaf": 45, "num_sessions": 12, "substance_use": 1,
+                  "prior_crisis": 1}]),
+]
 
-def _whole_number(value: Any) -> Any:
-    """Accept 22 or 22.0; reject 22.5, strings and booleans as the wrong type."""
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise ValueError("must be a number")
-    if isinstance(value, float):
-        if value != value or value in (float("inf"), float("-inf")):
-            raise ValueError("must be a finite number")
-        if not value.is_integer():
-            raise ValueError("must be a whole number")
-        return int(value)
-    return value
-
-
-def allowed_range(name: str) -> str:
-    """A feature's public range as error bodies show it, e.g. ``[0, 27]``."""
-    f = BY_NAME[name]
-    return f"[{f.lower:g}, {f.upper:g}]"
-
-
-def _with_allowed(error: Any) -> InitErrorDetails:
-    """The same error, its context carrying the feature's range (or the feature names)."""
-    loc = tuple(error["loc"])
-    name = str(loc[0]) if loc else ""
-    ctx = {k: v for k, v in (error.get("ctx") or {}).items() if k != "error"}
-    ctx["allowed"] = allowed_range(name) if name in BY_NAME else f"features: {_FEATURE_LIST}"
-    return InitErrorDetails(
-        type=PydanticCustomError(error["type"], error["msg"], ctx), loc=loc, input=error["input"]
-    )
-
-
-class _FeaturesBase(RequestModel):
-    @model_validator(mode="wrap")
-    @classmethod
-    def _name_ranges(cls, value: Any, handler: ModelWrapValidatorHandler[BaseModel]) -> Any:
-        try:
-            return handler(value)
-        except ValidationError as exc:
-            errors = [_with_allowed(e) for e in exc.errors()]
-            raise ValidationError.from_exception_data(exc.title, errors) from None
-
-
-def _feature_fields() -> dict[str, Any]:
-    fields: dict[str, Any] = {}
-    for f in FEATURES:
-        kind = Annotated[  # Field first, or the schema shows "ge"/"le", not minimum/maximum
-            int,
-            Field(ge=f.lower, le=f.upper, description=f"{f.label} ({f.unit})".strip()),
-            BeforeValidator(_whole_number),
-        ]
-        fields[f.name] = (kind, ...)
-    return fields
-
-
-PatientFeatures = create_model(  # type: ignore[call-overload]
-    "PatientFeatures", __base__=_FeaturesBase, **_feature_fields()
-)
 
 ModelId = Annotated[
     int | None,
@@ -96,7 +42,7 @@ ModelId = Annotated[
 
 @register_ranges
 class RiskRequest(RequestModel):
-    features: PatientFeatures  # type: ignore[valid-type]
+    features: PatientFeatures
     model_id: ModelId = None
 
 
@@ -105,7 +51,7 @@ class BatchPatient(RequestModel):
         default=None, min_length=1, max_length=128,
         description="your identifier for this patient, echoed in its result",
     )
-    features: PatientFeatures  # type: ignore[valid-type]
+    features: PatientFeatures
 
 
 class RiskBatchRequest(RequestModel):
@@ -131,7 +77,7 @@ class SeverityOut(BaseModel):
 class ContributionOut(BaseModel):
     feature: str
     label: str
-    value: float
+    value: float | str = Field(description="the value sent (a categorical feature's category)")
     contribution: float = Field(description="exact Shapley value on the log-odds scale")
     contribution_probability: float = Field(description="exact Shapley value on the 0-1 scale")
     direction: str = Field(description="raises | lowers | neutral")
@@ -139,11 +85,19 @@ class ContributionOut(BaseModel):
     severity: SeverityOut | None = Field(description="the instrument's published band, if any")
 
 
+class ExplanationOut(BaseModel):
+    method: str = Field(description=(
+        "exact (all coalitions, up to 12 features) | closed-form+sampled (logistic log-odds "
+        "exact, probability scale estimated) | sampled (permutation estimate)"))
+    standard_error: float = Field(description="largest standard error of an estimated value")
+
+
 class ReferenceOut(BaseModel):
-    features: dict[str, int | float]
+    features: dict[str, int | float | str]
     log_odds: float
     probability: float
     note: str
+    explanation: ExplanationOut
 
 
 class ModelStatementOut(BaseModel):

@@ -1,8 +1,10 @@
-"""Scoring: probability, risk band, and exact Shapley contributions with reasons.
+"""Scoring: probability, risk band, and Shapley contributions with reasons.
 
-One implementation for one patient and for 10,000: the batch core evaluates the model once on
-every coalition of every patient (n x 2^6 rows in one tensor), and the single-patient endpoint,
-FHIR and CDS Hooks call it with n = 1. Patient features are never logged here or anywhere else.
+Everything follows the scoring model's declared schema: the features a patient must give (and
+their allowed values), the encoding, the reference patient and the reasons. One implementation
+for one patient and for 10,000: the batch core evaluates the model on every coalition of every
+patient in blocks (``app.scoring.explain``), and the single-patient endpoint, FHIR and CDS Hooks
+call it with n = 1. Patient features are never logged here or anywhere else.
 """
 
 import threading
@@ -16,18 +18,29 @@ import torch
 from torch import nn
 
 from app.bands import Band, band_of
-from app.features import FEATURE_NAMES, FEATURES, REFERENCE, scale
+from app.datasets.encoding import Encoder
 from app.registry import service as registry_service
 from app.registry.models import TrainedModel
 from app.scoring import model_cache
-from app.scoring.explain import coalition_inputs, shapley_from_values
+from app.scoring.explain import Explanation, explain
 from app.scoring.model_cache import ScoringModel
+from app.scoring.patients import PathOf, raw_rows
+from app.scoring.reasons import Shown, reason_of, severity_of, shown_value
 from app.scoring.schemas import RiskResult
 
 _cache: dict[str, nn.Module] = {}
 _cache_lock = threading.Lock()
 
-REFERENCE_NOTE = "public reference patient from the feature spec, not from private data"
+REFERENCE_NOTE = "public reference patient from the model's declared schema, not from private data"
+
+def single_path(k: int) -> tuple[Any, ...]:
+    """Where the one patient's features sit in a ``/v1/risk`` body."""
+    return ("features",)
+
+
+def batch_path(k: int) -> tuple[Any, ...]:
+    """Where patient k's features sit in a ``/v1/risk/batch`` body."""
+    return ("patients", k, "features")
 
 
 def network_for(model: TrainedModel | ScoringModel) -> nn.Module:
@@ -46,50 +59,45 @@ def network_for(model: TrainedModel | ScoringModel) -> nn.Module:
         return network
 
 
-def _sigmoid(z: np.ndarray) -> np.ndarray:
-    return 1.0 / (1.0 + np.exp(-z))
+def _linear_weights(network: nn.Module) -> np.ndarray | None:
+    """The input weights of a logistic model (its log-odds are linear in the inputs)."""
+    layers = list(network.children()) if isinstance(network, nn.Sequential) else []
+    if len(layers) == 1 and isinstance(layers[0], nn.Linear):
+        return layers[0].weight.detach().double().numpy()[0]
+    return None
 
 
-def coalition_log_odds(network: nn.Module, raw: np.ndarray) -> np.ndarray:
-    """Log-odds of every coalition of every row, (n, 2^d), in one forward pass.
-
-    Coalitions are built on scaled inputs (scaling is per feature, so scaling a coalition and
-    taking the coalition of scaled rows agree) in float32: n x 2^d x d values, 15 MB for 10,000.
-    """
-    n, d = raw.shape
-    x = scale(raw).astype(np.float32)
-    reference = scale(REFERENCE[None, :]).astype(np.float32)[0]
-    z = torch.from_numpy(coalition_inputs(x, reference))
-    with torch.inference_mode():
-        return network(z).squeeze(-1).double().numpy().reshape(n, 2**d)
-
-
-def explain_rows(network: nn.Module, raw: np.ndarray) -> dict[str, np.ndarray]:
+def explain_rows(network: nn.Module, encoder: Encoder, raw: np.ndarray) -> Explanation:
     """Shapley values on the log-odds and on the probability scale, with their bases.
 
-    The probability-scale values are the sigmoid of the same coalition values, so both
-    explanations are exact and additive from one forward pass.
+    Coalitions are built on encoded inputs, a player's inputs together (encoding is per
+    feature, so encoding a coalition and taking the coalition of encoded rows agree).
     """
-    values = coalition_log_odds(network, raw)
-    p_values = _sigmoid(values)
-    return {
-        "phi": shapley_from_values(values),
-        "base": values[:, 0],
-        "full": values[:, -1],
-        "phi_p": shapley_from_values(p_values),
-        "base_p": p_values[:, 0],
-        "p": p_values[:, -1],
-    }
+
+    def log_odds(inputs: np.ndarray) -> np.ndarray:
+        with torch.inference_mode():
+            return network(torch.from_numpy(inputs)).squeeze(-1).double().numpy()
+
+    x = encoder.encode(raw).astype(np.float32)
+    return explain(log_odds, x, encoder.reference_encoded.astype(np.float32),
+                   encoder.player_of_input, linear_weights=_linear_weights(network))
 
 
 @lru_cache(maxsize=4096)
-def explained_value(index: int, value: float) -> tuple[str, dict[str, Any] | None]:
-    """(reason, severity band) of one feature value; values are whole numbers in public bounds."""
-    f = FEATURES[index]
-    band = f.severity(value)
-    severity = None if band is None else {"label": band.label, "from": band.lower,
-                                          "to": band.upper}
-    return f.reason(value), severity
+def _explained(encoder_hash: str, index: int, value: float
+               ) -> tuple[str, dict[str, Any] | None, Shown]:
+    feature = _ENCODERS[encoder_hash].schema.features[index]
+    return reason_of(feature, value), severity_of(feature, value), shown_value(feature, value)
+
+
+_ENCODERS: dict[str, Encoder] = {}
+
+
+def explained_value(encoder: Encoder, index: int, value: float
+                    ) -> tuple[str, dict[str, Any] | None, Shown]:
+    """(reason, severity band, value as shown) of one feature value, cached per schema."""
+    _ENCODERS.setdefault(encoder.hash, encoder)
+    return _explained(encoder.hash, index, value)
 
 
 def direction_of(contribution: float) -> str:
@@ -106,6 +114,7 @@ class Scored:
     """
 
     model: dict[str, Any]
+    encoder: Encoder
     band_thresholds: dict[str, float]
     reference: dict[str, Any]
     raw: list[list[float]]
@@ -131,13 +140,14 @@ class Scored:
 
     def contributions(self, k: int) -> list[dict[str, Any]]:
         row, phi, phi_p = self.raw[k], self.phi[k], self.phi_p[k]
+        features = self.encoder.schema.features
         items = []
         for i in self.order[k]:
-            reason, severity = explained_value(i, row[i])
+            reason, severity, shown = explained_value(self.encoder, i, row[i])
             items.append({
-                "feature": FEATURES[i].name,
-                "label": FEATURES[i].label,
-                "value": row[i],
+                "feature": features[i].name,
+                "label": features[i].label or features[i].name,
+                "value": shown,
                 "contribution": phi[i],
                 "contribution_probability": phi_p[i],
                 "direction": direction_of(phi[i]),
@@ -169,63 +179,62 @@ class Scored:
         }
 
 
-def rows_of(patients: Sequence[Mapping[str, float]]) -> np.ndarray:
-    """Raw feature rows (n, d) in the spec's order."""
-    return np.array([[float(p[name]) for name in FEATURE_NAMES] for p in patients],
-                    dtype=np.float64).reshape(len(patients), len(FEATURE_NAMES))
-
-
 def score_rows(*, model: ScoringModel, raw: np.ndarray) -> Scored:
     """The batch core: every patient's score and exact Shapley contributions, in order.
 
     Raises:
         ModelUnavailable: the model gives a non-finite score (unusable weights).
     """
-    e = explain_rows(network_for(model), raw)
-    if not (np.isfinite(e["full"]).all() and np.isfinite(e["phi"]).all()):
+    e = explain_rows(network_for(model), model.encoder, raw)
+    if not (np.isfinite(e.full).all() and np.isfinite(e.phi).all()):
         raise registry_service.ModelUnavailable(
             f"model {model.id} gives a non-finite score", field="model_id"
         )
     return Scored(
         # Copies: the snapshot is shared by every request that scores with it.
         model=dict(model.block),
+        encoder=model.encoder,
         band_thresholds=dict(model.band_thresholds),
         reference={
-            "features": {f.name: f.reference for f in FEATURES},
-            "log_odds": float(e["base"][0]),
-            "probability": float(e["base_p"][0]),
+            "features": {f.name: f.reference for f in model.encoder.schema.features},
+            "log_odds": e.base,
+            "probability": e.base_p,
             "note": REFERENCE_NOTE,
+            "explanation": {"method": e.method, "standard_error": e.standard_error},
         },
         raw=raw.tolist(),
-        probability=e["p"].tolist(),
-        log_odds=e["full"].tolist(),
-        phi=e["phi"].tolist(),
-        phi_p=e["phi_p"].tolist(),
-        order=np.argsort(-np.abs(e["phi"]), axis=1, kind="stable").tolist(),
+        probability=e.p.tolist(),
+        log_odds=e.full.tolist(),
+        phi=e.phi.tolist(),
+        phi_p=e.phi_p.tolist(),
+        order=np.argsort(-np.abs(e.phi), axis=1, kind="stable").tolist(),
     )
 
 
 def score_batch(
-    *, patients: Sequence[Mapping[str, float]], model_id: int | None
+    *, patients: Sequence[Mapping[str, Any]], model_id: int | None, at: PathOf = batch_path
 ) -> Scored:
-    """Score many patients with the named model or the active one, in request order.
+    """Score many patients with the named model or the active one, in request order; each
+    patient's features are checked against that model's schema.
 
     Raises:
         ModelNotFound: no such model, or no model trained yet (404).
         NoActiveModel: no model named and none active (409).
         ModelUnavailable: the model's artifact is missing or corrupt (409).
+        RequestValidationError: features that the model's schema does not allow (422).
     """
-    return score_rows(model=model_cache.resolve(model_id), raw=rows_of(patients))
+    model = model_cache.resolve(model_id)
+    return score_rows(model=model, raw=raw_rows(model.encoder, patients, at))
 
 
-def score(*, features: Mapping[str, float], model_id: int | None) -> dict[str, Any]:
+def score(*, features: Mapping[str, Any], model_id: int | None) -> dict[str, Any]:
     """Score one patient: the batch core with n = 1, with the full reference and statement."""
-    scored = score_batch(patients=[features], model_id=model_id)
+    scored = score_batch(patients=[features], model_id=model_id, at=single_path)
     result = {k: v for k, v in scored.result(0).items() if k != "id"}
     return {**result, "reference": scored.reference, "model": scored.model}
 
 
-def assess(*, features: Mapping[str, float], model_id: int | None) -> RiskResult:
+def assess(*, features: Mapping[str, Any], model_id: int | None) -> RiskResult:
     """``score`` as a typed ``RiskResult``, for FHIR and CDS Hooks to read by attribute.
 
     ``/v1/risk`` writes ``score``'s dict straight to JSON instead (``render.document_json``):

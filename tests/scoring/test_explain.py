@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from app.bands import band_of
+from app.datasets.encoding import CRISIS_ENCODER
 from app.features import LOWER, N_FEATURES, REFERENCE, UPPER, scale
 from app.registry.network import build_network
 from app.scoring.explain import coalition_inputs, exact_shapley, shapley_from_values
@@ -210,40 +211,40 @@ def test_explain_rows_log_odds_and_probability_add_up(logistic_network: torch.nn
         ],
         dtype=np.float64,
     )
-    e = explain_rows(logistic_network, raw)
-    assert e["phi"].shape == e["phi_p"].shape == (4, N_FEATURES)
+    e = explain_rows(logistic_network, CRISIS_ENCODER, raw)
+    assert e.phi.shape == e.phi_p.shape == (4, N_FEATURES)
 
     full = log_odds(logistic_network, raw)
     base = log_odds(logistic_network, REFERENCE[None, :])[0]
-    np.testing.assert_allclose(e["full"], full, atol=1e-6)
-    np.testing.assert_allclose(e["base"], base, atol=1e-6)
-    np.testing.assert_allclose(e["phi"].sum(axis=1), e["full"] - e["base"], atol=1e-9)
+    np.testing.assert_allclose(e.full, full, atol=1e-6)
+    np.testing.assert_allclose(e.base, base, atol=1e-6)
+    np.testing.assert_allclose(e.phi.sum(axis=1), e.full - e.base, atol=1e-9)
 
     p = _sigmoid(full)
     p_ref = _sigmoid(base)
-    np.testing.assert_allclose(e["p"], p, atol=1e-7)
-    np.testing.assert_allclose(e["base_p"], p_ref, atol=1e-7)
-    np.testing.assert_allclose(e["phi_p"].sum(axis=1), e["p"] - e["base_p"], atol=1e-9)
-    np.testing.assert_allclose(e["phi_p"].sum(axis=1), p - p_ref, atol=1e-6)
+    np.testing.assert_allclose(e.p, p, atol=1e-7)
+    np.testing.assert_allclose(e.base_p, p_ref, atol=1e-7)
+    np.testing.assert_allclose(e.phi_p.sum(axis=1), e.p - e.base_p, atol=1e-9)
+    np.testing.assert_allclose(e.phi_p.sum(axis=1), p - p_ref, atol=1e-6)
 
     # The reference patient has no contributions at all.
-    np.testing.assert_allclose(e["phi"][1], 0.0, atol=1e-6)
-    np.testing.assert_allclose(e["phi_p"][1], 0.0, atol=1e-7)
+    np.testing.assert_allclose(e.phi[1], 0.0, atol=1e-6)
+    np.testing.assert_allclose(e.phi_p[1], 0.0, atol=1e-7)
 
 
 def test_explain_rows_logistic_contributions_are_weight_times_scaled_deviation(
     logistic_network: torch.nn.Module,
 ) -> None:
     raw = np.array([[34, 22, 35, 12, 1, 1], [60, 9, 55, 20, 0, 1]], dtype=np.float64)
-    e = explain_rows(logistic_network, raw)
+    e = explain_rows(logistic_network, CRISIS_ENCODER, raw)
     w = logistic_network[0].weight.detach().double().numpy()[0]
     expected = w * (scale(raw) - scale(REFERENCE[None, :]))
-    np.testing.assert_allclose(e["phi"], expected, atol=1e-5)
+    np.testing.assert_allclose(e.phi, expected, atol=1e-5)
     # The PHQ-9 22 patient: a high PHQ-9 raises the risk; a low GAF (35 < 70) raises it too.
-    assert e["phi"][0, 1] > 0
-    assert e["phi"][0, 2] > 0
+    assert e.phi[0, 1] > 0
+    assert e.phi[0, 2] > 0
     # Probability-scale contributions have the same sign as the log-odds ones here.
-    assert np.all(np.sign(e["phi_p"][0]) == np.sign(e["phi"][0]))
+    assert np.all(np.sign(e.phi_p[0]) == np.sign(e.phi[0]))
 
 
 # --- bands -------------------------------------------------------------------------------------

@@ -1,5 +1,8 @@
 """Hypothesis: feature validation accepts exactly the public ranges, and rejects the rest well.
 
+The crisis schema's features model (``app.scoring.patients``) is what a model trained on the
+generator validates against.
+
 Any whole number inside a feature's public bounds is scored; anything else (out of range,
 fractional, NaN, infinite, overflowing, a string, a boolean, null, a list, an object) is a 422
 whose error names the feature and its allowed range, never a 500. Checked on the request schema
@@ -18,12 +21,18 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
+from app.datasets.encoding import CRISIS_ENCODER
 from app.features import FEATURES
-from app.scoring.schemas import RiskBatchRequest, RiskRequest, allowed_range
+from app.scoring.patients import allowed_of, features_model
 from tests.api.seeded_app import seeded_client
 from tests.conftest import PATIENT, _sqlite_database
 
 NAMES = [f.name for f in FEATURES]
+CRISIS_FEATURES = features_model(CRISIS_ENCODER)
+
+
+def allowed_range(name: str) -> str:
+    return allowed_of(next(f for f in CRISIS_ENCODER.schema.features if f.name == name))
 API = settings(max_examples=60, deadline=None, derandomize=True, database=None,
                suppress_health_check=[HealthCheck.function_scoped_fixture])
 SCHEMA = settings(max_examples=300, deadline=None, derandomize=True, database=None)
@@ -67,7 +76,7 @@ def _errors_for(exc: ValidationError, name: str) -> list[dict[str, Any]]:
 @SCHEMA
 @given(features=patients)
 def test_schema_accepts_every_whole_number_in_range(features: dict[str, Any]) -> None:
-    parsed = RiskRequest.model_validate({"features": features}).features.model_dump()
+    parsed = CRISIS_FEATURES.model_validate(features).model_dump()
     assert parsed == {k: int(v) for k, v in features.items()}
     assert all(type(v) is int for v in parsed.values())
 
@@ -77,7 +86,7 @@ def test_schema_accepts_every_whole_number_in_range(features: dict[str, Any]) ->
 def test_schema_rejects_out_of_range_with_the_range(data: st.DataObject, name: str) -> None:
     value = data.draw(st.one_of(out_of_range(name), wrong_types))
     with pytest.raises(ValidationError) as caught:
-        RiskRequest.model_validate({"features": {**PATIENT, name: value}})
+        CRISIS_FEATURES.model_validate({**PATIENT, name: value})
     errors = _errors_for(caught.value, name)
     assert errors, caught.value.errors()
     assert all(e["ctx"]["allowed"] == allowed_range(name) for e in errors), errors
@@ -87,7 +96,7 @@ def test_schema_rejects_out_of_range_with_the_range(data: st.DataObject, name: s
 @given(name=st.sampled_from(NAMES), value=st.sampled_from([math.nan, math.inf, -math.inf]))
 def test_schema_rejects_non_finite(name: str, value: float) -> None:
     with pytest.raises(ValidationError) as caught:
-        RiskBatchRequest.model_validate({"patients": [{"features": {**PATIENT, name: value}}]})
+        CRISIS_FEATURES.model_validate({**PATIENT, name: value})
     assert _errors_for(caught.value, name), caught.value.errors()
 
 

@@ -21,7 +21,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from app.features import scale
+from app.datasets.encoding import CRISIS_ENCODER
 from app.privacy_audit import bounds
 from app.registry.network import build_network
 from worker.dpsgd import (
@@ -91,13 +91,13 @@ def canary_scores(
 ) -> np.ndarray:
     """Run the job's training with gradient canaries; each canary's score in units of C / B."""
     torch.manual_seed(spec.seed)
-    network = build_network(spec.kind, spec.hidden_units).to(device)
+    network = build_network(spec.kind, spec.hidden_units, CRISIS_ENCODER.n_inputs).to(device)
     optimizer = torch.optim.SGD(
         network.parameters(), lr=spec.learning_rate, momentum=spec.momentum, fused=True
     )
     engine = CanaryDPSGD(
         network, optimizer,
-        torch.as_tensor(scale(x_train), dtype=torch.float32, device=device),
+        torch.as_tensor(CRISIS_ENCODER.encode(x_train), dtype=torch.float32, device=device),
         torch.as_tensor(y_train, dtype=torch.float32, device=device),
         included=torch.as_tensor(included, device=device),
         batch_size=spec.batch_size, noise_multiplier=spec.noise_multiplier,

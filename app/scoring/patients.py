@@ -1,0 +1,163 @@
+"""Patient features checked against the *scoring model's* declared schema.
+
+Which schema applies is known only once the model is resolved (the active one, or the one
+named), so the request bodies carry the features as a JSON object and this module validates
+them: one pydantic model per schema (built once per schema hash), every error naming the field
+at its full path (``features.phq9``, ``patients.3.features.sex``) with the allowed range or
+categories. The valid rows come back as raw numbers in the schema's order (a categorical
+feature as its category's index), ready for ``Encoder.encode``.
+"""
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Annotated, Any, ClassVar, Literal
+
+import numpy as np
+from fastapi.exceptions import RequestValidationError
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    Field,
+    ModelWrapValidatorHandler,
+    ValidationError,
+    create_model,
+    model_validator,
+)
+from pydantic_core import InitErrorDetails, PydanticCustomError
+
+from app.core.errors import MAX_LISTED_ERRORS
+from app.core.schemas import RequestModel
+from app.datasets.dataset_schema import FeatureKind, FeatureSpec
+from app.datasets.encoding import Encoder
+
+PathOf = Callable[[int], tuple[Any, ...]]
+"""Patient k -> the path of its features in the request body."""
+
+
+def whole_number(value: Any) -> Any:
+    """Accept 22 or 22.0; reject 22.5, strings and booleans as the wrong type."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ValueError("must be a number")
+    if isinstance(value, float):
+        if value != value or value in (float("inf"), float("-inf")):
+            raise ValueError("must be a finite number")
+        if not value.is_integer():
+            raise ValueError("must be a whole number")
+        return int(value)
+    return value
+
+
+def real_number(value: Any) -> Any:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ValueError("must be a number")
+    return value
+
+
+def allowed_of(feature: FeatureSpec) -> str:
+    """A feature's allowed values as error bodies show them: ``[0, 27]``, ``0 or 1``, ..."""
+    if feature.kind is FeatureKind.BINARY:
+        return "0 or 1"
+    if feature.kind is FeatureKind.CATEGORICAL:
+        return f"one of {feature.categories}"
+    lower, upper = feature.bounds
+    return f"[{lower:g}, {upper:g}]"
+
+
+def _field(feature: FeatureSpec) -> Any:
+    description = " ".join(x for x in (feature.label, feature.unit and f"({feature.unit})") if x)
+    if feature.kind is FeatureKind.CATEGORICAL:
+        return Annotated[Literal[tuple(feature.categories or ())],  # type: ignore[misc]
+                         Field(description=description or None)]
+    lower, upper = feature.bounds
+    kind, check = (float, real_number) if feature.kind is FeatureKind.NUMERIC else (
+        int, whole_number)
+    return Annotated[kind, Field(ge=lower, le=upper, description=description or None),
+                     BeforeValidator(check)]
+
+
+class _FeaturesBase(RequestModel):
+    """Every error carries the feature's allowed values (or the feature names) in its context."""
+
+    allowed: ClassVar[dict[str, str]] = {}
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _name_allowed(cls, value: Any, handler: ModelWrapValidatorHandler[BaseModel]) -> Any:
+        try:
+            return handler(value)
+        except ValidationError as exc:
+            names = ", ".join(cls.allowed)
+            errors = []
+            for e in exc.errors():
+                loc = tuple(e["loc"])
+                name = str(loc[0]) if loc else ""
+                ctx = {k: v for k, v in (e.get("ctx") or {}).items() if k != "error"}
+                ctx["allowed"] = cls.allowed.get(name, f"features: {names}")
+                errors.append(InitErrorDetails(
+                    type=PydanticCustomError(e["type"], e["msg"], ctx), loc=loc,
+                    input=e["input"]))
+            raise ValidationError.from_exception_data(exc.title, errors) from None
+
+
+_models: dict[str, type[BaseModel]] = {}
+
+
+def features_model(encoder: Encoder) -> type[BaseModel]:
+    """The request model of one schema's features (unknown keys refused), built once."""
+    model = _models.get(encoder.hash)
+    if model is None:
+        fields: dict[str, Any] = {f.name: (_field(f), ...) for f in encoder.schema.features}
+        model = create_model(  # type: ignore[call-overload]
+            f"Features_{encoder.hash[:12]}", __base__=_FeaturesBase, **fields)
+        model.allowed = {f.name: allowed_of(f) for f in encoder.schema.features}
+        _models[encoder.hash] = model
+    return model
+
+
+def _errors(exc: ValidationError, at: tuple[Any, ...]) -> list[dict[str, Any]]:
+    """The errors at their full path in the request body (the input is not echoed)."""
+    return [{"type": e["type"], "loc": ("body", *at, *e["loc"]), "msg": e["msg"],
+             "input": None, "ctx": e.get("ctx") or {}} for e in exc.errors()]
+
+
+def _row(encoder: Encoder, valid: BaseModel) -> list[float]:
+    row = []
+    for feature in encoder.schema.features:
+        value = getattr(valid, feature.name)
+        if feature.kind is FeatureKind.CATEGORICAL:
+            value = (feature.categories or []).index(value)
+        row.append(float(value))
+    return row
+
+
+def check(encoder: Encoder, patients: Sequence[Any], at: PathOf
+          ) -> tuple[list[list[float]], list[dict[str, Any]]]:
+    """(raw rows of the valid patients, errors of the others); checking stops once a full
+    answer's worth of errors is found (``MAX_LISTED_ERRORS``)."""
+    model = features_model(encoder)
+    rows: list[list[float]] = []
+    errors: list[dict[str, Any]] = []
+    for k, features in enumerate(patients):
+        try:
+            valid = model.model_validate(features)
+        except ValidationError as exc:
+            errors.extend(_errors(exc, at(k)))
+            if len(errors) > MAX_LISTED_ERRORS:
+                break
+            continue
+        rows.append(_row(encoder, valid))
+    return rows, errors
+
+
+def raw_rows(encoder: Encoder, patients: Sequence[Mapping[str, Any]], at: PathOf) -> np.ndarray:
+    """Validate each patient's features; the raw rows (n, features) in the schema's order.
+
+    Args:
+        at: the path of patient k's features in the request body, for error locations.
+
+    Raises:
+        RequestValidationError: every error, each with its path and allowed values (422).
+    """
+    rows, errors = check(encoder, patients, at)
+    if errors:
+        raise RequestValidationError(errors)
+    return np.array(rows, dtype=np.float64).reshape(len(rows), encoder.n_players)
