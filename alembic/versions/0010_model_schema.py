@@ -31,6 +31,6 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
-    with op.batch_alter_table('model') as batch:
-        batch.drop_column('schema_hash')
-        batch.drop_column('schema_json')
+    # Plain DROP COLUMN, no table rebuild: model_activation's foreign keys point at model.
+    op.drop_column('model', 'schema_hash')
+    op.drop_column('model', 'schema_json')

@@ -43,6 +43,7 @@ def call_cds_service(
         service_id=service_id, hook=body.hook,
         patient_id=body.context.patientId, prefetch=body.prefetch, today=utcnow().date(),
     )
-    audit.record_scoring(principal=principal, endpoint="cds-services",
-                         patients=1, model_id=model_id)
+    if model_id is not None:  # an insufficient-data card scored nobody
+        audit.record_scoring(principal=principal, endpoint="cds-services",
+                             patients=1, model_id=model_id)
     return answer

@@ -13,7 +13,6 @@ from app.core.openapi import problems
 from app.core.time import utcnow
 from app.fhir import service
 from app.fhir.schemas import RiskFhirRequest
-from app.scoring import service as scoring_service
 
 router = APIRouter(tags=["fhir"], route_class=ScoringRoute)
 
@@ -29,12 +28,12 @@ def score_patient_fhir(
     principal: Annotated[Principal, require_roles("clinician")],
 ) -> JSONResponse:
     """Score one patient and answer with a FHIR R4 RiskAssessment."""
-    features = body.features
-    scored = scoring_service.assess(features=features, model_id=body.model_id)
+    scored, schema = service.assess(features=body.features, model_id=body.model_id,
+                                    references=body.basis)
     audit.record_scoring(principal=principal, endpoint="risk/fhir",
                          patients=1, model_id=scored.model.id)
     resource = service.risk_assessment(
-        scored=scored, features=features, subject=body.subject, references=body.basis,
+        scored=scored, schema=schema, subject=body.subject, references=body.basis,
         now=utcnow(),
     )
     return JSONResponse(resource, media_type=service.FHIR_JSON)

@@ -16,6 +16,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from app.core.errors import DomainError, MalformedBody
+from app.core.ids import MAX_ID
 from app.core.json_body import JsonRoute, parse
 from app.scoring import model_cache
 from app.scoring.patients import check
@@ -39,8 +40,9 @@ def _patients(body: Any) -> tuple[list[Any], Any] | None:
 def _feature_errors(body: Any) -> list[dict[str, Any]]:
     found = _patients(body)
     model_id = body.get("model_id") if isinstance(body, dict) else None
-    if found is None or not (model_id is None or type(model_id) is int):
-        return []
+    in_range = model_id is None or (type(model_id) is int and 1 <= model_id <= MAX_ID)
+    if found is None or not in_range:
+        return []  # no model it could name: the first step's errors say enough
     try:
         encoder = model_cache.resolve(model_id).encoder
     except DomainError:

@@ -27,17 +27,29 @@ class HookRequest(BaseModel):
 
 
 class FeatureCode(BaseModel):
-    """Which code carries a feature in the prefetch, and the values the model accepts."""
+    """Where a feature comes from in the prefetch, and the values the model accepts."""
 
     feature: str
     label: str
-    system: str
-    code: str
+    prefetch: str = Field(description="the prefetch key whose resources carry it")
+    system: str | None = Field(description="its Observations' code system (null: birthDate only)")
+    code: str | None
+    display: str | None
     allowed: str
 
 
 class ServiceExtension(BaseModel):
+    model_id: int | None = Field(
+        serialization_alias="dev.dpcrisis.model-id",
+        description="the active model whose schema this describes; null when none is active "
+        "(the built-in crisis schema is described then)",
+    )
     feature_codes: list[FeatureCode] = Field(serialization_alias="dev.dpcrisis.feature-codes")
+    not_prefetchable: list[str] = Field(
+        serialization_alias="dev.dpcrisis.not-prefetchable",
+        description="features without a code: no prefetch carries them, so a call answers an "
+        "insufficient-data card",
+    )
 
 
 class CdsService(BaseModel):

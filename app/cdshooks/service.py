@@ -1,42 +1,37 @@
 """CDS Hooks service: discovery document, and one card per ``patient-view`` call.
 
-The card is informational (no suggestions): summary under 140 characters, indicator by band
-(low -> info, medium -> warning, high -> critical), and a markdown detail with the probability,
-the reasons (exact Shapley contributions) and the model's privacy statement.
+Both follow the *active* model's declared schema (``app.cdshooks.prefetch`` says where each
+feature comes from): discovery asks for the Patient when the schema has an age feature and
+for the latest Observation of each coded feature, and lists the features no prefetch can carry.
+A call whose model has such features answers an "insufficient data" card naming them (with
+any prefetchable ones the call lacked) instead of a score; otherwise a prefetch lacking data is
+a 412, as before. Discovery changes when another model is activated: EHRs should read it again.
+
+When no model is active (none trained, or none activated yet), discovery still answers: it
+describes the built-in crisis schema, the one a model trained on the built-in generator uses,
+says so in its description and gives ``dev.dpcrisis.model-id`` as null; a call then answers
+the 404 / 409 that ``/v1/risk`` answers.
 """
 
-import uuid
 from datetime import date
 from typing import Any
+from urllib.parse import quote
 
 from pydantic import ValidationError
 
-from app.bands import Band, cut_offs
-from app.cdshooks.prefetch import allowed_range, features_from_prefetch
-from app.cdshooks.schemas import (
-    Card,
-    CardSource,
-    CdsResponse,
-    CdsService,
-    Coding,
-    Discovery,
-    FeatureCode,
-    Indicator,
-    ServiceExtension,
-)
+from app.cdshooks.cards import card, insufficient_card
+from app.cdshooks.prefetch import Sources, features_from_prefetch, incomplete, sources_of
+from app.cdshooks.schemas import CdsResponse, CdsService, Discovery, FeatureCode, ServiceExtension
 from app.core.errors import DomainError, InvalidRequest, NotFound
-from app.datasets.encoding import CRISIS_ENCODER
-from app.fhir.codes import FEATURE_CODES, HORIZON_DAYS, MODEL_SYSTEM
-from app.fhir.service import percent
+from app.datasets.encoding import CRISIS_ENCODER, Encoder
+from app.fhir.codes import HORIZON_DAYS, OUTCOME_TEXT, label_of
+from app.scoring import model_cache
 from app.scoring import service as scoring_service
-from app.scoring.patients import features_model
-from app.scoring.schemas import RiskResult
+from app.scoring.patients import allowed_of, features_model
 
 SERVICE_ID = "dpcrisis-crisis-risk"
 HOOK = "patient-view"
-INDICATOR: dict[Band, Indicator] = {Band.LOW: "info", Band.MEDIUM: "warning", Band.HIGH: "critical"}
-SOURCE_LABEL = "dpcrisis 30-day crisis risk (differentially private model)"
-SUMMARY_LIMIT = 140
+PATIENT_TEMPLATE = "Patient/{{context.patientId}}"
 
 
 class UnknownService(NotFound):
@@ -47,47 +42,98 @@ class WrongHook(DomainError):
     status, kind, title = 400, "wrong-hook", "Hook not supported by this service"
 
 
-def _prefetch_templates() -> dict[str, str]:
-    templates = {"patient": "Patient/{{context.patientId}}"}
-    for c in FEATURE_CODES:
-        if c.feature.name == "age":
+def _search_value(text: str) -> str:
+    """A token part in a FHIR search: ``\\``, ``|``, ``,`` and ``$`` escaped, then URL-quoted."""
+    for special in ("\\", "|", ",", "$"):
+        text = text.replace(special, f"\\{special}")
+    return quote(text, safe=":/")
+
+
+def _patient_key(sources: Sources) -> str:
+    """``patient``, unless a feature already has that name."""
+    names = {f.name for f in sources.features}
+    return "patient" if "patient" not in names else "patient_resource"
+
+
+def _prefetch_templates(sources: Sources) -> dict[str, str]:
+    templates = {} if sources.age is None else {_patient_key(sources): PATIENT_TEMPLATE}
+    for c in sources.observed:
+        if sources.age is not None and c.feature.name == sources.age.name:
             continue  # from Patient.birthDate (an age Observation is used if sent anyway)
+        token = f"{_search_value(c.system)}|{_search_value(c.code)}"
         templates[c.feature.name] = (
-            f"Observation?patient={{{{context.patientId}}}}&code={c.token}&_sort=-date&_count=1"
+            f"Observation?patient={{{{context.patientId}}}}&code={token}&_sort=-date&_count=1"
         )
     return templates
 
 
+def _feature_codes(sources: Sources) -> list[FeatureCode]:
+    codes = {c.feature.name: c for c in sources.observed}
+    age = None if sources.age is None else sources.age.name
+    listed = []
+    for f in sources.needed:
+        c = codes.get(f.name)
+        listed.append(FeatureCode(
+            feature=f.name, label=label_of(f),
+            prefetch=_patient_key(sources) if f.name == age else f.name,
+            system=c and c.system, code=c and c.code, display=c and c.display,
+            allowed=allowed_of(f)))
+    return listed
+
+
+def _description(sources: Sources, model_id: int | None) -> str:
+    needs = [f"{label_of(c.feature)} ({c.token})" for c in sources.observed
+             if sources.age is None or c.feature.name != sources.age.name]
+    parts = [f"the Patient (birthDate, for {label_of(sources.age)})"] if sources.age else []
+    if needs:
+        parts.append("the latest Observation of each of: " + "; ".join(needs))
+    text = (f"Probability of a {OUTCOME_TEXT}, its risk band and the features that drove it, "
+            "from a model trained with differential privacy (DP-SGD). Needs "
+            + (" and ".join(parts) or "nothing an EHR can send")
+            + "; answers 412 when the prefetch lacks any of them.")
+    if sources.unavailable:
+        text += (" No prefetch can carry " + ", ".join(f.name for f in sources.unavailable)
+                 + " (no code in the model's schema): every call answers an 'insufficient "
+                 "data' card; score such patients with POST /v1/risk.")
+    if model_id is None:
+        text += (" No model is active: this describes the built-in crisis schema; read this "
+                 "document again once a model is active.")
+    return text
+
+
+def _active() -> tuple[Encoder, int | None]:
+    """The active model's encoder and id; the crisis schema's and None when none is active."""
+    try:
+        model = model_cache.resolve(None)
+    except DomainError:
+        return CRISIS_ENCODER, None
+    return model.encoder, model.id
+
+
 def discovery() -> Discovery:
     """The ``GET /cds-services`` document: one service on ``patient-view``."""
-    codes = [
-        FeatureCode(feature=c.feature.name, label=c.feature.label, system=c.system,
-                    code=c.code, allowed=allowed_range(c.feature.name))
-        for c in FEATURE_CODES
-    ]
+    encoder, model_id = _active()
+    sources = sources_of(encoder)
     service = CdsService(
         hook=HOOK,
         id=SERVICE_ID,
         title=f"{HORIZON_DAYS}-day mental-health crisis risk",
-        description=(
-            "Probability of a mental-health crisis within 30 days, its risk band and the "
-            "features that drove it, from a model trained with differential privacy (DP-SGD). "
-            "Needs the Patient (birthDate) and the latest PHQ-9 total score (LOINC 44261-6) and "
-            "GAF, session count, substance use and prior crisis Observations (local code system "
-            "https://dpcrisis.dev/fhir/CodeSystem/crisis-features); answers 412 when the "
-            "prefetch lacks any of them."
-        ),
-        prefetch=_prefetch_templates(),
-        usageRequirements="Send every prefetch key: the service does not query the FHIR server.",
-        extension=ServiceExtension(feature_codes=codes),
+        description=_description(sources, model_id),
+        prefetch=_prefetch_templates(sources),
+        usageRequirements="Send every prefetch key: the service does not query the FHIR server. "
+        "The keys follow the active model's schema: read discovery again after a model is "
+        "activated.",
+        extension=ServiceExtension(
+            model_id=model_id, feature_codes=_feature_codes(sources),
+            not_prefetchable=[f.name for f in sources.unavailable]),
     )
     return Discovery(services=[service])
 
 
-def _checked_features(raw: dict[str, float]) -> dict[str, Any]:
+def _checked_features(encoder: Encoder, raw: dict[str, Any]) -> dict[str, Any]:
     """The prefetched values through the same validation as /v1/risk, errors named by key."""
     try:
-        return features_model(CRISIS_ENCODER).model_validate(raw).model_dump()
+        return features_model(encoder).model_validate(raw).model_dump()
     except ValidationError as exc:
         errors = [
             {"field": f"prefetch.{e['loc'][0]}", "message": e["msg"],
@@ -99,62 +145,18 @@ def _checked_features(raw: dict[str, float]) -> dict[str, Any]:
         raise InvalidRequest(detail, errors=errors) from None
 
 
-def _summary(scored: RiskResult) -> str:
-    text = (
-        f"{scored.band.capitalize()} {HORIZON_DAYS}-day crisis risk: "
-        f"{percent(scored.probability)} (DP model {scored.model.id})"
-    )
-    return text[: SUMMARY_LIMIT - 1]
-
-
-def _detail(scored: RiskResult) -> str:
-    low, high = (100 * t for t in cut_offs(scored.band_thresholds))
-    lines = [
-        f"**Probability of a mental-health crisis within {HORIZON_DAYS} days: "
-        f"{percent(scored.probability)}**, risk band **{scored.band}** "
-        f"(low < {low:g}% <= medium < {high:g}% <= high).",
-        "",
-        "Why, largest contribution first (exact Shapley values against the public reference "
-        f"patient, {percent(scored.reference.probability)}):",
-        "",
-    ]
-    for c in scored.contributions:
-        points = 100 * c.contribution_probability
-        lines.append(f"- {c.reason}: {c.direction} the risk ({points:+.1f} points)")
-    model = scored.model
-    lines += [
-        "",
-        f"Model {model.id} ({model.kind}, version {model.version}). {model.statement}",
-    ]
-    return "\n".join(lines)
-
-
-def card(scored: RiskResult) -> Card:
-    model = scored.model
-    return Card(
-        uuid=str(uuid.uuid4()),
-        summary=_summary(scored),
-        indicator=INDICATOR[Band(scored.band)],
-        detail=_detail(scored),
-        source=CardSource(
-            label=SOURCE_LABEL,
-            topic=Coding(system=MODEL_SYSTEM, code=f"model-{model.id}",
-                         display=f"dpcrisis model {model.id} version {model.version}"),
-        ),
-    )
-
-
 def evaluate(
     *, service_id: str, hook: str, patient_id: str,
     prefetch: dict[str, Any] | None, today: date,
-) -> tuple[CdsResponse, int]:
-    """Answer one hook call with one card, and the id of the model that scored (for the audit
-    log).
+) -> tuple[CdsResponse, int | None]:
+    """Answer one hook call with one card, and the id of the model that scored it (for the
+    audit log; None when an insufficient-data card answers and nothing was scored).
 
     Raises:
         UnknownService: not this service's id (404).
         WrongHook: a hook other than patient-view (400).
-        PrefetchIncomplete: features missing from the prefetch (412).
+        ModelNotFound, NoActiveModel: no model to score with (404, 409).
+        PrefetchIncomplete: prefetchable features missing from the prefetch (412).
         InvalidRequest: a prefetched value the model cannot use (422).
     """
     if service_id != SERVICE_ID:
@@ -162,7 +164,15 @@ def evaluate(
     if hook != HOOK:
         raise WrongHook(f"service {SERVICE_ID} answers {HOOK!r}, not {hook!r}", field="hook",
                         allowed=HOOK)
-    raw, _ = features_from_prefetch(prefetch, patient_id=patient_id, today=today)
-    features = _checked_features(raw)
-    scored = scoring_service.assess(features=features, model_id=None)
+    model = model_cache.resolve(None)
+    sources = sources_of(model.encoder)
+    got = features_from_prefetch(prefetch, sources=sources, patient_id=patient_id, today=today)
+    if sources.unavailable:
+        answer = insufficient_card(model=model.block, uncoded=sources.unavailable,
+                                   lacking=got.missing)
+        return CdsResponse(cards=[answer]), None
+    if got.missing:
+        raise incomplete(got.missing, sources)
+    features = _checked_features(model.encoder, got.values)
+    scored = scoring_service.assess(features=features, model_id=model.id)
     return CdsResponse(cards=[card(scored)]), scored.model.id

@@ -32,6 +32,10 @@ ASSETS: dict[str, str] = {
     "dashboard.css": "text/css; charset=utf-8",
     "common.js": _JS,
     "scoring.js": _JS,
+    "schema.js": _JS,
+    "result.js": _JS,
+    "chart.js": _JS,
+    "batch.js": _JS,
     "csv.js": _JS,
     "privacy.js": _JS,
 }

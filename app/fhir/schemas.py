@@ -1,18 +1,21 @@
-"""The FHIR risk request: the ``/v1/risk`` body plus who it is about."""
+"""The FHIR risk request: the ``/v1/risk`` body plus who it is about.
 
-from typing import Annotated, Literal
+``basis`` keys are the scoring model's feature names; like the features, they are checked once
+the model is resolved (``app.fhir.service.assess``).
+"""
+
+from typing import Annotated
 
 from pydantic import Field
 
 from app.core.schemas import ALLOWED_RANGES, register_ranges
-from app.features import FEATURE_NAMES
+from app.datasets.dataset_schema import MAX_FEATURES
 from app.scoring.schemas import RiskRequest
 
 SUBJECT_PATTERN = r"^(Patient|Group)/[A-Za-z0-9\-.]{1,64}$"
 OBSERVATION_PATTERN = r"^Observation/[A-Za-z0-9\-.]{1,64}$"
 
 ObservationRef = Annotated[str, Field(pattern=OBSERVATION_PATTERN)]
-FeatureName = Literal[FEATURE_NAMES]  # type: ignore[valid-type]
 
 
 @register_ranges
@@ -21,10 +24,10 @@ class RiskFhirRequest(RiskRequest):
         default=None, pattern=SUBJECT_PATTERN,
         description="FHIR reference to the patient, e.g. Patient/123",
     )
-    basis: dict[FeatureName, ObservationRef] | None = Field(
-        default=None,
-        description="feature name -> the Observation its value came from, e.g. "
-        '{"phq9": "Observation/abc"}',
+    basis: dict[str, ObservationRef] | None = Field(
+        default=None, max_length=MAX_FEATURES,
+        description="the scoring model's feature name -> the Observation its value came from, "
+        'e.g. {"phq9": "Observation/abc"}',
     )
 
 

@@ -9,21 +9,33 @@ Choices worth knowing:
   ``whenRange`` as an age range of the subject, so 0-30 days there would mean something else.
 - ``qualitativeRisk`` codes the band twice: the service's own band (``BAND_SYSTEM``), and the
   nearest HL7 risk-probability code (see ``QUALITATIVE``).
+- ``basis`` has one Reference per feature of the scoring model's schema, in its order: to the
+  Observation the caller named, else display only. Each carries the feature's coding (its
+  declared code, else the local one: ``app.fhir.codes``) and the value scored as extensions,
+  a categorical feature's value as its category (``valueString``), never as its index.
 """
 
 from collections.abc import Mapping
 from datetime import datetime, timedelta
 from typing import Any
 
+from fastapi.exceptions import RequestValidationError
+
 from app.bands import Band, cut_offs
+from app.datasets.dataset_schema import DatasetSchema, FeatureKind, FeatureSpec
 from app.fhir.codes import (
     BAND_SYSTEM,
-    FEATURE_CODES,
+    FEATURE_CODE_EXTENSION,
+    FEATURE_VALUE_EXTENSION,
     HORIZON_DAYS,
     MODEL_SYSTEM,
     OUTCOME_TEXT,
     RISK_PROBABILITY,
+    codes_of,
 )
+from app.scoring import model_cache
+from app.scoring import service as scoring_service
+from app.scoring.patients import check
 from app.scoring.schemas import ContributionOut, RiskResult
 
 FHIR_JSON = "application/fhir+json"
@@ -72,17 +84,69 @@ def _qualitative_risk(band: str, thresholds: Mapping[str, float]) -> dict[str, A
     }
 
 
-def _basis(features: Mapping[str, float], references: Mapping[str, str]) -> list[dict[str, Any]]:
-    """One Reference per input: to the Observation when the caller named it, else display only."""
+def basis_errors(schema: DatasetSchema, references: Mapping[str, str]) -> list[dict[str, Any]]:
+    """A validation error for each ``basis`` key that is not a feature of ``schema``."""
+    names = schema.feature_names
+    allowed = f"features: {', '.join(names)}"
+    return [
+        {"type": "unknown_feature", "loc": ("body", "basis", key), "input": None,
+         "msg": "not a feature of the scoring model's schema", "ctx": {"allowed": allowed}}
+        for key in references if key not in names
+    ]
+
+
+def assess(*, features: Mapping[str, Any], model_id: int | None,
+           references: Mapping[str, str] | None) -> tuple[RiskResult, DatasetSchema]:
+    """Score one patient with the named or active model; (score, that model's schema).
+
+    Raises:
+        ModelNotFound: no such model, or none trained yet (404).
+        NoActiveModel: no model named and none active (409).
+        RequestValidationError: features or ``basis`` keys the model's schema does not allow
+            (422, every one named: ``features.sex``, ``basis.bmi``).
+    """
+    model = model_cache.resolve(model_id)
+    schema = model.encoder.schema
+    unknown = basis_errors(schema, references or {})
+    if unknown:
+        _, errors = check(model.encoder, [features], scoring_service.single_path)
+        raise RequestValidationError([*errors, *unknown])
+    return scoring_service.assess(features=features, model_id=model.id), schema
+
+
+def value_element(feature: FeatureSpec, value: float | str) -> dict[str, Any]:
+    """A scored value as a FHIR ``value[x]``: a category as text, never as its index."""
+    if feature.kind is FeatureKind.CATEGORICAL:
+        return {"valueString": str(value)}
+    number = float(value)
+    if feature.kind is FeatureKind.BINARY:
+        return {"valueBoolean": number >= 0.5}
+    if feature.kind is FeatureKind.INTEGER:
+        return {"valueInteger": int(number)}
+    return {"valueDecimal": number}
+
+
+def _basis(contributions: list[ContributionOut], schema: DatasetSchema,
+           references: Mapping[str, str]) -> list[dict[str, Any]]:
+    """One Reference per feature: to the Observation when the caller named it, else display
+    only; its coding and the value scored as extensions."""
+    by_name = {c.feature: c for c in contributions}
     basis = []
-    for c in FEATURE_CODES:
-        f = c.feature
+    for code in codes_of(schema):
+        name = code.feature.name
+        scored = by_name[name]
         item: dict[str, Any] = {
+            "extension": [
+                {"url": FEATURE_CODE_EXTENSION,
+                 "valueCoding": {"system": code.system, "code": code.code,
+                                 "display": code.display}},
+                {"url": FEATURE_VALUE_EXTENSION, **value_element(code.feature, scored.value)},
+            ],
             "type": "Observation",
-            "display": f"{f.reason(float(features[f.name]))} ({c.token})",
+            "display": f"{scored.reason} ({code.token})",
         }
-        if f.name in references:
-            item["reference"] = references[f.name]
+        if name in references:
+            item["reference"] = references[name]
         basis.append(item)
     return basis
 
@@ -104,7 +168,7 @@ def _rationale(contributions: list[ContributionOut], base_probability: float) ->
 def risk_assessment(
     *,
     scored: RiskResult,
-    features: Mapping[str, float],
+    schema: DatasetSchema,
     subject: str | None,
     references: Mapping[str, str] | None = None,
     now: datetime,
@@ -113,7 +177,7 @@ def risk_assessment(
 
     Args:
         scored: the single-patient score (probability, band, contributions, model, reference).
-        features: the inputs, for ``basis``.
+        schema: the scoring model's declared schema (``basis``: its features and codes).
         subject: ``Patient/<id>`` (or ``Group/<id>``); without it the subject is display-only.
         references: feature name -> ``Observation/<id>`` the value came from, when known.
         now: when the assessment was made (``occurrenceDateTime``, start of ``whenPeriod``).
@@ -136,7 +200,7 @@ def risk_assessment(
         "subject": {"reference": subject} if subject else {"display": "patient not identified"},
         "occurrenceDateTime": occurred,
         "performer": {"type": "Device", "display": f"dpcrisis model {model.id}"},
-        "basis": _basis(features, references or {}),
+        "basis": _basis(scored.contributions, schema, references or {}),
         "prediction": [
             {
                 "outcome": {"text": OUTCOME_TEXT},

@@ -153,9 +153,22 @@ AUDITS = [
     *fields("AuditLinks", {PUBLIC_INPUT: "audited_job_report dataset_report"}),
 ]
 
+DECLARED_SCHEMA = [
+    *fields("DatasetSchema-Output", {PUBLIC_INPUT: "subgroups id_column"},
+            note="the data steward's declaration (public bounds, categories, references, codes), "
+            "never a statistic of the rows"),
+    *fields("FeatureSpec-Output", {PUBLIC_INPUT: "name kind label unit lower upper model_lower "
+                                                 "model_upper categories reference missing"}),
+    *fields("SeverityBand-Output", {PUBLIC_INPUT: "from to label"}),
+    *fields("Code", {PUBLIC_INPUT: "system code display"}),
+    *fields("Outcome", {PUBLIC_INPUT: "name label positive"}),
+    *fields("Attribute", {PUBLIC_INPUT: "name label categories"}),
+]
+
 MODELS = [
     *fields("ModelOut", {
-        PUBLIC_INPUT: "id active job_id dataset_id kind features band_thresholds created_at",
+        PUBLIC_INPUT: "id active job_id dataset_id kind features band_thresholds created_at "
+                      "schema_hash",
         DP_TRAINING: "version artifact_sha256",
     }),
     *_metrics("ModelOut.metrics"),
@@ -183,7 +196,11 @@ SCORING = [
     *fields("ContributionOut", {PUBLIC_INPUT: "value reason"},
             note="the caller's own feature value, echoed (and put in words)"),
     *fields("SeverityOut", {PUBLIC_INPUT: "label from to"}),
-    *fields("ReferenceOut", {PUBLIC_INPUT: "features note", DP_TRAINING: "log_odds probability"}),
+    *fields("ReferenceOut", {PUBLIC_INPUT: "features note",
+                             DP_TRAINING: "log_odds probability"}),
+    *fields("ExplanationOut", {PUBLIC_INPUT: "method", DP_TRAINING: "standard_error"},
+            note="the method follows the public schema's size; the error is the spread of the "
+            "model's own outputs over public coalition orders"),
     *fields("BaseValueOut", {DP_TRAINING: "log_odds probability"}),
     *fields("ModelStatementOut", {
         PUBLIC_INPUT: "id kind dataset_id trained_at unit calibrated",
@@ -234,6 +251,7 @@ PAGES = [
 ]
 
 API_ENTRIES: list[Entry] = [
-    *PROBLEMS, *DATASETS, *LEDGER_VIEWS, *JOBS, *JOB_REPORT, *AUDITS, *MODELS, *SCORING,
+    *PROBLEMS, *DATASETS, *DECLARED_SCHEMA, *LEDGER_VIEWS, *JOBS, *JOB_REPORT, *AUDITS,
+    *MODELS, *SCORING,
     *CDS_HOOKS, *KEYS_AND_AUDIT_LOG, *INVENTORY_ITSELF, *PAGES,
 ]

@@ -24,8 +24,8 @@ from pydantic import (
 )
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
-from app.core.errors import MAX_LISTED_ERRORS
 from app.core.schemas import RequestModel
+from app.core.validation import MAX_LISTED_ERRORS, MORE_ERRORS, count_errors
 from app.datasets.dataset_schema import FeatureKind, FeatureSpec
 from app.datasets.encoding import Encoder
 
@@ -53,9 +53,8 @@ def real_number(value: Any) -> Any:
 
 
 def allowed_of(feature: FeatureSpec) -> str:
-    """A feature's allowed values as error bodies show them: ``[0, 27]``, ``0 or 1``, ..."""
-    if feature.kind is FeatureKind.BINARY:
-        return "0 or 1"
+    """A feature's allowed values as error bodies show them: ``[0, 27]`` (a binary feature:
+    ``[0, 1]``, whole numbers), ``one of ['female', 'male']``."""
     if feature.kind is FeatureKind.CATEGORICAL:
         return f"one of {feature.categories}"
     lower, upper = feature.bounds
@@ -136,12 +135,20 @@ def check(encoder: Encoder, patients: Sequence[Any], at: PathOf
     model = features_model(encoder)
     rows: list[list[float]] = []
     errors: list[dict[str, Any]] = []
+    found = 0
     for k, features in enumerate(patients):
         try:
             valid = model.model_validate(features)
         except ValidationError as exc:
-            errors.extend(_errors(exc, at(k)))
-            if len(errors) > MAX_LISTED_ERRORS:
+            raised = _errors(exc, at(k))
+            errors.extend(raised)
+            found += count_errors(raised)[0]
+            unchecked = len(patients) - k - 1
+            if found >= MAX_LISTED_ERRORS and unchecked > 0:
+                errors.append({"type": MORE_ERRORS, "loc": ("body",), "input": None,
+                               "msg": f"validation stopped after {found} errors; the last "
+                                      f"{unchecked} patients were not checked",
+                               "ctx": {"omitted": 0, "complete": False}})
                 break
             continue
         rows.append(_row(encoder, valid))

@@ -5,13 +5,16 @@ before the bad request and checks that nothing changed after it.
 """
 
 import json
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
 from httpx import Response
 
-from tests.conftest import FAST_TRAINING, PATIENT, SMALL_DATASET, small_dataset
+from tests.api.seeded_app import seeded_client
+from tests.conftest import FAST_TRAINING, PATIENT, SMALL_DATASET, _sqlite_database, small_dataset
 
 PROBLEM_JSON = "application/problem+json"
 N_ROWS = SMALL_DATASET["source"]["n_rows"]  # type: ignore[index]
@@ -175,61 +178,72 @@ def bad_feature_requests() -> list[tuple[str, dict[str, Any], str, tuple[str, ..
     return cases
 
 
+@pytest.fixture(scope="module")
+def scorer(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestClient]:
+    """One app with a trained, active model for the module: a patient's features are checked
+    against the scoring model's schema, so bad features need a model to be bad against."""
+    root: Path = tmp_path_factory.mktemp("bad-features")
+    yield from seeded_client(_sqlite_database(root), root)
+
+
+SEEDED = {"id": 1}  # the seeded app's dataset
+
+
 @pytest.mark.parametrize(("name", "value", "allowed"), OUT_OF_RANGE)
 def test_risk_feature_out_of_public_range(
-    client: TestClient, dataset: dict[str, Any], name: str, value: int, allowed: str
+    scorer: TestClient, name: str, value: int, allowed: str
 ) -> None:
-    before = snapshot(client, dataset["id"])
-    response = client.post("/v1/risk", json={"features": patient(**{name: value})})
+    before = snapshot(scorer, SEEDED["id"])
+    response = scorer.post("/v1/risk", json={"features": patient(**{name: value})})
     assert_problem(response, 422, field=f"features.{name}", allowed=(allowed,))
-    assert snapshot(client, dataset["id"]) == before
+    assert snapshot(scorer, SEEDED["id"]) == before
 
 
 @pytest.mark.parametrize("name", list(FEATURE_RANGES))
-def test_risk_missing_feature(client: TestClient, dataset: dict[str, Any], name: str) -> None:
-    before = snapshot(client, dataset["id"])
+def test_risk_missing_feature(scorer: TestClient, name: str) -> None:
+    before = snapshot(scorer, SEEDED["id"])
     features = {k: v for k, v in PATIENT.items() if k != name}
-    response = client.post("/v1/risk", json={"features": features})
+    response = scorer.post("/v1/risk", json={"features": features})
     lo, hi = FEATURE_RANGES[name]
     assert_problem(response, 422, field=f"features.{name}", allowed=(f"[{lo}, {hi}]",))
-    assert snapshot(client, dataset["id"]) == before
+    assert snapshot(scorer, SEEDED["id"]) == before
 
 
 @pytest.mark.parametrize(("name", "value"), WRONG_TYPE)
 def test_risk_feature_wrong_type(
-    client: TestClient, dataset: dict[str, Any], name: str, value: Any
+    scorer: TestClient, name: str, value: Any
 ) -> None:
-    before = snapshot(client, dataset["id"])
-    response = client.post("/v1/risk", json={"features": patient(**{name: value})})
+    before = snapshot(scorer, SEEDED["id"])
+    response = scorer.post("/v1/risk", json={"features": patient(**{name: value})})
     assert_problem(response, 422, field=f"features.{name}")
-    assert snapshot(client, dataset["id"]) == before
+    assert snapshot(scorer, SEEDED["id"]) == before
 
 
 @pytest.mark.parametrize(("name", "literal"), NON_FINITE)
 def test_risk_feature_not_finite(
-    client: TestClient, dataset: dict[str, Any], name: str, literal: str
+    scorer: TestClient, name: str, literal: str
 ) -> None:
     text = raw_risk_body(name, literal)
     assert literal in text and json.loads(text)  # Python's json accepts the raw token
-    before = snapshot(client, dataset["id"])
-    response = client.post(
+    before = snapshot(scorer, SEEDED["id"])
+    response = scorer.post(
         "/v1/risk", content=text, headers={"content-type": "application/json"}
     )
     assert_problem(response, 422, field=f"features.{name}")
-    assert snapshot(client, dataset["id"]) == before
+    assert snapshot(scorer, SEEDED["id"]) == before
 
 
-def test_risk_unknown_extra_feature(client: TestClient, dataset: dict[str, Any]) -> None:
-    before = snapshot(client, dataset["id"])
-    response = client.post("/v1/risk", json={"features": patient(bmi=31)})
+def test_risk_unknown_extra_feature(scorer: TestClient) -> None:
+    before = snapshot(scorer, SEEDED["id"])
+    response = scorer.post("/v1/risk", json={"features": patient(bmi=31)})
     assert_problem(response, 422, field="features.bmi")
-    assert snapshot(client, dataset["id"]) == before
+    assert snapshot(scorer, SEEDED["id"]) == before
 
 
-def test_risk_every_error_reported_at_once(client: TestClient) -> None:
+def test_risk_every_error_reported_at_once(scorer: TestClient) -> None:
     features = patient(phq9=28, age=17)
     del features["gaf"]
-    response = client.post("/v1/risk", json={"features": features})
+    response = scorer.post("/v1/risk", json={"features": features})
     body = assert_problem(response, 422, field="features.phq9", allowed=("[0, 27]",))
     fields = {e["field"] for e in body["errors"]}
     assert {"features.phq9", "features.age", "features.gaf"} <= fields, body

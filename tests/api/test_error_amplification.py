@@ -7,7 +7,8 @@ with ``error_count`` (the errors found), and ``complete: false`` when validation
 
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
@@ -15,7 +16,8 @@ from fastapi.testclient import TestClient
 from app.core.validation import MAX_LISTED_ERRORS
 from app.scoring.schemas import MAX_BATCH
 from tests.api.scoring_helpers import problem
-from tests.conftest import PATIENT
+from tests.api.seeded_app import seeded_client
+from tests.conftest import PATIENT, _sqlite_database
 
 JSON = {"content-type": "application/json"}
 SMALL_ANSWER_BYTES = 64 * 1024
@@ -32,10 +34,15 @@ def _post(client: TestClient, path: str, body: object) -> tuple[dict, int, float
     return problem(response, 422), len(content), elapsed
 
 
-def test_the_trials_batch_gets_a_small_fast_answer(
-    client: TestClient, client_as: Callable[[str | None], TestClient]
-) -> None:
-    clinician = client_as("clinician")
+@pytest.fixture(scope="module")
+def scorer(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestClient]:
+    """An app with an active model: features are checked against the scoring model."""
+    root: Path = tmp_path_factory.mktemp("amplification")
+    yield from seeded_client(_sqlite_database(root), root)
+
+
+def test_the_trials_batch_gets_a_small_fast_answer(scorer: TestClient) -> None:
+    clinician = scorer
     unknown = {f"unknown_{j}": 1 for j in range(100)}
     body = {"patients": [{"features": unknown} for _ in range(4000)]}
     answer, sent, elapsed = _post(clinician, "/v1/risk/batch", body)
@@ -47,10 +54,8 @@ def test_the_trials_batch_gets_a_small_fast_answer(
     assert answer["errors"][0]["field"].startswith("patients.0.features.")
 
 
-def test_one_object_with_many_unknown_keys_is_counted_not_listed(
-    client: TestClient, client_as: Callable[[str | None], TestClient]
-) -> None:
-    clinician = client_as("clinician")
+def test_one_object_with_many_unknown_keys_is_counted_not_listed(scorer: TestClient) -> None:
+    clinician = scorer
     features = {**PATIENT, **{f"k{j}": 0 for j in range(300_000)}}
     answer, _, elapsed = _post(clinician, "/v1/risk", {"features": features})
     assert elapsed < FAST_SECONDS, elapsed
@@ -64,19 +69,17 @@ def test_one_object_with_many_unknown_keys_is_counted_not_listed(
     assert "299900 or more other error(s)" in answer["detail"]
 
 
-def test_every_request_body_caps_unknown_keys(client: TestClient) -> None:
+def test_every_request_body_caps_unknown_keys(scorer: TestClient) -> None:
     """The cap is the request models' base rule, not the scoring schema's alone."""
     body = {"name": "x", **{f"typo_{j}": 1 for j in range(5000)}}
-    answer, _, _ = _post(client, "/v1/keys", body)
+    answer, _, _ = _post(scorer, "/v1/keys", body)
     assert len(answer["errors"]) == MAX_LISTED_ERRORS
     assert answer["error_count"] == 5000 and answer["complete"] is False
 
 
-def test_a_few_errors_are_all_listed_with_their_count(
-    client: TestClient, client_as: Callable[[str | None], TestClient]
-) -> None:
+def test_a_few_errors_are_all_listed_with_their_count(scorer: TestClient) -> None:
     patients = [{"features": PATIENT}] * 40 + [{"features": {**PATIENT, "phq9": 99}}] * 3
-    answer, _, _ = _post(client_as("clinician"), "/v1/risk/batch", {"patients": patients})
+    answer, _, _ = _post(scorer, "/v1/risk/batch", {"patients": patients})
     assert [e["field"] for e in answer["errors"]] == [
         f"patients.{k}.features.phq9" for k in (40, 41, 42)
     ]
@@ -85,11 +88,11 @@ def test_a_few_errors_are_all_listed_with_their_count(
 
 @pytest.mark.parametrize("bad_every", [1, 7])
 def test_a_batch_of_bad_patients_stops_after_the_listed_errors(
-    client: TestClient, client_as: Callable[[str | None], TestClient], bad_every: int
+    scorer: TestClient, bad_every: int
 ) -> None:
     patients = [{"features": {**PATIENT, "phq9": 99} if k % bad_every == 0 else PATIENT}
                 for k in range(MAX_BATCH)]
-    answer, _, elapsed = _post(client_as("clinician"), "/v1/risk/batch", {"patients": patients})
+    answer, _, elapsed = _post(scorer, "/v1/risk/batch", {"patients": patients})
     assert elapsed < FAST_SECONDS, elapsed
     listed = [e["field"] for e in answer["errors"]]
     assert listed == [f"patients.{k}.features.phq9" for k in range(0, MAX_BATCH, bad_every)][

@@ -1,157 +1,80 @@
 """The clinician dashboard in a real headless Chromium (Debian's package, driven by Playwright)
 against a real `dpcrisis serve` process with a trained model: the API key field, keyboard
-scoring, field errors from the API, CSV scoring, the privacy page and its reports, 200% zoom,
-and no console or CSP errors. Each page runs with the key of the role that uses it.
+scoring, field errors from the API, CSV scoring and downloads, the privacy page and its reports,
+200% zoom, axe-core's accessibility rules, and no console or CSP errors. Each page runs with the
+key of the role that uses it. The fixtures (one service, one browser) are in conftest.py;
+test_dashboard_schema_browser.py covers a model of another declared schema.
 
 Leaves screenshots in artifacts/ (dashboard.png; dashboard-privacy.png, dashboard-report.png,
 dashboard-200pct.png) for people to look at.
 """
 
-import os
 import re
-import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from app.privacy.figures import epsilon_text
-from tests.conftest import FAST_TRAINING, PATIENT, SMALL_DATASET
-from tests.e2e.service import api_client, start_server, wait_ready
-
-CHROMIUM = Path("/usr/bin/chromium")
-ARTIFACTS = Path(__file__).resolve().parents[2] / "artifacts"
-
-if not CHROMIUM.exists() and not os.environ.get("CI"):
-    pytest.skip(
-        f"{CHROMIUM} is missing (apt-get install chromium); CI installs it and runs this test",
-        allow_module_level=True,
-    )
-
-from playwright.sync_api import (  # noqa: E402
-    Browser,
-    ConsoleMessage,
-    Page,
-    Request,
-    Response,
-    Route,
-    expect,
-    sync_playwright,
+from tests.browser.helpers import (
+    ARTIFACTS,
+    assert_accessible,
+    fill_patient,
+    open_page,
+    percent,
+    skip_without_chromium,
+    tab_to,
 )
+from tests.conftest import PATIENT
+
+skip_without_chromium()
+
+from playwright.sync_api import Browser, Page, Request, Route, expect  # noqa: E402
 
 pytestmark = pytest.mark.slow
+SEED_ORDER = ["age", "phq9", "gaf", "num_sessions", "substance_use", "prior_crisis"]
 
 
-@pytest.fixture(scope="module")
-def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
-    """A served app with one small dataset and one trained model; yields ids and the base URL."""
-    process, base = start_server(tmp_path_factory.mktemp("dashboard"))
-    try:
-        wait_ready(process, base)
-        http = api_client(base)  # admin
-        keys = {role: http.post("/v1/keys", json={"name": role, "role": role}).json()["key"]
-                for role in ("clinician", "privacy_officer")}
-        dataset = http.post("/v1/datasets", json=SMALL_DATASET)
-        assert dataset.status_code == 201, dataset.text
-        job = http.post("/v1/jobs", json={"dataset_id": dataset.json()["id"],
-                                          "privacy": {"target_epsilon": 3},
-                                          "training": FAST_TRAINING})
-        assert job.status_code == 202, job.text
-        deadline = time.monotonic() + 120
-        while (state := http.get(job.headers["location"]).json())["status"] in ("queued",
-                                                                               "running"):
-            assert time.monotonic() < deadline, state
-            time.sleep(0.2)
-        assert state["status"] == "succeeded", state
-        yield {"base": base, "dataset": dataset.json(), "job": state, "http": http, **keys}
-    finally:
-        process.terminate()
-        process.wait(timeout=30)
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(
-            executable_path=str(CHROMIUM), headless=True, args=["--no-sandbox"]
-        )
-        yield browser
-        browser.close()
-
-
-@pytest.fixture
-def page(browser: Browser) -> Iterator[Page]:
-    """A fresh page that fails its test on a script error, a CSP violation, a request that
-    leaves the service, or a failed load of anything but an API call."""
-    context = browser.new_context(viewport={"width": 1200, "height": 900})
-    page = context.new_page()
-    problems: list[str] = []
-
-    def on_console(message: ConsoleMessage) -> None:
-        # Chromium logs every 4xx fetch as "Failed to load resource"; those are expected here
-        # (the out-of-range test, the batch feature detection). Everything else is a bug.
-        if message.type == "error" and not message.text.startswith("Failed to load resource"):
-            problems.append(message.text)
-
-    def on_request(request: Request) -> None:
-        if not request.url.startswith("http://127.0.0.1:"):  # patient data stays with the API
-            problems.append(f"request outside the service: {request.url}")
-
-    def on_response(response: Response) -> None:
-        if response.status >= 400 and "/v1/" not in response.url:
-            problems.append(f"{response.status} for {response.url}")
-
-    page.on("console", on_console)
-    page.on("pageerror", lambda error: problems.append(str(error)))
-    page.on("request", on_request)
-    page.on("response", on_response)
-    yield page
-    context.close()
-    assert not problems, problems
-
-
-def _percent(p: float) -> str:
-    """What the page shows for a probability (dashboard.js percent())."""
-    return f"{p * 100:.2g} %" if 0 < p < 0.01 else f"{p * 100:.1f} %"
-
-
-def _open(page: Page, url: str, key: str) -> None:
-    """Open a dashboard page in a fresh tab: paste the key, press Enter, wait for the data."""
-    page.goto(url)
-    page.fill("#api-key", key)
-    page.press("#api-key", "Enter")  # stores the key for this tab and reloads
-    page.wait_for_selector("body[data-ready='true']")
-
-
-def _tab_to(page: Page, element_id: str, limit: int = 20) -> None:
-    for _ in range(limit):
-        page.keyboard.press("Tab")
-        if page.evaluate("document.activeElement.id") == element_id:
-            return
-    pytest.fail(f"Tab never reached #{element_id}")
+def value_text(feature: dict[str, Any], value: float | str) -> str:
+    """What the chart shows next to a reason (schema.js valueText())."""
+    if feature["type"] == "binary":
+        return "yes" if float(value) >= 0.5 else "no"
+    if isinstance(value, str):
+        return value
+    unit = f" {feature['unit']}" if feature["unit"] else ""
+    return f"{value:g}{unit}"
 
 
 def test_score_a_patient_with_the_keyboard(service: dict[str, Any], page: Page) -> None:
     expected = service["http"].post("/v1/risk", json={"features": PATIENT}).json()
-    _open(page, f"{service['base']}/dashboard", service["clinician"])
+    open_page(page, f"{service['base']}/dashboard", service["clinician"])
     spec = service["http"].get("/v1/features").json()
+    active = service["http"].get("/v1/models/active").json()
+    assert [f["name"] for f in spec] == active["features"]  # the active model's schema
     assert page.locator("#feature-fields .field").count() == len(spec)
-    for feature in spec:  # every control has a label, and its range in the help text
-        control = page.locator(f"#f-{feature['name']}")
+    for feature in spec:  # every control has a label, its range in the help text, and
+        control = page.locator(f"#f-{feature['name']}")  # starts at the reference patient
         assert control.evaluate("e => e.labels.length") == 1
         assert str(feature["maximum"]) in page.locator(f"#f-{feature['name']}-help").inner_text()
+        assert control.input_value() == str(feature["reference"])
+        if feature["type"] == "integer":
+            assert control.get_attribute("step") == "1"
+            assert control.get_attribute("min") == str(feature["minimum"])
+            assert control.get_attribute("max") == str(feature["maximum"])
+    assert f"Model {active['id']} " in page.locator("#model-summary").inner_text()
+    assert page.locator("#csv-columns").inner_text() == ",".join(["id", *active["features"]])
 
-    _tab_to(page, "f-age")  # from the top of the page, through the skip link and the nav
+    tab_to(page, "model-select")  # from the top of the page, through the skip link and the nav
+    page.keyboard.press("Tab")
+    assert page.evaluate("document.activeElement.id") == f"f-{spec[0]['name']}"
     for feature in spec:
         value = PATIENT[feature["name"]]
         if feature["type"] == "binary":
             page.keyboard.type("Yes" if value else "No")  # select by type-ahead
         else:
+            page.keyboard.press("Control+A")  # replace the reference value
             page.keyboard.type(str(value))
         page.keyboard.press("Tab")
-    assert page.evaluate("document.activeElement.id") == "model-select"
-    page.keyboard.press("Tab")
     assert page.evaluate("document.activeElement.id") == "score-button"
     page.keyboard.press("Enter")
 
@@ -163,9 +86,9 @@ def test_score_a_patient_with_the_keyboard(service: dict[str, Any], page: Page) 
     assert badge.get_attribute("data-band") == expected["band"]
     assert page.evaluate("document.activeElement.id") == "result-heading"
     assert page.locator("#result").get_attribute("aria-live") == "polite"
-    assert _percent(expected["probability"]) in page.locator("#probability").inner_text()
+    assert percent(expected["probability"]) in page.locator("#probability").inner_text()
     thresholds = page.locator("#thresholds").inner_text()
-    assert _percent(expected["band_thresholds"]["medium_high"]) in thresholds
+    assert percent(expected["band_thresholds"]["medium_high"]) in thresholds
 
     rows = page.locator("#result .bar-row")
     assert rows.count() == len(spec) == len(expected["contributions"])
@@ -173,6 +96,9 @@ def test_score_a_patient_with_the_keyboard(service: dict[str, Any], page: Page) 
         row = rows.nth(i)
         assert row.get_attribute("data-feature") == item["feature"]
         assert row.locator(".bar-reason").inner_text() == item["reason"]
+        feature = next(f for f in spec if f["name"] == item["feature"])
+        assert row.locator(".bar-feature").inner_text() == (
+            f"{item['label']}: {value_text(feature, item['value'])}")
         assert item["direction"] in row.locator(".bar-value").inner_text()
         width = row.locator(".bar").evaluate("e => e.getBoundingClientRect().width")
         assert width > 0
@@ -190,6 +116,7 @@ def test_score_a_patient_with_the_keyboard(service: dict[str, Any], page: Page) 
     assert page.evaluate("localStorage.length") == 0  # only the key, and only for this tab
     assert page.evaluate("Object.keys(sessionStorage)") == ["dpcrisis.apiKey"]
 
+    assert_accessible(page, "a scored patient")
     ARTIFACTS.mkdir(exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / "dashboard.png"), full_page=True)
 
@@ -230,12 +157,8 @@ def test_the_page_asks_for_a_key_and_says_when_it_is_refused(
 def test_out_of_range_value_is_shown_next_to_its_field(
     service: dict[str, Any], page: Page
 ) -> None:
-    _open(page, f"{service['base']}/dashboard", service["clinician"])
-    for name, value in PATIENT.items():
-        if page.locator(f"#f-{name}").evaluate("e => e.tagName") == "SELECT":
-            page.select_option(f"#f-{name}", str(value))
-        else:
-            page.fill(f"#f-{name}", str(value))
+    open_page(page, f"{service['base']}/dashboard", service["clinician"])
+    fill_patient(page, PATIENT)
     page.focus("#f-phq9")
     page.keyboard.press("Control+A")
     page.keyboard.type("30")
@@ -264,7 +187,7 @@ def test_csv_file_scores_every_row(service: dict[str, Any], page: Page, tmp_path
              ",".join(["p-1", *(str(PATIENT[n]) for n in names)]),
              "p-2,60,3,85,1,0,0",
              '"p-3, quoted",25,15,40,20,1,0']
-    if names != ["age", "phq9", "gaf", "num_sessions", "substance_use", "prior_crisis"]:
+    if names != SEED_ORDER:
         pytest.fail(f"the CSV rows above assume the seed feature order, not {names}")
     csv = tmp_path / "patients.csv"
     csv.write_text("\r\n".join(lines) + "\r\n")
@@ -277,7 +200,7 @@ def test_csv_file_scores_every_row(service: dict[str, Any], page: Page, tmp_path
             calls.append(request.url.rsplit("/v1/", 1)[-1])
 
     page.on("request", record_post)
-    _open(page, f"{service['base']}/dashboard", service["clinician"])
+    open_page(page, f"{service['base']}/dashboard", service["clinician"])
     page.set_input_files("#csv-file", str(csv))
     expect(page.locator("#csv-text")).to_have_value(re.compile("p-3, quoted"))
     page.click("#csv-button")
@@ -293,18 +216,44 @@ def test_csv_file_scores_every_row(service: dict[str, Any], page: Page, tmp_path
         assert "%" in rows.nth(i).locator("td").nth(2).inner_text()
     assert calls == (["risk/batch"] if has_batch else ["risk/batch"] + ["risk"] * 3)
 
+    with page.expect_download() as download:  # the results, in the schema's columns
+        page.click("#csv-download")
+    written = Path(download.value.path()).read_text().splitlines()
+    assert written[0] == ",".join(["id", *names, "probability", "band", "main_reason",
+                                   "model_id", "error"])
+    assert written[1].startswith(",".join(["p-1", *(str(PATIENT[n]) for n in names)]) + ",")
+    assert written[3].startswith('"p-3, quoted",25,15,40,20,1,0,')
+
     bad = "\n".join([",".join(names), "40,30,50,5,0,0", "40,5,50,5,0,0"])
     page.fill("#csv-text", bad)
     page.click("#csv-button")
     expect(page.locator("#csv-caption")).to_have_text(re.compile(r"^Scored 1 of 2 rows"))
     refused = page.locator("#csv-table tbody tr.refused")
     assert refused.count() == 1
-    assert "phq9: 30 is outside the allowed range [0, 27]" in refused.inner_text()
+    assert ("row 1 (line 2), column phq9: 30 is outside the allowed range [0, 27]"
+            in refused.inner_text())
 
     page.fill("#csv-text", "age,phq9\n40,5")
     page.click("#csv-button")
     page.locator("#csv-text[aria-invalid='true']").wait_for()
     assert "gaf" in page.locator("#csv-error").inner_text()
+    assert_accessible(page, "a CSV header error")
+
+
+def test_csv_template_has_the_schema_columns_and_the_reference_patient(
+    service: dict[str, Any], page: Page
+) -> None:
+    spec = service["http"].get("/v1/features").json()
+    open_page(page, f"{service['base']}/dashboard", service["clinician"])
+    with page.expect_download() as download:
+        page.click("#csv-template")
+    assert download.value.suggested_filename.endswith(".csv")
+    lines = Path(download.value.path()).read_text().splitlines()
+    assert lines == [",".join(["id", *(f["name"] for f in spec)]),
+                     ",".join(["reference-patient", *(str(f["reference"]) for f in spec)])]
+    page.fill("#csv-text", "\n".join(lines))  # the template scores as it is
+    page.click("#csv-button")
+    expect(page.locator("#csv-caption")).to_have_text(re.compile(r"^Scored 1 of 1 rows"))
 
 
 def test_csv_falls_back_to_one_call_per_row_without_a_batch_endpoint(
@@ -325,7 +274,7 @@ def test_csv_falls_back_to_one_call_per_row_without_a_batch_endpoint(
 
     page.route("**/v1/risk/batch", no_batch)
     page.on("request", count_single)
-    _open(page, f"{service['base']}/dashboard", service["clinician"])
+    open_page(page, f"{service['base']}/dashboard", service["clinician"])
     names = list(PATIENT)
     row = ",".join(str(PATIENT[n]) for n in names)
     for attempt in (1, 2):  # the second CSV goes straight to one call per row
@@ -339,7 +288,7 @@ def test_privacy_page_lists_datasets_models_and_links_reports(
     service: dict[str, Any], page: Page
 ) -> None:
     dataset, job = service["dataset"], service["job"]
-    _open(page, f"{service['base']}/dashboard/privacy", service["privacy_officer"])
+    open_page(page, f"{service['base']}/dashboard/privacy", service["privacy_officer"])
     row = page.locator(f"#datasets-table tr[data-dataset='{dataset['id']}']")
     assert dataset["name"] in row.inner_text()
     report = service["http"].get(f"/v1/datasets/{dataset['id']}/privacy-report").json()
@@ -352,6 +301,7 @@ def test_privacy_page_lists_datasets_models_and_links_reports(
     assert f"Job {job['id']}" in ledger.inner_text()
     model_row = page.locator(f"#models-table tr[data-model='{job['model_id']}']")
     assert "active" in model_row.inner_text()
+    assert_accessible(page, "the privacy page")
     ARTIFACTS.mkdir(exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / "dashboard-privacy.png"), full_page=True)
 
@@ -372,7 +322,7 @@ def test_reflows_at_200_percent_zoom(service: dict[str, Any], browser: Browser) 
     context = browser.new_context(viewport={"width": 640, "height": 900})  # 1280 px at 200%
     page = context.new_page()
     try:
-        _open(page, f"{service['base']}/dashboard", service["clinician"])
+        open_page(page, f"{service['base']}/dashboard", service["clinician"])
         page.select_option("#f-substance_use", "1")
         page.select_option("#f-prior_crisis", "1")
         for name in ("age", "phq9", "gaf", "num_sessions"):

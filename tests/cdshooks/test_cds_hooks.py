@@ -82,6 +82,11 @@ def test_discovery_names_the_data_it_needs(client: TestClient) -> None:
     assert "code=http://loinc.org|44261-6" in prefetch_templates["phq9"]
     assert f"code={FEATURE_SYSTEM}|gaf" in prefetch_templates["gaf"]
     assert all("{{context.patientId}}" in t for t in prefetch_templates.values())
+    # No model is active yet: discovery describes the built-in crisis schema and says so.
+    # GAF has no declared code; the crisis schema keeps its published local code.
+    assert svc["extension"]["dev.dpcrisis.model-id"] is None
+    assert "No model is active" in svc["description"]
+    assert svc["extension"]["dev.dpcrisis.not-prefetchable"] == []
 
 
 def test_card_for_patient_view(any_client: TestClient, run_worker: Any) -> None:

@@ -6,7 +6,7 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from app.fhir.codes import RISK_PROBABILITY
+from app.fhir.codes import FEATURE_SYSTEM, RISK_PROBABILITY
 from tests.api.scoring_helpers import problem, train_models
 from tests.conftest import PATIENT
 
@@ -50,6 +50,12 @@ def test_risk_assessment_resource(any_client: TestClient, run_worker: Any) -> No
     phq9 = next(b for b in ra["basis"] if "44261-6" in b["display"])
     assert phq9["reference"] == "Observation/phq9-1"
     assert "PHQ-9 22: severe depressive symptoms" in phq9["display"]
+    # Each feature's coding: the crisis schema declares LOINC for age and PHQ-9; GAF has no
+    # declared code, so it keeps the local code system.
+    codings = {e["valueCoding"]["code"]: e["valueCoding"]["system"]
+               for b in ra["basis"] for e in b["extension"] if e["url"].endswith("feature-code")}
+    assert codings["44261-6"] == codings["30525-0"] == "http://loinc.org"
+    assert codings["gaf"] == FEATURE_SYSTEM
     notes = " ".join(n["text"] for n in ra["note"])
     assert plain["model"]["statement"] in notes and "0-1 scale" in notes
 

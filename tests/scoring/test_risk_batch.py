@@ -14,12 +14,15 @@ import pytest
 import torch
 from fastapi.testclient import TestClient
 
+from app.datasets.encoding import CRISIS_ENCODER
 from app.features import FEATURE_NAMES, LOWER, UPPER
 from app.registry.network import build_network
 from app.scoring import render
 from app.scoring import service as scoring_service
 from app.scoring.model_cache import ScoringModel
+from app.scoring.patients import raw_rows
 from app.scoring.schemas import MAX_BATCH, RiskBatchResponse
+from app.scoring.service import batch_path
 from tests.api.scoring_helpers import problem, train_models
 from tests.conftest import PATIENT
 
@@ -134,7 +137,8 @@ def test_batch_errors_name_the_patient_and_range(client: TestClient, run_worker:
     assert not any(f.startswith("patients.0.") for f in named)
 
 
-def test_batch_non_finite_value(client: TestClient) -> None:
+def test_batch_non_finite_value(client: TestClient, run_worker: Any) -> None:
+    train_models(client, run_worker)  # features are checked against the scoring model
     text = json.dumps({"patients": [{"features": PATIENT}, {"features": PATIENT}]})
     text = text.replace('"gaf": 35', '"gaf": NaN', 2).replace('"gaf": NaN', '"gaf": 35', 1)
     response = client.post("/v1/risk/batch", content=text,
@@ -190,10 +194,10 @@ def test_batch_json_is_the_document_byte_for_byte(kind: str) -> None:
                                                                "medium_high": 0.2},
         kind=kind, dataset_id=1, created_at=datetime(2026, 1, 1, tzinfo=UTC), epsilon=2.5,
         delta=1e-5, accountant="prv", epsilon_rdp=2.9,
-        metrics={"calibration": {"rows": 600}},
+        metrics={"calibration": {"rows": 600}}, schema_json=None, schema_hash=None,
     )
     scoring_service._cache[model.artifact_sha256] = network
-    raw = scoring_service.rows_of([PATIENT, *random_patients(300, seed=4)])
+    raw = raw_rows(CRISIS_ENCODER, [PATIENT, *random_patients(300, seed=4)], batch_path)
     ids = [None, 'quote " and unicode é', *(f"p{k}" for k in range(299))]
     scored = scoring_service.score_rows(model=ScoringModel.of(model), raw=raw)  # type: ignore[arg-type]
     expected = json.dumps(scored.document(ids), ensure_ascii=False, allow_nan=False,

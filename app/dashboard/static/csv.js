@@ -1,22 +1,8 @@
-// CSV scoring on the scoring page: parse and check rows here (public bounds only), then score
-// them with POST /v1/risk/batch, or one by one with POST /v1/risk where the service has no
-// batch endpoint (404/405), at most FALLBACK_LIMIT rows. Rows never leave the page otherwise.
+// CSV text in and out for the scoring page, in the scoring model's columns: an optional ``id``
+// column and one column per feature of its declared schema, by name (any order; other columns
+// are ignored and named). Every problem names its row and column. No DOM here.
 
-import {
-  badge,
-  clearErrors,
-  errorMessage,
-  h,
-  markField,
-  percent,
-  points,
-  request,
-} from "./common.js";
-
-const BATCH_LIMIT = 10000;
-const FALLBACK_LIMIT = 200;
-let FEATURES = [];
-let batchAvailable = null; // unknown until the first CSV; then true or false
+import { parseCell } from "./schema.js";
 
 /** Parse CSV text (RFC 4180 quoting, CRLF or LF) into rows of trimmed cells, with line numbers. */
 export function parseCsv(text) {
@@ -56,204 +42,78 @@ export function parseCsv(text) {
   return rows;
 }
 
-const YES = new Set(["1", "yes", "y", "true"]);
-const NO = new Set(["0", "no", "n", "false"]);
-
-/** Check one CSV value against the public bounds; returns [value, error]. */
-function csvValue(feature, raw) {
-  if (raw === "") return [null, `${feature.name}: missing`];
-  if (feature.type === "binary") {
-    const lower = raw.toLowerCase();
-    if (YES.has(lower)) return [1, null];
-    if (NO.has(lower)) return [0, null];
-    return [null, `${feature.name}: "${raw}" is not 0/1 or yes/no`];
-  }
-  const value = Number(raw);
-  if (!Number.isFinite(value) || !Number.isInteger(value)) {
-    return [null, `${feature.name}: "${raw}" is not a whole number`];
-  }
-  if (value < feature.minimum || value > feature.maximum) {
-    return [null, `${feature.name}: ${raw} is outside the allowed range `
-      + `[${feature.minimum}, ${feature.maximum}]`];
-  }
-  return [value, null];
+/** Where a problem is: "row 2 (line 3), column phq9". Rows count patients, from 1. */
+export function place(patient, column) {
+  return `row ${patient.row} (line ${patient.line}), column ${column}`;
 }
 
-/** Turn CSV text into patients (or row errors); header problems throw. */
-function readPatients(text) {
-  const rows = parseCsv(text);
-  if (rows.length < 2) throw new Error("Give a header row and at least one patient row.");
+function headerOf(rows, features) {
   const header = rows[0].cells.map((c) => c.toLowerCase());
-  const missing = FEATURES.filter((f) => !header.includes(f.name)).map((f) => f.name);
-  if (missing.length) throw new Error(`The header lacks the column(s): ${missing.join(", ")}.`);
-  const idColumn = header.indexOf("id");
-  return rows.slice(1).map((row) => {
-    const features = {};
-    const errors = [];
-    for (const feature of FEATURES) {
-      const [value, error] = csvValue(feature, row.cells[header.indexOf(feature.name)] ?? "");
-      if (error) errors.push(error);
-      else features[feature.name] = value;
+  header.forEach((name, i) => {
+    const first = header.indexOf(name);
+    if (name !== "" && first !== i) {
+      throw new Error(`The header (line ${rows[0].line}) names the column ${name} twice `
+        + `(columns ${first + 1} and ${i + 1}).`);
     }
-    const id = idColumn >= 0 ? row.cells[idColumn] ?? "" : "";
-    return { line: row.line, id, features, error: errors.join("; ") || null };
   });
-}
-
-function problemText(problem, status) {
-  if (problem?.errors?.length) {
-    return problem.errors.map((e) => `${e.field}: ${errorMessage(e)}`).join(" ");
+  const missing = features.filter((f) => !header.includes(f.name)).map((f) => f.name);
+  if (missing.length) {
+    throw new Error(`The header (line ${rows[0].line}) lacks the column(s) of the model's `
+      + `features: ${missing.join(", ")}. Expected: ${columnsOf(features).join(",")}.`);
   }
-  return problem?.detail || `the service answered ${status}`;
+  return header;
 }
 
-/** Copy one scored result (or its per-row error) onto a patient. */
-function settle(patient, result) {
-  if (result && typeof result.probability === "number") patient.answer = result;
-  else patient.error = problemText(result?.error || result, result?.status);
+function readRow(row, k, header, features) {
+  const patient = { row: k + 1, line: row.line, id: "", features: {}, errors: [] };
+  const idColumn = header.indexOf("id");
+  if (idColumn >= 0) patient.id = row.cells[idColumn] ?? "";
+  if (row.cells.length > header.length) {
+    patient.errors.push(`row ${patient.row} (line ${row.line}) has ${row.cells.length} cells `
+      + `but the header has ${header.length} columns`);
+  }
+  for (const feature of features) {
+    const { value, error } = parseCell(feature, row.cells[header.indexOf(feature.name)] ?? "");
+    if (error) patient.errors.push(`${place(patient, feature.name)}: ${error}`);
+    else patient.features[feature.name] = value;
+  }
+  patient.error = patient.errors.join("; ") || null;
+  return patient;
 }
 
 /**
- * Score with the batch endpoint; false when the service has none (404 from no route, or 405).
- * The batch is validated as a whole: rows it refuses (patients.3.features.phq9) get their
- * error and the others are sent once more without them.
+ * CSV text as patients of the given schema features: ``{patients, ignored}``, each patient with
+ * its row, line, id, features and ``error`` (null when every cell is valid); ``ignored`` names
+ * the columns that are not the model's. A header problem throws.
  */
-async function scoreWithBatch(patients, modelId, retry = true) {
-  const body = { patients: patients.map((p) => ({ id: p.id || undefined,
-    features: p.features })) };
-  if (modelId) body.model_id = modelId;
-  const answer = await request("POST", "v1/risk/batch", body);
-  const missingRoute = answer.status === 405
-    || (answer.status === 404 && String(answer.data?.type || "").endsWith("/http-error"));
-  if (missingRoute) return false;
-  if (!answer.ok) {
-    const byRow = new Map();
-    for (const error of answer.data?.errors || []) {
-      const match = /^patients\.(\d+)\.(.*)$/.exec(error.field || "");
-      if (match) byRow.set(Number(match[1]), `${match[2]}: ${errorMessage(error)}`);
-    }
-    patients.forEach((p, i) => {
-      p.error = byRow.get(i) || (byRow.size ? null : problemText(answer.data, answer.status));
-    });
-    const rest = patients.filter((p) => !p.error);
-    if (rest.length && retry) return scoreWithBatch(rest, modelId, false);
-    for (const p of rest) p.error = "not scored: the service refused the batch twice";
-    return true;
-  }
-  // The batch answer names its model (and reference) once, not in every result.
-  const { results = [], model = null } = answer.data || {};
-  patients.forEach((p, i) => settle(p, results[i] && model ? { model, ...results[i] }
-    : results[i]));
-  return true;
+export function readPatients(text, features) {
+  const rows = parseCsv(text);
+  if (rows.length < 2) throw new Error("Give a header row and at least one patient row.");
+  const header = headerOf(rows, features);
+  const known = new Set(columnsOf(features));
+  const ignored = header.filter((name) => name !== "" && !known.has(name));
+  const patients = rows.slice(1).map((row, k) => readRow(row, k, header, features));
+  return { patients, ignored };
 }
 
-async function scoreOneByOne(patients, modelId) {
-  for (const [i, patient] of patients.entries()) {
-    if (i >= FALLBACK_LIMIT) {
-      patient.error = `not scored: at most ${FALLBACK_LIMIT} rows without the batch endpoint`;
-      continue;
-    }
-    const body = { features: patient.features };
-    if (modelId) body.model_id = modelId;
-    const answer = await request("POST", "v1/risk", body);
-    if (answer.ok) patient.answer = answer.data;
-    else patient.error = problemText(answer.data, answer.status);
-  }
+/** The columns of a CSV for these features: id, then the features in schema order. */
+export function columnsOf(features) {
+  return ["id", ...features.map((f) => f.name)];
 }
 
-function topReason(answer) {
-  const raising = answer.contributions.find((c) => c.direction === "raises");
-  const item = raising || answer.contributions[0];
-  if (!item) return "\u2014";
-  return `${item.reason} (${item.direction}, ${points(item.contribution_probability)} points)`;
+/**
+ * One CSV cell: quoted when it must be, and a text that a spreadsheet would run as a formula
+ * (=, +, -, @ first) kept as text with a leading apostrophe. Numbers are written as they are.
+ */
+export function csvCell(value) {
+  if (value === null || value === undefined) return "";
+  if (typeof value === "number") return Number.isFinite(value) ? String(value) : "";
+  let text = String(value);
+  if (/^[=+\-@\t\r]/.test(text)) text = `'${text}`;
+  return /[",\r\n]/.test(text) || text !== text.trim() ? `"${text.replace(/"/g, '""')}"` : text;
 }
 
-function resultsTable(patients, modelText) {
-  const scored = patients.filter((p) => p.answer).length;
-  const rows = patients.map((p) => {
-    const cells = [
-      h("td", { className: "num", text: p.line }),
-      h("td", { text: p.id || "\u2014" }),
-    ];
-    if (p.answer) {
-      cells.push(
-        h("td", { className: "num", text: percent(p.answer.probability) }),
-        h("td", {}, badge(p.answer.band, true)),
-        h("td", { text: topReason(p.answer) }),
-      );
-    } else {
-      cells.push(h("td", { colspan: 3, className: "row-error", text: `Error: ${p.error}` }));
-    }
-    return h("tr", { className: p.answer ? "scored" : "refused" }, cells);
-  });
-  const head = ["Line", "ID", "Probability", "Band", "Main reason"].map((t) =>
-    h("th", { scope: "col", text: t }));
-  return h(
-    "table",
-    { id: "csv-table" },
-    h("caption", { id: "csv-caption", tabindex: "-1",
-      text: `Scored ${scored} of ${patients.length} rows${modelText}` }),
-    h("thead", {}, h("tr", {}, head)),
-    h("tbody", {}, rows),
-  );
-}
-
-async function onCsv(event) {
-  event.preventDefault();
-  const output = document.getElementById("csv-result");
-  const textarea = document.getElementById("csv-text");
-  const errorNode = document.getElementById("csv-error");
-  clearErrors(event.currentTarget);
-  let patients;
-  try {
-    patients = readPatients(textarea.value);
-    if (patients.length > BATCH_LIMIT) {
-      throw new Error(`At most ${BATCH_LIMIT} rows at once; this CSV has ${patients.length}.`);
-    }
-  } catch (error) {
-    markField(textarea, errorNode, error.message);
-    output.replaceChildren();
-    textarea.focus();
-    return;
-  }
-  const modelValue = document.getElementById("model-select").value;
-  const modelId = modelValue ? Number(modelValue) : null;
-  output.replaceChildren(h("p", { text: `Scoring ${patients.length} rows\u2026` }));
-  const valid = patients.filter((p) => !p.error);
-  try {
-    if (valid.length) {
-      let done = false;
-      if (batchAvailable !== false) {
-        done = await scoreWithBatch(valid, modelId);
-        batchAvailable = done;
-      }
-      if (!done) await scoreOneByOne(valid, modelId);
-    }
-  } catch (error) {
-    for (const p of valid) if (!p.answer) p.error = `service unreachable (${error.message})`;
-  }
-  const used = patients.find((p) => p.answer?.model)?.answer.model.id;
-  const table = resultsTable(patients, used ? ` with model ${used}` : "");
-  output.replaceChildren(h("div", { className: "table-wrap" }, table));
-  table.querySelector("caption").focus();
-}
-
-function onCsvFile(event) {
-  const file = event.currentTarget.files?.[0];
-  if (!file) return;
-  const reader = new FileReader();
-  reader.addEventListener("load", () => {
-    const textarea = document.getElementById("csv-text");
-    textarea.value = String(reader.result);
-    document.getElementById("csv-result").replaceChildren(
-      h("p", { text: `Loaded ${file.name}; press "Score all rows".` }));
-  });
-  reader.readAsText(file);
-}
-
-/** Wire the CSV form to the feature spec the scoring page loaded. */
-export function initCsv(features) {
-  FEATURES = features;
-  document.getElementById("csv-form").addEventListener("submit", onCsv);
-  document.getElementById("csv-file").addEventListener("change", onCsvFile);
+/** Rows of cells as CSV text (CRLF line ends, as RFC 4180 writes them). */
+export function toCsv(rows) {
+  return `${rows.map((cells) => cells.map(csvCell).join(",")).join("\r\n")}\r\n`;
 }

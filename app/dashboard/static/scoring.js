@@ -1,8 +1,15 @@
-// The scoring page: a form built from the feature spec, one patient's result (band, probability,
-// contribution chart, privacy statement), field errors from the API; CSV scoring is csv.js.
+// The scoring page: which model scores (the active one, or one chosen from the list), a form
+// built from that model's declared schema, one patient's result and field errors from the API;
+// CSV scoring is batch.js.
+//
+// The form follows the model: GET /v1/models/active (schema included) builds it, choosing
+// another model rebuilds it from that model's schema, and the active model is fetched again
+// before each score and whenever the tab comes back into view, so a model activated meanwhile
+// is noticed before a patient is sent to it. Scores name the model whose form was filled in
+// (model_id), so a patient is never scored by a model whose features the page did not show.
 
+import { initCsv } from "./batch.js";
 import {
-  badge,
   clearErrors,
   dateText,
   deltaText,
@@ -12,104 +19,185 @@ import {
   h,
   initApiKey,
   markField,
-  percent,
-  points,
-  reportHref,
   request,
   setStatus,
 } from "./common.js";
-import { initCsv } from "./csv.js";
+import { renderResult } from "./result.js";
+import { featureField, featuresOf, outcomeText, readForm } from "./schema.js";
+
+const PLACEHOLDER = "Enter the patient's features and press Score (or Enter).";
+const state = {
+  active: null, // GET /v1/models/active, or null when none is
+  activeStatus: null, // why none is: 404 (no model trained) or 409 (none activated)
+  models: [], // GET /v1/models
+  shown: null, // the model whose schema the form shows
+  features: [], // that schema's features (schema.js featuresOf)
+  notice: "", // why the last check found nothing to score with
+  columnsShown: () => {}, // batch.js: the CSV columns follow the form
+};
+
+const byId = (id) => document.getElementById(id);
 
 // ---------------------------------------------------------------------------------------------
-// The form
+// Models: the active one and the list
 
-let FEATURES = [];
-let MODELS = [];
-
-function fieldId(name) {
-  return `f-${name}`;
-}
-
-function featureField(feature) {
-  const id = fieldId(feature.name);
-  const helpId = `${id}-help`;
-  const errorId = `${id}-error`;
-  const unit = feature.unit ? h("span", { className: "unit" }, ` (${feature.unit})`) : null;
-  const label = h("label", { for: id }, feature.label, unit);
-  let control;
-  let help;
-  if (feature.type === "binary") {
-    control = h(
-      "select",
-      { id, name: feature.name, "aria-describedby": helpId, autocomplete: "off" },
-      h("option", { value: "", text: "Choose\u2026" }),
-      h("option", { value: "0", text: "No" }),
-      h("option", { value: "1", text: "Yes" }),
-    );
-    help = `No (0) or Yes (1). Reference patient: ${feature.reference >= 0.5 ? "Yes" : "No"}.`;
+async function loadActive() {
+  const answer = await request("GET", "v1/models/active");
+  if (answer.ok) {
+    state.active = answer.data;
+    state.activeStatus = null;
+  } else if (answer.status === 404 || answer.status === 409) {
+    state.active = null;
+    state.activeStatus = answer.status;
   } else {
-    control = h("input", {
-      id,
-      name: feature.name,
-      type: "number",
-      inputmode: "numeric",
-      min: feature.minimum,
-      max: feature.maximum,
-      step: 1,
-      autocomplete: "off",
-      "aria-describedby": helpId,
-    });
-    help = `Whole number from ${feature.minimum} to ${feature.maximum}. `
-      + `Reference patient: ${feature.reference}.`;
+    throw new Error(answer.data?.detail || `v1/models/active answered ${answer.status}`);
   }
-  if (feature.loinc) help += ` LOINC ${feature.loinc}.`;
-  return h(
-    "div",
-    { className: "field", "data-feature": feature.name },
-    label,
-    control,
-    h("p", { id: helpId, className: "help", text: help }),
-    h("p", { id: errorId, className: "field-error", hidden: true }),
-  );
 }
 
-function buildForm() {
-  const container = document.getElementById("feature-fields");
-  container.replaceChildren(...FEATURES.map(featureField));
-  const columns = document.getElementById("csv-columns");
-  if (columns) columns.textContent = ["id", ...FEATURES.map((f) => f.name)].join(",");
+async function loadModels() {
+  const page = await getJSON("v1/models?limit=200");
+  state.models = page.items || [];
 }
 
 function modelOption(model) {
   const privacy = model.privacy || {};
   const eps = epsilonText(privacy.epsilon, privacy.non_private);
-  const text = `Model ${model.id}${model.active ? " (active)" : ""}: ${model.kind}, dataset `
+  const active = model.id === state.active?.id;
+  const text = `Model ${model.id}${active ? " (active)" : ""}: ${model.kind}, dataset `
     + `${model.dataset_id}, \u03B5 ${eps}, \u03B4 ${deltaText(privacy.delta)}, `
     + `trained ${dateText(model.created_at)}`;
   return h("option", { value: model.id, text });
 }
 
-async function loadModels() {
-  const page = await getJSON("v1/models?limit=200");
-  MODELS = page.items || [];
-  const select = document.getElementById("model-select");
-  select.append(...MODELS.map(modelOption));
+function fillModelSelect() {
+  const select = byId("model-select");
+  const chosen = select.value;
+  const activeText = state.active
+    ? `Active model (now model ${state.active.id})` : "Active model (none is active)";
+  select.replaceChildren(h("option", { value: "", text: activeText }),
+    ...state.models.map(modelOption));
+  select.value = state.models.some((m) => String(m.id) === chosen) ? chosen : "";
 }
 
+function chosenModel() {
+  const value = byId("model-select").value;
+  if (value === "") return state.active;
+  return state.models.find((m) => String(m.id) === value) || null;
+}
+
+function modelInfo(id) {
+  return [state.shown, state.active, ...state.models].find((m) => m?.id === id) || null;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The form follows the chosen model's schema
+
+function currentValues() {
+  const values = {};
+  for (const feature of state.features) {
+    const control = byId(`f-${feature.name}`);
+    if (control) values[feature.name] = control.value;
+  }
+  return values;
+}
+
+function noModelText() {
+  if (byId("model-select").value !== "") return "The chosen model is not available any more.";
+  if (state.activeStatus === 404) {
+    return "No model has been trained yet, so there is nothing to score with. A data "
+      + "scientist trains one; the first model stored becomes active.";
+  }
+  return "No model is active, so there is no form to fill in yet. Choose a trained model in "
+    + "the Model list above, or ask a data scientist to activate one.";
+}
+
+function showNoModel() {
+  state.shown = null;
+  state.features = [];
+  byId("feature-fields").replaceChildren(
+    h("p", { id: "no-model", className: "notice", text: noModelText() }));
+  byId("model-summary").textContent = "";
+  byId("score-button").setAttribute("aria-disabled", "true");
+  state.columnsShown(null, []);
+}
+
+function describeModel(model) {
+  const labels = state.features.map((f) => f.label).join(", ");
+  byId("model-summary").textContent = `Model ${model.id} (${model.kind}) gives the probability `
+    + `of ${outcomeText(model.schema)} from ${state.features.length} features: ${labels}.`;
+}
+
+/** Build the form for the chosen model: "same" schema as before, "changed", or "none". */
+function showForm() {
+  const model = chosenModel();
+  if (!model) {
+    showNoModel();
+    return "none";
+  }
+  const same = state.shown !== null && state.shown.schema_hash === model.schema_hash;
+  if (!same) {
+    const kept = currentValues();
+    state.features = featuresOf(model.schema);
+    byId("feature-fields").replaceChildren(
+      ...state.features.map((f) => featureField(f, kept[f.name])));
+  }
+  state.shown = model;
+  describeModel(model);
+  byId("score-button").removeAttribute("aria-disabled");
+  state.columnsShown(model, state.features);
+  return same ? "same" : "changed";
+}
+
+/**
+ * The model to score with, after fetching the active one again when it is the one chosen.
+ * Null when there is none, or when it changed to one with other features (the form follows
+ * it, and the page says so: the values must be checked before a score).
+ */
+async function confirmTarget() {
+  state.notice = "";
+  if (byId("model-select").value !== "") return state.shown;
+  const before = state.active?.id ?? null;
+  await loadActive();
+  const after = state.active?.id ?? null;
+  if (after === before) return state.shown;
+  try {
+    await loadModels();
+  } catch {
+    // the list only labels the choices; the active model itself is known
+  }
+  fillModelSelect();
+  const outcome = showForm();
+  if (outcome === "none") state.notice = `No model is active any more. ${noModelText()}`;
+  else if (outcome === "changed") {
+    state.notice = `The active model is now model ${after}, which scores other features: the `
+      + "form now follows it. Check the values, then score again.";
+  }
+  setStatus(state.notice || `The active model is now model ${after}, with the same features.`);
+  return outcome === "same" ? state.shown : null;
+}
+
+/** Why confirmTarget found nothing to score with. */
+function whyNot() {
+  return state.notice || noModelText();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Errors and scoring
+
 function controlFor(field) {
-  if (field === "model_id") return document.getElementById("model-select");
+  if (field === "model_id") return byId("model-select");
   const match = /^features\.(\w+)$/.exec(field || "");
-  return match ? document.getElementById(fieldId(match[1])) : null;
+  return match ? byId(`f-${match[1]}`) : null;
 }
 
 function labelFor(field) {
   const match = /^features\.(\w+)$/.exec(field || "");
-  const feature = match && FEATURES.find((f) => f.name === match[1]);
+  const feature = match && state.features.find((f) => f.name === match[1]);
   if (feature) return feature.label;
   return field === "model_id" ? "Model" : field || "Request";
 }
 
-function showProblem(form, result, problem, status) {
+function showProblem(result, problem, status) {
   const errors = problem?.errors?.length
     ? problem.errors
     : [{ field: null, message: problem?.detail || `The service answered ${status}.` }];
@@ -117,7 +205,7 @@ function showProblem(form, result, problem, status) {
     const message = errorMessage(error);
     const control = controlFor(error.field);
     if (control) {
-      markField(control, document.getElementById(`${control.id}-error`), message);
+      markField(control, byId(`${control.id}-error`), message);
       return h("li", {}, h("a", { href: `#${control.id}` }, `${labelFor(error.field)}: `
         + message));
     }
@@ -131,178 +219,85 @@ function showProblem(form, result, problem, status) {
   heading.focus();
 }
 
-function readFeatures(form) {
-  const features = {};
-  for (const feature of FEATURES) {
-    const control = form.elements.namedItem(feature.name);
-    const raw = control.value.trim();
-    if (raw !== "") features[feature.name] = Number(raw);
+async function scoreForm(form, result) {
+  const target = await confirmTarget();
+  if (!target) {
+    showProblem(result, { title: "Not sent.", detail: whyNot() });
+    return;
   }
-  return features;
-}
-
-// ---------------------------------------------------------------------------------------------
-// The result
-
-function thresholdText(probability, thresholds, band) {
-  const lowMedium = percent(thresholds.low_medium);
-  const mediumHigh = percent(thresholds.medium_high);
-  const why = {
-    low: `${percent(probability)} is below ${lowMedium}`,
-    medium: `${percent(probability)} is at or above ${lowMedium} and below ${mediumHigh}`,
-    high: `${percent(probability)} is at or above ${mediumHigh}`,
-  }[band];
-  return `Bands of this model: low below ${lowMedium}, medium from ${lowMedium} to below `
-    + `${mediumHigh}, high from ${mediumHigh}. ${why}, so the band is ${band}.`;
-}
-
-function barRow(item, largest) {
-  const value = item.contribution_probability;
-  const direction = value > 0 ? "raises" : value < 0 ? "lowers" : "neutral";
-  const bar = h("span", { className: "bar" });
-  bar.style.width = `${largest > 0 ? (Math.abs(value) / largest) * 100 : 0}%`;
-  const track = h(
-    "span",
-    { className: "bar-track", "aria-hidden": "true" },
-    h("span", { className: "bar-half neg" }, value < 0 ? bar : null),
-    h("span", { className: "bar-half pos" }, value > 0 ? bar : null),
-  );
-  const arrow = { raises: "\u25B6 ", lowers: "\u25C0 ", neutral: "" }[direction];
-  const word = { raises: "raises", lowers: "lowers", neutral: "no effect" }[direction];
-  return h(
-    "li",
-    { className: `bar-row ${direction}`, "data-feature": item.feature },
-    h("span", { className: "bar-reason", text: item.reason }),
-    track,
-    h(
-      "span",
-      { className: "bar-value" },
-      h("span", { className: "dir" }, h("span", { "aria-hidden": "true", text: arrow }), word),
-      ` ${points(value)} points`,
-    ),
-  );
-}
-
-function contributionChart(answer) {
-  const items = answer.contributions;
-  const largest = Math.max(...items.map((c) => Math.abs(c.contribution_probability)));
-  const reference = percent(answer.reference.probability);
-  return h(
-    "figure",
-    { className: "chart", "aria-labelledby": "chart-caption" },
-    h(
-      "figcaption",
-      { id: "chart-caption" },
-      "How much each feature moved the probability, in percentage points, compared with the "
-        + `public reference patient (${reference}); exact Shapley values, largest first, adding `
-        + `up to ${percent(answer.probability)} \u2212 ${reference}. Solid bars to the right `
-        + "raise the risk; hatched bars to the left lower it.",
-    ),
-    h("ol", { className: "bars", role: "list" }, items.map((item) => barRow(item, largest))),
-  );
-}
-
-function privacyStatement(model) {
-  const info = MODELS.find((m) => m.id === model.id);
-  const trained = `${model.kind} model ${model.id}, trained ${dateText(model.trained_at)} on `
-    + `dataset ${model.dataset_id}`;
-  let text;
-  if (model.non_private) {
-    text = `The ${trained}, was trained without differential privacy (\u03B5 = \u221E): its `
-      + "scores carry no privacy guarantee for the patients it was trained on.";
-  } else {
-    const rdp = model.epsilon_rdp === null || model.epsilon_rdp === undefined
-      ? ""
-      : ` (the RDP accountant gives \u03B5 = ${epsilonText(model.epsilon_rdp)})`;
-    text = `The ${trained}, satisfies (\u03B5 = ${epsilonText(model.epsilon)}, \u03B4 = `
-      + `${deltaText(model.delta)})-differential privacy per ${model.unit} by the `
-      + `${String(model.accountant).toUpperCase()} accountant${rdp}. The guarantee covers the `
-      + "model and everything computed from it alone, this score included.";
+  const { values, errors } = readForm(form, state.features);
+  if (errors.length) {
+    showProblem(result, { title: "Some values are not numbers.", errors });
+    return;
   }
-  const link = info?.job_id
-    ? h("a", { href: reportHref(`v1/jobs/${info.job_id}/privacy-report`) },
-      `Privacy report of job ${info.job_id} (\u03B5 per epoch, model card)`)
-    : null;
-  return h("div", { className: "statement", id: "privacy-statement" },
-    h("p", { text }), link ? h("p", {}, link) : null);
-}
-
-function renderResult(result, answer) {
-  const heading = h("h3", { id: "result-heading", tabindex: "-1", text: "Result" });
-  result.replaceChildren(
-    heading,
-    h(
-      "div",
-      { className: "summary-line" },
-      badge(answer.band),
-      h(
-        "p",
-        { className: "probability", id: "probability" },
-        h("strong", { text: percent(answer.probability) }),
-        " probability of a crisis within 30 days",
-      ),
-    ),
-    h("p", { id: "thresholds", text: thresholdText(answer.probability, answer.band_thresholds,
-      answer.band) }),
-    h("h4", { text: "What contributed" }),
-    contributionChart(answer),
-    h("h4", { text: "Model and privacy" }),
-    privacyStatement(answer.model),
-    h("p", { className: "note", text: "Decision support, not a diagnosis: the model sees six "
-      + "features only, and crisis risk depends on much it does not see." }),
-  );
-  heading.focus();
+  const answer = await request("POST", "v1/risk", { features: values, model_id: target.id });
+  if (answer.ok) renderResult(result, answer.data, modelInfo(answer.data.model.id));
+  else showProblem(result, answer.data, answer.status);
 }
 
 async function onScore(event) {
   event.preventDefault();
   const form = event.currentTarget;
-  const result = document.getElementById("result");
-  const button = document.getElementById("score-button");
+  const result = byId("result");
+  const button = byId("score-button");
+  if (result.getAttribute("aria-busy") === "true") return;
   clearErrors(form);
-  const body = { features: readFeatures(form) };
-  const model = form.elements.namedItem("model_id").value;
-  if (model) body.model_id = Number(model);
+  setStatus("");
   result.setAttribute("aria-busy", "true");
   button.setAttribute("aria-disabled", "true");
   try {
-    const answer = await request("POST", "v1/risk", body);
-    if (answer.ok) renderResult(result, answer.data);
-    else showProblem(form, result, answer.data, answer.status);
+    await scoreForm(form, result);
   } catch (error) {
-    showProblem(form, result, { detail: `The service could not be reached (${error.message}).` });
+    showProblem(result, { detail: `The service could not be reached (${error.message}).` });
   } finally {
     result.removeAttribute("aria-busy");
-    button.removeAttribute("aria-disabled");
+    if (state.shown) button.removeAttribute("aria-disabled");
   }
+}
+
+function placeholder() {
+  byId("result").replaceChildren(h("p", { className: "placeholder", text: PLACEHOLDER }));
 }
 
 function onReset(event) {
   clearErrors(event.currentTarget);
-  const result = document.getElementById("result");
-  result.replaceChildren(h("p", { className: "placeholder",
-    text: "Enter the patient's features and press Score (or Enter)." }));
+  placeholder();
+}
+
+function onModelChange() {
+  clearErrors(byId("patient-form"));
+  if (showForm() !== "same") placeholder();
+}
+
+async function onVisible() {
+  if (document.visibilityState !== "visible" || !state.shown) return;
+  try {
+    await confirmTarget();
+  } catch {
+    // checked again before the next score
+  }
 }
 
 async function initScoring() {
   if (!initApiKey()) return; // every API call needs the key: ask for it first
-  const form = document.getElementById("patient-form");
+  const form = byId("patient-form");
   form.addEventListener("submit", onScore);
   form.addEventListener("reset", onReset);
-  try {
-    FEATURES = await getJSON("v1/features");
-    buildForm();
-  } catch (error) {
-    setStatus(`The feature list could not be loaded: ${error.message}`);
+  byId("model-select").addEventListener("change", onModelChange);
+  document.addEventListener("visibilitychange", onVisible);
+  const [active, list] = await Promise.allSettled([loadActive(), loadModels()]);
+  if (active.status === "rejected") {
+    setStatus(`The active model could not be loaded: ${active.reason.message}`);
     return;
   }
-  initCsv(FEATURES);
-  try {
-    await loadModels();
-  } catch (error) {
-    setStatus(`The model list could not be loaded (${error.message}); scoring uses the active `
-      + "model.");
+  if (list.status === "rejected") {
+    setStatus(`The model list could not be loaded (${list.reason.message}); scoring uses the `
+      + "active model.");
   }
+  state.columnsShown = initCsv({ confirm: confirmTarget, whyNot,
+    features: () => state.features });
+  fillModelSelect();
+  showForm();
   document.body.dataset.ready = "true";
 }
 

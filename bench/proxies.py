@@ -1,0 +1,216 @@
+"""Public proxy tables of different shapes, each with a declared schema of *public* bounds.
+
+Used by ``bench/proxy_study.py`` to measure the default recipe on data nobody tuned it on.
+Raw rows hold one number per feature in declaration order (a categorical feature: the
+category's index), exactly as ``app.datasets.encoding`` expects.
+
+Real public tables (a package ships them, no download):
+
+* ``breast_cancer``: scikit-learn's Wisconsin diagnostic table (569 rows, 30 features; outcome:
+  malignant, 37%). The bounds are *not* the documented summary min/max of these rows; they come
+  from what each feature is (the dataset's description): a radius of at most ``RADIUS_CAP`` = 40
+  image units, so a perimeter of at most 2 pi 40 (rounded to 260) and an area of at most
+  pi 40^2 (rounded to 5,000); texture is the standard deviation of 8-bit gray levels, at most
+  127.5, so [0, 128]; smoothness, compactness, concavity, concave points and symmetry are
+  dimensionless shape ratios of order 0.1 to 1, capped generously at 2; fractal dimension is the
+  coastline approximation minus 1, and a curve's dimension lies in [1, 2], so [0, 1]. The
+  standard error of a feature (the "_se" columns: the spread of the mean over the nuclei of one
+  image) is capped at half the feature's cap. Generous caps like these are what a data steward
+  can declare without looking at the rows; they leave the data in a small part of [-1, 1].
+* ``fair``: statsmodels' extramarital-affairs survey (Fair 1978; 6,366 rows, 8 features, two of
+  them categorical; outcome: any time in affairs, 32%). The bounds are the survey codebook's
+  (statsmodels' ``NOTE``): ratings 1-5 and 1-4, education codes 9-20, occupations 1-6 (as
+  categories), age and years married as coded interval midpoints (17.5-42, 0.5-23), children
+  0-5.5 ("5.5" codes five or more).
+
+Built proxies (seeded generators; the outcome's intercept is solved for the stated prevalence):
+
+* ``crisis``: the service's own generator (``app.datasets.synthetic``, about 2%).
+* ``mixed``: 10 clinical-style features (integers with declared model caps, a skewed lab value,
+  two binaries, a 5-category region), about 15%; the true log-odds is not linear in one feature
+  (log of CRP), so logistic regression is slightly misspecified, as on real data.
+* ``wide``: 30 features (18 correlated lab z-scores, 4 capped counts, 6 binaries, 2 categorical),
+  about 1%, ten of them without effect.
+"""
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from app.datasets import synthetic
+from app.datasets.dataset_schema import CRISIS_SCHEMA, DatasetSchema
+
+RADIUS_CAP = 40.0
+
+
+@dataclass(frozen=True)
+class Proxy:
+    name: str
+    schema: DatasetSchema
+    x: np.ndarray  # raw rows (n, features)
+    y: np.ndarray  # 0/1 outcome
+    real: bool  # a real public table (counts double in the issue's tally)
+    note: str
+
+
+def _numeric(name: str, lower: float, upper: float, reference: float,
+             kind: str = "numeric", **extra: Any) -> dict[str, Any]:
+    return {"name": name, "kind": kind, "lower": lower, "upper": upper,
+            "reference": reference, **extra}
+
+
+def _binary(name: str, reference: int = 0) -> dict[str, Any]:
+    return {"name": name, "kind": "binary", "reference": reference}
+
+
+def _categorical(name: str, categories: list[str], reference: str) -> dict[str, Any]:
+    return {"name": name, "kind": "categorical", "categories": categories,
+            "reference": reference}
+
+
+def _schema(features: list[dict[str, Any]], outcome: str) -> DatasetSchema:
+    return DatasetSchema.model_validate({"features": features, "outcome": {"name": outcome}})
+
+
+_SIZE_CAPS = {"radius": RADIUS_CAP, "texture": 128.0, "perimeter": 260.0, "area": 5000.0,
+              "smoothness": 2.0, "compactness": 2.0, "concavity": 2.0,
+              "concave_points": 2.0, "symmetry": 2.0, "fractal_dimension": 1.0}
+
+
+def breast_cancer() -> Proxy:
+    from sklearn.datasets import load_breast_cancer
+
+    data = load_breast_cancer()
+    features, columns = [], []
+    for j, raw_name in enumerate(data.feature_names):
+        words = (raw_name.replace("concave points", "concave_points")
+                 .replace("fractal dimension", "fractal_dimension").split())
+        stat, base = ("mean", words[1]) if words[0] == "mean" else (
+            ("worst", words[1]) if words[0] == "worst" else ("se", words[0]))
+        cap = _SIZE_CAPS[base] * (0.5 if stat == "se" else 1.0)
+        features.append(_numeric(f"{base}_{stat}", 0.0, cap, round(cap / 4, 4)))
+        columns.append(j)
+    x = data.data[:, columns].astype(np.float64)
+    y = (data.target == 0).astype(np.float64)  # sklearn codes malignant as 0
+    return Proxy("breast_cancer", _schema(features, "malignant"), x, y, True,
+                 "sklearn Wisconsin diagnostic; bounds from feature definitions")
+
+
+_OCCUPATIONS = ["student", "unskilled", "white_collar", "skilled", "managerial", "professional"]
+
+
+def fair() -> Proxy:
+    import statsmodels.api as sm
+
+    frame = sm.datasets.fair.load_pandas().data
+    features = [
+        _numeric("rate_marriage", 1, 5, 4, "integer"),
+        _numeric("age", 17.5, 42.0, 27.0),
+        _numeric("yrs_married", 0.5, 23.0, 6.0),
+        _numeric("children", 0.0, 5.5, 1.0),
+        _numeric("religious", 1, 4, 2, "integer"),
+        _numeric("educ", 9, 20, 14, "integer"),
+        _categorical("occupation", _OCCUPATIONS, "white_collar"),
+        _categorical("occupation_husb", _OCCUPATIONS, "skilled"),
+    ]
+    x = np.column_stack([
+        frame[c].to_numpy(float) for c in
+        ("rate_marriage", "age", "yrs_married", "children", "religious", "educ")
+    ] + [frame["occupation"].to_numpy(float) - 1, frame["occupation_husb"].to_numpy(float) - 1])
+    y = (frame["affairs"].to_numpy() > 0).astype(np.float64)
+    return Proxy("fair", _schema(features, "affair"), x, y, True,
+                 "statsmodels Fair (1978) survey; bounds from its codebook")
+
+
+def crisis(n_rows: int) -> Proxy:
+    table = synthetic.generate(n_rows, 910_101)  # a seed no test or default was tuned on
+    return Proxy("crisis", CRISIS_SCHEMA, table.x, table.y, False,
+                 "the service's generator")
+
+
+def _intercept_for(logit: np.ndarray, prevalence: float) -> float:
+    """The intercept b with mean(sigmoid(logit + b)) = prevalence (bisection, generator-side)."""
+    low, high = -30.0, 30.0
+    for _ in range(80):
+        mid = (low + high) / 2
+        if np.mean(1 / (1 + np.exp(-(logit + mid)))) < prevalence:
+            low = mid
+        else:
+            high = mid
+    return (low + high) / 2
+
+
+def _outcome(rng: np.random.Generator, logit: np.ndarray, prevalence: float) -> np.ndarray:
+    p = 1 / (1 + np.exp(-(logit + _intercept_for(logit, prevalence))))
+    return rng.binomial(1, p).astype(np.float64)
+
+
+_REGIONS = ["north", "south", "east", "west", "central"]
+
+
+def mixed(n_rows: int) -> Proxy:
+    rng = np.random.default_rng(20_251)
+    age = rng.integers(18, 91, n_rows)
+    bmi = np.clip(rng.normal(27, 5, n_rows), 12, 75)
+    sbp = np.clip(np.rint(rng.normal(128, 18, n_rows)), 70, 250)
+    hr = np.clip(np.rint(rng.normal(75, 12, n_rows)), 30, 220)
+    crp = np.clip(rng.lognormal(1.0, 1.2, n_rows), 0, 300)
+    visits = np.clip(rng.poisson(3, n_rows), 0, 365)
+    smoker, diabetes = rng.binomial(1, 0.25, n_rows), rng.binomial(1, 0.12, n_rows)
+    region = rng.choice(5, n_rows, p=[0.3, 0.25, 0.2, 0.15, 0.1])
+    phq9 = rng.integers(0, 28, n_rows)
+    logit = (0.03 * (age - 50) + 0.08 * (bmi - 27) + 0.015 * (sbp - 128) + 0.02 * (hr - 75)
+             + 0.5 * np.log1p(crp) + 0.12 * np.minimum(visits, 24) + 0.6 * smoker
+             + 0.8 * diabetes + np.array([0, 0.3, -0.2, 0.1, 0.5])[region] + 0.05 * phq9)
+    features = [
+        _numeric("age", 18, 110, 45, "integer"),
+        _numeric("bmi", 10.0, 80.0, 25.0),
+        _numeric("systolic_bp", 60, 260, 120, "integer"),
+        _numeric("heart_rate", 20, 250, 70, "integer"),
+        _numeric("crp", 0.0, 500.0, 3.0, model_upper=100.0),
+        _numeric("visits", 0, 365, 2, "integer", model_upper=24),
+        _binary("smoker"), _binary("diabetes"),
+        _categorical("region", _REGIONS, "north"),
+        _numeric("phq9", 0, 27, 5, "integer"),
+    ]
+    x = np.column_stack([age, bmi, sbp, hr, crp, visits, smoker, diabetes, region, phq9])
+    return Proxy("mixed", _schema(features, "event"), x.astype(np.float64),
+                 _outcome(rng, logit, 0.15), False, "built: 10 features, one categorical")
+
+
+def wide(n_rows: int) -> Proxy:
+    rng = np.random.default_rng(20_252)
+    shared = rng.normal(0, 1, (n_rows, 3))
+    mixing = rng.normal(0, 0.5, (3, 18))
+    labs = np.clip((rng.normal(0, 1, (n_rows, 18)) + shared @ mixing)
+                   / np.sqrt(1 + (mixing**2).sum(0)), -6, 6)
+    counts = np.clip(rng.poisson([1.0, 2.0, 3.0, 0.5], (n_rows, 4)), 0, 50)
+    flags = rng.binomial(1, [0.1, 0.2, 0.3, 0.4, 0.15, 0.05], (n_rows, 6))
+    cat_a, cat_b = rng.choice(3, n_rows), rng.choice(6, n_rows, p=[.3, .2, .2, .1, .1, .1])
+    beta_labs = np.r_[[0.5, -0.4, 0.35, 0.3, -0.3, 0.25, 0.2, -0.2], np.zeros(10)]
+    logit = (labs @ beta_labs + counts @ np.array([0.15, 0.1, 0.0, 0.3])
+             + flags @ np.array([0.7, 0.0, 0.4, -0.3, 0.5, 0.9])
+             + np.array([0, 0.4, -0.3])[cat_a] + np.array([0, 0.2, 0.5, -0.4, 0.1, 0.8])[cat_b])
+    features = (
+        [_numeric(f"lab_{i:02d}", -6.0, 6.0, 0.0) for i in range(18)]
+        + [_numeric(f"count_{i}", 0, 50, 1, "integer", model_upper=20) for i in range(4)]
+        + [_binary(f"flag_{i}") for i in range(6)]
+        + [_categorical("site", ["a", "b", "c"], "a"),
+           _categorical("plan", ["p0", "p1", "p2", "p3", "p4", "p5"], "p0")]
+    )
+    x = np.column_stack([labs, counts, flags, cat_a, cat_b]).astype(np.float64)
+    return Proxy("wide", _schema(features, "event"), x, _outcome(rng, logit, 0.01), False,
+                 "built: 30 features, two categorical")
+
+
+def build(names: list[str], *, scale: float = 1.0) -> list[Proxy]:
+    """The named proxies; ``scale`` shrinks the built ones (the real tables keep their size)."""
+    makers = {
+        "breast_cancer": breast_cancer,
+        "fair": fair,
+        "crisis": lambda: crisis(int(20_000 * scale)),
+        "mixed": lambda: mixed(int(50_000 * scale)),
+        "wide": lambda: wide(int(200_000 * scale)),
+    }
+    return [makers[name]() for name in names]
