@@ -11,7 +11,7 @@ def _configure_logging() -> None:
     from app.core.logs import configure_logging
     from app.core.settings import settings
 
-    configure_logging(settings.log_format)  # LOG_FORMAT=json (default) | text
+    configure_logging(settings.log_format)  # LOG_FORMAT=auto (default) | json | text
 
 
 def _serve(args: argparse.Namespace) -> int:

@@ -71,7 +71,7 @@ def _age_feature(features: tuple[FeatureSpec, ...]) -> FeatureSpec | None:
     coded = [f for f in numbered
              if f.code is not None and (f.code.system, f.code.code) == (LOINC, AGE_LOINC)]
     named = [f for f in numbered if f.name == "age"]
-    return (coded or named or [None])[0]
+    return next(iter(coded or named), None)
 
 
 _sources: dict[str, Sources] = {}

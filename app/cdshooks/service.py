@@ -72,12 +72,12 @@ def _feature_codes(sources: Sources) -> list[FeatureCode]:
     age = None if sources.age is None else sources.age.name
     listed = []
     for f in sources.needed:
-        c = codes.get(f.name)
+        c = codes.get(f.name)  # None: an uncoded age, from birthDate only
         listed.append(FeatureCode(
             feature=f.name, label=label_of(f),
             prefetch=_patient_key(sources) if f.name == age else f.name,
-            system=c and c.system, code=c and c.code, display=c and c.display,
-            allowed=allowed_of(f)))
+            system=None if c is None else c.system, code=None if c is None else c.code,
+            display=None if c is None else c.display, allowed=allowed_of(f)))
     return listed
 
 

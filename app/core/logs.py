@@ -92,12 +92,21 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(entry, default=str)
 
 
+def resolved_format(log_format: str) -> str:
+    """``auto``: text for a person at a terminal, JSON for a log shipper (anything else)."""
+    if log_format != "auto":
+        return log_format
+    return "text" if sys.stderr.isatty() else "json"
+
+
 def configure_logging(log_format: str = "json", level: int = logging.INFO) -> None:
-    """Route every logger (uvicorn's included) through one stderr handler in ``log_format``."""
+    """Route every logger (uvicorn's included) through one stderr handler in ``log_format``
+    (``json``, ``text`` or ``auto``)."""
     handler = logging.StreamHandler(sys.stderr)
     handler.addFilter(ContextFilter())
     handler.addFilter(RedactFilter())  # no query-string value (a key in a URL) in any line
-    formatter = JsonFormatter() if log_format == "json" else TextFormatter(TEXT_FORMAT)
+    json_lines = resolved_format(log_format) == "json"
+    formatter = JsonFormatter() if json_lines else TextFormatter(TEXT_FORMAT)
     handler.setFormatter(formatter)
     root = logging.getLogger()
     for old in list(root.handlers):

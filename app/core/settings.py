@@ -55,10 +55,11 @@ class Settings(BaseSettings):
         description="largest request body accepted; a larger one is a 413 (the largest real "
         "body, a 10,000-patient risk batch, is about 3 MB)",
     )
-    log_format: Literal["json", "text"] = Field(
-        default="json",
+    log_format: Literal["auto", "json", "text"] = Field(
+        default="auto",
         description="json: one JSON object per line (time, level, logger, message, request_id, "
-        "job_id) for log shippers; text: the classic human-readable line",
+        "job_id) for log shippers; text: the classic human-readable line; auto: text when the "
+        "log stream is a terminal, json otherwise (a container, a file, a pipe)",
     )
 
     @cached_property

@@ -67,7 +67,7 @@ def percent(p: float) -> str:
     return "<0.1%" if 0 < p < 0.0005 else f"{100 * p:.1f}%"
 
 
-def _qualitative_risk(band: str, thresholds: Mapping[str, float]) -> dict[str, Any]:
+def _qualitative_risk(band: Band, thresholds: Mapping[str, float]) -> dict[str, Any]:
     code, display = QUALITATIVE[band]
     low, high = cut_offs(thresholds)
     bounds = {
@@ -205,7 +205,7 @@ def risk_assessment(
             {
                 "outcome": {"text": OUTCOME_TEXT},
                 "probabilityDecimal": scored.probability,
-                "qualitativeRisk": _qualitative_risk(scored.band, scored.band_thresholds),
+                "qualitativeRisk": _qualitative_risk(Band(scored.band), scored.band_thresholds),
                 "whenPeriod": {
                     "start": occurred,
                     "end": _timestamp(now + timedelta(days=HORIZON_DAYS)),

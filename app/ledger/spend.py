@@ -10,6 +10,7 @@ first-release rule). The admission (``app.ledger.service``) and the reports read
 
 from dataclasses import dataclass
 from datetime import datetime
+from functools import lru_cache
 from typing import Protocol
 
 from sqlalchemy import select
@@ -126,8 +127,18 @@ def spent_rdp(entries: list[LedgerEntry], order: float) -> float:
 
 
 def single_release_epsilon(entry: LedgerEntry, delta: float) -> float:
-    """One release alone, by the tight accountant (the filter's first-release rule)."""
-    return accounting.create_accountant(TIGHT_ACCOUNTANT).epsilon([mechanism_of(entry)], delta)
+    """One release alone, by the tight accountant (the filter's first-release rule, and the
+    figure the release's own report gives)."""
+    m = mechanism_of(entry)
+    return _tight_epsilon(m.noise_multiplier, m.sample_rate, m.steps, delta)
+
+
+@lru_cache(maxsize=4096)
+def _tight_epsilon(noise_multiplier: float, sample_rate: float, steps: int, delta: float
+                   ) -> float:
+    """Ledger entries are immutable, so a report recomputes each one's figure only once."""
+    mechanism = accounting.Mechanism(noise_multiplier, sample_rate, steps)
+    return accounting.create_accountant(TIGHT_ACCOUNTANT).epsilon([mechanism], delta)
 
 
 def filtered_epsilon(guard: RenyiFilter, entries: list[LedgerEntry]) -> float:
@@ -175,8 +186,9 @@ class TimelinePoint:
 def timeline_of(dataset: Budgeted, entries: list[LedgerEntry]) -> list[TimelinePoint]:
     """Composed (by the filter) and naive spend after each charged entry, in their order.
 
-    Naive: the sum of each entry's own RDP epsilon at the spend delta (what adding up the
-    jobs' figures would claim).
+    Naive: basic composition, the sum of each entry's own tight epsilon at delta / K for the
+    K charged entries (K releases at (eps_i, delta / K) compose to (sum eps_i, delta)); with
+    one entry it is that release's own figure.
     """
     entries = charged(entries)
     delta = _spend_delta(dataset, entries)
@@ -184,7 +196,7 @@ def timeline_of(dataset: Budgeted, entries: list[LedgerEntry]) -> list[TimelineP
     naive = total_rdp = 0.0
     points: list[TimelinePoint] = []
     for count, entry in enumerate(entries, start=1):
-        alone = accounting.rdp_to_epsilon(accounting.rdp_curve([mechanism_of(entry)]), delta)
+        alone = single_release_epsilon(entry, delta / len(entries))
         naive += alone
         if guard is None or count == 1:
             composed = composed_epsilon(dataset, entries[:count])
@@ -201,11 +213,8 @@ def timeline_of(dataset: Budgeted, entries: list[LedgerEntry]) -> list[TimelineP
 def spend_of(dataset: Budgeted, entries: list[LedgerEntry]) -> Spend:
     """The spend after the last charged entry of ``entries``."""
     entries = charged(entries)
-    naive = sum(
-        accounting.rdp_to_epsilon(accounting.rdp_curve([mechanism_of(e)]),
-                                  _spend_delta(dataset, entries))
-        for e in entries
-    )
+    share = _spend_delta(dataset, entries) / max(1, len(entries))
+    naive = sum(single_release_epsilon(e, share) for e in entries)  # basic composition
     composed = composed_epsilon(dataset, entries)
     return Spend(float(composed), float(naive), dataset.budget_epsilon, dataset.budget_delta)
 

@@ -100,8 +100,16 @@ def explained_value(encoder: Encoder, index: int, value: float
     return _explained(encoder.hash, index, value)
 
 
+NEUTRAL_BELOW = 1e-9
+"""A contribution smaller than this (on the log-odds scale) is rounding, not an effect: a
+feature at its reference value gets +-1e-12 from float32 arithmetic, and must not read as
+"raises" or "lowers"."""
+
+
 def direction_of(contribution: float) -> str:
-    return "raises" if contribution > 0 else "lowers" if contribution < 0 else "neutral"
+    if abs(contribution) < NEUTRAL_BELOW:
+        return "neutral"
+    return "raises" if contribution > 0 else "lowers"
 
 
 @dataclass(frozen=True)

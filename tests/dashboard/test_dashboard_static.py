@@ -9,6 +9,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from app.dashboard.router import ASSETS, STATIC_DIR
+from app.datasets.dataset_schema import CRISIS_SCHEMA
 from app.main import create_app
 
 PAGES = {"/dashboard": "index.html", "/dashboard/privacy": "privacy.html"}
@@ -118,6 +119,24 @@ def test_every_static_control_has_a_label() -> None:
     ids = re.findall(r"<(?:input|select|textarea)\b[^>]*\bid=\"([^\"]+)\"", page)
     labelled = set(re.findall(r'<label for="([^"]+)"', page))
     assert ids and set(ids) <= labelled
+
+
+def _code(text: str) -> str:
+    """A script without its comments (which may name a feature as an example)."""
+    return re.sub(r"//[^\n]*", "", re.sub(r"/\*[\s\S]*?\*/", "", text))
+
+
+def test_no_schema_is_written_into_the_page() -> None:
+    """The form, the CSV columns and the explanation labels come from the scoring model's
+    declared schema at run time: no feature name, label or bound is in the page's files."""
+    words = {f.name for f in CRISIS_SCHEMA.features}
+    words |= {f.label for f in CRISIS_SCHEMA.features if f.label and len(f.label) > 3}
+    texts = {p.name: _code(p.read_text()) for p in STATIC_DIR.glob("*.js")}
+    texts["index.html"] = (STATIC_DIR / "index.html").read_text()
+    for name, text in texts.items():
+        for word in words:
+            assert not re.search(rf"\b{re.escape(word)}\b", text), (name, word)
+        assert "[0, 27]" not in text and "30 days" not in text, name
 
 
 def _luminance(hex_colour: str) -> float:

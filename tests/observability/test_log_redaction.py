@@ -4,6 +4,7 @@ service's logging set-up (``configure_logging``), in both formats."""
 
 import logging
 import socket
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -94,3 +95,15 @@ def test_redaction_keeps_names_and_text_without_a_query() -> None:
     assert redact_query_strings("GET /v1/jobs?limit=5&status=queued") == \
         "GET /v1/jobs?limit=***&status=***"
     assert redact_query_strings("no query here; is it? yes") == "no query here; is it? yes"
+
+
+def test_auto_log_format_is_text_at_a_terminal_and_json_elsewhere(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from app.core.logs import resolved_format
+
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: True)
+    assert resolved_format("auto") == "text"
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: False)
+    assert resolved_format("auto") == "json"
+    assert resolved_format("text") == "text" and resolved_format("json") == "json"

@@ -10,7 +10,7 @@ from app.datasets.dataset_schema import DatasetSchema
 from app.datasets.encoding import encoder_for
 from app.registry.network import build_network
 from app.scoring.explain import MAX_EXACT_PLAYERS, coalition_values, explain, shapley_from_values
-from app.scoring.service import explain_rows
+from app.scoring.service import direction_of, explain_rows
 
 
 def _schema(n_numeric: int) -> DatasetSchema:
@@ -98,3 +98,10 @@ def test_scoring_encodes_and_explains_with_the_models_schema() -> None:
     e = explain_rows(network, encoder, raw)
     assert e.phi.shape == (5, encoder.n_players)
     np.testing.assert_allclose(e.base + e.phi.sum(axis=1), e.full, atol=1e-5)
+
+
+@pytest.mark.parametrize(("contribution", "direction"), [
+    (1e-12, "neutral"), (-1e-12, "neutral"), (0.0, "neutral"), (2e-9, "raises"), (-0.3, "lowers"),
+])
+def test_rounding_is_no_direction(contribution: float, direction: str) -> None:
+    assert direction_of(contribution) == direction

@@ -65,6 +65,7 @@ function barRow(item, feature) {
   const arrow = { raises: "\u25B6 ", lowers: "\u25C0 ", neutral: "" }[direction];
   const word = { raises: "raises", lowers: "lowers", neutral: "no effect" }[direction];
   const label = item.label || feature?.label || item.feature;
+  const shown = `${label}: ${valueText(feature, item.value)}`; // the value as it was sent
   return h(
     "li",
     { className: `bar-row ${direction}`, "data-feature": item.feature,
@@ -73,7 +74,7 @@ function barRow(item, feature) {
       "span",
       { className: "bar-text" },
       h("span", { className: "bar-reason", text: item.reason }),
-      h("span", { className: "bar-feature", text: `${label}: ${valueText(feature, item.value)}` }),
+      shown === item.reason ? null : h("span", { className: "bar-feature", text: shown }),
     ),
     track,
     h(
@@ -100,7 +101,7 @@ export function contributionChart(answer, features) {
       "How much each feature moved the probability, in percentage points, compared with the "
         + `public reference patient (${reference}); exact Shapley values, largest first, adding `
         + `up to ${percent(answer.probability)} \u2212 ${reference}. Solid bars to the right `
-        + "raise the risk; hatched bars to the left lower it. The axis runs from "
+        + "raise the risk; hatched bars to the left lower it. The axis spans "
         + `\u2212${AXIS_POINTS} to +${AXIS_POINTS} points for every patient, so bars can be `
         + "compared between patients.",
     ),
