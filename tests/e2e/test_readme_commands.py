@@ -1,0 +1,82 @@
+"""Every command of the README's walk-through, pasted in order into bash against a real
+`dpcrisis serve`: none may answer an HTTP error.
+
+The code blocks are read from the README itself (from "## Walk-through" to the next top-level
+section), so the walk-through cannot drift from what the service does. Between blocks the test
+waits for queued jobs to finish, as a reader would before the next step.
+"""
+
+import re
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.e2e.service import CLI, api_client, service_env, start_server, wait_ready
+
+README = Path(__file__).resolve().parents[2] / "README.md"
+STATUS = "__HTTP_STATUS__"
+# Every curl prints its status after its body; -s keeps its progress meter quiet.
+PRELUDE = f'curl() {{ command curl -w "\\n{STATUS} %{{http_code}}\\n" "$@"; }}\n'
+
+
+def walkthrough_blocks() -> list[str]:
+    text = README.read_text()
+    section = text[text.index("## Walk-through"):]
+    section = section[:section.index("\n## ", 5)]
+    return re.findall(r"```bash\n(.*?)```", section, flags=re.S)
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[str]:
+    process, base = start_server(tmp_path)
+    try:
+        wait_ready(process, base)
+        yield base
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+
+
+def _wait_for_jobs(http: httpx.Client) -> None:
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        jobs = http.get("/v1/jobs").json()["items"]
+        if all(j["status"] not in ("queued", "running") for j in jobs):
+            return
+        time.sleep(0.2)
+    raise AssertionError("jobs still running after 120 s")
+
+
+def _run(block: str, cwd: Path, env: dict[str, str]) -> str:
+    done = subprocess.run(["bash", "-c", PRELUDE + block], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, f"{block}\n{done.stdout}\n{done.stderr}"
+    return done.stdout
+
+
+@pytest.mark.slow
+def test_every_walkthrough_command_succeeds_in_order(server: str, tmp_path: Path) -> None:
+    blocks = walkthrough_blocks()
+    assert len(blocks) >= 8 and "KEY=$(" in blocks[0]
+    work = tmp_path / "reader"
+    work.mkdir()
+    (work / ".venv").symlink_to(Path(CLI).parent.parent)  # the README's .venv/bin/dpcrisis
+    env = {**service_env(tmp_path)}
+    port = server.rsplit(":", 1)[1]
+    key = ""
+    for block in blocks:
+        block = block.replace("localhost:8000", f"127.0.0.1:{port}")
+        if key:
+            _wait_for_jobs(api_client(server, key=key))
+        output = _run(block + ('\necho "KEY=$KEY"' if "KEY=$(" in block else ""), work,
+                      {**env, "KEY": key})
+        if "KEY=$(" in block:
+            key = output.strip().splitlines()[-1].removeprefix("KEY=")
+            assert key.startswith("dpk_"), output
+        codes = [int(code) for code in re.findall(rf"{STATUS} (\d+)", output)]
+        assert codes.count(0) == 0 and len(codes) == block.count("curl "), (block, output)
+        assert all(code < 400 for code in codes), f"{block}\n{output[-3000:]}"
