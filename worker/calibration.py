@@ -32,11 +32,19 @@ from app.privacy.accounting import Mechanism
 from app.privacy.parallel import dominated_gaussian_noise
 from worker.training import predict_log_odds
 
-METHOD = "dp-platt-binned-v1"
-# Logit bin edges: probabilities 0.25% .. 32% doubling, the range where a rare outcome's
-# scores live; the outer bins are open. Public and fixed, never taken from the data.
-EDGE_PROBABILITIES = (0.0025, 0.005, 0.01, 0.02, 0.04, 0.08, 0.16, 0.32)
-EDGES = np.log(np.array(EDGE_PROBABILITIES) / (1.0 - np.array(EDGE_PROBABILITIES)))
+METHOD = "dp-platt-binned-v2"
+# Logit bin edges, public and fixed, never taken from the data. v1 had probabilities 0.25% ..
+# 32% doubling (where a rare outcome's scores live) and one open bin above: at a 30-40% outcome
+# most rows fell in that bin, whose one representative logit bent the fit (measured on public
+# tables, bench/proxy_study.py: log-loss worse after calibration than before). v2 is symmetric
+# in log-odds: the same edges for the rare outcome, mirrored for the common one (0.25% .. 50%
+# .. 99.75%), and, for confident models (well separated data), edges at log-odds 8, 10 and 12
+# on both sides, so the open outer bins start where a probability is within 6e-6 of 0 or 1.
+RARE_EDGE_PROBABILITIES = (0.0025, 0.005, 0.01, 0.02, 0.04, 0.08, 0.16, 0.32)
+FAR_EDGES = (8.0, 10.0, 12.0)
+_RARE = np.log(np.array(RARE_EDGE_PROBABILITIES) / (1.0 - np.array(RARE_EDGE_PROBABILITIES)))
+EDGES = np.sort(np.concatenate([-np.array(FAR_EDGES), _RARE, [0.0], -_RARE[::-1],
+                                np.array(FAR_EDGES)]))
 SENSITIVITY = math.sqrt(2.0)
 # Public prior (Gaussian) on the Platt parameters. Clipping mostly shifts a DP model's intercept
 # (measured: slope 0.9-1.0, intercept about -1 log-odds at 2% prevalence), and a few dozen noisy
@@ -79,10 +87,11 @@ def release_counts(
 
 
 def _bin_logits() -> np.ndarray:
-    """A representative logit per bin: the centre of inner bins, half a width beyond the ends."""
+    """A representative logit per bin: the centre of inner bins, half the next bin's width
+    beyond the ends."""
     centres = 0.5 * (EDGES[:-1] + EDGES[1:])
-    width = float(EDGES[1] - EDGES[0])
-    return np.concatenate([[EDGES[0] - width / 2], centres, [EDGES[-1] + width / 2]])
+    low, high = float(EDGES[1] - EDGES[0]), float(EDGES[-1] - EDGES[-2])
+    return np.concatenate([[EDGES[0] - low / 2], centres, [EDGES[-1] + high / 2]])
 
 
 def fit_platt(counts: np.ndarray, positives: np.ndarray) -> tuple[float, float]:

@@ -32,7 +32,7 @@ import pyarrow.compute as pc
 import pyarrow.csv as pa_csv
 import pyarrow.parquet as pq
 
-from app.core.errors import DomainError, InvalidRequest
+from app.core.errors import DomainError, InvalidRequest, UnsupportedMediaType
 from app.datasets.dataset_schema import DatasetSchema, FeatureKind, check_schema
 from app.datasets.ingest_checks import BatchRows, CheckedBatch, ErrorLog, check_batch
 from app.datasets.schemas import MAX_ROWS
@@ -69,8 +69,8 @@ def media_type_of(content_type: str) -> str:
     media, *params = (part.strip().lower() for part in content_type.split(";"))
     charsets = [p.removeprefix("charset=").strip('"') for p in params if p.startswith("charset=")]
     if media not in MEDIA_TYPES or any(c not in ("utf-8", "utf8") for c in charsets):
-        raise InvalidRequest(f"cannot read a table of type {content_type!r}",
-                             field="Content-Type", allowed=f"{CSV} (UTF-8) or {PARQUET}")
+        raise UnsupportedMediaType(f"cannot read a table of type {content_type!r}",
+                                   field="Content-Type", allowed=f"{CSV} (UTF-8) or {PARQUET}")
     return media
 
 

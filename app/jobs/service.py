@@ -9,7 +9,7 @@ from app.core.errors import Conflict, InvalidRequest, NotFound
 from app.core.time import utcnow
 from app.datasets.models import AWAITING_DATA, READY, Dataset
 from app.datasets.rules import max_delta
-from app.jobs import notify
+from app.jobs import notify, recipe
 from app.jobs.models import CANCELLED, FINISHED, QUEUED, RUNNING, TRAIN, Job
 from app.jobs.schemas import (
     FULL_BATCH_EPOCHS,
@@ -103,26 +103,44 @@ def _resolve_noise(
             )
         return sigma
     assert privacy.target_epsilon is not None
-    try:
-        return noise.noise_for_target(
-            target_epsilon=privacy.target_epsilon,
-            delta=delta,
-            sample_rate=sample_rate,
-            steps=steps,
-            accountant="prv",
-        )
-    except noise.TargetUnreachable as exc:
-        floor = accounting.PRVAccountant().epsilon(
-            [accounting.Mechanism(accounting.MAX_NOISE_MULTIPLIER, sample_rate, steps)], delta
-        )
-        raise InvalidRequest(
-            f"target_epsilon {privacy.target_epsilon:g} cannot be reached with "
-            f"{request.training.epochs} epochs at batch size {request.training.batch_size}: "
-            f"even noise {accounting.MAX_NOISE_MULTIPLIER:g} spends {floor:.3g}; use fewer "
-            "epochs, a smaller batch or a larger epsilon",
-            field="privacy.target_epsilon",
-            allowed=f"[{floor:.3g}, 100]",
-        ) from exc
+    return noise.noise_for_target(
+        target_epsilon=privacy.target_epsilon,
+        delta=delta,
+        sample_rate=sample_rate,
+        steps=steps,
+        accountant="prv",
+    )
+
+
+def _unreachable(request: JobCreate, delta: float, sample_rate: float, steps: int
+                 ) -> InvalidRequest:
+    """The 422 for a target epsilon that even the largest noise does not reach."""
+    floor = accounting.PRVAccountant().epsilon(
+        [accounting.Mechanism(accounting.MAX_NOISE_MULTIPLIER, sample_rate, steps)], delta
+    )
+    return InvalidRequest(
+        f"target_epsilon {request.privacy.target_epsilon:g} cannot be reached with "
+        f"{request.training.epochs} epochs at batch size {request.training.batch_size}: "
+        f"even noise {accounting.MAX_NOISE_MULTIPLIER:g} spends {floor:.3g}; use fewer "
+        "epochs, a smaller batch or a larger epsilon",
+        field="privacy.target_epsilon",
+        allowed=f"[{floor:.3g}, 100]",
+    )
+
+
+def _fewer_epochs(request: JobCreate, delta: float, sample_rate: float, steps: int
+                  ) -> TrainingConfig | None:
+    """The resolved training with the most epochs that reach the target at the largest noise
+    (``recipe``: only when the request left the epochs to the default); None if none do."""
+    training = request.training
+    if request.privacy.target_epsilon is None or "epochs" in request.training.model_fields_set:
+        return None
+    assert training.epochs is not None
+    epochs = noise.epochs_for_target(
+        target_epsilon=request.privacy.target_epsilon, delta=delta, sample_rate=sample_rate,
+        steps_per_epoch=steps // training.epochs, max_epochs=training.epochs, accountant="prv",
+    )
+    return None if epochs is None else training.model_copy(update={"epochs": epochs})
 
 
 class DatasetNotTrainable(Conflict):
@@ -154,11 +172,26 @@ def plan(*, dataset: Dataset, request: JobCreate) -> Job:
     Raises:
         InvalidRequest: a parameter is outside what this dataset allows.
     """
-    training = _resolve_training(request.training, dataset)
-    request = request.model_copy(update={"training": training})
+    resolved = request.model_copy(update={"training": _resolve_training(request.training,
+                                                                         dataset)})
+    training = resolved.training
     sample_rate, steps = _plan_sampling(dataset, training.batch_size, training.epochs)
     delta = _resolve_delta(dataset, request.privacy.delta)
-    sigma = _resolve_noise(request, dataset, delta, sample_rate, steps)
+    try:
+        sigma = _resolve_noise(resolved, dataset, delta, sample_rate, steps)
+    except noise.TargetUnreachable as exc:
+        fewer = _fewer_epochs(request.model_copy(update={"training": training}), delta,
+                              sample_rate, steps)
+        if fewer is None:
+            raise _unreachable(resolved, delta, sample_rate, steps) from exc
+        training = fewer
+        resolved = resolved.model_copy(update={"training": training})
+        sample_rate, steps = _plan_sampling(dataset, training.batch_size, training.epochs)
+        sigma = _resolve_noise(resolved, dataset, delta, sample_rate, steps)
+    if training.max_grad_norm is None:
+        training = training.model_copy(update={"max_grad_norm": recipe.default_clip(
+            noise_multiplier=sigma, sample_rate=sample_rate, steps=steps,
+            n_train=dataset.n_train, inputs=recipe.n_inputs(dataset))})
     return Job(
         dataset_id=dataset.id,
         status=QUEUED,

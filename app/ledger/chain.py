@@ -37,7 +37,7 @@ from app.ledger.models import (
 
 _ENTRY_FLOATS = ("noise_multiplier", "sample_rate", "clip_norm", "delta")
 _ENTRY_OPTIONAL_FLOATS = ("epsilon_rdp", "epsilon_prv")
-_ENTRY_INTS = ("id", "dataset_id", "job_id", "steps")
+_ENTRY_INTS = ("id", "dataset_id", "steps")
 _ENTRY_STRINGS = ("mechanism", "accountant")
 
 
@@ -49,7 +49,11 @@ def iso_utc(value: datetime) -> str:
 
 
 def entry_content(entry: Any) -> dict[str, Any]:
-    """The privacy-relevant fields of a ledger entry, typed so a reload hashes the same."""
+    """The privacy-relevant fields of a ledger entry, typed so a reload hashes the same.
+
+    A statistics release's entry adds its release id and its components (the noise multiplier
+    of each noisy vector); a job's entry hashes exactly as before they existed.
+    """
     content: dict[str, Any] = {name: float(getattr(entry, name)) for name in _ENTRY_FLOATS}
     for name in _ENTRY_OPTIONAL_FLOATS:
         value = getattr(entry, name)
@@ -57,6 +61,11 @@ def entry_content(entry: Any) -> dict[str, Any]:
     content.update({name: int(getattr(entry, name)) for name in _ENTRY_INTS})
     content.update({name: str(getattr(entry, name)) for name in _ENTRY_STRINGS})
     content["created_at"] = iso_utc(entry.created_at)
+    release_id = getattr(entry, "statistics_release_id", None)
+    content["job_id"] = None if entry.job_id is None else int(entry.job_id)
+    if release_id is not None:
+        content["statistics_release_id"] = int(release_id)
+        content["components"] = [float(c) for c in entry.components or []]
     return content
 
 

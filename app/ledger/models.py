@@ -1,6 +1,9 @@
 """The ledger's two append-only tables, both covered by a per-dataset hash chain.
 
-``ledger_entry``: one per job, holding the mechanism so spend can be recomposed tightly.
+``ledger_entry``: one per job or per statistics release (exactly one of ``job_id`` and
+``statistics_release_id``), holding the mechanism so spend can be recomposed tightly. A
+statistics release's entry also lists its noisy vectors' noise multipliers (``components``,
+``app.privacy.mechanisms``); it is one step at sample rate 1.
 ``ledger_event``: one per state change of an entry, plus one per budget change of the dataset.
 Neither table is ever updated or deleted from; an entry's state is derived from its events:
 
@@ -18,6 +21,7 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy import (
+    JSON,
     CheckConstraint,
     DateTime,
     Float,
@@ -37,13 +41,18 @@ from sqlalchemy.orm import Mapped, column_property, mapped_column, object_sessio
 
 from app.core.database import Base
 from app.core.time import utcnow
+from app.privacy.mechanisms import GAUSSIAN, LAPLACE
 
 RESERVED, COMMITTED, RELEASED = "reserved", "committed", "released"
 RESERVE, COMMIT, RELEASE, BUDGET = "reserve", "commit", "release", "budget"
 STATUS_AFTER = {RESERVE: RESERVED, COMMIT: COMMITTED, RELEASE: RELEASED}
 SUBSAMPLED_GAUSSIAN = "poisson_subsampled_gaussian"
 NON_PRIVATE = "non_private"
-MECHANISMS = (SUBSAMPLED_GAUSSIAN, NON_PRIVATE)
+# A statistics release's mechanisms (app.privacy.mechanisms): Gaussian or Laplace noise, once.
+GAUSSIAN_RELEASE, LAPLACE_RELEASE = GAUSSIAN, LAPLACE
+JOB_MECHANISMS = (SUBSAMPLED_GAUSSIAN, NON_PRIVATE)
+RELEASE_MECHANISMS = (GAUSSIAN_RELEASE, LAPLACE_RELEASE)
+MECHANISMS = (*JOB_MECHANISMS, *RELEASE_MECHANISMS)
 GENESIS_HASH = "0" * 64
 
 # The ledger's columns on the dataset row: the lock counter, the chain head and the budget.
@@ -108,10 +117,19 @@ def _has_event(kind: str, entry_id: Any) -> Any:
 
 class LedgerEntry(Base):
     __tablename__ = "ledger_entry"
+    __table_args__ = (
+        CheckConstraint("(job_id IS NULL) <> (statistics_release_id IS NULL)", name="owner"),
+    )
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     dataset_id: Mapped[int] = mapped_column(ForeignKey("dataset.id"), index=True)
-    job_id: Mapped[int] = mapped_column(ForeignKey("job.id"), unique=True)
+    # Whose entry it is: a training job's or a statistics release's (never both, never none).
+    job_id: Mapped[int | None] = mapped_column(ForeignKey("job.id"), unique=True, nullable=True)
+    statistics_release_id: Mapped[int | None] = mapped_column(
+        ForeignKey("statistics_release.id"), unique=True, nullable=True
+    )
+    # A statistics release's noise multipliers, one per noisy vector (None for a job).
+    components: Mapped[list[float] | None] = mapped_column(JSON, nullable=True)
     mechanism: Mapped[str] = mapped_column(String(48))
     noise_multiplier: Mapped[float] = mapped_column(Float)
     sample_rate: Mapped[float] = mapped_column(Float)

@@ -22,6 +22,48 @@ class TargetUnreachable(ValueError):
     """No noise multiplier within the allowed range reaches the target epsilon."""
 
 
+def epochs_for_target(
+    *,
+    target_epsilon: float,
+    delta: float,
+    sample_rate: float,
+    steps_per_epoch: int,
+    max_epochs: int,
+    accountant: str = "prv",
+) -> int | None:
+    """The most epochs (at most ``max_epochs``) whose steps reach ``target_epsilon`` at the
+    largest allowed noise, MAX_NOISE_MULTIPLIER; None when not even one epoch does.
+
+    Epsilon grows with the number of steps at a fixed noise and sample rate, so a bisection on
+    the epochs finds the largest feasible count (about log2(max_epochs) evaluations; at q = 1
+    each is the exact Gaussian, microseconds). The answer is checked with ``accountant``
+    itself, so ``noise_for_target`` at the returned epochs finds a noise within the cap.
+
+    Args:
+        target_epsilon: the requested epsilon, > 0.
+        delta: the job's delta.
+        sample_rate: the Poisson sample rate q, in (0, 1].
+        steps_per_epoch: steps of one epoch at that rate (1 at q = 1).
+        max_epochs: the epochs planned before the target proved out of reach, >= 1.
+    """
+    acc = create_accountant(accountant)
+
+    def reaches(epochs: int) -> bool:
+        mechanism = Mechanism(MAX_NOISE_MULTIPLIER, sample_rate, epochs * steps_per_epoch)
+        return acc.epsilon([mechanism], delta) <= target_epsilon
+
+    if not reaches(1):
+        return None
+    low, high = 1, max_epochs  # reaches(low); the answer is in [low, high]
+    while low < high:
+        mid = (low + high + 1) // 2
+        if reaches(mid):
+            low = mid
+        else:
+            high = mid - 1
+    return low
+
+
 def noise_for_target(
     *,
     target_epsilon: float,

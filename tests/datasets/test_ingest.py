@@ -20,7 +20,7 @@ from fastapi import FastAPI
 from fastapi.testclient import TestClient
 from sklearn.datasets import load_breast_cancer
 
-from app.core.errors import InvalidRequest, install_error_handlers
+from app.core.errors import UnsupportedMediaType, install_error_handlers
 from app.datasets import ingest, table_store
 from app.datasets.dataset_schema import DatasetSchema
 from tests.datasets.test_dataset_schema import CONTRACT
@@ -268,9 +268,9 @@ def test_media_types_and_the_problem_document(tmp_path: Path) -> None:
     assert ingest.media_type_of("text/csv; charset=UTF-8; header=present") == ingest.CSV
     assert ingest.media_type_of("application/vnd.apache.parquet") == ingest.PARQUET
     for bad in ("application/json", "text/csv; charset=latin-1"):
-        with pytest.raises(InvalidRequest) as caught:
+        with pytest.raises(UnsupportedMediaType) as caught:  # a 415
             ingest.media_type_of(bad)
-        assert caught.value.field == "Content-Type"
+        assert caught.value.field == "Content-Type" and caught.value.status == 415
     app = FastAPI()
     install_error_handlers(app)
     path = write_csv(tmp_path / "t.csv", [["p1", "x", "male", "0", "1"]])
