@@ -7,8 +7,9 @@ from app.datasets.models import Dataset
 from app.jobs.models import Job
 from app.ledger.models import LedgerEntry, LedgerEvent
 from app.registry.models import TrainedModel
+from app.statistics.models import StatisticsRelease
 
 __all__ = [
     "ApiKey", "AuditEvent", "Base", "Dataset", "IdempotencyRecord", "Job", "LedgerEntry",
-    "LedgerEvent", "TrainedModel",
+    "LedgerEvent", "StatisticsRelease", "TrainedModel",
 ]

@@ -95,9 +95,21 @@ def _encoder_by_hash(digest: str, document: str) -> Encoder:
     return Encoder(DatasetSchema.model_validate_json(document))
 
 
+_BUILT: dict[str, Encoder] = {}
+
+
 def encoder_for(schema: DatasetSchema) -> Encoder:
     """The schema's encoder, shared by every caller with the same declaration."""
-    return _encoder_by_hash(schema_hash(schema), schema.model_dump_json())
+    digest = schema_hash(schema)
+    encoder = _encoder_by_hash(digest, schema.model_dump_json())
+    _BUILT.setdefault(digest, encoder)
+    return encoder
+
+
+def built_encoder(digest: str) -> Encoder:
+    """An encoder ``encoder_for`` built, by its schema's hash: the key of caches that must not
+    hold the (unhashable) schema itself."""
+    return _BUILT[digest]
 
 
 CRISIS_ENCODER = encoder_for(CRISIS_SCHEMA)

@@ -31,19 +31,22 @@ class PrivacyRequest(RequestModel):
 
 
 class TrainingConfig(RequestModel):
-    """Defaults chosen on the public generator (seeds no dataset uses), not on user data.
+    """Defaults chosen on public data (generator seeds no dataset uses, public tables), never
+    on user data.
 
-    The default recipe (bench/utility.py measures it): logistic model, full-batch DP gradient
-    descent (q = 1: every record in every step, the least noise per unit of signal), 500 steps,
-    clip norm 0.5, SGD with momentum 0.9 at lr 0.5, and the average of the last half of the
-    iterates (free post-processing that cancels much of the noise).
+    The default recipe (bench/utility.py and bench/proxy_study.py measure it): logistic model,
+    full-batch DP gradient descent (q = 1: every record in every step, the least noise per unit
+    of signal), 500 steps (fewer where a small target epsilon needs it), SGD with momentum 0.9
+    at lr 0.5, the average of the last half of the iterates (free post-processing that cancels
+    much of the noise), and a clip norm set by a public rule (``app.jobs.recipe``).
     """
 
     model: Literal["logistic", "mlp"] = "logistic"
     epochs: int | None = Field(
         default=None, ge=1, le=1000,
         description=f"passes over the data; default {FULL_BATCH_EPOCHS} for full batch, "
-        f"{MINI_BATCH_EPOCHS} otherwise",
+        f"{MINI_BATCH_EPOCHS} otherwise, or fewer where a target epsilon needs it (the job "
+        "shows the epochs planned)",
     )
     batch_size: int | None = Field(
         default=None, ge=8, le=65536,
@@ -51,7 +54,11 @@ class TrainingConfig(RequestModel):
     )
     learning_rate: float = Field(default=0.5, gt=0, le=10)
     momentum: float = Field(default=0.9, ge=0, lt=1)
-    max_grad_norm: float = Field(default=0.5, gt=0, le=100, description="clip norm C")
+    max_grad_norm: float | None = Field(
+        default=None, gt=0, le=100,
+        description="clip norm C; default: a public rule on the row count, the schema's "
+        "inputs and the planned noise, between 0.5 and 2 (app/jobs/recipe.py)",
+    )
     tail_average: float = Field(
         default=0.5, ge=0, lt=1,
         description="the model is the average of the iterates of this last fraction of steps "

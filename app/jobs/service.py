@@ -128,12 +128,11 @@ def _unreachable(request: JobCreate, delta: float, sample_rate: float, steps: in
     )
 
 
-def _fewer_epochs(request: JobCreate, delta: float, sample_rate: float, steps: int
-                  ) -> TrainingConfig | None:
-    """The resolved training with the most epochs that reach the target at the largest noise
-    (``recipe``: only when the request left the epochs to the default); None if none do."""
-    training = request.training
-    if request.privacy.target_epsilon is None or "epochs" in request.training.model_fields_set:
+def _fewer_epochs(request: JobCreate, training: TrainingConfig, delta: float,
+                  sample_rate: float, steps: int) -> TrainingConfig | None:
+    """``training`` with the most epochs that reach the target at the largest noise, when
+    the request left the epochs to the default (``app.jobs.recipe``); else None."""
+    if request.privacy.target_epsilon is None or request.training.epochs is not None:
         return None
     assert training.epochs is not None
     epochs = noise.epochs_for_target(
@@ -141,6 +140,31 @@ def _fewer_epochs(request: JobCreate, delta: float, sample_rate: float, steps: i
         steps_per_epoch=steps // training.epochs, max_epochs=training.epochs, accountant="prv",
     )
     return None if epochs is None else training.model_copy(update={"epochs": epochs})
+
+
+def _plan_noise(
+    request: JobCreate, dataset: Dataset, delta: float, training: TrainingConfig,
+    sample_rate: float, steps: int,
+) -> tuple[TrainingConfig, float, int, float]:
+    """(training, sample rate, steps, noise multiplier): the resolved plan's, or with fewer
+    default epochs where its target is out of reach at the largest noise.
+
+    Raises:
+        InvalidRequest: the target is out of reach even with one epoch, or with the epochs
+            the request set.
+    """
+    resolved = request.model_copy(update={"training": training})
+    try:
+        return training, sample_rate, steps, _resolve_noise(
+            resolved, dataset, delta, sample_rate, steps)
+    except noise.TargetUnreachable as exc:
+        fewer = _fewer_epochs(request, training, delta, sample_rate, steps)
+        if fewer is None:
+            raise _unreachable(resolved, delta, sample_rate, steps) from exc
+    sample_rate, steps = _plan_sampling(dataset, fewer.batch_size, fewer.epochs)
+    resolved = request.model_copy(update={"training": fewer})
+    return fewer, sample_rate, steps, _resolve_noise(resolved, dataset, delta, sample_rate,
+                                                      steps)
 
 
 class DatasetNotTrainable(Conflict):
@@ -166,28 +190,19 @@ def plan(*, dataset: Dataset, request: JobCreate) -> Job:
     """The job's DP mechanism planned from the request and public facts of the dataset.
 
     Fills the size-dependent defaults, derives the Poisson plan, resolves delta and finds the
-    noise for a target epsilon. Nothing is stored: ``app.flows.training.submit_training`` queues
+    noise for a target epsilon; where the default epochs cannot reach that target even at the
+    largest noise, plans the most epochs that can; then sets a default clip norm by the public
+    rule of ``app.jobs.recipe``. Nothing is stored: ``app.flows.training.submit_training`` queues
     the job and reserves its spend in one transaction.
 
     Raises:
         InvalidRequest: a parameter is outside what this dataset allows.
     """
-    resolved = request.model_copy(update={"training": _resolve_training(request.training,
-                                                                         dataset)})
-    training = resolved.training
+    training = _resolve_training(request.training, dataset)
     sample_rate, steps = _plan_sampling(dataset, training.batch_size, training.epochs)
     delta = _resolve_delta(dataset, request.privacy.delta)
-    try:
-        sigma = _resolve_noise(resolved, dataset, delta, sample_rate, steps)
-    except noise.TargetUnreachable as exc:
-        fewer = _fewer_epochs(request.model_copy(update={"training": training}), delta,
-                              sample_rate, steps)
-        if fewer is None:
-            raise _unreachable(resolved, delta, sample_rate, steps) from exc
-        training = fewer
-        resolved = resolved.model_copy(update={"training": training})
-        sample_rate, steps = _plan_sampling(dataset, training.batch_size, training.epochs)
-        sigma = _resolve_noise(resolved, dataset, delta, sample_rate, steps)
+    training, sample_rate, steps, sigma = _plan_noise(request, dataset, delta, training,
+                                                      sample_rate, steps)
     if training.max_grad_norm is None:
         training = training.model_copy(update={"max_grad_norm": recipe.default_clip(
             noise_multiplier=sigma, sample_rate=sample_rate, steps=steps,

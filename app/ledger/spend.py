@@ -8,16 +8,24 @@ converts to, except that a single release is worth its own tight epsilon (the fi
 first-release rule). The admission (``app.ledger.service``) and the reports read spend here.
 """
 
+import math
 from dataclasses import dataclass
 from datetime import datetime
 from functools import lru_cache
 from typing import Protocol
 
+import numpy as np
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from app.ledger.models import MECHANISMS, NON_PRIVATE, LedgerEntry
-from app.privacy import accounting
+from app.ledger.models import (
+    JOB_MECHANISMS,
+    LAPLACE_RELEASE,
+    NON_PRIVATE,
+    RELEASE_MECHANISMS,
+    LedgerEntry,
+)
+from app.privacy import accounting, mechanisms
 from app.privacy.filter import RenyiFilter, filter_order, rdp_at
 
 COMPOSITION_ACCOUNTANT = "rdp"
@@ -59,22 +67,44 @@ class Spend:
         return max(self.budget_epsilon - self.composed_epsilon, 0.0)
 
 
-def mechanism_of(entry: LedgerEntry) -> accounting.Mechanism:
-    """The part of the entry's mechanism that counts: its charged steps (see charged_steps).
+def _check_release(entry: LedgerEntry) -> None:
+    """A statistics release's entry: positive components that its noise multiplier, one step
+    at sample rate 1, agrees with (``app.privacy.mechanisms``)."""
+    components = entry.components or []
+    if not components or not all(isinstance(c, int | float) and 0 < c < math.inf
+                                 for c in components):
+        raise LedgerIntegrityError(
+            f"ledger entry {entry.id}: a {entry.mechanism} release needs positive components"
+        )
+    expected = mechanisms.equivalent_multiplier(entry.mechanism, components)
+    if (entry.sample_rate != 1.0 or entry.steps != 1
+            or not math.isclose(entry.noise_multiplier, expected, rel_tol=1e-9)):
+        raise LedgerIntegrityError(
+            f"ledger entry {entry.id}: noise {entry.noise_multiplier}, sample rate "
+            f"{entry.sample_rate} and {entry.steps} steps contradict its {entry.mechanism} "
+            f"components (noise {expected:.6g}, sample rate 1, one step)"
+        )
 
-    Checks what the entry records before composing it: a known mechanism whose parameters
-    agree with its name (non-private exactly when the noise is zero), and an accountant that
-    composes soundly under the filter.
+
+def check_entry(entry: LedgerEntry) -> None:
+    """Check what the entry records before composing it: a mechanism known for its owner (a
+    job or a statistics release) whose parameters agree with its name (non-private exactly
+    when the noise is zero; a release's components), and an accountant that composes soundly
+    under the filter.
 
     Raises:
         LedgerIntegrityError: the entry cannot be composed as recorded.
     """
-    if entry.mechanism not in MECHANISMS:
+    release = entry.statistics_release_id is not None
+    known = RELEASE_MECHANISMS if release else JOB_MECHANISMS
+    if entry.mechanism not in known:
         raise LedgerIntegrityError(
-            f"ledger entry {entry.id}: unknown mechanism {entry.mechanism!r}"
+            f"ledger entry {entry.id}: unknown mechanism {entry.mechanism!r} for a "
+            f"{'statistics release' if release else 'job'}"
         )
-    mechanism = accounting.Mechanism(entry.noise_multiplier, entry.sample_rate, entry.charged_steps)
-    if mechanism.non_private != (entry.mechanism == NON_PRIVATE):
+    if release:
+        _check_release(entry)
+    elif (entry.noise_multiplier <= 0.0) != (entry.mechanism == NON_PRIVATE):
         raise LedgerIntegrityError(
             f"ledger entry {entry.id}: noise {entry.noise_multiplier} contradicts its mechanism "
             f"{entry.mechanism!r}"
@@ -84,16 +114,67 @@ def mechanism_of(entry: LedgerEntry) -> accounting.Mechanism:
             f"ledger entry {entry.id}: accountant {entry.accountant!r} cannot be composed by the "
             f"filter; known: {sorted(COMPOSABLE_ACCOUNTANTS)}"
         )
-    return mechanism
 
 
-def _mechanisms(entries: list[LedgerEntry]) -> list[accounting.Mechanism]:
-    """The entries' charged mechanisms, after checking they record one composable accountant."""
-    mechanisms = [mechanism_of(e) for e in entries]
+def mechanism_of(entry: LedgerEntry) -> accounting.Mechanism:
+    """The part of the entry's mechanism that counts: its charged steps (see charged_steps).
+
+    A Gaussian statistics release is exactly one full-batch Gaussian step at its composed
+    multiplier; a Laplace release is no Gaussian mechanism (see ``entry_rdp_curve``).
+
+    Raises:
+        LedgerIntegrityError: the entry cannot be composed as recorded, or is a Laplace
+            release.
+    """
+    check_entry(entry)
+    if entry.mechanism == LAPLACE_RELEASE:
+        raise LedgerIntegrityError(f"ledger entry {entry.id}: a Laplace release has no "
+                                   "Gaussian mechanism; compose it by its RDP")
+    return accounting.Mechanism(entry.noise_multiplier, entry.sample_rate, entry.charged_steps)
+
+
+def _laplace_components(entry: LedgerEntry) -> list[float]:
+    """A Laplace release's charged components (none if it was released before it ran)."""
+    check_entry(entry)
+    return list(entry.components or []) if entry.charged_steps > 0 else []
+
+
+def entry_rdp_at(entry: LedgerEntry, order: float) -> float:
+    """One entry's RDP at a grid ``order`` (inf when non-private)."""
+    if entry.mechanism != LAPLACE_RELEASE:
+        return rdp_at([mechanism_of(entry)], order)
+    components = _laplace_components(entry)
+    if not components:
+        return 0.0
+    return float(mechanisms.component_rdp(LAPLACE_RELEASE, components, np.array([order]))[0])
+
+
+def entry_rdp_curve(entry: LedgerEntry) -> np.ndarray:
+    """One entry's RDP on the fixed grid of orders."""
+    if entry.mechanism != LAPLACE_RELEASE:
+        return accounting.rdp_curve([mechanism_of(entry)])
+    components = _laplace_components(entry)
+    if not components:
+        return np.zeros(len(accounting.ORDERS))
+    return mechanisms.component_rdp(LAPLACE_RELEASE, components, accounting.ORDERS)
+
+
+def _checked(entries: list[LedgerEntry]) -> list[LedgerEntry]:
+    """The entries, after checking each and that they record one composable accountant."""
+    for entry in entries:
+        check_entry(entry)
     names = {entry.accountant for entry in entries}
     if len(names) > 1:
         raise LedgerIntegrityError(f"entries record different accountants: {sorted(names)}")
-    return mechanisms
+    return entries
+
+
+def _curve(entries: list[LedgerEntry]) -> np.ndarray:
+    """The entries' composed RDP on the fixed grid (a sum of curves)."""
+    total = np.zeros(len(accounting.ORDERS))
+    for entry in _checked(entries):
+        total = total + entry_rdp_curve(entry)
+    return total
 
 
 def charged(entries: list[LedgerEntry]) -> list[LedgerEntry]:
@@ -123,12 +204,19 @@ def filter_of(dataset: Budgeted) -> RenyiFilter | None:
 
 def spent_rdp(entries: list[LedgerEntry], order: float) -> float:
     """The entries' RDP at the filter's ``order`` (0 for none)."""
-    return rdp_at(_mechanisms(entries), order) if entries else 0.0
+    return math.fsum(entry_rdp_at(e, order) for e in _checked(entries)) if entries else 0.0
 
 
 def single_release_epsilon(entry: LedgerEntry, delta: float) -> float:
     """One release alone, by the tight accountant (the filter's first-release rule, and the
-    figure the release's own report gives)."""
+    figure the release's own report gives); a Laplace release by the tighter of its pure
+    epsilon and its RDP conversion at ``delta``."""
+    if entry.mechanism == LAPLACE_RELEASE:
+        components = _laplace_components(entry)
+        if not components:
+            return 0.0
+        return min(mechanisms.laplace_epsilon(components),
+                   accounting.rdp_to_epsilon(entry_rdp_curve(entry), delta))
     m = mechanism_of(entry)
     return _tight_epsilon(m.noise_multiplier, m.sample_rate, m.steps, delta)
 
@@ -160,8 +248,7 @@ def composed_epsilon(dataset: Budgeted, entries: list[LedgerEntry]) -> float:
         return filtered_epsilon(guard, entries)
     if not entries:
         return 0.0
-    return accounting.rdp_to_epsilon(accounting.rdp_curve(_mechanisms(entries)),
-                                     _spend_delta(dataset, entries))
+    return accounting.rdp_to_epsilon(_curve(entries), _spend_delta(dataset, entries))
 
 
 def _spend_delta(dataset: Budgeted, entries: list[LedgerEntry]) -> float:
@@ -176,7 +263,8 @@ class TimelinePoint:
     """The dataset's spend right after one more charged entry (for the cumulative-spend plot)."""
 
     entry_id: int
-    job_id: int
+    job_id: int | None
+    statistics_release_id: int | None
     at: datetime
     entry_epsilon: float
     composed_epsilon: float
@@ -205,7 +293,8 @@ def timeline_of(dataset: Budgeted, entries: list[LedgerEntry]) -> list[TimelineP
         if guard is not None:
             total_rdp += spent_rdp([entry], guard.order)
         points.append(
-            TimelinePoint(entry.id, entry.job_id, entry.created_at, alone, composed, naive)
+            TimelinePoint(entry.id, entry.job_id, entry.statistics_release_id,
+                          entry.created_at, alone, composed, naive)
         )
     return points
 

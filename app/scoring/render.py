@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from functools import lru_cache
 from typing import Any
 
-from app.datasets.encoding import Encoder
+from app.datasets.encoding import built_encoder
 from app.scoring.service import Scored, direction_of, explained_value
 
 _encode = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode
@@ -21,7 +21,7 @@ _encode = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",",
 @lru_cache(maxsize=4096)
 def _fragments(encoder_hash: str, index: int, value: float) -> tuple[str, str]:
     """JSON around a contribution's two numbers, for one feature value."""
-    encoder = _ENCODERS[encoder_hash]
+    encoder = built_encoder(encoder_hash)
     f = encoder.schema.features[index]
     reason, severity, shown = explained_value(encoder, index, value)
     head = (f'{{"feature":{_encode(f.name)},"label":{_encode(f.label or f.name)},'
@@ -31,13 +31,9 @@ def _fragments(encoder_hash: str, index: int, value: float) -> tuple[str, str]:
     return head, tail
 
 
-_ENCODERS: dict[str, Encoder] = {}
-
-
 def _contributions(scored: Scored, k: int) -> str:
     row, phi, phi_p = scored.raw[k], scored.phi[k], scored.phi_p[k]
     digest = scored.encoder.hash
-    _ENCODERS.setdefault(digest, scored.encoder)
     parts = []
     for i in scored.order[k]:
         head, tail = _fragments(digest, i, row[i])

@@ -18,7 +18,7 @@ import torch
 from torch import nn
 
 from app.bands import Band, band_of
-from app.datasets.encoding import Encoder
+from app.datasets.encoding import Encoder, built_encoder
 from app.registry import service as registry_service
 from app.registry.models import TrainedModel
 from app.scoring import model_cache
@@ -86,17 +86,13 @@ def explain_rows(network: nn.Module, encoder: Encoder, raw: np.ndarray) -> Expla
 @lru_cache(maxsize=4096)
 def _explained(encoder_hash: str, index: int, value: float
                ) -> tuple[str, dict[str, Any] | None, Shown]:
-    feature = _ENCODERS[encoder_hash].schema.features[index]
+    feature = built_encoder(encoder_hash).schema.features[index]
     return reason_of(feature, value), severity_of(feature, value), shown_value(feature, value)
-
-
-_ENCODERS: dict[str, Encoder] = {}
 
 
 def explained_value(encoder: Encoder, index: int, value: float
                     ) -> tuple[str, dict[str, Any] | None, Shown]:
     """(reason, severity band, value as shown) of one feature value, cached per schema."""
-    _ENCODERS.setdefault(encoder.hash, encoder)
     return _explained(encoder.hash, index, value)
 
 
