@@ -27,11 +27,14 @@ def _serve(args: argparse.Namespace) -> int:
     return 0
 
 
-def _worker(_args: argparse.Namespace) -> int:
+def _worker(args: argparse.Namespace) -> int:
     from app.core.migrations import upgrade_head
+    from app.observability.job_metrics import serve_worker_metrics
     from worker.runner import Worker
 
     upgrade_head()
+    if args.metrics_port is not None:  # the job histograms this process feeds
+        serve_worker_metrics(args.metrics_port, args.metrics_host)
     worker = Worker(listen=True)  # LISTEN/NOTIFY on PostgreSQL, polling otherwise
 
     def _stop(signum: int, _frame: FrameType | None) -> None:
@@ -72,7 +75,12 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--port", type=int, default=8000)
     serve.add_argument("--no-worker", action="store_true", help="do not embed a worker")
     serve.set_defaults(func=_serve)
-    sub.add_parser("worker", help="run a worker process").set_defaults(func=_worker)
+    worker = sub.add_parser("worker", help="run a worker process")
+    worker.add_argument("--metrics-port", type=int, default=None,
+                        help="serve this worker's job histograms (Prometheus, no key) here")
+    worker.add_argument("--metrics-host", default="127.0.0.1",
+                        help="address of --metrics-port (default: this machine only)")
+    worker.set_defaults(func=_worker)
     sub.add_parser("migrate", help="apply database migrations").set_defaults(func=_migrate)
     from app.auth.cli import add_parser as add_keys_parser
 

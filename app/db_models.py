@@ -1,6 +1,7 @@
 """Imports every table so ``Base.metadata`` is complete (Alembic and tests use this)."""
 
 from app.auth.models import ApiKey, AuditEvent
+from app.cdshooks.models import CdsFeedback, CdsTokenSeen
 from app.core.database import Base
 from app.core.idempotency import IdempotencyRecord
 from app.datasets.models import Dataset
@@ -10,6 +11,6 @@ from app.registry.models import TrainedModel
 from app.statistics.models import StatisticsRelease
 
 __all__ = [
-    "ApiKey", "AuditEvent", "Base", "Dataset", "IdempotencyRecord", "Job", "LedgerEntry",
-    "LedgerEvent", "StatisticsRelease", "TrainedModel",
+    "ApiKey", "AuditEvent", "Base", "CdsFeedback", "CdsTokenSeen", "Dataset",
+    "IdempotencyRecord", "Job", "LedgerEntry", "LedgerEvent", "StatisticsRelease", "TrainedModel",
 ]

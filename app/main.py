@@ -11,14 +11,17 @@ from app.api.auth import audit_router, keys_router
 from app.api.cdshooks import router as cds_hooks_router
 from app.api.datasets import router as datasets_router
 from app.api.fhir import router as fhir_router
+from app.api.fhir import terminology_router
 from app.api.jobs import router as jobs_router
 from app.api.ledger import router as ledger_router
 from app.api.privacy_audit import router as privacy_audit_router
 from app.api.privacy_inventory import router as privacy_inventory_router
 from app.api.registry import router as models_router
 from app.api.scoring import router as scoring_router
+from app.api.statistics import router as statistics_router
 from app.auth import service as auth_service
 from app.auth.dependencies import AUTH_RESPONSES, authenticate
+from app.cdshooks.cors import CdsHooksCors
 from app.core.body_limit import install_body_limit
 from app.core.errors import install_error_handlers
 from app.core.openapi import install_problem_docs, operation_id
@@ -63,13 +66,16 @@ def create_app(*, embedded_worker: bool = False) -> FastAPI:
     install_error_handlers(app)
     install_body_limit(app)  # MAX_REQUEST_BYTES: 413 before a huge body is buffered
     install_metrics(app)  # outside the limit, so refused requests are counted too
+    app.add_middleware(CdsHooksCors)  # preflight answers and CORS headers on /cds-services
     app.add_middleware(RequestIdMiddleware)  # outermost: every later layer logs with the id
     app.include_router(health.router)  # probes: no key
     app.include_router(dashboard_router)  # static files: no key (their API calls send one)
+    app.include_router(terminology_router)  # FHIR CodeSystems: public definitions, no key
+    app.include_router(cds_hooks_router)  # its own authentication: an EHR's JWT, or a key
     # Every other route needs a valid key; each names the roles it admits (app/auth/).
     routers = (datasets_router, ledger_router, jobs_router, models_router, scoring_router,
-               fhir_router, cds_hooks_router, keys_router, audit_router, privacy_audit_router,
-               privacy_inventory_router)
+               fhir_router, keys_router, audit_router, privacy_audit_router,
+               privacy_inventory_router, statistics_router)
     for router in routers:
         app.include_router(router, dependencies=[Depends(authenticate)],
                            responses=AUTH_RESPONSES)

@@ -241,6 +241,7 @@ def main(argv: list[str] | None = None) -> dict[str, dict[float, Cell]]:
     names = args.proxies.split(",") if args.proxies else config.names
     overrides = json.loads(args.training)
     torch.set_num_threads(2)
+    sys.stdout.reconfigure(line_buffering=True)  # type: ignore[union-attr]
     started, results = time.perf_counter(), {}
     print(f"Recipe: the request's defaults{f' with {overrides}' if overrides else ''}; "
           "delta: the service's default for the row count")

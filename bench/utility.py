@@ -29,6 +29,8 @@ from sklearn.metrics import roc_auc_score
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from app.datasets import synthetic  # noqa: E402
+from app.datasets.encoding import CRISIS_ENCODER  # noqa: E402
+from app.jobs.recipe import default_clip  # noqa: E402
 from app.jobs.schemas import FULL_BATCH_EPOCHS, TrainingConfig  # noqa: E402
 from app.privacy.accounting import (  # noqa: E402
     Mechanism,
@@ -60,7 +62,7 @@ class Recipe:
     epochs: int
     learning_rate: float
     momentum: float
-    max_grad_norm: float
+    max_grad_norm: float | None  # None: the service's public rule (app/jobs/recipe.py)
     tail_average: float
 
 
@@ -91,10 +93,13 @@ def spec_for(recipe: Recipe, n_train: int, epsilon: float | None, seed: int) -> 
     sigma = 0.0 if epsilon is None else noise_for_target(
         target_epsilon=epsilon, delta=DELTA, sample_rate=sample_rate, steps=steps
     )
+    clip = recipe.max_grad_norm or default_clip(
+        noise_multiplier=sigma, sample_rate=sample_rate, steps=steps, n_train=n_train,
+        inputs=CRISIS_ENCODER.n_inputs)
     return TrainingSpec(
         kind="logistic", hidden_units=16, epochs=recipe.epochs, batch_size=batch,
         learning_rate=recipe.learning_rate, momentum=recipe.momentum,
-        max_grad_norm=recipe.max_grad_norm, noise_multiplier=sigma, sample_rate=sample_rate,
+        max_grad_norm=clip, noise_multiplier=sigma, sample_rate=sample_rate,
         steps=steps, delta=DELTA, seed=seed, tail_average=recipe.tail_average,
     )
 

@@ -16,6 +16,7 @@ from app.core.logs import job_context
 from app.core.settings import settings
 from app.jobs import notify, queue
 from app.jobs.models import FAILED
+from app.observability import job_metrics
 from worker import tasks
 from worker.heartbeat import Heartbeat
 from worker.tasks import ClaimedJob, LeaseLost
@@ -80,6 +81,8 @@ class Worker:
             claimed = None if job is None else ClaimedJob(
                 job.id, job.dataset_id, tasks.spec_of(job), job.kind
             )
+            if job is not None:
+                job_metrics.observe_claim(created_at=job.created_at, started_at=job.started_at)
         if claimed is None:
             return False
         heartbeat = Heartbeat(self.database, job_id=claimed.job_id, worker_id=self.worker_id,

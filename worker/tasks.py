@@ -12,6 +12,7 @@ the model and finishes the job in one transaction.
 
 import math
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
@@ -28,6 +29,7 @@ from app.flows import training as training_flow
 from app.jobs import queue
 from app.jobs.models import CANCELLED, PRIVACY_AUDIT, SUCCEEDED, TRAIN, Job
 from app.jobs.schemas import TrainingConfig
+from app.observability import job_metrics
 from app.privacy.accounting import Mechanism, finite_or_none
 from app.privacy.parallel import dominated_gaussian_noise
 from worker.calibration import calibrate_model
@@ -215,6 +217,7 @@ def _calibrate_and_evaluate(
 
 def run_training(worker: JobWorker, claimed: ClaimedJob) -> str:
     """Train, then store the model (succeeded), or end where a stop was asked (cancelled)."""
+    started = time.monotonic()
     with worker.database.session_scope() as session:
         dataset = dataset_service.get(session=session, dataset_id=claimed.dataset_id)
         split = dataset_parts.load_parts(dataset)
@@ -230,6 +233,9 @@ def run_training(worker: JobWorker, claimed: ClaimedJob) -> str:
         )
         if model is None:
             raise LeaseLost(claimed.job_id)
+    job_metrics.observe_training(steps=claimed.spec.steps, sample_rate=claimed.spec.sample_rate,
+                                 training_rows=len(split.train.y),
+                                 seconds=time.monotonic() - started)
     return SUCCEEDED
 
 

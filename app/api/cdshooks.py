@@ -1,21 +1,72 @@
-"""CDS Hooks endpoints: discovery and the patient-view service. Features are never logged."""
+"""CDS Hooks endpoints: discovery, the patient-view service and its feedback. Features are
+never logged.
+
+Callers authenticate as CDS Hooks 2.0 says, with a JWT signed by an allow-listed EHR
+(``app.cdshooks.client_auth``), or with an API key of a clinician (non-EHR callers, the
+dashboard's tests, scripts). The router is mounted without the API-key dependency the other
+routers get (``app.main``): ``cds_caller`` is its authentication.
+"""
 
 from typing import Annotated
 
-from fastapi import APIRouter, Depends
+from fastapi import APIRouter, Depends, Request
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from pydantic import BaseModel
 
 from app.auth import audit
-from app.auth.dependencies import require_roles
+from app.auth.dependencies import AUTH_RESPONSES, authenticate
 from app.auth.principal import Principal
-from app.cdshooks import service
-from app.cdshooks.schemas import CdsResponse, Discovery, HookRequest
+from app.cdshooks import client_auth, feedback, service
+from app.cdshooks.schemas import CdsResponse, Discovery, FeedbackRequest, HookRequest
+from app.core.database import SessionDep
+from app.core.errors import Forbidden
 from app.core.json_body import JsonRoute
+from app.core.logs import request_id
 from app.core.openapi import problems
+from app.core.settings import settings
 from app.core.time import utcnow
 
-router = APIRouter(prefix="/cds-services", tags=["cds-hooks"], route_class=JsonRoute)
-# EHRs call as clinicians (their key is configured with the service, even for discovery).
-Clinician = Annotated[Principal, require_roles("clinician")]
+ROLES = ("admin", "clinician")
+FEEDBACK = "/feedback"
+
+cds_bearer = HTTPBearer(
+    auto_error=False, scheme_name="CdsClient",
+    description="A JWT signed by an EHR listed in DPCRISIS_CDS_CLIENTS (RS384 or ES384; aud: "
+    "the endpoint's URL), or an API key of a clinician.",
+)
+
+
+def audiences(request: Request) -> list[str]:
+    """The URLs a JWT's ``aud`` may name for this request: the endpoint called (for feedback,
+    the service's URL too), under ``DPCRISIS_CDS_BASE_URL`` when set."""
+    base = (settings.dpcrisis_cds_base_url or str(request.base_url)).rstrip("/")
+    path = request.url.path.rstrip("/")
+    urls = [base + path]
+    if path.endswith(FEEDBACK):
+        urls.append(base + path.removesuffix(FEEDBACK))
+    return urls
+
+
+async def cds_caller(
+    request: Request,
+    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(cds_bearer)],
+) -> Principal:
+    """An EHR by its signed JWT, or a clinician (or admin) by API key; 401 / 403 otherwise."""
+    if credentials is not None and client_auth.looks_like_jwt(credentials.credentials):
+        caller = await client_auth.verify(credentials.credentials,
+                                          audiences=audiences(request))
+        return Principal(name=f"cds:{caller.iss}"[:100], role="clinician",
+                         request_id=request_id.get())
+    principal = await authenticate(credentials)
+    if principal.role not in ROLES:
+        raise Forbidden(f"role {principal.role!r} may not call {request.method} "
+                        f"{request.url.path}; allowed: {', '.join(ROLES)}, or an EHR's JWT")
+    return principal
+
+
+Caller = Annotated[Principal, Depends(cds_caller)]
+router = APIRouter(prefix="/cds-services", tags=["cds-hooks"], route_class=JsonRoute,
+                   responses=AUTH_RESPONSES)
 
 
 def known_service(service_id: str) -> str:
@@ -27,23 +78,38 @@ def known_service(service_id: str) -> str:
     return service_id
 
 
-@router.get("", dependencies=[require_roles("clinician")])
+@router.get("", dependencies=[Depends(cds_caller)])
 def discover_cds_services() -> Discovery:
     """CDS Hooks discovery: the services this server offers."""
     return service.discovery()
 
 
-@router.post("/{service_id}", responses=problems(409))
+@router.post("/{service_id}", responses=problems(409, 412))
 def call_cds_service(
-    principal: Clinician, service_id: Annotated[str, Depends(known_service)],
-    body: HookRequest,
+    principal: Caller, service_id: Annotated[str, Depends(known_service)], body: HookRequest,
 ) -> CdsResponse:
     """Call the crisis-risk service for a patient-view hook; answers CDS Hooks cards."""
     answer, model_id = service.evaluate(
         service_id=service_id, hook=body.hook,
         patient_id=body.context.patientId, prefetch=body.prefetch, today=utcnow().date(),
+        min_band=None if body.extension is None else body.extension.min_band,
     )
     if model_id is not None:  # an insufficient-data card scored nobody
         audit.record_scoring(principal=principal, endpoint="cds-services",
                              patients=1, model_id=model_id)
     return answer
+
+
+class FeedbackReceived(BaseModel):
+    received: int
+
+
+@router.post("/{service_id}/feedback")
+def send_cds_feedback(
+    principal: Caller, service_id: Annotated[str, Depends(known_service)],
+    body: FeedbackRequest, session: SessionDep,
+) -> FeedbackReceived:
+    """CDS Hooks feedback: what the clinician did with each card (accepted or overridden)."""
+    count = feedback.record(session=session, principal=principal, service_id=service_id,
+                            feedback=body)
+    return FeedbackReceived(received=count)

@@ -32,6 +32,7 @@ class Action(StrEnum):
     MODEL_ROLLED_BACK = "model.rolled_back"
     BAND_THRESHOLDS_CHANGED = "model.band_thresholds_changed"
     LEDGER_VERIFIED = "ledger.verified"
+    STATISTICS_RELEASED = "statistics.released"
     KEY_CREATED = "key.created"
     KEY_REVOKED = "key.revoked"
     RISK_SCORED = "risk.scored"

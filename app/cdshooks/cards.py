@@ -14,7 +14,7 @@ from typing import Any
 from app.bands import Band, cut_offs
 from app.cdshooks.schemas import Card, CardSource, Coding, Indicator
 from app.datasets.dataset_schema import FeatureSpec
-from app.fhir.codes import HORIZON_DAYS, MODEL_SYSTEM, label_of
+from app.fhir.codes import HORIZON_DAYS, TOPIC_CODE, TOPIC_SYSTEM, label_of
 from app.fhir.service import percent
 from app.scoring.patients import allowed_of
 from app.scoring.schemas import RiskResult
@@ -24,13 +24,14 @@ SOURCE_LABEL = "dpcrisis 30-day crisis risk (differentially private model)"
 SUMMARY_LIMIT = 140
 
 
-def _source(model: dict[str, Any]) -> CardSource:
-    """``model``: the scoring model's block (id, version, ...)."""
-    return CardSource(
-        label=SOURCE_LABEL,
-        topic=Coding(system=MODEL_SYSTEM, code=f"model-{model['id']}",
-                     display=f"dpcrisis model {model['id']} version {model['version']}"),
-    )
+TOPIC = Coding(system=TOPIC_SYSTEM, code=TOPIC_CODE,
+               display=f"{HORIZON_DAYS}-day mental-health crisis risk")
+"""Every card's ``source.topic``: the same whichever model or version scored (EHRs group and
+count cards by topic; the model is named in the detail)."""
+
+
+def _source() -> CardSource:
+    return CardSource(label=SOURCE_LABEL, topic=TOPIC)
 
 
 def _summary(scored: RiskResult) -> str:
@@ -69,7 +70,7 @@ def card(scored: RiskResult) -> Card:
         summary=_summary(scored),
         indicator=INDICATOR[Band(scored.band)],
         detail=_detail(scored),
-        source=_source(scored.model.model_dump()),
+        source=_source(),
     )
 
 
@@ -100,5 +101,5 @@ def insufficient_card(*, model: dict[str, Any], uncoded: Sequence[FeatureSpec],
         summary=f"{HORIZON_DAYS}-day crisis risk not scored: insufficient data",
         indicator="info",
         detail="\n".join(lines),
-        source=_source(model),
+        source=_source(),
     )

@@ -1,8 +1,8 @@
-"""Features from a CDS Hooks prefetch: the patient and their latest Observations.
+"""Features from a CDS Hooks prefetch: the Patient, Observations, Conditions and Encounters.
 
 The service never calls the EHR's FHIR server itself (it holds no credentials for it): what the
 model needs must come in ``prefetch``, and what it needs is the scoring model's schema
-(``sources_of``):
+(``sources_of``), which also gives the discovery document's prefetch templates:
 
 - a feature with a declared code (``app.fhir.codes``) is read from Observations of that
   ``system|code``, found anywhere in the prefetch (a single resource, or the entries of a
@@ -11,24 +11,37 @@ model needs must come in ``prefetch``, and what it needs is the scoring model's 
   another patient, or whose status is not final / amended / corrected, are ignored;
 - age (the numeric or integer feature coded LOINC 30525-0, else the one named ``age``) comes
   from ``Patient.birthDate`` when it is there, else from an Observation of its code;
+- yes/no features EHRs keep as diagnoses come from ``Condition`` resources (and ``Encounter``
+  reasons), sessions from a count of ``Encounter`` resources (``app.cdshooks.clinical``; the
+  codes are the table in ``app.fhir.codes``);
 - a feature without a declared code cannot be prefetched: no EHR records Observations in this
   service's local code system on its own. It is taken from a request body only (``/v1/risk``),
   and a hook call answers an "insufficient data" card naming it.
 
-The one exception: the built-in crisis schema's uncoded features (GAF, sessions, substance
-use, prior crisis) keep the local codes this service published for them before schemas existed
-(``FEATURE_SYSTEM|gaf``, ...), so EHRs set up for the crisis model keep working.
+The built-in crisis schema's uncoded features keep the local codes this service published for
+them before schemas existed (``FEATURE_SYSTEM|gaf``, ...): such Observations are still read.
 
-Values: numeric and integer features from valueQuantity / valueInteger; yes/no features from
-valueBoolean or a yes/no valueCodeableConcept (numbers 0/1 too); categorical features from a
-valueCodeableConcept whose coding's code or text is a category, or a valueString.
+What a call lacks is one of two things (``Prefetched``): a feature whose discovery keys were
+all left out of the prefetch is *absent* (the EHR could not fetch it and this service cannot
+either: 412, as CDS Hooks says); one whose key came as ``null`` or an empty searchset has *no
+data* (an "insufficient data" card, 200).
 """
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
 from typing import Any
+from urllib.parse import quote
 
+from app.cdshooks import clinical
+from app.cdshooks.resources import (
+    all_resources,
+    as_object,
+    codings_of,
+    is_about,
+    parse_time,
+)
+from app.cdshooks.values import EXPECTED, Value, observation_value
 from app.core.errors import DomainError, InvalidRequest
 from app.datasets.dataset_schema import FeatureKind, FeatureSpec
 from app.datasets.encoding import CRISIS_ENCODER, Encoder
@@ -36,12 +49,9 @@ from app.fhir.codes import AGE_LOINC, LOINC, FeatureCode, code_of, label_of
 from app.scoring.patients import allowed_of
 
 USABLE_STATUSES = {"final", "amended", "corrected"}
-YES_CODES = {"Y", "y", "yes", "true", "373066001"}  # HL7 v2-0136 Y, SNOMED CT 373066001 |Yes|
-NO_CODES = {"N", "n", "no", "false", "373067005"}  # HL7 v2-0136 N, SNOMED CT 373067005 |No|
 NUMBERED = (FeatureKind.NUMERIC, FeatureKind.INTEGER)
-
-Value = float | str
-"""A prefetched value as the model's features take it (a categorical feature: its category)."""
+PATIENT = "Patient/{{context.patientId}}"
+SEARCH = "{kind}?patient={{{{context.patientId}}}}"
 
 
 class PrefetchIncomplete(DomainError):
@@ -57,7 +67,11 @@ class Sources:
     features: tuple[FeatureSpec, ...]  # the schema's, in order
     observed: tuple[FeatureCode, ...]  # read from Observations of their code (age too)
     age: FeatureSpec | None  # from Patient.birthDate first
+    diagnoses: tuple[clinical.DiagnosisFeature, ...]  # from Conditions / Encounter reasons
+    sessions: FeatureSpec | None  # a count of Encounters
     unavailable: tuple[FeatureSpec, ...]  # no code: never in a prefetch
+    templates: dict[str, str]  # discovery key -> FHIR query
+    keys: dict[str, tuple[str, ...]]  # feature name -> the discovery keys that carry it
 
     @property
     def needed(self) -> tuple[FeatureSpec, ...]:
@@ -74,6 +88,47 @@ def _age_feature(features: tuple[FeatureSpec, ...]) -> FeatureSpec | None:
     return next(iter(coded or named), None)
 
 
+def search_value(text: str) -> str:
+    """A token part in a FHIR search: ``\\``, ``|``, ``,`` and ``$`` escaped, then URL-quoted."""
+    for special in ("\\", "|", ",", "$"):
+        text = text.replace(special, f"\\{special}")
+    return quote(text, safe=":/")
+
+
+def _free(name: str, features: tuple[FeatureSpec, ...]) -> str:
+    """``name`` as a discovery key, unless a feature already has that name."""
+    return name if name not in {f.name for f in features} else f"{name}_resources"
+
+
+def _routes(features: tuple[FeatureSpec, ...], observed: tuple[FeatureCode, ...],
+            age: FeatureSpec | None, diagnoses: tuple[clinical.DiagnosisFeature, ...],
+            sessions: FeatureSpec | None) -> tuple[dict[str, str], dict[str, list[str]]]:
+    """(discovery key -> template, feature name -> its keys)."""
+    templates: dict[str, str] = {}
+    keys: dict[str, list[str]] = {f.name: [] for f in features}
+    if age is not None:
+        templates[_free("patient", features)] = PATIENT
+        keys[age.name].append(_free("patient", features))
+    elsewhere = {d.feature.name for d in diagnoses} | ({sessions.name} if sessions else set())
+    for c in observed:
+        name = c.feature.name
+        if name in elsewhere or (age is not None and name == age.name):
+            continue  # from Patient, Conditions or Encounters (Observations read if sent)
+        token = f"{search_value(c.system)}|{search_value(c.code)}"
+        templates[name] = SEARCH.format(kind="Observation") + f"&code={token}&_sort=-date&_count=1"
+        keys[name].append(name)
+    encounters = _free("encounters", features) if sessions is not None else None
+    if diagnoses:
+        conditions = _free("conditions", features)
+        templates[conditions] = SEARCH.format(kind="Condition")
+        for d in diagnoses:
+            keys[d.feature.name] += [conditions, *([encounters] if encounters else [])]
+    if sessions is not None and encounters is not None:
+        templates[encounters] = SEARCH.format(kind="Encounter")
+        keys[sessions.name].append(encounters)
+    return templates, keys
+
+
 _sources: dict[str, Sources] = {}
 
 
@@ -85,124 +140,38 @@ def sources_of(encoder: Encoder) -> Sources:
         legacy = encoder.hash == CRISIS_ENCODER.hash
         observed = tuple(code_of(f) for f in features if f.code is not None or legacy)
         age = _age_feature(features)
-        supplied = {c.feature.name for c in observed} | ({age.name} if age else set())
-        unavailable = tuple(f for f in features if f.name not in supplied)
-        found = _sources[encoder.hash] = Sources(features, observed, age, unavailable)
+        diagnoses = clinical.diagnosis_features(encoder)
+        sessions = clinical.session_feature(encoder)
+        templates, keys = _routes(features, observed, age, diagnoses, sessions)
+        unavailable = tuple(f for f in features if not keys[f.name]
+                            and f.name not in {c.feature.name for c in observed})
+        found = _sources[encoder.hash] = Sources(
+            features, observed, age, diagnoses, sessions, unavailable, templates,
+            {name: tuple(k) for name, k in keys.items()})
     return found
-
-
-def _object(value: Any) -> dict[str, Any]:
-    """A JSON object, or an empty one for anything else (a prefetch is not trusted)."""
-    return value if isinstance(value, dict) else {}
-
-
-def _resources(value: Any) -> Iterator[dict[str, Any]]:
-    """Resources in a prefetch value: the resource itself, or a Bundle's entries."""
-    if not isinstance(value, dict):
-        return
-    if value.get("resourceType") == "Bundle":
-        entries = value.get("entry")
-        for entry in entries if isinstance(entries, list) else []:
-            yield from _resources(_object(entry).get("resource"))
-    elif isinstance(value.get("resourceType"), str):
-        yield value
 
 
 def _when(observation: Mapping[str, Any]) -> datetime:
     """When the observation applies; unknown times sort first (oldest)."""
-    period = _object(observation.get("effectivePeriod"))
+    period = as_object(observation.get("effectivePeriod"))
     for raw in (observation.get("effectiveDateTime"), observation.get("effectiveInstant"),
                 period.get("end"), period.get("start"), observation.get("issued")):
-        if isinstance(raw, str):
-            try:
-                parsed = datetime.fromisoformat(raw.replace("Z", "+00:00"))
-            except ValueError:
-                continue
-            return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+        parsed = parse_time(raw)
+        if parsed is not None:
+            return parsed
     return datetime.min.replace(tzinfo=UTC)
 
 
-def _codings(concept: Any) -> list[dict[str, Any]]:
-    codings = _object(concept).get("coding")
-    return [c for c in codings if isinstance(c, dict)] if isinstance(codings, list) else []
-
-
-def _about(observation: Mapping[str, Any], patient_id: str) -> bool:
-    reference = _object(observation.get("subject")).get("reference")
-    return reference is None or reference in (f"Patient/{patient_id}", patient_id)
-
-
-def _yes_no(concept: Any) -> float | None:
-    tokens = [str(c.get("code")) for c in _codings(concept)]
-    tokens.append(str(_object(concept).get("text", "")).strip().lower())
-    if any(t in YES_CODES for t in tokens):
-        return 1.0
-    if any(t in NO_CODES for t in tokens):
-        return 0.0
-    return None
-
-
-def _category(observation: Mapping[str, Any], feature: FeatureSpec) -> str | None:
-    """The category a valueCodeableConcept (a coding's code, else its text) or valueString
-    names: exactly, else ignoring case where that is unambiguous."""
-    if "valueString" in observation:
-        candidates = [observation["valueString"]]
-    else:
-        concept = _object(observation.get("valueCodeableConcept"))
-        candidates = [c.get("code") for c in _codings(concept)] + [concept.get("text")]
-    texts = [c.strip() for c in candidates if isinstance(c, str)]
-    categories = feature.categories or []
-    for text in texts:
-        if text in categories:
-            return text
-    for text in texts:
-        same = [c for c in categories if c.casefold() == text.casefold()]
-        if len(same) == 1:
-            return same[0]
-    return None
-
-
-def _value(observation: Mapping[str, Any], feature: FeatureSpec) -> Value | None:
-    """The observation's value as the model takes it, or None when it has none it can use."""
-    binary = feature.kind is FeatureKind.BINARY
-    if feature.kind is FeatureKind.CATEGORICAL:
-        return _category(observation, feature)
-    if "valueQuantity" in observation:
-        value = _object(observation["valueQuantity"]).get("value")
-    elif "valueInteger" in observation:
-        value = observation["valueInteger"]
-    elif "valueBoolean" in observation:
-        value = observation["valueBoolean"]
-    elif "valueCodeableConcept" in observation:
-        return _yes_no(observation["valueCodeableConcept"]) if binary else None
-    else:
-        return None
-    if isinstance(value, bool):  # yes/no only for yes/no features: true is not a PHQ-9 of 1
-        return None if not binary else 1.0 if value else 0.0
-    return float(value) if isinstance(value, int | float) else None
-
-
-EXPECTED = {
-    FeatureKind.NUMERIC: "valueQuantity or valueInteger",
-    FeatureKind.INTEGER: "valueQuantity or valueInteger",
-    FeatureKind.BINARY: "valueBoolean, a yes/no valueCodeableConcept, or 0/1",
-    FeatureKind.CATEGORICAL: "valueCodeableConcept or valueString naming a category",
-}
-
-
 def _age_from_patient(prefetch: Mapping[str, Any], patient_id: str, today: date) -> float | None:
-    for value in prefetch.values():
-        for resource in _resources(value):
-            if resource.get("resourceType") != "Patient" or resource.get("id") not in (
-                None, patient_id
-            ):
-                continue
-            try:
-                born = date.fromisoformat(str(resource.get("birthDate")))
-            except ValueError:
-                continue  # absent, or only a year / year-month: not precise enough
-            return float(today.year - born.year - ((today.month, today.day)
-                                                   < (born.month, born.day)))
+    for resource in all_resources(prefetch, "Patient"):
+        if resource.get("id") not in (None, patient_id):
+            continue
+        try:
+            born = date.fromisoformat(str(resource.get("birthDate")))
+        except ValueError:
+            continue  # absent, or only a year / year-month: not precise enough
+        return float(today.year - born.year - ((today.month, today.day)
+                                               < (born.month, born.day)))
     return None
 
 
@@ -213,29 +182,63 @@ def _latest(prefetch: Mapping[str, Any], sources: Sources, patient_id: str
     for c in sources.observed:
         by_token.setdefault((c.system, c.code), []).append(c)
     latest: dict[str, tuple[datetime, dict[str, Any], FeatureCode]] = {}
-    for value in prefetch.values():
-        for resource in _resources(value):
-            if resource.get("resourceType") != "Observation":
-                continue
-            status = resource.get("status", "final")
-            if status not in USABLE_STATUSES or not _about(resource, patient_id):
-                continue
-            codes = [c for coding in _codings(resource.get("code"))
-                     for c in by_token.get((str(coding.get("system")),
-                                            str(coding.get("code"))), [])]
-            when = _when(resource)
-            for c in codes:
-                name = c.feature.name
-                if name not in latest or when > latest[name][0]:
-                    latest[name] = (when, resource, c)
+    for resource in all_resources(prefetch, "Observation"):
+        status = resource.get("status", "final")
+        if status not in USABLE_STATUSES or not is_about(resource, patient_id):
+            continue
+        codes = [c for coding in codings_of(resource.get("code"))
+                 for c in by_token.get((str(coding.get("system")),
+                                        str(coding.get("code"))), [])]
+        when = _when(resource)
+        for c in codes:
+            name = c.feature.name
+            if name not in latest or when > latest[name][0]:
+                latest[name] = (when, resource, c)
     return {name: (resource, c) for name, (_, resource, c) in latest.items()}
 
 
 @dataclass(frozen=True)
 class Prefetched:
     values: dict[str, Value]
-    references: dict[str, str]  # feature -> "Observation/<id>" when the resource has an id
-    missing: tuple[FeatureSpec, ...]  # needed features the prefetch does not supply
+    references: dict[str, str]  # feature name -> "Observation/<id>" (or Condition, Encounter)
+    missing: tuple[FeatureSpec, ...]  # prefetchable, sent as null or empty: no data
+    absent: tuple[FeatureSpec, ...]  # prefetchable, every key left out: not retrieved
+
+
+def _observed(prefetch: Mapping[str, Any], sources: Sources, patient_id: str,
+              values: dict[str, Value], references: dict[str, str]) -> None:
+    """Each observed feature's value from its latest Observation (age: birthDate first)."""
+    for name, (resource, code) in _latest(prefetch, sources, patient_id).items():
+        if name in values:
+            continue
+        value = observation_value(resource, code.feature)
+        if value is None:
+            raise InvalidRequest(
+                f"the latest {label_of(code.feature)} Observation ({code.token}) has no value "
+                f"the model can use ({EXPECTED[code.feature.kind]})",
+                field=f"prefetch.{name}", allowed=allowed_of(code.feature),
+            )
+        values[name] = value
+        if isinstance(resource.get("id"), str):
+            references[name] = f"Observation/{resource['id']}"
+
+
+def _clinical(prefetch: Mapping[str, Any], sources: Sources, patient_id: str, today: date,
+              values: dict[str, Value], references: dict[str, str]) -> None:
+    """Diagnoses (a yes from a Condition wins over an Observation's no) and sessions (an
+    Observation's explicit count wins over counted Encounters), where their keys were sent."""
+    for d in sources.diagnoses:
+        name = d.feature.name
+        yes, reference = clinical.diagnosed(prefetch, patient_id, d.codes)
+        if yes:
+            values[name] = 1.0
+            if reference is not None:
+                references[name] = reference
+        elif name not in values and any(k in prefetch for k in sources.keys[name]):
+            values[name] = 0.0
+    s = sources.sessions
+    if s is not None and s.name not in values and any(k in prefetch for k in sources.keys[s.name]):
+        values[s.name] = clinical.sessions(prefetch, patient_id, today, s)
 
 
 def features_from_prefetch(
@@ -253,38 +256,31 @@ def features_from_prefetch(
         age = _age_from_patient(prefetch, patient_id, today)
         if age is not None:
             values[sources.age.name] = age
-    for name, (resource, code) in _latest(prefetch, sources, patient_id).items():
-        if name in values:
-            continue
-        value = _value(resource, code.feature)
-        if value is None:
-            raise InvalidRequest(
-                f"the latest {label_of(code.feature)} Observation ({code.token}) has no value "
-                f"the model can use ({EXPECTED[code.feature.kind]})",
-                field=f"prefetch.{name}", allowed=allowed_of(code.feature),
-            )
-        values[name] = value
-        if isinstance(resource.get("id"), str):
-            references[name] = f"Observation/{resource['id']}"
-    missing = tuple(f for f in sources.needed if f.name not in values)
-    return Prefetched(values, references, missing)
+    _observed(prefetch, sources, patient_id, values, references)
+    _clinical(prefetch, sources, patient_id, today, values, references)
+    lacking = [f for f in sources.needed if f.name not in values]
+    sent = [f for f in lacking if any(k in prefetch for k in sources.keys[f.name])]
+    absent = tuple(f for f in lacking if f not in sent)
+    return Prefetched(values, references, tuple(sent), absent)
 
 
 def _lacks(feature: FeatureSpec, sources: Sources) -> str:
     code = next((c for c in sources.observed if c.feature.name == feature.name), None)
-    observation = (f"no usable {label_of(feature)} Observation ({code.token})"
-                   if code is not None else "")
-    is_age = sources.age is not None and feature.name == sources.age.name
-    birth_date = "no Patient.birthDate" if is_age else ""
-    return " and ".join(x for x in (observation, birth_date) if x)
+    parts = [f"no usable {label_of(feature)} Observation ({code.token})"] if code else []
+    if sources.age is not None and feature.name == sources.age.name:
+        parts.append("no Patient.birthDate")
+    keys = sources.keys[feature.name]
+    if keys:
+        parts.append("no prefetch key " + " or ".join(repr(k) for k in keys))
+    return " and ".join(parts)
 
 
-def incomplete(missing: tuple[FeatureSpec, ...], sources: Sources) -> PrefetchIncomplete:
-    """The 412 for features the prefetch should have supplied, each one named."""
+def incomplete(absent: tuple[FeatureSpec, ...], sources: Sources) -> PrefetchIncomplete:
+    """The 412 for features whose prefetch keys were all left out, each one named."""
     return PrefetchIncomplete(
         "the prefetch lacks what the model needs: "
-        + ", ".join(f"{f.name} ({_lacks(f, sources)})" for f in missing),
-        missing=[f.name for f in missing],
+        + ", ".join(f"{f.name} ({_lacks(f, sources)})" for f in absent),
+        missing=[f.name for f in absent],
         errors=[{"field": f"prefetch.{f.name}", "message": _lacks(f, sources),
-                 "allowed": allowed_of(f)} for f in missing],
+                 "allowed": allowed_of(f)} for f in absent],
     )

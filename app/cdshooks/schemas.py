@@ -1,6 +1,7 @@
 """CDS Hooks 2.0 bodies: the request (only what this service reads is checked strictly), the
 discovery document and the cards."""
 
+from datetime import datetime
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -16,14 +17,59 @@ class PatientViewContext(BaseModel):
     encounterId: str | None = None
 
 
+MIN_BAND_EXTENSION = "dev.dpcrisis.min-band"
+"""A request extension: the lowest band that gets a card in this call (low: every patient)."""
+
+
+class RequestExtension(BaseModel):
+    model_config = ConfigDict(extra="allow")  # other services' extensions are ignored
+
+    min_band: Literal["low", "medium", "high"] | None = Field(
+        default=None, alias=MIN_BAND_EXTENSION,
+        description="the lowest risk band that gets a card in this call; default: the "
+        "service's (discovery's dev.dpcrisis.min-band)",
+    )
+
+
 class HookRequest(BaseModel):
-    model_config = ConfigDict(extra="allow")  # fhirAuthorization, extension, ... are ignored
+    model_config = ConfigDict(extra="allow")  # fhirAuthorization, ... are ignored
 
     hook: str = Field(min_length=1)
     hookInstance: str = Field(min_length=1)
     fhirServer: str | None = None
     context: PatientViewContext
     prefetch: dict[str, Any] | None = None
+    extension: RequestExtension | None = None
+
+
+class FeedbackOverride(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    reason: dict[str, Any] | None = Field(default=None, description="a Coding")
+    userComment: str | None = Field(default=None, max_length=2000)
+
+
+class FeedbackItem(BaseModel):
+    """One card's outcome (CDS Hooks 2.0 feedback)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    card: str = Field(min_length=1, max_length=64, description="the card's uuid")
+    outcome: Literal["accepted", "overridden"]
+    outcomeTimestamp: datetime
+    acceptedSuggestions: list[dict[str, Any]] | None = Field(default=None, max_length=100)
+    overrideReason: FeedbackOverride | None = None
+
+
+class FeedbackRequest(BaseModel):
+    feedback: list[FeedbackItem] = Field(min_length=1, max_length=100)
+
+
+class DiagnosisCoding(BaseModel):
+    system: str
+    code: str
+    display: str
+    below: bool = Field(description="codes below this one match too (ICD); false: exactly")
 
 
 class FeatureCode(BaseModel):
@@ -32,9 +78,15 @@ class FeatureCode(BaseModel):
     feature: str
     label: str
     prefetch: str = Field(description="the prefetch key whose resources carry it")
-    system: str | None = Field(description="its Observations' code system (null: birthDate only)")
+    resource: Literal["Patient", "Observation", "Condition", "Encounter"] = Field(
+        description="Patient: from birthDate; Observation: the latest of its code; Condition: "
+        "yes when one has any of codes (or an Encounter's reasonCode); Encounter: a count of "
+        "those in the last 12 months")
+    system: str | None = Field(description="its Observations' code system (null: not read "
+                                           "from an Observation of its own code)")
     code: str | None
     display: str | None
+    codes: list[DiagnosisCoding] = Field(description="a Condition feature's codes")
     allowed: str
 
 
@@ -45,6 +97,11 @@ class ServiceExtension(BaseModel):
         "(the built-in crisis schema is described then)",
     )
     feature_codes: list[FeatureCode] = Field(serialization_alias="dev.dpcrisis.feature-codes")
+    min_band: str = Field(
+        serialization_alias="dev.dpcrisis.min-band",
+        description="the lowest risk band that gets a card (lower: no card); a call may ask for "
+        "another with the request extension dev.dpcrisis.min-band",
+    )
     not_prefetchable: list[str] = Field(
         serialization_alias="dev.dpcrisis.not-prefetchable",
         description="features without a code: no prefetch carries them, so a call answers an "

@@ -1,11 +1,24 @@
-"""CDS Hooks service: discovery document, and one card per ``patient-view`` call.
+"""CDS Hooks service: discovery document, and at most one card per ``patient-view`` call.
 
 Both follow the *active* model's declared schema (``app.cdshooks.prefetch`` says where each
-feature comes from): discovery asks for the Patient when the schema has an age feature and
-for the latest Observation of each coded feature, and lists the features no prefetch can carry.
-A call whose model has such features answers an "insufficient data" card naming them (with
-any prefetchable ones the call lacked) instead of a score; otherwise a prefetch lacking data is
-a 412, as before. Discovery changes when another model is activated: EHRs should read it again.
+feature comes from): discovery asks for the Patient when the schema has an age feature, for
+the latest Observation of each coded feature, for the patient's Conditions and Encounters where
+the schema has diagnoses or sessions, and lists the features no prefetch can carry.
+
+What a call gets:
+
+- no data is not an error: a feature whose key came as ``null`` or an empty searchset, or one
+  no prefetch can carry, gets an "insufficient data" card naming them (200), never a score;
+- a 412 only when every key of a needed feature was left out (the service could not retrieve
+  data it needed: it never queries the EHR itself);
+- a scored patient gets a risk card when their band is at least the minimum band
+  (``DPCRISIS_CDS_MIN_BAND``, medium by default, in discovery's ``dev.dpcrisis.min-band``);
+  below it, no card (an empty list), unless the request's ``extension`` asks for a lower one:
+  ``{"dev.dpcrisis.min-band": "low"}`` shows every patient.
+
+Card topics (``source.topic``) are stable across models and versions; the model that scored
+is named in the card's detail. Discovery changes when another model is activated: EHRs should
+read it again.
 
 When no model is active (none trained, or none activated yet), discovery still answers: it
 describes the built-in crisis schema, the one a model trained on the built-in generator uses,
@@ -15,14 +28,22 @@ the 404 / 409 that ``/v1/risk`` answers.
 
 from datetime import date
 from typing import Any
-from urllib.parse import quote
 
 from pydantic import ValidationError
 
+from app.bands import BANDS, Band
 from app.cdshooks.cards import card, insufficient_card
 from app.cdshooks.prefetch import Sources, features_from_prefetch, incomplete, sources_of
-from app.cdshooks.schemas import CdsResponse, CdsService, Discovery, FeatureCode, ServiceExtension
+from app.cdshooks.schemas import (
+    CdsResponse,
+    CdsService,
+    DiagnosisCoding,
+    Discovery,
+    FeatureCode,
+    ServiceExtension,
+)
 from app.core.errors import DomainError, InvalidRequest, NotFound
+from app.core.settings import settings
 from app.datasets.encoding import CRISIS_ENCODER, Encoder
 from app.fhir.codes import HORIZON_DAYS, OUTCOME_TEXT, label_of
 from app.scoring import model_cache
@@ -31,7 +52,6 @@ from app.scoring.patients import allowed_of, features_model
 
 SERVICE_ID = "dpcrisis-crisis-risk"
 HOOK = "patient-view"
-PATIENT_TEMPLATE = "Patient/{{context.patientId}}"
 
 
 class UnknownService(NotFound):
@@ -42,55 +62,59 @@ class WrongHook(DomainError):
     status, kind, title = 400, "wrong-hook", "Hook not supported by this service"
 
 
-def _search_value(text: str) -> str:
-    """A token part in a FHIR search: ``\\``, ``|``, ``,`` and ``$`` escaped, then URL-quoted."""
-    for special in ("\\", "|", ",", "$"):
-        text = text.replace(special, f"\\{special}")
-    return quote(text, safe=":/")
+def _resource(sources: Sources, name: str) -> str:
+    if sources.age is not None and name == sources.age.name:
+        return "Patient"
+    if any(d.feature.name == name for d in sources.diagnoses):
+        return "Condition"
+    if sources.sessions is not None and name == sources.sessions.name:
+        return "Encounter"
+    return "Observation"
 
 
-def _patient_key(sources: Sources) -> str:
-    """``patient``, unless a feature already has that name."""
-    names = {f.name for f in sources.features}
-    return "patient" if "patient" not in names else "patient_resource"
-
-
-def _prefetch_templates(sources: Sources) -> dict[str, str]:
-    templates = {} if sources.age is None else {_patient_key(sources): PATIENT_TEMPLATE}
-    for c in sources.observed:
-        if sources.age is not None and c.feature.name == sources.age.name:
-            continue  # from Patient.birthDate (an age Observation is used if sent anyway)
-        token = f"{_search_value(c.system)}|{_search_value(c.code)}"
-        templates[c.feature.name] = (
-            f"Observation?patient={{{{context.patientId}}}}&code={token}&_sort=-date&_count=1"
-        )
-    return templates
+def _feature_code(sources: Sources, f: Any) -> FeatureCode:
+    resource = _resource(sources, f.name)
+    c = next((c for c in sources.observed if c.feature.name == f.name), None)
+    if resource != "Observation":
+        c = None  # the Patient, Conditions or Encounters: not an Observation of its own code
+    diagnosis = next((d for d in sources.diagnoses if d.feature.name == f.name), None)
+    codes = [] if diagnosis is None else [
+        DiagnosisCoding(system=d.system, code=d.code, display=d.display, below=d.below)
+        for d in diagnosis.codes]
+    return FeatureCode(
+        feature=f.name, label=label_of(f), prefetch=sources.keys[f.name][0], resource=resource,
+        system=None if c is None else c.system, code=None if c is None else c.code,
+        display=None if c is None else c.display, codes=codes, allowed=allowed_of(f))
 
 
 def _feature_codes(sources: Sources) -> list[FeatureCode]:
-    codes = {c.feature.name: c for c in sources.observed}
-    age = None if sources.age is None else sources.age.name
-    listed = []
-    for f in sources.needed:
-        c = codes.get(f.name)  # None: an uncoded age, from birthDate only
-        listed.append(FeatureCode(
-            feature=f.name, label=label_of(f),
-            prefetch=_patient_key(sources) if f.name == age else f.name,
-            system=None if c is None else c.system, code=None if c is None else c.code,
-            display=None if c is None else c.display, allowed=allowed_of(f)))
-    return listed
+    return [_feature_code(sources, f) for f in sources.needed]
+
+
+def _needs(sources: Sources) -> str:
+    """What the prefetch should carry, in words."""
+    observed = [f"{label_of(c.feature)} ({c.token})" for c in sources.observed
+                if _resource(sources, c.feature.name) == "Observation"]
+    parts = [f"the Patient (birthDate, for {label_of(sources.age)})"] if sources.age else []
+    if observed:
+        parts.append("the latest Observation of each of: " + "; ".join(observed))
+    if sources.diagnoses:
+        parts.append("the patient's Conditions (for " + ", ".join(
+            label_of(d.feature) for d in sources.diagnoses) + ": any with the listed codes)")
+    if sources.sessions is not None:
+        parts.append(f"the patient's Encounters ({label_of(sources.sessions)}: those in the "
+                     "last 12 months, counted)")
+    return " and ".join(parts) or "nothing an EHR can send"
 
 
 def _description(sources: Sources, model_id: int | None) -> str:
-    needs = [f"{label_of(c.feature)} ({c.token})" for c in sources.observed
-             if sources.age is None or c.feature.name != sources.age.name]
-    parts = [f"the Patient (birthDate, for {label_of(sources.age)})"] if sources.age else []
-    if needs:
-        parts.append("the latest Observation of each of: " + "; ".join(needs))
     text = (f"Probability of a {OUTCOME_TEXT}, its risk band and the features that drove it, "
-            "from a model trained with differential privacy (DP-SGD). Needs "
-            + (" and ".join(parts) or "nothing an EHR can send")
-            + "; answers 412 when the prefetch lacks any of them.")
+            f"from a model trained with differential privacy (DP-SGD). Needs {_needs(sources)}. "
+            "A key sent as null or an empty searchset is no data: the answer is an "
+            "'insufficient data' card naming what is missing (no Condition is a no, no "
+            "Encounter 0 sessions); a key left out is a 412. Patients below the "
+            f"{settings.dpcrisis_cds_min_band} band get no card unless the call's extension "
+            "dev.dpcrisis.min-band asks for a lower one.")
     if sources.unavailable:
         text += (" No prefetch can carry " + ", ".join(f.name for f in sources.unavailable)
                  + " (no code in the model's schema): every call answers an 'insufficient "
@@ -119,12 +143,13 @@ def discovery() -> Discovery:
         id=SERVICE_ID,
         title=f"{HORIZON_DAYS}-day mental-health crisis risk",
         description=_description(sources, model_id),
-        prefetch=_prefetch_templates(sources),
+        prefetch=dict(sources.templates),
         usageRequirements="Send every prefetch key: the service does not query the FHIR server. "
         "The keys follow the active model's schema: read discovery again after a model is "
         "activated.",
         extension=ServiceExtension(
             model_id=model_id, feature_codes=_feature_codes(sources),
+            min_band=settings.dpcrisis_cds_min_band,
             not_prefetchable=[f.name for f in sources.unavailable]),
     )
     return Discovery(services=[service])
@@ -145,18 +170,27 @@ def _checked_features(encoder: Encoder, raw: dict[str, Any]) -> dict[str, Any]:
         raise InvalidRequest(detail, errors=errors) from None
 
 
+def _shown(band: str, min_band: str | None) -> bool:
+    lowest = Band(min_band or settings.dpcrisis_cds_min_band)
+    return BANDS.index(Band(band)) >= BANDS.index(lowest)
+
+
 def evaluate(
-    *, service_id: str, hook: str, patient_id: str,
-    prefetch: dict[str, Any] | None, today: date,
+    *, service_id: str, hook: str, patient_id: str, prefetch: dict[str, Any] | None,
+    today: date, min_band: str | None = None,
 ) -> tuple[CdsResponse, int | None]:
-    """Answer one hook call with one card, and the id of the model that scored it (for the
-    audit log; None when an insufficient-data card answers and nothing was scored).
+    """Answer one hook call with at most one card, and the id of the model that scored it (for
+    the audit log; None when an insufficient-data card answers and nothing was scored).
+
+    Args:
+        min_band: the lowest band that gets a card (None: ``DPCRISIS_CDS_MIN_BAND``); a
+            patient scored below it gets no card (an empty list), and is still audited.
 
     Raises:
         UnknownService: not this service's id (404).
         WrongHook: a hook other than patient-view (400).
         ModelNotFound, NoActiveModel: no model to score with (404, 409).
-        PrefetchIncomplete: prefetchable features missing from the prefetch (412).
+        PrefetchIncomplete: features whose prefetch keys were all left out (412).
         InvalidRequest: a prefetched value the model cannot use (422).
     """
     if service_id != SERVICE_ID:
@@ -167,12 +201,13 @@ def evaluate(
     model = model_cache.resolve(None)
     sources = sources_of(model.encoder)
     got = features_from_prefetch(prefetch, sources=sources, patient_id=patient_id, today=today)
-    if sources.unavailable:
+    if got.absent and not sources.unavailable:
+        raise incomplete(got.absent, sources)
+    if sources.unavailable or got.missing:
         answer = insufficient_card(model=model.block, uncoded=sources.unavailable,
-                                   lacking=got.missing)
+                                   lacking=(*got.missing, *got.absent))
         return CdsResponse(cards=[answer]), None
-    if got.missing:
-        raise incomplete(got.missing, sources)
     features = _checked_features(model.encoder, got.values)
     scored = scoring_service.assess(features=features, model_id=model.id)
-    return CdsResponse(cards=[card(scored)]), scored.model.id
+    cards = [card(scored)] if _shown(scored.band, min_band) else []
+    return CdsResponse(cards=cards), scored.model.id

@@ -2,12 +2,27 @@
 
 from functools import cached_property
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import Field, SecretStr
+from pydantic import BaseModel, Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+class CdsClient(BaseModel):
+    """One EHR allowed to call the CDS Hooks service with signed JWTs: its ``iss`` and its
+    public keys, inline (``jwks``, a JWK Set, for offline set-ups) or at ``jwks_url``."""
+
+    iss: str = Field(min_length=1)
+    jwks: dict[str, Any] | None = None
+    jwks_url: str | None = Field(default=None, pattern=r"^https?://")
+
+    @model_validator(mode="after")
+    def _one_key_source(self) -> "CdsClient":
+        if (self.jwks is None) == (self.jwks_url is None):
+            raise ValueError(f"CDS client {self.iss!r}: give exactly one of jwks and jwks_url")
+        return self
 
 
 class Settings(BaseSettings):
@@ -60,6 +75,32 @@ class Settings(BaseSettings):
         description="json: one JSON object per line (time, level, logger, message, request_id, "
         "job_id) for log shippers; text: the classic human-readable line; auto: text when the "
         "log stream is a terminal, json otherwise (a container, a file, a pipe)",
+    )
+    dpcrisis_cds_clients: list[CdsClient] = Field(
+        default_factory=list,
+        description='EHRs whose signed JWTs CDS Hooks accepts (JSON): [{"iss": ..., "jwks": '
+        '{"keys": [...]}}] or [{"iss": ..., "jwks_url": "https://..."}]; API keys keep working',
+    )
+    dpcrisis_cds_base_url: str | None = Field(
+        default=None, pattern=r"^https?://",
+        description="the service's public base URL, as EHRs call it: a JWT's aud must be "
+        "<base>/cds-services[/<id>]; unset: the URL the request arrived at",
+    )
+    dpcrisis_cds_cors_origins: list[str] = Field(
+        default_factory=lambda: ["*"],
+        description='origins allowed to call /cds-services from a browser (JSON list); ["*"] '
+        "(the default, as the CDS Hooks spec shows) is safe: calls carry a bearer token, "
+        "never a cookie; [] turns CORS off",
+    )
+    dpcrisis_cds_min_band: Literal["low", "medium", "high"] = Field(
+        default="medium",
+        description="the lowest risk band that gets a card; a call may ask for lower with the "
+        "request extension dev.dpcrisis.min-band",
+    )
+    dpcrisis_cds_jwt_max_lifetime_s: int = Field(
+        default=300, ge=1,
+        description="the longest a CDS Hooks JWT may still be valid for (exp - now), in "
+        "seconds: the spec says at most 5 minutes",
     )
 
     @cached_property

@@ -7,14 +7,24 @@ Choices worth knowing:
   says which scale this is.
 - ``whenPeriod`` (from the assessment to 30 days later) carries the horizon: R4 reads
   ``whenRange`` as an age range of the subject, so 0-30 days there would mean something else.
-- ``qualitativeRisk`` codes the band twice: the service's own band (``BAND_SYSTEM``), and the
-  nearest HL7 risk-probability code (see ``QUALITATIVE``).
+- ``probabilityDecimal`` has 3 significant digits, the model's real precision.
+- ``qualitativeRisk`` has two codings: the HL7 risk-probability code read from the probability
+  itself (``HL7_LIKELIHOOD``: ``high`` means more likely than not), then the service's own band
+  (``BAND_SYSTEM``, served as a CodeSystem at ``/fhir/CodeSystem/risk-band``).
+- ``identifier`` is derived from what was assessed (the model and its artifact, the subject,
+  the features and their references, the day), so a retried request yields the same
+  identifier and a FHIR server (or a conditional create) keeps one copy.
+- a contained ``Device`` names the model (id, version, artifact SHA-256) and is the
+  ``performer``; ``method`` codes the model too.
 - ``basis`` has one Reference per feature of the scoring model's schema, in its order: to the
   Observation the caller named, else display only. Each carries the feature's coding (its
   declared code, else the local one: ``app.fhir.codes``) and the value scored as extensions,
   a categorical feature's value as its category (``valueString``), never as its index.
 """
 
+import hashlib
+import json
+import uuid
 from collections.abc import Mapping
 from datetime import datetime, timedelta
 from typing import Any
@@ -24,10 +34,12 @@ from fastapi.exceptions import RequestValidationError
 from app.bands import Band, cut_offs
 from app.datasets.dataset_schema import DatasetSchema, FeatureKind, FeatureSpec
 from app.fhir.codes import (
+    ARTIFACT_SYSTEM,
     BAND_SYSTEM,
     FEATURE_CODE_EXTENSION,
     FEATURE_VALUE_EXTENSION,
     HORIZON_DAYS,
+    MODEL_ID_SYSTEM,
     MODEL_SYSTEM,
     OUTCOME_TEXT,
     RISK_PROBABILITY,
@@ -35,27 +47,30 @@ from app.fhir.codes import (
 )
 from app.scoring import model_cache
 from app.scoring import service as scoring_service
+from app.scoring.model_cache import ScoringModel
 from app.scoring.patients import check
 from app.scoring.schemas import ContributionOut, RiskResult
 
 FHIR_JSON = "application/fhir+json"
+DEVICE_ID = "model"
 
-QUALITATIVE: dict[Band, tuple[str, str]] = {
-    Band.LOW: ("low", "Low likelihood"),
-    Band.MEDIUM: ("moderate", "Moderate likelihood"),
-    Band.HIGH: ("high", "High likelihood"),
-}
-"""Band -> HL7 risk-probability (code, display).
+HL7_LIKELIHOOD: tuple[tuple[float, str, str], ...] = (
+    (0.5, "high", "High likelihood"),
+    (0.1, "moderate", "Moderate likelihood"),
+    (0.0, "low", "Low likelihood"),
+)
+"""Probability -> HL7 risk-probability (code, display): the first whose lower limit it reaches.
 
-That code system has negligible / low / moderate / high / certain. ``negligible``
-("exceptionally unlikely") and ``certain`` ("effectively guaranteed") are never used: a model
-trained with DP noise on a rare outcome, checked on a few dozen held-out positives, cannot
-warrant either claim, and our low band (below 5% by default) is "possible but unlikely", not
-negligible. low -> low and medium -> moderate ("a reasonable likelihood") match their
-definitions. HL7 defines ``high`` as "more likely to occur than not", while our high band starts
-at 20% by default (10x the ~2% base rate): the band's own coding and the text carry the exact
-threshold so nobody reads "high" as "over 50%".
+The HL7 codes have meanings of their own, read from the probability itself, never from our
+bands: ``high`` is "more likely to occur than not" (p >= 0.5), ``moderate`` "a reasonable
+likelihood" (from 1 in 10), ``low`` "possible but unlikely". ``negligible`` ("exceptionally
+unlikely") and ``certain`` ("effectively guaranteed") are never used: a model trained with DP
+noise on a rare outcome, checked on a few dozen held-out positives, cannot warrant either
+claim. The service's own band (with its model's cut-offs) is the second coding.
 """
+SIGNIFICANT_DIGITS = 3
+"""The probability's real precision: DP noise and calibration on a few thousand held-out
+records leave no meaning in a fourth significant digit."""
 
 
 def _timestamp(value: datetime) -> str:
@@ -67,8 +82,18 @@ def percent(p: float) -> str:
     return "<0.1%" if 0 < p < 0.0005 else f"{100 * p:.1f}%"
 
 
-def _qualitative_risk(band: Band, thresholds: Mapping[str, float]) -> dict[str, Any]:
-    code, display = QUALITATIVE[band]
+def rounded(p: float) -> float:
+    """``p`` to ``SIGNIFICANT_DIGITS`` significant digits (0.123456 -> 0.123)."""
+    return float(f"{p:.{SIGNIFICANT_DIGITS}g}")
+
+
+def likelihood(p: float) -> tuple[str, str]:
+    """The HL7 risk-probability (code, display) of a probability (``HL7_LIKELIHOOD``)."""
+    return next((code, display) for lower, code, display in HL7_LIKELIHOOD if p >= lower)
+
+
+def _qualitative_risk(p: float, band: Band, thresholds: Mapping[str, float]) -> dict[str, Any]:
+    code, display = likelihood(p)
     low, high = cut_offs(thresholds)
     bounds = {
         Band.LOW: f"probability < {low:g}",
@@ -80,7 +105,8 @@ def _qualitative_risk(band: Band, thresholds: Mapping[str, float]) -> dict[str, 
             {"system": RISK_PROBABILITY, "code": code, "display": display},
             {"system": BAND_SYSTEM, "code": band, "display": f"{band} risk band ({bounds})"},
         ],
-        "text": f"{band} risk band ({bounds}, on a 0-1 scale)",
+        "text": f"{band} risk band ({bounds}, on a 0-1 scale); HL7 {code}: "
+                f"{display.lower()} (high means more likely than not)",
     }
 
 
@@ -96,8 +122,9 @@ def basis_errors(schema: DatasetSchema, references: Mapping[str, str]) -> list[d
 
 
 def assess(*, features: Mapping[str, Any], model_id: int | None,
-           references: Mapping[str, str] | None) -> tuple[RiskResult, DatasetSchema]:
-    """Score one patient with the named or active model; (score, that model's schema).
+           references: Mapping[str, str] | None) -> tuple[RiskResult, ScoringModel]:
+    """Score one patient with the named or active model; (score, that model: its schema and
+    artifact hash).
 
     Raises:
         ModelNotFound: no such model, or none trained yet (404).
@@ -111,7 +138,7 @@ def assess(*, features: Mapping[str, Any], model_id: int | None,
     if unknown:
         _, errors = check(model.encoder, [features], scoring_service.single_path)
         raise RequestValidationError([*errors, *unknown])
-    return scoring_service.assess(features=features, model_id=model.id), schema
+    return scoring_service.assess(features=features, model_id=model.id), model
 
 
 def value_element(feature: FeatureSpec, value: float | str) -> dict[str, Any]:
@@ -165,11 +192,42 @@ def _rationale(contributions: list[ContributionOut], base_probability: float) ->
     )
 
 
+def assessment_identifier(*, model: ScoringModel, subject: str | None,
+                          features: Mapping[str, Any], references: Mapping[str, str],
+                          day: str) -> dict[str, str]:
+    """A URN that a retry of the same assessment (same model and artifact, subject, features,
+    references, UTC day) gets again; any change gives another."""
+    content = json.dumps({"model": model.id, "artifact": model.artifact_sha256,
+                          "subject": subject, "features": dict(features),
+                          "references": dict(references), "day": day},
+                         sort_keys=True, separators=(",", ":"), default=str)
+    digest = hashlib.sha256(content.encode("utf-8")).digest()
+    name = uuid.UUID(bytes=digest[:16], version=5)
+    return {"system": "urn:ietf:rfc:3986", "value": f"urn:uuid:{name}"}
+
+
+def model_device(model: ScoringModel) -> dict[str, Any]:
+    """The model as a contained Device: its id, version and artifact hash."""
+    block = model.block
+    name = f"dpcrisis {block['kind']} model {model.id}"
+    return {
+        "resourceType": "Device",
+        "id": DEVICE_ID,
+        "identifier": [{"system": MODEL_ID_SYSTEM, "value": str(model.id)},
+                       {"system": ARTIFACT_SYSTEM, "value": model.artifact_sha256}],
+        "deviceName": [{"name": name, "type": "model-name"}],
+        "type": {"text": "crisis-risk model trained with differential privacy (DP-SGD)"},
+        "version": [{"type": {"text": "model version"}, "value": str(block["version"])},
+                    {"type": {"text": "artifact SHA-256"}, "value": model.artifact_sha256}],
+    }
+
+
 def risk_assessment(
     *,
     scored: RiskResult,
-    schema: DatasetSchema,
+    model: ScoringModel,
     subject: str | None,
+    features: Mapping[str, Any],
     references: Mapping[str, str] | None = None,
     now: datetime,
 ) -> dict[str, Any]:
@@ -177,45 +235,52 @@ def risk_assessment(
 
     Args:
         scored: the single-patient score (probability, band, contributions, model, reference).
-        schema: the scoring model's declared schema (``basis``: its features and codes).
+        model: the model that scored (``basis``: its schema's features and codes; the Device).
         subject: ``Patient/<id>`` (or ``Group/<id>``); without it the subject is display-only.
+        features: the features as the request gave them (the identifier's content).
         references: feature name -> ``Observation/<id>`` the value came from, when known.
         now: when the assessment was made (``occurrenceDateTime``, start of ``whenPeriod``).
     """
-    model = scored.model
+    statement = scored.model
     occurred = _timestamp(now)
+    references = references or {}
     method_text = (
-        f"dpcrisis {model.kind} model {model.id} (version {model.version}), "
+        f"dpcrisis {statement.kind} model {statement.id} (version {statement.version}), "
         f"DP-SGD; exact Shapley explanations"
     )
     return {
         "resourceType": "RiskAssessment",
+        "contained": [model_device(model)],
+        "identifier": [assessment_identifier(model=model, subject=subject, features=features,
+                                             references=references, day=occurred[:10])],
         "status": "final",
         "method": {
-            "coding": [{"system": MODEL_SYSTEM, "code": f"model-{model.id}",
+            "coding": [{"system": MODEL_SYSTEM, "code": f"model-{statement.id}",
                         "display": method_text}],
             "text": method_text,
         },
         "code": {"text": f"{HORIZON_DAYS}-day mental-health crisis risk"},
         "subject": {"reference": subject} if subject else {"display": "patient not identified"},
         "occurrenceDateTime": occurred,
-        "performer": {"type": "Device", "display": f"dpcrisis model {model.id}"},
-        "basis": _basis(scored.contributions, schema, references or {}),
-        "prediction": [
-            {
-                "outcome": {"text": OUTCOME_TEXT},
-                "probabilityDecimal": scored.probability,
-                "qualitativeRisk": _qualitative_risk(Band(scored.band), scored.band_thresholds),
-                "whenPeriod": {
-                    "start": occurred,
-                    "end": _timestamp(now + timedelta(days=HORIZON_DAYS)),
-                },
-                "rationale": _rationale(scored.contributions, scored.reference.probability),
-            }
-        ],
+        "performer": {"reference": f"#{DEVICE_ID}",
+                      "display": f"dpcrisis model {statement.id}"},
+        "basis": _basis(scored.contributions, model.encoder.schema, references),
+        "prediction": [_prediction(scored, occurred, now)],
         "note": [
-            {"text": model.statement},
+            {"text": statement.statement},
             {"text": "probabilityDecimal is a probability on a 0-1 scale (0.25 means 25%), "
-                     "not a percentage."},
+                     f"not a percentage, to {SIGNIFICANT_DIGITS} significant digits."},
         ],
+    }
+
+
+def _prediction(scored: RiskResult, occurred: str, now: datetime) -> dict[str, Any]:
+    return {
+        "outcome": {"text": OUTCOME_TEXT},
+        "probabilityDecimal": rounded(scored.probability),
+        "qualitativeRisk": _qualitative_risk(scored.probability, Band(scored.band),
+                                             scored.band_thresholds),
+        "whenPeriod": {"start": occurred,
+                       "end": _timestamp(now + timedelta(days=HORIZON_DAYS))},
+        "rationale": _rationale(scored.contributions, scored.reference.probability),
     }

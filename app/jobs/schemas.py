@@ -57,7 +57,7 @@ class TrainingConfig(RequestModel):
     max_grad_norm: float | None = Field(
         default=None, gt=0, le=100,
         description="clip norm C; default: a public rule on the row count, the schema's "
-        "inputs and the planned noise, between 0.5 and 2 (app/jobs/recipe.py)",
+        "inputs and the planned noise, between 0.1 and 2 (app/jobs/recipe.py)",
     )
     tail_average: float = Field(
         default=0.5, ge=0, lt=1,

@@ -161,6 +161,7 @@ def _plan_noise(
         fewer = _fewer_epochs(request, training, delta, sample_rate, steps)
         if fewer is None:
             raise _unreachable(resolved, delta, sample_rate, steps) from exc
+    assert fewer.batch_size is not None and fewer.epochs is not None
     sample_rate, steps = _plan_sampling(dataset, fewer.batch_size, fewer.epochs)
     resolved = request.model_copy(update={"training": fewer})
     return fewer, sample_rate, steps, _resolve_noise(resolved, dataset, delta, sample_rate,
@@ -199,6 +200,7 @@ def plan(*, dataset: Dataset, request: JobCreate) -> Job:
         InvalidRequest: a parameter is outside what this dataset allows.
     """
     training = _resolve_training(request.training, dataset)
+    assert training.batch_size is not None and training.epochs is not None
     sample_rate, steps = _plan_sampling(dataset, training.batch_size, training.epochs)
     delta = _resolve_delta(dataset, request.privacy.delta)
     training, sample_rate, steps, sigma = _plan_noise(request, dataset, delta, training,

@@ -10,6 +10,7 @@ release append events, never update rows. Every event extends the dataset's hash
 """
 
 import math
+from dataclasses import dataclass
 from typing import Any, NoReturn, TypeGuard
 
 from sqlalchemy import select, update
@@ -93,27 +94,54 @@ def reserve(
     return entry
 
 
-def _admit(session: Session, dataset: Budgeted, entry: LedgerEntry) -> None:
-    """The filter (``app.privacy.filter``): admit ``entry`` if the RDP of every charged entry
-    plus it, at the dataset's fixed order, stays within the budget's bound; or if it is the
-    first charged entry and its own tight epsilon fits the budget.
+@dataclass(frozen=True)
+class Shortfall:
+    """Why the filter refuses an entry: its filter, the charged entries and their RDP."""
+
+    guard: RenyiFilter
+    entries: list[LedgerEntry]
+    spent: float  # RDP of the charged entries at the filter's order
+
+    def spend_after(self, entry: LedgerEntry) -> float:
+        """The (epsilon, delta) the filter would give the entries plus ``entry``."""
+        return self.guard.epsilon_of(self.spent + ledger_spend.spent_rdp([entry],
+                                                                         self.guard.order))
+
+    @property
+    def spent_epsilon(self) -> float:
+        return ledger_spend.filtered_epsilon(self.guard, self.entries)
+
+
+def shortfall(*, session: Session, dataset: Budgeted, entry: LedgerEntry) -> Shortfall | None:
+    """The filter (``app.privacy.filter``), for any entry (a job's or a statistics release's):
+    None (admitted) if the RDP of every charged entry plus ``entry``, at the dataset's fixed
+    order, stays within the budget's bound, or if it is the first charged entry and its own
+    tight epsilon fits the budget; else what the refusal reports.
 
     The caller holds the dataset lock. A dataset without a budget (public) admits everything.
+    """
+    guard = ledger_spend.filter_of(dataset)
+    if guard is None:
+        return None
+    entries = ledger_spend.charged_entries(session=session, dataset_id=dataset.id)
+    spent = ledger_spend.spent_rdp(entries, guard.order)
+    if guard.admits(spent, ledger_spend.spent_rdp([entry], guard.order)):
+        return None
+    if not entries and ledger_spend.single_release_epsilon(entry, guard.delta) <= guard.epsilon:
+        return None
+    return Shortfall(guard, entries, spent)
+
+
+def _admit(session: Session, dataset: Budgeted, entry: LedgerEntry) -> None:
+    """Admit a job's ``entry`` by the filter (``shortfall``).
 
     Raises:
         BudgetExceeded: with the spend so far, what remains, and the largest target epsilon
             (at the job's delta, for the same sample rate and steps) that would fit now.
     """
-    guard = ledger_spend.filter_of(dataset)
-    if guard is None:
-        return
-    entries = ledger_spend.charged_entries(session=session, dataset_id=dataset.id)
-    spent = ledger_spend.spent_rdp(entries, guard.order)
-    if guard.admits(spent, ledger_spend.spent_rdp([entry], guard.order)):
-        return
-    if not entries and ledger_spend.single_release_epsilon(entry, guard.delta) <= guard.epsilon:
-        return
-    _refuse(guard, entries, entry, spent)
+    refused = shortfall(session=session, dataset=dataset, entry=entry)
+    if refused is not None:
+        _refuse(refused.guard, refused.entries, entry, refused.spent)
 
 
 def _largest_fitting_target(

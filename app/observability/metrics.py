@@ -1,33 +1,33 @@
-"""The Prometheus ``GET /metrics`` endpoint and the database-backed collector behind it.
+"""The Prometheus ``GET /metrics`` endpoint and the collectors behind it.
 
-Everything about jobs and budgets is read from the database at scrape time, so the numbers are
-the same whichever API process (or none, if the worker runs elsewhere) Prometheus scrapes:
+Job counts and budgets are read from the database at scrape time, so those numbers are the same
+whichever API process Prometheus scrapes; the job histograms are the worker's own:
 
 - ``dpcrisis_jobs{status}``: jobs by status, one GROUP BY query; every status is always present.
 - ``dpcrisis_dataset_epsilon_spent{dataset_id}`` / ``..._remaining{dataset_id}``: composed (RDP)
   spend at the budget delta, exactly the privacy report's ``spent.epsilon``; ``remaining`` is
   only exposed for datasets with a budget. Labels are dataset ids only (no names).
-- ``dpcrisis_job_queue_wait_seconds{quantile}`` and ``..._last``: gauges over the
-  ``WINDOW`` most recently started jobs (``started_at - created_at``). The API does not see
-  jobs start, so this is a windowed snapshot, not a cumulative histogram: don't ``rate()`` it.
-- ``dpcrisis_training_samples_per_second{quantile}`` and ``..._last``: over the ``WINDOW`` most
-  recently succeeded jobs, expected samples (``steps * sample_rate * n_train``, Poisson
-  sampling) divided by ``finished_at - started_at``. That wall time includes evaluation and the
-  commit, so it slightly understates raw DP-SGD throughput.
+- ``dpcrisis_job_queue_wait_seconds`` and ``dpcrisis_training_samples_per_second``:
+  histograms the worker feeds as it claims and finishes jobs (``app.observability.job_metrics``,
+  the process's own registry, included here).
 - ``dpcrisis_metrics_database_up``: 0 when the scrape could not read the database (the other
   database-backed series are then absent rather than stale).
 
 HTTP series come from ``app.observability.middleware``. No patient feature, request body or
 raw path appears in any label or value.
+
+The page passes ``promtool check metrics``: only summaries have a ``quantile`` label (there are
+none), and no ``_created`` series is exposed (``disable_created_metrics``: a per-series
+creation time is noise in the 0.0.4 text format, where it reads as a gauge of its own).
 """
 
 import logging
 import math
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator
 
 from fastapi import APIRouter, FastAPI, Request
 from fastapi.responses import Response
-from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client import CollectorRegistry, disable_created_metrics, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
 from prometheus_client.metrics_core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
@@ -41,13 +41,11 @@ from app.datasets.models import Dataset
 from app.jobs import models as job_models
 from app.jobs.models import Job
 from app.ledger import spend as ledger_spend
+from app.observability.job_metrics import WorkerHistograms
 from app.observability.middleware import HttpMetrics, MetricsMiddleware
 
 logger = logging.getLogger(__name__)
 
-WINDOW = 1000
-"""How many recent jobs the queue-wait and throughput gauges summarise."""
-QUANTILES = (0.5, 0.9, 0.99)
 JOB_STATUSES = (
     job_models.QUEUED,
     job_models.RUNNING,
@@ -57,60 +55,11 @@ JOB_STATUSES = (
 )
 
 
-def quantile(sorted_values: Sequence[float], q: float) -> float:
-    """Nearest-rank quantile of an ascending, non-empty sequence."""
-    rank = max(math.ceil(q * len(sorted_values)), 1)
-    return sorted_values[rank - 1]
-
-
-def _windowed(name: str, doc: str, values: list[float]) -> Iterator[Metric]:
-    """``name{quantile}`` and ``name_last`` gauges for values listed newest first."""
-    if not values:
-        return
-    ordered = sorted(values)
-    summary = GaugeMetricFamily(name, f"{doc} Quantiles over the last {WINDOW} jobs.",
-                                labels=["quantile"])
-    for q in QUANTILES:
-        summary.add_metric([str(q)], quantile(ordered, q))
-    yield summary
-    yield GaugeMetricFamily(f"{name}_last", f"{doc} Most recent job.", value=values[0])
-
-
 def jobs_by_status(session: Session) -> dict[str, int]:
     rows = session.execute(select(Job.status, func.count()).group_by(Job.status))
     counts = dict.fromkeys(JOB_STATUSES, 0)
     counts.update({status: count for status, count in rows})
     return counts
-
-
-def queue_waits(session: Session) -> list[float]:
-    """Seconds from submission to start of the most recently started jobs, newest first."""
-    stmt = (
-        select(Job.created_at, Job.started_at)
-        .where(Job.started_at.is_not(None))
-        .order_by(Job.started_at.desc(), Job.id.desc())
-        .limit(WINDOW)
-    )
-    rows = session.execute(stmt)
-    return [max((started - created).total_seconds(), 0.0) for created, started in rows]
-
-
-def training_throughputs(session: Session) -> list[float]:
-    """Expected training samples per wall-clock second of recent succeeded jobs, newest first."""
-    stmt = (
-        select(Job.steps, Job.sample_rate, Dataset.n_train, Job.started_at, Job.finished_at)
-        .join(Dataset, Dataset.id == Job.dataset_id)
-        .where(Job.status == job_models.SUCCEEDED, Job.kind == job_models.TRAIN,
-               Job.started_at.is_not(None), Job.finished_at.is_not(None))
-        .order_by(Job.finished_at.desc(), Job.id.desc())
-        .limit(WINDOW)
-    )
-    rates = []
-    for steps, sample_rate, n_train, started, finished in session.execute(stmt):
-        seconds = (finished - started).total_seconds()
-        if seconds > 0:
-            rates.append(steps * sample_rate * n_train / seconds)
-    return rates
 
 
 def _finite(value: float) -> bool:
@@ -164,17 +113,6 @@ class DatabaseCollector(Collector):
         yield spent
         yield remaining
 
-        yield from _windowed(
-            "dpcrisis_job_queue_wait_seconds",
-            "Seconds from submission to start (started_at - created_at).",
-            queue_waits(session),
-        )
-        yield from _windowed(
-            "dpcrisis_training_samples_per_second",
-            "Expected training samples per second, start to finish of a succeeded job.",
-            training_throughputs(session),
-        )
-
 
 router = APIRouter(include_in_schema=False)
 
@@ -193,8 +131,10 @@ def install_metrics(app: FastAPI) -> None:
 
     A registry per app (not the global one) lets tests build many apps in one process.
     """
+    disable_created_metrics()  # process-wide: no ``_created`` series anywhere (see above)
     registry = CollectorRegistry(auto_describe=False)
     registry.register(DatabaseCollector())
+    registry.register(WorkerHistograms())
     app.state.metrics_registry = registry
     app.add_middleware(MetricsMiddleware, metrics=HttpMetrics(registry))
     app.include_router(router)

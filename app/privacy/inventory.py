@@ -16,6 +16,7 @@ from pydantic import BaseModel, Field
 
 from app.privacy.inventory_api import API_ENTRIES
 from app.privacy.inventory_outputs import OUTPUT_ENTRIES
+from app.privacy.inventory_statistics import STATISTICS_ENTRIES
 from app.privacy.releases import MECHANISMS, Entry, Release
 
 RULE = (
@@ -26,7 +27,7 @@ RULE = (
     "patient's value; patient features sent for scoring are never logged."
 )
 
-ENTRIES: tuple[Entry, ...] = (*API_ENTRIES, *OUTPUT_ENTRIES)
+ENTRIES: tuple[Entry, ...] = (*API_ENTRIES, *STATISTICS_ENTRIES, *OUTPUT_ENTRIES)
 BY_WHERE: dict[str, Entry] = {e.where: e for e in ENTRIES}
 
 

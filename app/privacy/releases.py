@@ -18,6 +18,7 @@ class Release(StrEnum):
     DP_TRAINING = "dp_training"
     DP_CALIBRATION = "dp_calibration"
     DP_EVALUATION = "dp_evaluation"
+    DP_STATISTICS = "dp_statistics"
     LEDGER = "ledger"
     PUBLIC_BY_CONVENTION = "public_by_convention"
     AUDIT = "audit"
@@ -48,6 +49,15 @@ MECHANISMS: dict[Release, str] = {
         "The held-out evaluation: one noisy histogram release on the evaluation part "
         "(Gaussian, parallel composition with the training, no extra spend); every metric is "
         "post-processing of it. Exact only on a public dataset trained non-privately."
+    ),
+    Release.DP_STATISTICS: (
+        "DP cohort statistics (POST /v1/datasets/{id}/statistics): counts, clipped sums and "
+        "histogram counts of every record, grouped by public keys and bins from the declared "
+        "schema and the request, with Gaussian (zCDP) or Laplace (pure epsilon) noise from "
+        "OpenDP's exact samplers at sensitivities from the declared bounds; one request is one "
+        "release, charged to the dataset's ledger with each noisy vector's noise multiplier, "
+        "admitted by the same filter as the training jobs. Means, prevalences, standard errors "
+        "and intervals are post-processing of the noisy vectors."
     ),
     Release.LEDGER: (
         "Functions of public mechanism parameters (noise multiplier, sample rate, steps, clip "

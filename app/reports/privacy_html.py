@@ -36,6 +36,15 @@ def _job_link(job_id: int, root_path: str) -> Link:
     return Link(report_href("jobs", job_id, root_path), f"job {job_id}")
 
 
+def _owner_link(job_id: int | None, release_id: int | None, root_path: str) -> Link | str:
+    """A ledger entry's owner: its job's report, or its statistics release."""
+    if job_id is not None:
+        return _job_link(job_id, root_path)
+    if release_id is not None:
+        return Link(f"{root_path}/v1/statistics/{release_id}", f"statistics {release_id}")
+    return MISSING
+
+
 def epoch_chart(report: JobPrivacyReport) -> Chart:
     """PLD and RDP epsilon after each epoch, with the planned final epsilon and the target."""
     per_epoch = report.epsilon_per_epoch
@@ -158,7 +167,8 @@ def render_job_page(report: JobPrivacyReport, *, root_path: str = "") -> str:
 
 
 def spend_chart(report: DatasetPrivacyReport) -> Chart:
-    """Composed (RDP) and naive cumulative spend after each charged entry, against the budget."""
+    """Composed (RDP) and naive cumulative spend after each charged entry (a job or a
+    statistics release), against the budget."""
     timeline = report.timeline
     composed: list[tuple[float, float | None]] = [(0.0, 0.0)] if timeline else []
     naive: list[tuple[float, float | None]] = [(0.0, 0.0)] if timeline else []
@@ -172,12 +182,13 @@ def spend_chart(report: DatasetPrivacyReport) -> Chart:
         chart_id="cumulative-spend",
         title=f"Cumulative privacy spend, dataset {report.dataset_id}",
         description=(
-            f"Spend after each of {len(timeline)} charged jobs: composed by RDP "
+            f"Spend after each of {len(timeline)} charged jobs and statistics releases: "
+            "composed by RDP "
             f"({report.spent.epsilon_text}) and the naive sum of per-job epsilons "
             f"({report.spent.naive_sum_epsilon_text})"
             + (f", against a budget of {budget:g}." if finite(budget) else "; no budget.")
         ),
-        x_label="charged jobs (ledger order)",
+        x_label="charged jobs and statistics releases (ledger order)",
         y_label="cumulative ε",
         series=[
             Series("composed spend (RDP)", composed, color=PALETTE[0], shape="step-before"),
@@ -189,7 +200,7 @@ def spend_chart(report: DatasetPrivacyReport) -> Chart:
         references=references,
         x_domain=(0, max(len(timeline), 1)),
         x_integer=True,
-        empty_message="No job has been charged yet",
+        empty_message="No job has been charged yet, nor any statistics release",
         off_scale_label="∞: a non-private job was charged (off the scale)",
     )
 
@@ -198,7 +209,7 @@ def _timeline_table(report: DatasetPrivacyReport, root_path: str) -> dict[str, A
         [
             str(i),
             str(p.entry_id),
-            _job_link(p.job_id, root_path),
+            _owner_link(p.job_id, p.statistics_release_id, root_path),
             when(p.at),
             eps(p.entry_epsilon, non_private=p.non_private),
             eps(p.composed_epsilon, non_private=p.composed_epsilon is None),
@@ -206,8 +217,9 @@ def _timeline_table(report: DatasetPrivacyReport, root_path: str) -> dict[str, A
         ]
         for i, p in enumerate(report.timeline, start=1)
     ]
-    headers = [("#", True), ("Ledger entry", True), ("Job", False), ("Charged at", False),
-               ("Job ε (RDP)", True), ("Composed ε (RDP)", True), ("Naive sum ε", True)]
+    headers = [("#", True), ("Ledger entry", True), ("Job or release", False),
+               ("Charged at", False), ("Own ε", True), ("Composed ε (RDP)", True),
+               ("Naive sum ε", True)]
     return table("Cumulative spend (data of the plot above)", headers, rows)
 
 
@@ -215,7 +227,7 @@ def _entries_table(report: DatasetPrivacyReport, root_path: str) -> dict[str, An
     rows = [
         [
             str(e.id),
-            _job_link(e.job_id, root_path),
+            _owner_link(e.job_id, e.statistics_release_id, root_path),
             e.status or MISSING,
             e.mechanism,
             num(e.noise_multiplier),
@@ -229,7 +241,8 @@ def _entries_table(report: DatasetPrivacyReport, root_path: str) -> dict[str, An
         ]
         for e in report.entries
     ]
-    headers = [("Entry", True), ("Job", False), ("Status", False), ("Mechanism", False),
+    headers = [("Entry", True), ("Job or release", False), ("Status", False),
+               ("Mechanism", False),
                ("σ", True), ("q", True), ("Steps charged", True), ("C", True), ("δ", True),
                ("Accountant", False), ("ε (RDP)", True), ("ε (PLD)", True)]
     return table("Ledger entries (only charged steps count against the budget)", headers, rows)
@@ -256,6 +269,32 @@ def _dataset_facts(report: DatasetPrivacyReport) -> list[tuple[str, str]]:
         ("Remaining ε", remaining),
         ("Composition", spent.composition),
     ]
+
+
+def _statistics_table(report: DatasetPrivacyReport, root_path: str) -> dict[str, Any] | None:
+    """The dataset's statistics releases, beside the jobs (their charges are in the ledger)."""
+    releases = report.statistics_releases
+    if not releases:
+        return None
+    rows = [
+        [
+            Link(f"{root_path}{r.href}", f"statistics {r.id}"),
+            when(r.created_at),
+            r.mechanism,
+            num(r.target_epsilon, "g"),
+            num(r.delta, "g") if r.delta is not None else "0 (pure ε)",
+            eps(r.epsilon),
+            "; ".join(r.queries),
+            str(r.cells),
+            MISSING if r.ledger_entry_id is None else str(r.ledger_entry_id),
+        ]
+        for r in releases
+    ]
+    headers = [("Release", False), ("Released at", False), ("Mechanism", False),
+               ("Target ε", True), ("δ", True), ("Own ε", True), ("Queries", False),
+               ("Cells", True), ("Ledger entry", True)]
+    return table("Statistics releases (every record; charged in the ledger above)", headers,
+                 rows)
 
 
 def _audits_table(report: DatasetPrivacyReport, root_path: str) -> dict[str, Any] | None:
@@ -297,5 +336,6 @@ def render_dataset_page(report: DatasetPrivacyReport, *, root_path: str = "") ->
         plot=chart_svg(spend_chart(report)),
         timeline_table=_timeline_table(report, root_path),
         entries_table=_entries_table(report, root_path),
+        statistics_table=_statistics_table(report, root_path),
         audits_table=_audits_table(report, root_path),
     )

@@ -22,6 +22,7 @@ from app.privacy.figures import PRIVACY_UNIT, epsilon_text
 from app.privacy.filter import CITATION
 from app.privacy.terms import terms
 from app.privacy_audit import service as privacy_audit_service
+from app.reports import statistics_report
 from app.reports.schemas import (
     Accountants,
     AuditSummary,
@@ -342,7 +343,8 @@ def _spent(spend: ledger_spend.Spend, dataset: Dataset) -> Spend:
 
 
 def dataset_report(*, session: Session, dataset: Dataset) -> DatasetPrivacyReport:
-    """Budget, composed spend (RDP), the naive sum for comparison, remaining, all entries."""
+    """Budget, composed spend (RDP), the naive sum for comparison, remaining, all entries
+    (jobs' and statistics releases'), and the statistics releases."""
     entries = ledger_spend.list_entries(session=session, dataset_id=dataset.id)
     timeline = ledger_spend.timeline_of(dataset, entries)
     spend = ledger_spend.spend_of(dataset, entries)
@@ -362,6 +364,7 @@ def dataset_report(*, session: Session, dataset: Dataset) -> DatasetPrivacyRepor
         remaining=Remaining(epsilon=spend.remaining_epsilon),
         entries=[entry_view(e) for e in entries],
         timeline=[_timeline_view(p) for p in timeline],
+        statistics_releases=statistics_report.summaries(session=session, dataset_id=dataset.id),
         # Empirical checks of the accounting (public datasets only; they charge nothing).
         privacy_audits=[AuditSummary.model_validate(a) for a in audits],
     )

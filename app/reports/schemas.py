@@ -168,10 +168,16 @@ class Remaining(ResponseModel):
 
 
 class LedgerEntryView(ResponseModel):
-    """One ledger entry: a job's mechanism, what it charges, and its epsilon."""
+    """One ledger entry: a job's or a statistics release's mechanism, what it charges, and
+    its epsilon."""
 
     id: int
-    job_id: int
+    job_id: int | None = Field(description="the training job charged (null: a statistics "
+                               "release)")
+    statistics_release_id: int | None = Field(description="the statistics release charged "
+                                              "(null: a job)")
+    components: list[float] | None = Field(description="a statistics release's noise "
+                                           "multipliers, one per noisy vector (null: a job)")
     status: str | None
     mechanism: str
     non_private: bool
@@ -194,7 +200,8 @@ class TimelinePointView(ResponseModel):
     """The dataset's spend right after one more charged entry (null: infinite)."""
 
     entry_id: int
-    job_id: int
+    job_id: int | None
+    statistics_release_id: int | None
     at: ReportDatetime
     entry_epsilon: Epsilon
     composed_epsilon: Epsilon
@@ -221,9 +228,28 @@ class AuditSummary(AuditOut):
     finished_at: ReportDatetime | None
 
 
+class StatisticsReleaseSummary(ResponseModel):
+    """A statistics release as the dataset report lists it, beside the training jobs."""
+
+    id: int
+    href: str = Field(description="the release, with its answers")
+    created_at: ReportDatetime
+    mechanism: str
+    target_epsilon: float
+    delta: float | None = Field(description="null: pure epsilon-DP (Laplace)")
+    epsilon: float | None = Field(description="the release's own epsilon (null: no entry)")
+    epsilon_text: str
+    rows: int
+    queries: list[str] = Field(description="each query in words, e.g. 'mean of num_sessions "
+                               "by sex'")
+    cells: int
+    ledger_entry_id: int | None
+
+
 class DatasetPrivacyReport(ResponseModel):
     """A dataset's budget, composed spend (RDP) with the naive sum, what remains, every ledger
-    entry, the spend after each, and the privacy audits of its jobs."""
+    entry, the spend after each, its statistics releases, and the privacy audits of its
+    jobs."""
 
     dataset_id: int
     dataset_name: str
@@ -235,6 +261,9 @@ class DatasetPrivacyReport(ResponseModel):
     remaining: Remaining
     entries: list[LedgerEntryView]
     timeline: list[TimelinePointView]
+    statistics_releases: list[StatisticsReleaseSummary] = Field(
+        description="DP cohort statistics, charged to the same ledger as the training jobs"
+    )
     privacy_audits: list[AuditSummary] = Field(
         description="empirical checks of the accounting (public datasets only; they charge "
         "nothing)"

@@ -44,6 +44,11 @@ TABLE: dict[tuple[str, str], frozenset[str] | str] = {
     ("GET", "/v1/jobs/{job_id}"): frozenset({DS, PO}),
     ("POST", "/v1/jobs/{job_id}/cancel"): frozenset({DS}),
     ("GET", "/v1/jobs/{job_id}/privacy-report"): frozenset({DS, PO, CL}),
+    # DP cohort statistics: data scientists and privacy officers ask (a release spends the
+    # dataset's budget) and read; clinicians may not.
+    ("POST", "/v1/datasets/{dataset_id}/statistics"): frozenset({DS, PO}),
+    ("GET", "/v1/datasets/{dataset_id}/statistics"): frozenset({DS, PO}),
+    ("GET", "/v1/statistics/{release_id}"): frozenset({DS, PO}),
     # Privacy audits of training jobs (app/privacy_audit): data scientists and privacy officers,
     # who may also request one (it charges no budget and runs only on public datasets).
     ("POST", "/v1/audits"): frozenset({DS, PO}),

@@ -26,6 +26,7 @@ def service_env(tmp_path: Path) -> dict[str, str]:
         **os.environ,
         "DATABASE_URL": f"sqlite:///{tmp_path / 'var' / 'dpcrisis.db'}",
         "ARTIFACT_DIR": str(tmp_path / "var" / "artifacts"),
+        "DATA_DIR": str(tmp_path / "var" / "data"),  # uploads, never into the working tree
         "WORKER_POLL_SECONDS": "0.2",
         "DPCRISIS_ADMIN_KEY": ADMIN_KEY,
     }

@@ -49,6 +49,8 @@ def test_empty_service_exposes_every_job_status_as_zero(client: TestClient) -> N
 def test_jobs_by_status_and_dataset_spend(
     client: TestClient, dataset: dict[str, Any], run_worker: Any
 ) -> None:
+    # The job histograms are this process's (the worker's), shared by every test: deltas.
+    before = _scrape(client)
     first = _submit(client, dataset["id"], noise_multiplier=1.0)
     assert run_worker() == 1
     _submit(client, dataset["id"], noise_multiplier=5.0)
@@ -68,12 +70,17 @@ def test_jobs_by_status_and_dataset_spend(
     assert spent == pytest.approx(report["spent"]["epsilon"], rel=1e-9)
     assert remaining == pytest.approx(report["remaining"]["epsilon"], rel=1e-9)
 
-    # One job started and one finished: windowed queue wait and throughput are present.
+    # One job claimed and one trained: the worker observed one wait and one throughput.
     job = client.get(f"/v1/jobs/{first['id']}").json()
     assert job["status"] == "succeeded"
-    assert _value(samples, "dpcrisis_job_queue_wait_seconds_last") >= 0
-    assert _value(samples, "dpcrisis_job_queue_wait_seconds", quantile="0.5") >= 0
-    assert _value(samples, "dpcrisis_training_samples_per_second_last") > 0
+    for name in ("dpcrisis_job_queue_wait_seconds", "dpcrisis_training_samples_per_second"):
+        count = _value(samples, f"{name}_count")
+        assert count == (_value(before, f"{name}_count") or 0) + 1, name
+        assert _value(samples, f"{name}_bucket", le="+Inf") == count
+        assert _value(samples, f"{name}_sum") >= (_value(before, f"{name}_sum") or 0)
+    rate = (_value(samples, "dpcrisis_training_samples_per_second_sum")
+            - (_value(before, "dpcrisis_training_samples_per_second_sum") or 0))
+    assert rate > 0  # expected samples per second of the one job
 
 
 def test_request_histogram_uses_route_templates(
@@ -94,14 +101,16 @@ def test_request_histogram_uses_route_templates(
 
 def test_errors_counter_increments_on_404(client: TestClient) -> None:
     name = "dpcrisis_http_errors_total"
-    before = _value(_scrape(client), name, route="/v1/jobs/{job_id}", status="404") or 0
+    job_route = {"route": "/v1/jobs/{job_id}", "status": "404"}
+    before = _value(_scrape(client), name, method="GET", **job_route) or 0
     assert client.get("/v1/jobs/987654").status_code == 404
     assert client.get("/v1/jobs/987655").status_code == 404
     assert client.get("/no/such/path/123").status_code == 404
 
     samples = _scrape(client)
-    assert _value(samples, name, route="/v1/jobs/{job_id}", status="404") == before + 2
-    assert _value(samples, name, route="<unmatched>", status="404") == 1
+    assert _value(samples, name, method="GET", **job_route) == before + 2
+    assert _value(samples, name, route="<unmatched>", method="GET", status="404") == 1
+    assert not any(n == name and "method" not in dict(labels) for n, labels in samples)
     assert not any("987654" in v or "/no/such" in v for _, labels in samples for _, v in labels)
 
 

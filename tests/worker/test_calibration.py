@@ -138,3 +138,34 @@ def test_a_dp_model_comes_out_calibrated_on_fresh_rows() -> None:
         dominated_gaussian_noise(history, DELTA, epsilon), rel=1e-12
     )
     assert c.rows == len(held_out)
+
+
+@pytest.mark.parametrize(("slope", "intercept"), [(0.55, -0.3), (1.0, -0.3)])
+def test_platt_fit_recovers_a_map_at_a_common_outcome(slope: float, intercept: float) -> None:
+    """A 30-40% outcome (clipping at such a prevalence leaves the weights about twice too
+    large: slope near 0.5). v1's bins ended at 32% with one open bin above, where most of
+    these rows fell; v2's are symmetric in log-odds."""
+    rng = np.random.default_rng(4)
+    z = rng.normal(-0.5, 2.5, 2_000_000)
+    y = rng.binomial(1, 1 / (1 + np.exp(-(slope * z + intercept)))).astype(float)
+    assert 0.25 < y.mean() < 0.45
+    c = cal.calibrate(z, y, noise_multiplier=0.0, rng=rng)
+    assert c.slope == pytest.approx(slope, abs=0.05)
+    assert c.intercept == pytest.approx(intercept, abs=0.1)
+
+
+def test_bin_edges_are_symmetric_in_log_odds_and_cover_confident_models() -> None:
+    np.testing.assert_allclose(cal.EDGES, -cal.EDGES[::-1], atol=1e-12)
+    assert np.all(np.diff(cal.EDGES) > 0)
+    assert cal.EDGES[-1] >= 12 and 0.0 in cal.EDGES
+
+
+def test_empty_bins_noise_adds_no_phantom_rows() -> None:
+    """Every calibration row in one bin: the other bins' noisy counts (clamped at 0, so
+    positive on average) stay out of the fit, which then matches the exact one closely."""
+    z = np.full(20_000, -4.0)
+    y = (np.arange(20_000) % 50 == 0).astype(float)  # 2%: logit(0.02) = -3.89
+    exact = cal.calibrate(z, y, 0.0, np.random.default_rng(0))
+    noisy = [cal.calibrate(z, y, 3.0, np.random.default_rng(k)) for k in range(20)]
+    fitted = np.array([c.slope * -4.0 + c.intercept for c in noisy])
+    assert np.abs(fitted - (exact.slope * -4.0 + exact.intercept)).max() < 0.15

@@ -1,0 +1,92 @@
+"""Exact aggregates of a cohort, one array per planned vector: what the noise is added to.
+
+Cells are laid out row-major over the query's grouping axes (then the histogram's bins), in
+the order the plan lists them; a record whose value lies outside a grouping's or histogram's
+bins is in no cell (it adds nothing). Values are clipped to the declared bounds before they
+are summed, which is what the sensitivities assume. Each grouping's cell index is computed once
+per release and shared by the queries that group the same way.
+"""
+
+import numpy as np
+
+from app.statistics.cohort import Cohort
+from app.statistics.plan import Axis, QueryPlan
+
+Cells = tuple[np.ndarray, np.ndarray | None]  # cell index per record, and who is in a cell
+
+
+def _axis_codes(axis: Axis, values: np.ndarray) -> Cells:
+    if axis.edges is None:  # categories (binary 0/1, category codes)
+        codes = values.astype(np.int64)
+        inside = (codes >= 0) & (codes < axis.size)
+        return codes, None if inside.all() else inside
+    edges = np.asarray(axis.edges)
+    clipped = np.clip(values, axis.column.lower, axis.column.upper)
+    codes = np.searchsorted(edges, clipped, side="right") - 1
+    codes[clipped == edges[-1]] = axis.size - 1  # the last bin is closed
+    inside = (clipped >= edges[0]) & (clipped <= edges[-1])
+    return codes, None if inside.all() else inside
+
+
+def _combine(axes: tuple[Axis, ...], cohort: Cohort) -> Cells:
+    index = np.zeros(cohort.rows, dtype=np.int64)
+    member: np.ndarray | None = None
+    for axis in axes:
+        codes, inside = _axis_codes(axis, cohort.columns[axis.column.name])
+        index = index * axis.size + np.where(codes < 0, 0, codes)
+        if inside is not None:
+            member = inside if member is None else member & inside
+    return index, member
+
+
+class CellIndex:
+    """Cell indices per grouping, computed once per release."""
+
+    def __init__(self, cohort: Cohort) -> None:
+        self.cohort = cohort
+        self._known: dict[tuple[object, ...], Cells] = {}
+
+    def of(self, axes: tuple[Axis, ...]) -> Cells:
+        key = tuple((a.column.name, a.edges) for a in axes)
+        if key not in self._known:
+            self._known[key] = _combine(axes, self.cohort)
+        return self._known[key]
+
+
+def _bincount(index: np.ndarray, member: np.ndarray | None, size: int,
+              weights: np.ndarray | None = None) -> np.ndarray:
+    if member is not None:
+        index = index[member]
+        weights = None if weights is None else weights[member]
+    return np.bincount(index, weights=weights, minlength=size).astype(np.float64)
+
+
+def _clipped(plan: QueryPlan, cohort: Cohort) -> np.ndarray:
+    assert plan.column is not None
+    return np.clip(cohort.columns[plan.column.name], plan.column.lower, plan.column.upper)
+
+
+def exact(plan: QueryPlan, cells: CellIndex, outcome: str) -> list[np.ndarray]:
+    """The exact value of each of ``plan``'s vectors (``outcome``: the outcome column)."""
+    index, member = cells.of(plan.groups)
+    size, cohort = plan.group_cells, cells.cohort
+    found: list[np.ndarray] = []
+    for vector in plan.vectors:
+        if vector.role == "count":
+            found.append(_bincount(index, member, size))
+        elif vector.role == "sum":
+            found.append(_bincount(index, member, size, _clipped(plan, cohort)))
+        elif vector.role == "shifted_sum":
+            assert plan.column is not None
+            mid = (plan.column.lower + plan.column.upper) / 2
+            found.append(_bincount(index, member, size, _clipped(plan, cohort) - mid))
+        elif vector.role == "outcome":
+            events = _bincount(index, member, size, cohort.columns[outcome])
+            found.append(np.concatenate([events, _bincount(index, member, size) - events]))
+        else:  # histogram: the bins are the last axis
+            assert plan.bins is not None
+            codes, inside = _axis_codes(plan.bins, cohort.columns[plan.bins.column.name])
+            both = member if inside is None else inside if member is None else member & inside
+            found.append(_bincount(index * plan.bins.size + np.where(codes < 0, 0, codes), both,
+                                   plan.cells))
+    return found

@@ -1,0 +1,146 @@
+"""Request and response bodies of the statistics API (``POST /v1/datasets/{id}/statistics``).
+
+A request is a list of queries and one privacy target; the whole list is one release. Field
+shapes are checked here (pydantic); the rules that need the dataset's declared schema (which
+feature, which bins, how many cells) are checked by ``app.statistics.plan``.
+"""
+
+from enum import StrEnum
+from typing import Annotated, Any
+
+from pydantic import Field
+
+from app.core.schemas import Page, RequestModel, ResponseModel, UtcDatetime, register_ranges
+
+MAX_QUERIES = 50
+MAX_CELLS = 10_000
+MAX_BY = 4
+MAX_EDGES = 201  # 200 bins
+MIN_EPSILON, MAX_EPSILON = 0.001, 100.0
+MAX_WEIGHT = 1000.0
+
+ColumnName = Annotated[str, Field(min_length=1, max_length=64)]
+
+
+class QueryKind(StrEnum):
+    COUNT = "count"
+    SUM = "sum"
+    MEAN = "mean"
+    HISTOGRAM = "histogram"
+    PREVALENCE = "prevalence"
+
+
+class NoiseMechanism(StrEnum):
+    GAUSSIAN = "gaussian"
+    LAPLACE = "laplace"
+
+
+Edges = Annotated[list[float], Field(min_length=2, max_length=MAX_EDGES)]
+
+
+class BinnedColumn(RequestModel):
+    """Group by a numeric feature cut at public edges: bins [e0, e1), ..., [e(k-1), ek]."""
+
+    feature: ColumnName
+    bins: Edges
+
+
+class StatisticQuery(RequestModel):
+    """One query; ``by`` names binary or categorical columns, or numeric ones with bins."""
+
+    kind: QueryKind
+    feature: ColumnName | None = Field(
+        default=None, description="sum, mean and histogram: the column (absent otherwise)")
+    bins: Edges | None = Field(
+        default=None, description="histogram of a numeric column: public, increasing edges "
+        "within its declared bounds (an integer column may end at upper + 1)")
+    by: list[ColumnName | BinnedColumn] = Field(default_factory=list, max_length=MAX_BY)
+    weight: float = Field(
+        default=1.0, gt=0, le=MAX_WEIGHT,
+        description="this query's share of the privacy target, relative to the others")
+
+
+class StatisticsPrivacy(RequestModel):
+    """The release's target: (epsilon, delta) for Gaussian noise, pure epsilon for Laplace."""
+
+    epsilon: float = Field(ge=MIN_EPSILON, le=MAX_EPSILON)
+    delta: float | None = Field(
+        default=None, gt=0, lt=1,
+        description="Gaussian only; default: the dataset's budget delta")
+    mechanism: NoiseMechanism = NoiseMechanism.GAUSSIAN
+
+
+@register_ranges
+class StatisticsCreate(RequestModel):
+    queries: list[StatisticQuery] = Field(min_length=1, max_length=MAX_QUERIES)
+    privacy: StatisticsPrivacy
+
+
+class NoiseOut(ResponseModel):
+    """One noisy vector of an answer: what it counts or sums, and the noise added to it."""
+
+    of: str = Field(description="what the vector holds, e.g. counts, or clipped sums")
+    cells: int
+    distribution: str = Field(description="gaussian or laplace")
+    scale: float = Field(description="noise standard deviation (gaussian) or scale b (laplace)")
+    sensitivity: float = Field(description="the vector's L2 (gaussian) or L1 (laplace) "
+                               "sensitivity under adding or removing one record")
+    norm: str = Field(description="l2 or l1")
+    rho: float | None = Field(description="zCDP of this vector (gaussian), by OpenDP's map")
+    epsilon: float | None = Field(description="pure epsilon of this vector (laplace), by "
+                                  "OpenDP's map")
+    sampler: str = Field(description="the library measurement that drew the noise")
+
+
+class CellOut(ResponseModel):
+    """One answered cell: the noisy value, its standard error and a 95% interval."""
+
+    group: dict[str, str] = Field(description="the cell's group, column -> label ({}: all)")
+    bin: str | None = Field(description="a histogram's bin or category (null otherwise)")
+    value: float
+    standard_error: float = Field(description="of the DP noise (against the exact value on "
+                                  "these rows), not of sampling")
+    ci95: list[float] = Field(description="[low, high]: a 95% interval of the exact value")
+
+
+class AnswerOut(ResponseModel):
+    """One query's answer."""
+
+    index: int
+    kind: QueryKind
+    feature: str | None
+    bins: list[float] | None
+    by: list[str | dict[str, Any]]
+    share: float = Field(description="this query's fraction of the release's privacy")
+    estimator: str
+    noise: list[NoiseOut]
+    cells: list[CellOut]
+
+
+class ReleasePrivacyOut(ResponseModel):
+    """The release's mechanism and what it charged the dataset's ledger."""
+
+    mechanism: NoiseMechanism
+    target_epsilon: float
+    delta: float | None = Field(description="null: pure epsilon-DP (Laplace)")
+    epsilon: float | None = Field(description="the release's own epsilon (Gaussian: exact at "
+                                  "delta; Laplace: pure), at most the target")
+    epsilon_rdp: float | None
+    noise_multiplier: float = Field(description="the charged equivalent (Gaussian: the "
+                                    "composed multiplier; Laplace: 1 / epsilon)")
+    ledger_entry_id: int | None
+    statement: str
+
+
+class StatisticsReleaseOut(ResponseModel):
+    id: int
+    dataset_id: int
+    created_at: UtcDatetime
+    rows: int = Field(description="the records the release covers: all of the dataset's")
+    library: str
+    privacy: ReleasePrivacyOut
+    answers: list[AnswerOut]
+
+
+class StatisticsPage(Page[StatisticsReleaseOut]):
+    pass
