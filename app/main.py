@@ -23,6 +23,7 @@ from app.auth import service as auth_service
 from app.auth.dependencies import AUTH_RESPONSES, authenticate
 from app.cdshooks.cors import CdsHooksCors
 from app.core.body_limit import install_body_limit
+from app.core.docs import install_docs
 from app.core.errors import install_error_handlers
 from app.core.openapi import install_problem_docs, operation_id
 from app.dashboard.router import router as dashboard_router
@@ -62,7 +63,10 @@ def create_app(*, embedded_worker: bool = False) -> FastAPI:
         summary="Differentially private training and scoring of 30-day crisis risk",
         lifespan=lifespan,
         generate_unique_id_function=operation_id,  # createJob, getJobPrivacyReport, ...
+        docs_url=None,  # /docs and /redoc without a CDN: app.core.docs
+        redoc_url=None,
     )
+    install_docs(app)
     install_error_handlers(app)
     install_body_limit(app)  # MAX_REQUEST_BYTES: 413 before a huge body is buffered
     install_metrics(app)  # outside the limit, so refused requests are counted too

@@ -17,7 +17,7 @@ ahead of diffprivlib on mean and worst AUC at every epsilon. Each cell is the me
 ``seeds`` splits (a fresh coin secret each) with seeded DP noise, so a run is reproducible;
 gaps are paired (same split, same rows).
 
-    .venv/bin/python bench/proxy_study.py            # five proxies at full size (~10 min)
+    .venv/bin/python bench/proxy_study.py            # five proxies at full size (~3-4 min)
     .venv/bin/python bench/proxy_study.py --quick    # four proxies, smaller (< 2 min)
 """
 

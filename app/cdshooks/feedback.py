@@ -5,6 +5,8 @@ reason's coding (``system|code``) and how many suggestions were accepted. The fr
 ``userComment`` is not kept: it may name the patient, and nothing here needs it.
 """
 
+from datetime import UTC
+
 from sqlalchemy.orm import Session
 
 from app.auth.principal import Principal
@@ -25,7 +27,9 @@ def record(*, session: Session, principal: Principal, service_id: str,
     for item in feedback.feedback:
         session.add(CdsFeedback(
             service_id=service_id, card=item.card, outcome=item.outcome,
-            outcome_at=item.outcomeTimestamp, override_reason=_reason(item),
+            outcome_at=(item.outcomeTimestamp if item.outcomeTimestamp.tzinfo
+                        else item.outcomeTimestamp.replace(tzinfo=UTC)),
+            override_reason=_reason(item),
             accepted_suggestions=len(item.acceptedSuggestions or []),
             actor=principal.name[:100], api_key_id=principal.key_id,
         ))

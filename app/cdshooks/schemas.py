@@ -25,7 +25,7 @@ class RequestExtension(BaseModel):
     model_config = ConfigDict(extra="allow")  # other services' extensions are ignored
 
     min_band: Literal["low", "medium", "high"] | None = Field(
-        default=None, alias=MIN_BAND_EXTENSION,
+        default=None, alias="dev.dpcrisis.min-band",
         description="the lowest risk band that gets a card in this call; default: the "
         "service's (discovery's dev.dpcrisis.min-band)",
     )

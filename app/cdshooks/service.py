@@ -27,7 +27,7 @@ the 404 / 409 that ``/v1/risk`` answers.
 """
 
 from datetime import date
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import ValidationError
 
@@ -62,7 +62,10 @@ class WrongHook(DomainError):
     status, kind, title = 400, "wrong-hook", "Hook not supported by this service"
 
 
-def _resource(sources: Sources, name: str) -> str:
+Resource = Literal["Patient", "Observation", "Condition", "Encounter"]
+
+
+def _resource(sources: Sources, name: str) -> Resource:
     if sources.age is not None and name == sources.age.name:
         return "Patient"
     if any(d.feature.name == name for d in sources.diagnoses):
@@ -75,8 +78,8 @@ def _resource(sources: Sources, name: str) -> str:
 def _feature_code(sources: Sources, f: Any) -> FeatureCode:
     resource = _resource(sources, f.name)
     c = next((c for c in sources.observed if c.feature.name == f.name), None)
-    if resource != "Observation":
-        c = None  # the Patient, Conditions or Encounters: not an Observation of its own code
+    if resource in ("Condition", "Encounter"):
+        c = None  # not read from an Observation of its own code (a local one still is)
     diagnosis = next((d for d in sources.diagnoses if d.feature.name == f.name), None)
     codes = [] if diagnosis is None else [
         DiagnosisCoding(system=d.system, code=d.code, display=d.display, below=d.below)

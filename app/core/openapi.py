@@ -12,6 +12,7 @@ Every operation is named after its route function, in camelCase (``create_job`` 
 ``createJob``), so generated clients read like the code.
 """
 
+import copy
 from http import HTTPStatus
 from typing import Any
 
@@ -19,9 +20,22 @@ from fastapi import FastAPI
 from fastapi.routing import APIRoute
 from pydantic import BaseModel, ConfigDict, Field
 
+from app.core import fhir_schemas
 from app.core.errors import PROBLEM_JSON
 
 PROBLEM_REF = {"$ref": "#/components/schemas/Problem"}
+FHIR_JSON = "application/fhir+json"
+OPERATION_OUTCOME = {"type": "object", "description": "a FHIR R4 OperationOutcome (the "
+                     "default on FHIR routes; problem+json when Accept prefers it)"}
+
+
+API_CONTACT = {"name": "dpcrisis maintainers"}
+API_LICENSE = {"name": "Proprietary"}
+SERVERS = [{"url": "/", "description": "this service: paths are relative to where this "
+                                       "document was fetched"}]
+IGNORED_HEADERS = frozenset({"accept", "content-type", "authorization"})
+"""Header parameters OpenAPI says SHALL be ignored: content negotiation is the responses'
+media types, and the key is the security scheme."""
 
 
 class FieldProblem(BaseModel):
@@ -79,6 +93,7 @@ def _implied_errors(operation: dict[str, Any]) -> list[int]:
 
 def _document_errors(operation: dict[str, Any]) -> None:
     responses: dict[str, Any] = operation.setdefault("responses", {})
+    fhir = FHIR_JSON in responses.get("200", {}).get("content", {})  # app.fhir.outcome
     for status in _implied_errors(operation):
         responses.setdefault(str(status), {})
     for status, response in responses.items():
@@ -87,7 +102,42 @@ def _document_errors(operation: dict[str, Any]) -> None:
         if status.isdigit() and not response.get("description"):
             response["description"] = HTTPStatus(int(status)).phrase
         response["content"] = {PROBLEM_JSON: {"schema": PROBLEM_REF}}
+        if fhir:
+            response["content"][FHIR_JSON] = {"schema": OPERATION_OUTCOME}
     operation["responses"] = dict(sorted(responses.items()))
+
+
+def _drop_ignored_headers(operation: dict[str, Any]) -> None:
+    """No ``accept`` parameter: FastAPI lists a route's ``Header()`` input, but ``Accept`` is
+    already said by the response's media types (clients and Swagger UI set it from those)."""
+    params = [p for p in operation.get("parameters", [])
+              if not (p.get("in") == "header" and p.get("name", "").lower() in IGNORED_HEADERS)]
+    if params:
+        operation["parameters"] = params
+    else:
+        operation.pop("parameters", None)
+
+
+def _document_fhir_success(operation: dict[str, Any], path: str, method: str) -> None:
+    """A FHIR route's 200 has its resource's schema (``app.core.fhir_schemas``) unless the
+    route gave one; FastAPI's empty ``application/json`` placeholder goes."""
+    content = operation.get("responses", {}).get("200", {}).get("content", {})
+    if FHIR_JSON not in content:
+        return
+    if not content[FHIR_JSON].get("schema"):
+        schema = fhir_schemas.SCHEMA_BY_ROUTE.get((path, method), fhir_schemas.RESOURCE)
+        content[FHIR_JSON] = {"schema": copy.deepcopy(schema)}
+    if not content.get("application/json", {}).get("schema", True):
+        del content["application/json"]
+
+
+def _describe_service(document: dict[str, Any]) -> None:
+    """Contact, licence and servers, unless the app set its own."""
+    info = document.setdefault("info", {})
+    info.setdefault("contact", dict(API_CONTACT))
+    info.setdefault("license", dict(API_LICENSE))
+    if not document.get("servers"):
+        document["servers"] = [dict(server) for server in SERVERS]
 
 
 def _drop_unused(schemas: dict[str, Any], document: dict[str, Any]) -> None:
@@ -106,10 +156,13 @@ def install_problem_docs(app: FastAPI) -> None:
         if app.openapi_schema is not None:
             return app.openapi_schema
         document = build()
-        for path_item in document.get("paths", {}).values():
-            for operation in path_item.values():
+        for path, path_item in document.get("paths", {}).items():
+            for method, operation in path_item.items():
                 if isinstance(operation, dict) and "responses" in operation:
+                    _drop_ignored_headers(operation)
+                    _document_fhir_success(operation, path, method)
                     _document_errors(operation)
+        _describe_service(document)
         schemas = document.setdefault("components", {}).setdefault("schemas", {})
         problem = Problem.model_json_schema(ref_template="#/components/schemas/{model}")
         schemas.update(problem.pop("$defs", {}))

@@ -213,12 +213,22 @@ SCORING = [
     entry("response:scorePatientFhir", (DP_TRAINING, PUBLIC_INPUT, LEDGER, PUBLIC_BY_CONVENTION),
           "a FHIR RiskAssessment: the model's risk for the caller's patient, the caller's "
           "values as its basis, and the model's statement"),
+    entry("response:searchCodeSystems", PUBLIC_INPUT,
+          "the service's own code systems (risk bands, card topic): fixed definitions"),
+    entry("response:readCodeSystem", PUBLIC_INPUT,
+          "one of the service's own code systems: fixed definitions"),
 ]
 
 CDS_HOOKS = [
     *fields("CdsService", {PUBLIC_INPUT: "hook id title description prefetch "
                                          "usageRequirements"}),
-    *fields("FeatureCode", {PUBLIC_INPUT: "feature label system code allowed"}),
+    *fields("FeatureCode", {PUBLIC_INPUT: "feature label prefetch resource system code "
+                                          "display allowed"}),
+    *fields("DiagnosisCoding", {PUBLIC_INPUT: "system code display below"}),
+    *fields("ServiceExtension", {PUBLIC_INPUT: "dev.dpcrisis.model-id dev.dpcrisis.min-band "
+                                               "dev.dpcrisis.not-prefetchable"}),
+    *fields("FeedbackReceived", {PUBLIC_INPUT: "received"},
+            note="how many feedback items the caller's own request held"),
     *fields("Card", {PUBLIC_INPUT: "uuid", DP_TRAINING: "summary indicator"}),
     entry("Card.detail", (DP_TRAINING, PUBLIC_INPUT, LEDGER, PUBLIC_BY_CONVENTION),
           "the risk and contributions of the caller's patient, with the model's statement"),

@@ -69,7 +69,8 @@ def component_rdp(kind: str, components: Sequence[float], orders: np.ndarray) ->
 
 def _gaussian_delta(mu: float, epsilon: float) -> float:
     """delta(epsilon) of mu-GDP (Balle and Wang 2018), increasing in mu."""
-    return float(ndtr(-epsilon / mu + mu / 2) - math.exp(epsilon + log_ndtr(-epsilon / mu - mu / 2)))
+    upper = ndtr(-epsilon / mu + mu / 2)
+    return float(upper - math.exp(epsilon + log_ndtr(-epsilon / mu - mu / 2)))
 
 
 def gaussian_mu(epsilon: float, delta: float) -> float:

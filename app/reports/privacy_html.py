@@ -191,14 +191,15 @@ def spend_chart(report: DatasetPrivacyReport) -> Chart:
         x_label="charged jobs and statistics releases (ledger order)",
         y_label="cumulative ε",
         series=[
-            Series("composed spend (RDP)", composed, color=PALETTE[0], shape="step-before"),
+            # step-after: the spend rises at the entry that charged it, not one entry early.
+            Series("composed spend (RDP)", composed, color=PALETTE[0], shape="step-after"),
             Series(
-                "naive sum of per-job ε", naive, color=PALETTE[1], shape="step-before",
+                "naive sum of per-job ε", naive, color=PALETTE[1], shape="step-after",
                 dash="6 4", marker="square",
             ),
         ],
         references=references,
-        x_domain=(0, max(len(timeline), 1)),
+        x_domain=(0, max(len(timeline), 1) + 0.5),  # room to see the last rise
         x_integer=True,
         empty_message="No job has been charged yet, nor any statistics release",
         off_scale_label="∞: a non-private job was charged (off the scale)",

@@ -6,16 +6,25 @@ for a handful of lines and ticks. Charts are accessible (``role="img"``, a ``<ti
 ``<desc>``); callers put the same data in a ``<table>`` beside the chart. Every label, title,
 colour and dash pattern is escaped with ``html.escape`` where it enters the SVG string.
 
+Text is 14 px at the chart's natural width (tick labels, axis labels, legend), so that it stays
+legible when a page scales the chart down or prints it. Two reference lines closer than
+``MERGE_PX`` pixels would be drawn as one: they are, with one legend entry naming both.
+
 Missing values (None, NaN) are skipped. A value of +infinity (a non-private spend is
 epsilon = infinity) never stretches an axis: it is drawn off the scale, as an upward triangle
 on the top edge marked "∞", and the caller says so in words and in its table.
 """
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from html import escape
 from typing import Literal
+
+from app.reports.svg_ticks import format_tick, nice_step, nice_ticks
+
+__all__ = ["Chart", "Reference", "Series", "finite_points", "format_tick", "merged_references",
+           "nice_step", "nice_ticks", "off_scale_points", "render_svg"]
 
 Marker = Literal["circle", "square", "triangle", "none"]
 Shape = Literal["linear", "step-after", "step-before"]
@@ -23,7 +32,10 @@ Shape = Literal["linear", "step-after", "step-before"]
 # Okabe-Ito colours: distinguishable with the common colour-vision deficiencies.
 PALETTE = ("#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9")
 REFERENCE_COLOR = "#333333"
-_CHAR_WIDTH = 6.6  # average glyph width at 12px, to lay out legend entries without a renderer
+FONT_SIZE = 14  # px, every text of the chart
+_CHAR_WIDTH = 7.8  # average glyph width at 14px, to lay out legend entries without a renderer
+MERGE_PX = 4.0
+"""Reference lines closer than this (in pixels) are drawn as one, their labels joined."""
 
 
 @dataclass(frozen=True)
@@ -75,9 +87,9 @@ class Chart:
     y_domain: tuple[float, float] | None = None
     x_integer: bool = False
     y_from_zero: bool = True
-    width: int = 640
-    height: int = 340
-    margin: tuple[int, int, int, int] = field(default=(20, 20, 52, 64))  # top right bottom left
+    width: int = 720
+    height: int = 380
+    margin: tuple[int, int, int, int] = field(default=(20, 24, 60, 76))  # top right bottom left
 
 
 def finite_points(
@@ -96,45 +108,6 @@ def off_scale_points(points: Sequence[tuple[float | None, float | None]]) -> lis
 
 def _finite(value: object) -> bool:
     return isinstance(value, int | float) and math.isfinite(value)
-
-
-def nice_step(span: float, max_ticks: int = 6, *, integer: bool = False) -> float:
-    """A round tick spacing (1, 2, 2.5 or 5 times a power of ten) giving at most ``max_ticks``."""
-    if span <= 0 or not math.isfinite(span):
-        return 1.0
-    raw = span / max(max_ticks - 1, 1)
-    power = 10 ** math.floor(math.log10(raw))
-    for factor in (1.0, 2.0, 2.5, 5.0, 10.0):
-        if integer and factor == 2.5:
-            continue  # integer axes (epochs, entries) tick at whole numbers only
-        step = factor * power
-        if step >= raw:
-            return max(step, 1.0) if integer else step
-    return 10.0 * power
-
-
-def nice_ticks(lo: float, hi: float, max_ticks: int = 6, *, integer: bool = False) -> list[float]:
-    """Evenly spaced round values covering [lo, hi]; the axis is then widened to the outer ticks."""
-    if hi < lo:
-        lo, hi = hi, lo
-    step = nice_step(hi - lo, max_ticks, integer=integer)
-    start = math.floor(lo / step + 1e-9) * step
-    stop = math.ceil(hi / step - 1e-9) * step
-    count = int(round((stop - start) / step))
-    return [_clean(start + i * step) for i in range(count + 1)]
-
-
-def _clean(value: float) -> float:
-    """Round off float noise such as 0.30000000000000004 so tick labels stay short."""
-    return float(f"{value:.12g}") + 0.0  # + 0.0 turns -0.0 into 0.0
-
-
-def format_tick(value: float, step: float) -> str:
-    """A tick label with just enough decimals to tell neighbouring ticks apart."""
-    decimals = max(0, -math.floor(math.log10(step) + 1e-9)) if step > 0 else 0
-    if step > 0 and not math.isclose(step * 10**decimals, round(step * 10**decimals)):
-        decimals += 1
-    return f"{value:.{decimals}f}"
 
 
 def _domain(values: list[float], forced: tuple[float, float] | None) -> tuple[float, float]:
@@ -201,15 +174,33 @@ def _marker(kind: Marker, x: float, y: float, color: str, tooltip: str, css: str
     return ""
 
 
-def _legend(chart: Chart, top: float, off_scale: bool) -> tuple[list[str], float]:
+def merged_references(
+    references: Sequence[Reference], pixel: Callable[[float], float]
+) -> list[Reference]:
+    """The finite references, those within ``MERGE_PX`` of the previous one (in pixels, by
+    ``pixel``) folded into it: one line, in the first one's style, labelled with both."""
+    merged: list[Reference] = []
+    for ref in sorted((r for r in references if _finite(r.y)), key=lambda r: r.y):
+        last = merged[-1] if merged else None
+        if last is not None and abs(pixel(ref.y) - pixel(last.y)) < MERGE_PX:
+            merged[-1] = Reference(f"{last.label} and {ref.label}", last.y, last.color,
+                                   last.dash)
+        else:
+            merged.append(ref)
+    return merged
+
+
+def _legend(
+    chart: Chart, references: Sequence[Reference], top: float, off_scale: bool
+) -> tuple[list[str], float]:
     """Legend entries laid out left to right, wrapping; returns the elements and their height."""
     items: list[tuple[str, str, str | None, Marker]] = [
         (s.label, s.color, s.dash, s.marker) for s in chart.series
-    ] + [(r.label, r.color, r.dash, "none") for r in chart.references]
+    ] + [(r.label, r.color, r.dash, "none") for r in references]
     if off_scale:  # a marker without a line
         items.append((chart.off_scale_label, REFERENCE_COLOR, None, "triangle"))
     left = chart.margin[3]
-    x, y, row_height = left, top, 18.0
+    x, y, row_height = left, top, FONT_SIZE + 8.0
     out = ['<g class="legend">']
     for label, color, dash, marker in items:
         width = 34 + len(label) * _CHAR_WIDTH + 18
@@ -221,7 +212,7 @@ def _legend(chart: Chart, top: float, off_scale: bool) -> tuple[list[str], float
                 f'stroke="{escape(color)}" stroke-width="2"{_dash(dash)}/>'
             )
         out.append(_marker(marker, x + 13, y, color, label, "legend-marker"))
-        out.append(f'<text x="{_fmt(x + 32)}" y="{_fmt(y + 4)}">{escape(label)}</text>')
+        out.append(f'<text x="{_fmt(x + 32)}" y="{_fmt(y + 5)}">{escape(label)}</text>')
         x += width
     out.append("</g>")
     return out, (y - top) + row_height if items else 0.0
@@ -268,7 +259,9 @@ def render_svg(chart: Chart) -> str:
     plot_bottom = chart.height - bottom
     sx = _Scale(x_lo, x_hi, left, chart.width - right)
     sy = _Scale(y_lo, y_hi, plot_bottom, top)
-    legend, legend_height = _legend(chart, chart.height + 6, any(off_scale))
+    references = merged_references(
+        [r for r in chart.references if _finite(r.y) and y_lo <= r.y <= y_hi], sy)
+    legend, legend_height = _legend(chart, references, chart.height + 8, any(off_scale))
     total_height = chart.height + legend_height + 8
 
     cid = escape(chart.chart_id)
@@ -276,28 +269,28 @@ def render_svg(chart: Chart) -> str:
         f'<svg xmlns="http://www.w3.org/2000/svg" class="chart" id="{cid}" role="img" '
         f'viewBox="0 0 {chart.width} {_fmt(total_height)}" width="{chart.width}" '
         f'height="{_fmt(total_height)}" aria-labelledby="{cid}-title" '
-        f'aria-describedby="{cid}-desc" font-family="system-ui, sans-serif" font-size="12">',
+        f'aria-describedby="{cid}-desc" font-family="system-ui, sans-serif" '
+        f'font-size="{FONT_SIZE}">',
         f'<title id="{cid}-title">{escape(chart.title)}</title>',
         f'<desc id="{cid}-desc">{escape(chart.description or chart.title)}</desc>',
         f'<rect x="{left}" y="{top}" width="{chart.width - left - right}" '
         f'height="{plot_bottom - top}" fill="#ffffff" stroke="#cccccc"/>',
     ]
     out += _axes(chart, sx, sy, x_ticks, y_ticks)
-    for ref in chart.references:
-        if _finite(ref.y) and y_lo <= ref.y <= y_hi:
-            out.append(
-                f'<line class="reference" x1="{left}" x2="{chart.width - right}" '
-                f'y1="{_fmt(sy(ref.y))}" y2="{_fmt(sy(ref.y))}" stroke="{escape(ref.color)}" '
-                f'stroke-width="1.5"{_dash(ref.dash)}><title>{escape(ref.label)}: '
-                f"{ref.y:.4g}</title></line>"
-            )
+    for ref in references:
+        out.append(
+            f'<line class="reference" x1="{left}" x2="{chart.width - right}" '
+            f'y1="{_fmt(sy(ref.y))}" y2="{_fmt(sy(ref.y))}" stroke="{escape(ref.color)}" '
+            f'stroke-width="1.5"{_dash(ref.dash)}><title>{escape(ref.label)}: '
+            f"{ref.y:.4g}</title></line>"
+        )
     for index, (series, pts) in enumerate(drawn):
         out += _series(series, index, pts, sx, sy)
         out += _off_scale(series, index, off_scale[index], sx, top)
     if not has_data:
         out.append(
             f'<text class="empty" x="{_fmt((left + chart.width - right) / 2)}" '
-            f'y="{_fmt((top + plot_bottom) / 2)}" text-anchor="middle" font-size="14" '
+            f'y="{_fmt((top + plot_bottom) / 2)}" text-anchor="middle" font-size="16" '
             f'fill="#333333">{escape(chart.empty_message)}</text>'
         )
     out += legend
@@ -317,12 +310,12 @@ def _axes(
         x = _fmt(sx(t))
         out.append(
             f'<line x1="{x}" x2="{x}" y1="{plot_bottom}" y2="{plot_bottom + 5}" stroke="#222222"/>'
-            f'<text class="tick" x="{x}" y="{plot_bottom + 18}" text-anchor="middle">'
+            f'<text class="tick" x="{x}" y="{plot_bottom + 20}" text-anchor="middle">'
             f"{escape(format_tick(t, x_step))}</text>"
         )
     out.append(
         f'<text class="axis-label" x="{_fmt((left + chart.width - right) / 2)}" '
-        f'y="{chart.height - 12}" text-anchor="middle">{escape(chart.x_label)}</text></g>'
+        f'y="{chart.height - 14}" text-anchor="middle">{escape(chart.x_label)}</text></g>'
     )
     out.append('<g class="axis y-axis" fill="#222222">')
     for t in y_ticks:

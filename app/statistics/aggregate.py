@@ -9,22 +9,36 @@ per release and shared by the queries that group the same way.
 
 import numpy as np
 
+from app.datasets.dataset_schema import FeatureKind
 from app.statistics.cohort import Cohort
 from app.statistics.plan import Axis, QueryPlan
 
 Cells = tuple[np.ndarray, np.ndarray | None]  # cell index per record, and who is in a cell
+MAX_LOOKUP = 1_000_000  # an integer column's span up to which bins are found by lookup
+
+
+def _bin_codes(edges: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """Each value's bin, -1 below the first edge and len(edges) - 1 above the last (closed)."""
+    codes = np.searchsorted(edges, values, side="right") - 1
+    codes[values == edges[-1]] = len(edges) - 2  # the last bin is closed
+    return codes
 
 
 def _axis_codes(axis: Axis, values: np.ndarray) -> Cells:
+    """Each record's code on ``axis``, and who is inside its bins (None: everyone)."""
     if axis.edges is None:  # categories (binary 0/1, category codes)
         codes = values.astype(np.int64)
         inside = (codes >= 0) & (codes < axis.size)
         return codes, None if inside.all() else inside
     edges = np.asarray(axis.edges)
-    clipped = np.clip(values, axis.column.lower, axis.column.upper)
-    codes = np.searchsorted(edges, clipped, side="right") - 1
-    codes[clipped == edges[-1]] = axis.size - 1  # the last bin is closed
-    inside = (clipped >= edges[0]) & (clipped <= edges[-1])
+    low, high = axis.column.lower, axis.column.upper
+    if axis.column.kind is FeatureKind.INTEGER and high - low <= MAX_LOOKUP:
+        # Whole numbers within public bounds: one table lookup per record (no search).
+        lookup = _bin_codes(edges, np.arange(low, high + 1))
+        codes = lookup[(np.clip(values, low, high) - low).astype(np.int64)]
+    else:
+        codes = _bin_codes(edges, np.clip(values, low, high))
+    inside = (codes >= 0) & (codes < axis.size)
     return codes, None if inside.all() else inside
 
 

@@ -52,7 +52,8 @@ def _frozen(columns: dict[str, np.ndarray]) -> Cohort:
 def _synthetic(dataset: Dataset) -> Cohort:
     schema = parts.schema_of(dataset)
     table = synthetic.generate(dataset.n_rows, dataset.seed)
-    columns = {name: table.x[:, j] for j, name in enumerate(FEATURE_NAMES)}
+    by_column = np.ascontiguousarray(table.x.T)  # one pass: each column contiguous
+    columns = {name: by_column[j] for j, name in enumerate(FEATURE_NAMES)}
     columns |= {a.name: table.sex for a in schema.attributes}
     columns[schema.outcome.name] = table.y
     return _frozen(columns)
@@ -62,7 +63,8 @@ def _upload(dataset: Dataset) -> Cohort:
     assert dataset.table_sha256 is not None
     schema = parts.schema_of(dataset)
     table = table_store.load(parts.table_path(dataset.table_sha256), schema=schema)
-    columns = {name: table.features[:, j] for j, name in enumerate(schema.feature_names)}
+    by_column = np.ascontiguousarray(table.features.T)
+    columns = {name: by_column[j] for j, name in enumerate(schema.feature_names)}
     columns |= dict(table.attributes)
     columns[schema.outcome.name] = table.outcome
     return _frozen(columns)

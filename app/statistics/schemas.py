@@ -17,7 +17,7 @@ MAX_CELLS = 10_000
 MAX_BY = 4
 MAX_EDGES = 201  # 200 bins
 MIN_EPSILON, MAX_EPSILON = 0.001, 100.0
-MAX_WEIGHT = 1000.0
+MIN_WEIGHT, MAX_WEIGHT = 0.001, 1000.0
 
 ColumnName = Annotated[str, Field(min_length=1, max_length=64)]
 
@@ -56,7 +56,7 @@ class StatisticQuery(RequestModel):
         "within its declared bounds (an integer column may end at upper + 1)")
     by: list[ColumnName | BinnedColumn] = Field(default_factory=list, max_length=MAX_BY)
     weight: float = Field(
-        default=1.0, gt=0, le=MAX_WEIGHT,
+        default=1.0, ge=MIN_WEIGHT, le=MAX_WEIGHT,
         description="this query's share of the privacy target, relative to the others")
 
 

@@ -49,10 +49,15 @@ class AdminKey:
 
 @schemathesis.check
 def errors_are_problem_json(ctx: CheckContext, response: StResponse, case: Case) -> bool | None:
-    """RFC 9457: every 4xx/5xx leaves as application/problem+json with the core members."""
+    """RFC 9457: every 4xx/5xx leaves as application/problem+json with the core members (on
+    FHIR routes, as an OperationOutcome unless the client prefers problem+json)."""
     if response.status_code < 400:
         return None
     content_type = response.headers.get("content-type", [""])[0]
+    if content_type.startswith("application/fhir+json"):
+        outcome = response.json()
+        assert outcome["resourceType"] == "OperationOutcome" and outcome["issue"], outcome
+        return True
     assert content_type.startswith(PROBLEM_JSON), f"{response.status_code} as {content_type!r}"
     body = response.json()
     for member in ("type", "title", "status", "detail"):

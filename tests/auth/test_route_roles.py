@@ -28,6 +28,7 @@ TABLE: dict[tuple[str, str], frozenset[str] | str] = {
     ("GET", "/docs"): PUBLIC,
     ("GET", "/docs/oauth2-redirect"): PUBLIC,
     ("GET", "/redoc"): PUBLIC,
+    ("GET", "/docs/static/{name}"): PUBLIC,  # Swagger UI and ReDoc, served offline
     # Datasets: data scientists register; privacy officers read budgets and reports.
     ("POST", "/v1/datasets"): frozenset({DS}),
     ("GET", "/v1/datasets"): frozenset({DS, PO}),
@@ -69,6 +70,10 @@ TABLE: dict[tuple[str, str], frozenset[str] | str] = {
     ("POST", "/v1/risk/fhir"): frozenset({CL}),
     ("GET", "/cds-services"): frozenset({CL}),
     ("POST", "/cds-services/{service_id}"): frozenset({CL}),
+    ("POST", "/cds-services/{service_id}/feedback"): frozenset({CL}),
+    # The service's FHIR CodeSystems: public definitions, served at their canonical URLs.
+    ("GET", "/fhir/CodeSystem"): PUBLIC,
+    ("GET", "/fhir/CodeSystem/{code_system_id}"): PUBLIC,
     ("GET", "/v1/features"): frozenset({DS, PO, CL}),
     # The release inventory (what leaves the service, and its mechanism): every role reads it.
     ("GET", "/v1/privacy/inventory"): frozenset({DS, PO, CL}),

@@ -89,6 +89,19 @@ def test_score_a_patient_with_the_keyboard(service: dict[str, Any], page: Page) 
     assert percent(expected["probability"]) in page.locator("#probability").inner_text()
     thresholds = page.locator("#thresholds").inner_text()
     assert percent(expected["band_thresholds"]["medium_high"]) in thresholds
+    # The baseline in words: the reference patient, its risk, the base rate, what "raises" means.
+    baseline = page.locator("#baseline").inner_text()
+    reference = expected["reference"]["probability"]
+    assert f"predicted probability is {percent(reference)}" in baseline
+    assert "not an average patient" in baseline and "PHQ-9: 5 points" in baseline
+    rate = service["http"].get("/v1/models/active").json()["metrics"].get("prevalence")
+    if rate:  # the DP estimate of the evaluation part, when it had rows enough
+        assert f"About {percent(rate)} of the held-out patients" in baseline
+        assert f"This patient's {percent(expected['probability'])} is" in baseline
+        if reference / rate < 0.67:
+            assert "\u201Craises\u201D means higher than for the reference patient" in baseline
+    else:
+        assert "No base rate is available" in baseline
 
     rows = page.locator("#result .bar-row")
     assert rows.count() == len(spec) == len(expected["contributions"])
@@ -147,8 +160,8 @@ def test_the_page_asks_for_a_key_and_says_when_it_is_refused(
     page.fill("#api-key", service["clinician"])  # a valid key, of a role the page is not for
     page.press("#api-key", "Enter")
     page.wait_for_selector("body[data-ready='true']")
-    page.goto(f"{service['base']}/dashboard/privacy")
-    expect(page.locator("#page-status")).to_have_text(re.compile("role 'clinician' may not"))
+    page.goto(f"{service['base']}/dashboard/privacy")  # datasets refused: said in words
+    expect(page.locator("#datasets-refused")).to_contain_text("role (clinician) may not read")
 
     page.click("#key-forget")
     expect(page.locator("#page-status")).to_have_text(re.compile("Paste your API key"))
@@ -168,8 +181,10 @@ def test_out_of_range_value_is_shown_next_to_its_field(
     field = page.locator("#f-phq9[aria-invalid='true']")
     field.wait_for()
     error = page.locator("#f-phq9-error")
-    assert error.is_visible()
-    assert "[0, 27]" in error.inner_text()
+    assert error.is_visible()  # in a clinician's words, from the model's schema
+    assert "PHQ-9 must be a whole number from 0 to 27 points. You entered 30." in (
+        error.inner_text())
+    assert "Input should" not in page.locator("#result").inner_text()
     assert "f-phq9-error" in (field.get_attribute("aria-describedby") or "").split()
     assert page.locator("[aria-invalid='true']").count() == 1
     assert page.evaluate("document.activeElement.id") == "result-heading"

@@ -1,5 +1,5 @@
 """CDS Hooks: discovery, a patient-view card from prefetched FHIR resources, and the errors an
-EHR can act on (412 for missing data, 404 unknown service, 400/422 malformed calls)."""
+EHR can act on (412 for keys left out, 404 unknown service, 400/422 malformed calls)."""
 
 import copy
 import logging
@@ -12,7 +12,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from app.cdshooks.service import SERVICE_ID
-from app.fhir.codes import FEATURE_SYSTEM, LOINC
+from app.fhir.codes import FEATURE_SYSTEM, LOINC, TOPIC_CODE, TOPIC_SYSTEM
 from app.fhir.service import percent
 from tests.api.scoring_helpers import problem, train_models
 from tests.conftest import PATIENT
@@ -62,11 +62,15 @@ def prefetch() -> dict[str, Any]:
     }
 
 
+EVERY_BAND = {"dev.dpcrisis.min-band": "low"}
+"""The request extension asking for a card whatever the band (the default hides low)."""
+
+
 def hook_call(**changes: Any) -> dict[str, Any]:
     body = {"hook": "patient-view", "hookInstance": str(uuid.uuid4()),
             "fhirServer": "https://ehr.example/fhir",
             "context": {"userId": "Practitioner/7", "patientId": PATIENT_ID},
-            "prefetch": prefetch()}
+            "prefetch": prefetch(), "extension": EVERY_BAND}
     body.update(changes)
     return body
 
@@ -81,6 +85,9 @@ def test_discovery_names_the_data_it_needs(client: TestClient) -> None:
     assert prefetch_templates["patient"] == "Patient/{{context.patientId}}"
     assert "code=http://loinc.org|44261-6" in prefetch_templates["phq9"]
     assert f"code={FEATURE_SYSTEM}|gaf" in prefetch_templates["gaf"]
+    assert prefetch_templates["conditions"] == "Condition?patient={{context.patientId}}"
+    assert prefetch_templates["encounters"] == "Encounter?patient={{context.patientId}}"
+    assert set(prefetch_templates) == {"patient", "phq9", "gaf", "conditions", "encounters"}
     assert all("{{context.patientId}}" in t for t in prefetch_templates.values())
     # No model is active yet: discovery describes the built-in crisis schema and says so.
     # GAF has no declared code; the crisis schema keeps its published local code.
@@ -104,14 +111,17 @@ def test_card_for_patient_view(any_client: TestClient, run_worker: Any) -> None:
     assert "PHQ-9 22: severe depressive symptoms (20-27)" in card["detail"]  # the newest PHQ-9
     assert "substance use recorded" in card["detail"] and "prior crisis recorded" in card["detail"]
     uuid.UUID(card["uuid"])
-    assert card["source"]["topic"]["code"] == f"model-{model_id}"
+    # The topic is the same for every model and version; the model is named in the detail.
+    assert card["source"]["topic"]["code"] == TOPIC_CODE
+    assert card["source"]["topic"]["system"] == TOPIC_SYSTEM
+    assert f"Model {model_id} (" in card["detail"]
 
 
 @pytest.mark.parametrize(
     ("alter", "missing"),
     [
         (lambda p: p.pop("phq9"), ["phq9"]),
-        (lambda p: p.update(gaf=None, patient=None), ["age", "gaf"]),
+        (lambda p: [p.pop("gaf"), p.pop("patient")], ["age", "gaf"]),
         (lambda p: p["num_sessions"]["entry"][0]["resource"].update(status="entered-in-error"),
          ["num_sessions"]),
         (lambda p: p["substance_use"]["entry"][0]["resource"].update(
@@ -120,7 +130,7 @@ def test_card_for_patient_view(any_client: TestClient, run_worker: Any) -> None:
                                "prior_crisis"]),
     ],
 )
-def test_missing_prefetch_is_412(client: TestClient, run_worker: Any, alter: Any,
+def test_keys_left_out_are_412(client: TestClient, run_worker: Any, alter: Any,
                                  missing: list[str]) -> None:
     train_models(client, run_worker)
     data = copy.deepcopy(prefetch())

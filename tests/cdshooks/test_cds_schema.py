@@ -9,7 +9,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from app.core.settings import settings
-from app.fhir.codes import LOINC
+from app.fhir.codes import LOINC, TOPIC_CODE
 from tests.cdshooks.test_cds_hooks import PATIENT_ID, URL, birth_date_for, bundle, hook_call
 from tests.cdshooks.test_cds_hooks import observation as obs
 from tests.fhir.clinic_model import CLINIC, SLEEP_CODE, train_clinic_model
@@ -60,7 +60,8 @@ def test_discovery_follows_the_active_model(client: TestClient, run_worker: Any,
     assert codes["age"]["prefetch"] == "patient" and codes["age"]["code"] == "30525-0"
     assert codes["living"] == {
         "feature": "living", "label": "Living situation", "prefetch": "living",
-        "system": CLINIC, "code": "living-situation", "display": "Living situation",
+        "resource": "Observation", "codes": [], "system": CLINIC, "code": "living-situation",
+        "display": "Living situation",
         "allowed": "one of ['alone', 'family', 'supported housing']"}
     assert "sleep_hours" in svc["description"] and "insufficient data" in svc["description"]
     assert "gaf" not in str(svc)
@@ -79,7 +80,8 @@ def test_an_uncoded_feature_gets_an_insufficient_data_card(
     assert "POST /v1/risk" in card["detail"]
     assert "Not in this call's prefetch" not in card["detail"]
     assert "alone" not in card["detail"].lower() and "4.5" not in card["detail"]  # no values
-    assert card["source"]["topic"]["code"] == f"model-{model_id}"
+    assert card["source"]["topic"]["code"] == TOPIC_CODE  # the same for every model
+    assert f"Model {model_id} (" in card["detail"]
     assert scored_events(client) == []  # nobody was scored
 
     lacking = clinic_prefetch()

@@ -85,8 +85,9 @@ def test_numbers_yes_no_and_birth_date() -> None:
                           "living": "alone"}
     assert got.missing == ()
     data.pop("phq9")
-    data["patient"] = None
-    assert [f.name for f in read(data).missing] == ["age", "phq9"]
+    data["patient"] = None  # sent, no data: missing; left out: absent
+    assert [f.name for f in read(data).missing] == ["age"]
+    assert [f.name for f in read(data).absent] == ["phq9"]
     # Garbage where objects belong is ignored or refused, not a crash.
     with pytest.raises(InvalidRequest):
         read({"phq9": observation("p-2", LOINC, "44261-6", "2026-05-02", valueQuantity=7)})

@@ -163,8 +163,8 @@ def _score_all_ways(http: httpx.Client, cohort: Cohort) -> None:
     assert resource["resourceType"] == "RiskAssessment"
     assert resource["subject"] == {"reference": "Patient/pt-0"}
     (prediction,) = resource["prediction"]
-    assert prediction["probabilityDecimal"] == pytest.approx(singles[0]["probability"],
-                                                             rel=1e-6)
+    # FHIR gives the probability to the model's real precision: 3 significant digits.
+    assert prediction["probabilityDecimal"] == float(f"{singles[0]['probability']:.3g}")
     assert len(resource["basis"]) == len(cohort.names)  # one Observation per schema feature
 
 

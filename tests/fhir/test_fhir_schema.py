@@ -10,9 +10,9 @@ from fastapi.testclient import TestClient
 
 from app.core.settings import settings
 from app.fhir.codes import FEATURE_CODE_EXTENSION, FEATURE_SYSTEM, FEATURE_VALUE_EXTENSION, LOINC
-from tests.api.scoring_helpers import problem
 from tests.conftest import PATIENT as CRISIS_PATIENT
 from tests.fhir.clinic_model import CLINIC, PATIENT, train_clinic_model
+from tests.fhir.r4 import outcome, valid
 
 NAMES = ["age", "phq9", "living", "sleep_hours", "prior_crisis"]
 
@@ -63,19 +63,19 @@ def test_basis_follows_the_models_schema(client: TestClient, clinic: int) -> Non
 
 def test_basis_keys_are_the_models_features(client: TestClient, clinic: int) -> None:
     allowed = "features: " + ", ".join(NAMES)
-    body = problem(client.post("/v1/risk/fhir", json={
+    body = outcome(client.post("/v1/risk/fhir", json={
         "features": PATIENT, "basis": {"gaf": "Observation/1", "living": "Observation/2"}}),
         422, field="basis.gaf", allowed=allowed)
-    assert {e["field"] for e in body["errors"]} == {"basis.gaf"}
+    assert {i["expression"][0] for i in body["issue"]} == {"basis.gaf"}
     # The crisis features are not this model's: every bad key and feature in one answer.
-    body = problem(client.post("/v1/risk/fhir", json={
+    body = outcome(client.post("/v1/risk/fhir", json={
         "features": CRISIS_PATIENT, "basis": {"num_sessions": "Observation/1"}}), 422)
-    fields = {e["field"] for e in body["errors"]}
+    fields = {i["expression"][0] for i in body["issue"]}
     assert {"basis.num_sessions", "features.living", "features.gaf"} <= fields
-    problem(client.post("/v1/risk/fhir", json={
+    outcome(client.post("/v1/risk/fhir", json={
         "features": {**PATIENT, "living": 0}, "basis": {"living": "Observation/1"}}),
         422, field="features.living", allowed="one of ['alone', 'family', 'supported housing']")
-    problem(client.post("/v1/risk/fhir", json={
+    outcome(client.post("/v1/risk/fhir", json={
         "features": PATIENT, "basis": {"living": "Patient/1"}}), 422, field="basis.living")
 
 
@@ -87,17 +87,15 @@ def test_crisis_features_are_refused_in_basis_of_another_model(
     ok = client.post("/v1/risk/fhir", json={"features": PATIENT, "model_id": clinic,
                                             "basis": {"phq9": "Observation/p"}})
     assert ok.status_code == 200, ok.text
-    problem(client.post("/v1/risk/fhir", json={"features": PATIENT, "model_id": clinic,
+    outcome(client.post("/v1/risk/fhir", json={"features": PATIENT, "model_id": clinic,
                                                "basis": {"gaf": "Observation/g"}}),
             422, field="basis.gaf")
 
 
 def test_a_risk_assessment_is_valid_r4(client: TestClient, clinic: int) -> None:
-    """Checked with fhir.resources when it is installed (it is no dependency of the service)."""
-    pytest.importorskip("fhir.resources.R4B")
-    from fhir.resources.R4B.riskassessment import RiskAssessment
-
+    """Parsed by fhir.resources' R4 models, as a FHIR client would."""
     ra = client.post("/v1/risk/fhir", json={"features": PATIENT, "subject": "Patient/7",
                                             "basis": {"living": "Observation/l"}}).json()
-    parsed = RiskAssessment.model_validate(ra)
+    parsed = valid(ra)
     assert parsed.basis[2].extension[1].valueString == "alone"
+    assert parsed.contained[0].get_resource_type() == "Device"

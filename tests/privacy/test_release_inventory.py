@@ -123,11 +123,16 @@ def _resolves(component: str, path: list[str]) -> bool:
     """Whether an entry's path names a property of ``component`` (not one reached through a
     nested component), or a key of a free-form object."""
     schema = COMPONENTS[component]
-    for depth, key in enumerate(path):
+    depth = 0
+    while depth < len(path):
         props = _properties(schema)
-        if key not in props:
+        # A property named with dots (a CDS Hooks extension, "dev.dpcrisis.model-id") spans
+        # several parts of the entry's path: the longest name that is a property wins.
+        end = next((e for e in range(len(path), depth, -1)
+                    if ".".join(path[depth:e]) in props), None)
+        if end is None:
             return depth > 0 and not props
-        schema = props[key]
+        schema, depth = props[".".join(path[depth:end])], end
         if _pure_ref(schema):
             return False
     return True

@@ -156,5 +156,7 @@ def test_api_rejects_non_finite_json_tokens(
     assume(str(marker) in text)
     response = scorer.post("/v1/risk/fhir" if fhir else "/v1/risk",
                            content=text.replace(str(marker), literal),
-                           headers={"content-type": "application/json"})
+                           headers={"content-type": "application/json",
+                                    # FHIR errors are OperationOutcomes unless asked
+                                    "accept": "application/problem+json"})
     _assert_names_feature(response, f"features.{name}", name)

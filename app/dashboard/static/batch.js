@@ -7,6 +7,7 @@
 import { topReason } from "./chart.js";
 import { badge, clearErrors, errorMessage, h, markField, percent, request } from "./common.js";
 import { columnsOf, place, readPatients, toCsv } from "./csv.js";
+import { requirementText } from "./schema.js";
 
 const BATCH_LIMIT = 10000;
 const FALLBACK_LIMIT = 200;
@@ -39,10 +40,15 @@ function columnsShown(model, features) {
   offer(template, [columnsOf(features), reference], `patients-model-${model.id}.csv`);
 }
 
+/** An API error in a clinician's words where it names a feature of the form's model. */
+function errorText(error) {
+  const name = /^(?:patients\.\d+\.)?features\.(\w+)$/.exec(error.field || "")?.[1];
+  const feature = name && context?.features().find((f) => f.name === name);
+  return feature ? requirementText(feature) : `${error.field}: ${errorMessage(error)}`;
+}
+
 function problemText(problem, status) {
-  if (problem?.errors?.length) {
-    return problem.errors.map((e) => `${e.field}: ${errorMessage(e)}`).join(" ");
-  }
+  if (problem?.errors?.length) return problem.errors.map(errorText).join(" ");
   return problem?.detail || `the service answered ${status}`;
 }
 
@@ -59,7 +65,9 @@ function errorsByRow(patients, problem) {
     const match = /^patients\.(\d+)\.(?:features\.)?(.*)$/.exec(error.field || "");
     const patient = match && patients[Number(match[1])];
     if (!patient) continue;
-    const text = `${place(patient, match[2])}: ${errorMessage(error)}`;
+    const feature = context?.features().find((f) => f.name === match[2]);
+    const text = `${place(patient, match[2])}: ${feature ? requirementText(feature)
+      : errorMessage(error)}`;
     byRow.set(Number(match[1]), byRow.has(Number(match[1]))
       ? `${byRow.get(Number(match[1]))}; ${text}` : text);
   }

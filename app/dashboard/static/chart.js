@@ -3,8 +3,9 @@
 //
 // The axis is fixed (AXIS_POINTS either side of zero, the same for every patient and model), so
 // two patients' bars can be compared by length; a contribution beyond it is drawn to the end of
-// the axis and marked. A contribution smaller than NEUTRAL (floating-point noise: a patient at
-// the reference has contributions of about 1e-16) is shown as no effect, whatever its sign.
+// the axis and marked. Which way a feature moved the risk is the API's word (its `direction`:
+// raises, lowers, or neutral for a contribution of floating-point size), so the page, FHIR and
+// CDS Hooks never disagree; only an answer without one is judged here, by the same NEUTRAL.
 
 import { h, percent, points } from "./common.js";
 import { valueText } from "./schema.js";
@@ -12,9 +13,11 @@ import { valueText } from "./schema.js";
 export const AXIS_POINTS = 50;
 export const NEUTRAL = 1e-9;
 const AXIS = AXIS_POINTS / 100; // on the probability scale
+const DIRECTIONS = new Set(["raises", "lowers", "neutral"]);
 
-/** "raises", "lowers" or "neutral", from the contribution to the probability. */
+/** "raises", "lowers" or "neutral": the API's `direction`, else from the contribution. */
 export function directionOf(item) {
+  if (DIRECTIONS.has(item.direction)) return item.direction;
   const value = item.contribution_probability;
   if (!(Math.abs(value) >= NEUTRAL)) return "neutral";
   return value > 0 ? "raises" : "lowers";

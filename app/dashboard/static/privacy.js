@@ -13,6 +13,7 @@ import {
   initApiKey,
   remainingText,
   reportHref,
+  request,
   setStatus,
 } from "./common.js";
 
@@ -111,21 +112,50 @@ function modelRow(model) {
   );
 }
 
+/** The role named in a 403 problem ("role 'clinician' may not call ..."), if it names one. */
+function refusedRole(problem) {
+  return /role '([\w-]+)'/.exec(problem?.detail || "")?.[1] || null;
+}
+
+/** Datasets are for privacy officers and data scientists: a clinician's key is told so in
+ * words, in place of the section (models and their reports stay: a clinician may read them). */
+function datasetsRefused(problem) {
+  const role = refusedRole(problem);
+  const who = role ? `Your key's role (${role})` : "Your key's role";
+  document.getElementById("datasets-section").replaceChildren(
+    h("h2", { id: "datasets-heading", text: "Datasets and their budgets" }),
+    h("p", { id: "datasets-refused", className: "notice", text: `${who} may not read datasets,`
+      + " their privacy budgets or their ledgers: those are for privacy officers and data"
+      + " scientists. The models below, each with its (\u03B5, \u03B4) guarantee and its job's"
+      + " privacy report (model card included), are what your key may read; ask a privacy"
+      + " officer for a dataset's budget." }),
+  );
+}
+
+async function showDatasets() {
+  const answer = await request("GET", "v1/datasets?limit=200");
+  if (answer.status === 403) {
+    datasetsRefused(answer.data);
+    return;
+  }
+  if (!answer.ok) {
+    throw new Error(answer.data?.detail || `v1/datasets answered ${answer.status}`);
+  }
+  const reports = await Promise.all(
+    answer.data.items.map((d) => getJSON(`v1/datasets/${d.id}/privacy-report`)),
+  );
+  const datasetHeaders = [["Dataset", false], ["Budget \u03B5", true], ["Budget \u03B4", true],
+    ["Spent \u03B5 (composed)", true], ["Remaining \u03B5", true], ["Used", false],
+    ["Privacy report (with plot)", false]];
+  document.getElementById("datasets").replaceChildren(table(
+    "Privacy budget of each dataset (spend composed with R\u00E9nyi DP)", datasetHeaders,
+    reports.map(datasetRow), { id: "datasets-table" }));
+  document.getElementById("ledgers").replaceChildren(...reports.map(ledgerDetails));
+}
+
 async function showOverview() {
   try {
-    const [datasets, models] = await Promise.all([
-      getJSON("v1/datasets?limit=200"), getJSON("v1/models?limit=200"),
-    ]);
-    const reports = await Promise.all(
-      datasets.items.map((d) => getJSON(`v1/datasets/${d.id}/privacy-report`)),
-    );
-    const datasetHeaders = [["Dataset", false], ["Budget \u03B5", true], ["Budget \u03B4", true],
-      ["Spent \u03B5 (composed)", true], ["Remaining \u03B5", true], ["Used", false],
-      ["Privacy report (with plot)", false]];
-    document.getElementById("datasets").replaceChildren(table(
-      "Privacy budget of each dataset (spend composed with R\u00E9nyi DP)", datasetHeaders,
-      reports.map(datasetRow), { id: "datasets-table" }));
-    document.getElementById("ledgers").replaceChildren(...reports.map(ledgerDetails));
+    const [models] = await Promise.all([getJSON("v1/models?limit=200"), showDatasets()]);
     const modelHeaders = [["Model", false], ["Version", false], ["Kind", false], ["Dataset", true],
       ["Trained", false], ["\u03B5 (PLD)", true], ["\u03B4", true], ["\u03B5 (RDP)", true],
       ["Privacy report (\u03B5 per epoch)", false]];
@@ -158,6 +188,7 @@ function reportNodes(html) {
     if (REPORT_HASH.test(`#report=${path}`)) link.setAttribute("href", `#report=${path}`);
   }
   for (const table of page.body.querySelectorAll("table")) {
+    if (table.parentElement?.classList.contains("table-wrap")) continue; // the page wraps it
     const wrap = h("div", { className: "table-wrap" });
     table.replaceWith(wrap);
     wrap.append(table);

@@ -11,7 +11,7 @@ import {
   percent,
   reportHref,
 } from "./common.js";
-import { featuresOf, outcomeText } from "./schema.js";
+import { featuresOf, outcomeText, valueText } from "./schema.js";
 
 function thresholdText(probability, thresholds, band) {
   const lowMedium = percent(thresholds.low_medium);
@@ -23,6 +23,67 @@ function thresholdText(probability, thresholds, band) {
   }[band];
   return `Bands of this model: low below ${lowMedium}, medium from ${lowMedium} to below `
     + `${mediumHigh}, high from ${mediumHigh}. ${why}, so the band is ${band}.`;
+}
+
+/** How a probability compares with another: "far below", "below", "close to", ... */
+function comparedWith(p, base) {
+  const ratio = p / base;
+  if (ratio < 0.2) return "far below";
+  if (ratio < 0.67) return "below";
+  if (ratio <= 1.5) return "close to";
+  return ratio < 5 ? "above" : "far above";
+}
+
+function timesText(p, base) {
+  const ratio = p / base;
+  if (ratio >= 1.5) return `about ${ratio < 10 ? ratio.toFixed(1) : Math.round(ratio)} times`;
+  return ratio > 0.67 ? "about the same as" : `${comparedWith(p, base)}`;
+}
+
+function referenceText(answer, features) {
+  const values = answer.reference?.features || {};
+  return features.filter((f) => f.name in values)
+    .map((f) => `${f.label}: ${valueText(f, values[f.name])}`).join("; ");
+}
+
+function baseRateText(info, outcome) {
+  const metrics = info?.metrics || {};
+  const rate = metrics.prevalence;
+  if (!(typeof rate === "number" && rate > 0)) return null;
+  const ci = Array.isArray(metrics.prevalence_ci) && metrics.prevalence_ci.every(Number.isFinite)
+    ? `, 95 % interval ${percent(metrics.prevalence_ci[0])} to ${percent(metrics.prevalence_ci[1])}`
+    : "";
+  return { rate, text: `About ${percent(rate)} of the held-out patients had ${outcome} (the base `
+    + `rate: a differentially private estimate from the model's evaluation${ci}).` };
+}
+
+/**
+ * The baseline in words: what the bars are measured from (the public reference patient), how
+ * that patient's risk compares with the base rate, and so what "raises" means.
+ */
+function baseline(answer, info, features) {
+  const outcome = outcomeText(info?.schema);
+  const reference = answer.reference.probability;
+  const who = referenceText(answer, features);
+  const parts = [`The bars start from the reference patient of this model${who ? ` (${who})` : ""}`
+    + `, whose predicted probability is ${percent(reference)}. The reference patient is a `
+    + "fixed, public set of values declared with the model, not an average patient."];
+  const base = baseRateText(info, outcome);
+  if (base) {
+    parts.push(base.text);
+    const where = comparedWith(reference, base.rate);
+    parts.push(`The reference patient's risk is ${where} that base rate`
+      + (where.endsWith("below") ? ", so most features of most patients raise the risk: "
+        + "\u201Craises\u201D means higher than for the reference patient, not higher than "
+        + "usual." : "."));
+    parts.push(`This patient's ${percent(answer.probability)} is `
+      + `${timesText(answer.probability, base.rate)} the base rate.`);
+  } else {
+    parts.push("No base rate is available for this model (too few held-out rows for a DP "
+      + "estimate): \u201Craises\u201D means higher than for the reference patient, not "
+      + "higher than usual.");
+  }
+  return h("p", { id: "baseline", className: "baseline", text: parts.join(" ") });
 }
 
 function privacyStatement(model, info) {
@@ -72,6 +133,8 @@ export function renderResult(result, answer, info) {
     ),
     h("p", { id: "thresholds", text: thresholdText(answer.probability, answer.band_thresholds,
       answer.band) }),
+    h("h4", { text: "Compared with what" }),
+    baseline(answer, info, features),
     h("h4", { text: "What contributed" }),
     contributionChart(answer, features),
     h("h4", { text: "Model and privacy" }),

@@ -41,6 +41,29 @@ export function allowedText(feature) {
   return `[${feature.lower}, ${feature.upper}]`;
 }
 
+/** What a feature accepts, in a clinician's words: "PHQ-9 must be a whole number from 0 to 27
+ * points." (from the schema, so it is the same for every error the API could word). */
+export function requirementText(feature) {
+  if (feature.kind === "binary") return `${feature.label} must be Yes or No.`;
+  if (feature.kind === "categorical") {
+    return `${feature.label} must be one of: ${feature.categories.join(", ")}.`;
+  }
+  const what = feature.kind === "integer" ? "a whole number" : "a number";
+  const unit = feature.unit ? ` ${feature.unit}` : "";
+  return `${feature.label} must be ${what} from ${feature.lower} to ${feature.upper}${unit}.`;
+}
+
+/** An API (or form) error about one feature in a clinician's words, in place of the
+ * validator's ("Input should be less than or equal to 27"); ``entered`` is the field's text. */
+export function featureErrorText(feature, error, entered = "") {
+  if (/required|missing/i.test(error?.message || "") && entered.trim() === "") {
+    return `${feature.label} is missing. ${requirementText(feature)}`;
+  }
+  const shown = entered.trim() && feature.kind !== "binary" && feature.kind !== "categorical"
+    ? ` You entered ${entered.trim()}.` : "";
+  return `${requirementText(feature)}${shown}`;
+}
+
 /** A value as the page shows it: a category as its text, a flag as yes/no, a number as sent. */
 export function valueText(feature, value) {
   if (value === null || value === undefined || value === "") return "\u2014";

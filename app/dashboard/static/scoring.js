@@ -23,7 +23,13 @@ import {
   setStatus,
 } from "./common.js";
 import { renderResult } from "./result.js";
-import { featureField, featuresOf, outcomeText, readForm } from "./schema.js";
+import {
+  featureErrorText,
+  featureField,
+  featuresOf,
+  outcomeText,
+  readForm,
+} from "./schema.js";
 
 const PLACEHOLDER = "Enter the patient's features and press Score (or Enter).";
 const state = {
@@ -190,11 +196,21 @@ function controlFor(field) {
   return match ? byId(`f-${match[1]}`) : null;
 }
 
-function labelFor(field) {
+function featureFor(field) {
   const match = /^features\.(\w+)$/.exec(field || "");
-  const feature = match && state.features.find((f) => f.name === match[1]);
-  if (feature) return feature.label;
+  return (match && state.features.find((f) => f.name === match[1])) || null;
+}
+
+function labelFor(field) {
   return field === "model_id" ? "Model" : field || "Request";
+}
+
+/** One error as the page words it: a feature's in clinical terms ("PHQ-9 must be a whole
+ * number from 0 to 27 points. You entered 30."), anything else as the API's message. */
+function errorText(error, control) {
+  const feature = featureFor(error.field);
+  if (feature) return featureErrorText(feature, error, control?.value || "");
+  return `${labelFor(error.field)}: ${errorMessage(error)}`;
 }
 
 function showProblem(result, problem, status) {
@@ -202,19 +218,20 @@ function showProblem(result, problem, status) {
     ? problem.errors
     : [{ field: null, message: problem?.detail || `The service answered ${status}.` }];
   const items = errors.map((error) => {
-    const message = errorMessage(error);
     const control = controlFor(error.field);
+    const message = errorText(error, control);
     if (control) {
       markField(control, byId(`${control.id}-error`), message);
-      return h("li", {}, h("a", { href: `#${control.id}` }, `${labelFor(error.field)}: `
-        + message));
+      return h("li", {}, h("a", { href: `#${control.id}` }, message));
     }
-    return h("li", {}, `${labelFor(error.field)}: ${message}`);
+    return h("li", {}, message);
   });
+  const onFeatures = errors.some((e) => featureFor(e.field));
+  const title = onFeatures ? "Some values are outside what the model accepts; correct them "
+    + "and score again." : problem?.title || "The request was refused.";
   const heading = h("h3", { id: "result-heading", tabindex: "-1", text: "Not scored" });
   result.replaceChildren(
-    h("div", { className: "problem" }, heading,
-      h("p", { text: problem?.title || "The request was refused." }), h("ul", {}, items)),
+    h("div", { className: "problem" }, heading, h("p", { text: title }), h("ul", {}, items)),
   );
   heading.focus();
 }
