@@ -5,6 +5,8 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
@@ -73,3 +75,15 @@ def wait_ready(process: subprocess.Popen[str], base: str, seconds: float = 60) -
             pass
         time.sleep(0.2)
     pytest.fail(f"server did not become ready in {seconds:g} s")
+
+
+@contextmanager
+def served(tmp_path: Path) -> Iterator[str]:
+    """A ready ``dpcrisis serve`` on ``tmp_path``'s database for the ``with`` block: its URL."""
+    process, base = start_server(tmp_path)
+    try:
+        wait_ready(process, base)
+        yield base
+    finally:
+        process.terminate()
+        process.wait(timeout=30)

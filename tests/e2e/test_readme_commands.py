@@ -15,7 +15,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.e2e.service import CLI, api_client, service_env, start_server, wait_ready
+from tests.e2e.service import CLI, api_client, served, service_env
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 STATUS = "__HTTP_STATUS__"
@@ -32,13 +32,8 @@ def walkthrough_blocks() -> list[str]:
 
 @pytest.fixture
 def server(tmp_path: Path) -> Iterator[str]:
-    process, base = start_server(tmp_path)
-    try:
-        wait_ready(process, base)
+    with served(tmp_path) as base:
         yield base
-    finally:
-        process.terminate()
-        process.wait(timeout=30)
 
 
 def _wait_for_jobs(http: httpx.Client) -> None:

@@ -12,18 +12,13 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import PATIENT
-from tests.e2e.service import CLI, api_client, service_env, start_server, wait_ready
+from tests.e2e.service import CLI, api_client, served, service_env
 
 
 @pytest.fixture
 def server(tmp_path: Path) -> Iterator[str]:
-    process, base = start_server(tmp_path)
-    try:
-        wait_ready(process, base)
+    with served(tmp_path) as base:
         yield base
-    finally:
-        process.terminate()
-        process.wait(timeout=30)
     assert (tmp_path / "var" / "dpcrisis.db").exists()
 
 
