@@ -31,8 +31,7 @@ OPERATION_OUTCOME = {"type": "object", "description": "a FHIR R4 OperationOutcom
 
 API_CONTACT = {"name": "dpcrisis maintainers"}
 API_LICENSE = {"name": "Proprietary"}
-SERVERS = [{"url": "/", "description": "this service: paths are relative to where this "
-                                       "document was fetched"}]
+SERVERS = [{"url": "/", "description": "this service (where this document came from)"}]
 IGNORED_HEADERS = frozenset({"accept", "content-type", "authorization"})
 """Header parameters OpenAPI says SHALL be ignored: content negotiation is the responses'
 media types, and the key is the security scheme."""

@@ -113,7 +113,7 @@ METRICS = [
     entry("metric:dpcrisis_metrics_database_up", OPERATIONAL),
     entry("metric:dpcrisis_http_request_duration_seconds", OPERATIONAL,
           "by route template and method (no ids, no bodies)"),
-    entry("metric:dpcrisis_http_errors", OPERATIONAL, "by route template and status"),
+    entry("metric:dpcrisis_http_errors", OPERATIONAL, "by route template, method and status"),
 ]
 
 OUTPUT_ENTRIES: list[Entry] = [*TEMPLATES, *LOG_FIELDS, *LOG_ARGUMENTS, *METRICS]

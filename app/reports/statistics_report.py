@@ -17,10 +17,14 @@ from app.statistics.models import StatisticsRelease
 from app.statistics.views import release_epsilon
 
 
+def _edges(edges: list[float]) -> str:
+    return "[" + ", ".join(f"{e:g}" for e in edges) + "]"
+
+
 def _grouping(item: Any) -> str:
     if isinstance(item, str):
         return item
-    return f"{item['feature']} in bins {item['bins']}"
+    return f"{item['feature']} in bins {_edges(item['bins'])}"
 
 
 def query_text(query: dict[str, Any]) -> str:
@@ -28,7 +32,7 @@ def query_text(query: dict[str, Any]) -> str:
     kind = query["kind"]
     text = kind if query.get("feature") is None else f"{kind} of {query['feature']}"
     if query.get("bins"):
-        text += f" in bins {query['bins']}"
+        text += f" in bins {_edges(query['bins'])}"
     if query.get("by"):
         text += " by " + ", ".join(_grouping(item) for item in query["by"])
     return text

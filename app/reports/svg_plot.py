@@ -34,7 +34,7 @@ PALETTE = ("#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9")
 REFERENCE_COLOR = "#333333"
 FONT_SIZE = 14  # px, every text of the chart
 _CHAR_WIDTH = 7.8  # average glyph width at 14px, to lay out legend entries without a renderer
-MERGE_PX = 4.0
+MERGE_PX = 6.0
 """Reference lines closer than this (in pixels) are drawn as one, their labels joined."""
 
 

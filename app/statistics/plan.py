@@ -226,8 +226,10 @@ def _query(columns: dict[str, Column], query: StatisticQuery, index: int, share:
     at = f"queries[{index}]"
     column = _target(columns, query, at)
     groups = _groups(columns, query, at)
-    bins = _histogram_bins(column, query, at) if query.kind is QueryKind.HISTOGRAM else None
-    assert column is not None or bins is None
+    bins = None
+    if query.kind is QueryKind.HISTOGRAM:
+        assert column is not None
+        bins = _histogram_bins(column, query, at)
     cells = math.prod(a.size for a in groups) * (bins.size if bins else 1)
     if cells > MAX_CELLS:
         raise _fail(f"{at}.by", f"this query has {cells} cells", f"at most {MAX_CELLS} cells")

@@ -4,7 +4,12 @@ from app.ledger.models import LAPLACE_RELEASE, LedgerEntry
 from app.privacy.figures import PRIVACY_UNIT, epsilon_text
 from app.privacy.mechanisms import laplace_epsilon
 from app.statistics.models import StatisticsRelease
-from app.statistics.schemas import AnswerOut, ReleasePrivacyOut, StatisticsReleaseOut
+from app.statistics.schemas import (
+    AnswerOut,
+    NoiseMechanism,
+    ReleasePrivacyOut,
+    StatisticsReleaseOut,
+)
 
 ROWS_NOTE = (
     "every record of the dataset (its training, calibration and evaluation parts alike); the "
@@ -46,7 +51,7 @@ def statement(row: StatisticsRelease, entry: LedgerEntry | None) -> str:
 def release_view(row: StatisticsRelease, entry: LedgerEntry | None) -> StatisticsReleaseOut:
     """``row`` and its ledger entry as ``StatisticsReleaseOut``."""
     privacy = ReleasePrivacyOut(
-        mechanism=row.mechanism, target_epsilon=row.target_epsilon, delta=row.delta,
+        mechanism=NoiseMechanism(row.mechanism), target_epsilon=row.target_epsilon, delta=row.delta,
         epsilon=release_epsilon(entry),
         epsilon_rdp=entry.epsilon_rdp if entry is not None else None,
         noise_multiplier=entry.noise_multiplier if entry is not None else 0.0,

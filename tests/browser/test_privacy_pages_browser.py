@@ -100,7 +100,7 @@ def test_the_job_report_opens_with_intended_use_and_caveats(
     # line when they coincide.
     svg = page.locator("#report svg#epsilon-per-epoch")
     drawn = svg.locator("line.reference").count()
-    legend = svg.locator(".legend text").all_inner_texts()
+    legend = svg.locator(".legend text").all_text_contents()
     assert drawn == sum(1 for t in legend if "planned final" in t or "target" in t), legend
     assert_accessible(page, "a job's report, as a clinician")
 

@@ -213,6 +213,9 @@ def test_private_job_and_dataset_pages(
     page = _assert_page(client.get(f"/v1/datasets/{dataset['id']}/privacy-report", headers=HTML))
     svg = _svg(page, "cumulative-spend")
     assert _points(svg, 0) == 3 and _points(svg, 1) == 3  # the origin and two charged jobs
+    # Step after: the spend stays at 0 until the first charged job, then rises (not before).
+    composed = re.search(r'<g class="series series-0"[^>]*>\s*<path d="([^"]+)"', svg)
+    assert composed and re.fullmatch(r"M\S+ \S+ H\S+ V\S+ H\S+ V\S+", composed.group(1))
     assert re.search(r'<line class="reference"[^>]*><title>budget ε 10: 10</title>', svg)
     for words in ("Spent, composed (RDP)", "Naive sum of per-job ε", "composition saves",
                   "Remaining ε", "ε = 10, δ = 1e-05", "Ledger entries"):

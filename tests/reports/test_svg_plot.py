@@ -178,3 +178,23 @@ def test_two_charts_on_one_page_have_distinct_ids() -> None:
     second = render_svg(_chart(chart_id="b"))
     ids = re.findall(r'id="([^"]+)"', first + second)
     assert len(ids) == len(set(ids))
+
+
+def test_references_closer_than_a_few_pixels_are_one_line_naming_both() -> None:
+    close = [Reference("planned final ε 2.96", 2.97), Reference("target ε 3", 3.0)]
+    far = [Reference("planned final ε 1.5", 1.5), Reference("target ε 3", 3.0)]
+    one = _parse(render_svg(_chart(references=close)))
+    two = _parse(render_svg(_chart(references=far)))
+    lines = [e for e in one.iter(f"{SVG}line") if e.get("class") == "reference"]
+    assert len(lines) == 1
+    legend = next(g for g in one.iter(f"{SVG}g") if g.get("class") == "legend")
+    texts = [t.text for t in legend.iter(f"{SVG}text")]
+    assert "planned final ε 2.96 and target ε 3" in texts
+    assert len([e for e in two.iter(f"{SVG}line") if e.get("class") == "reference"]) == 2
+
+
+def test_chart_text_is_14_px() -> None:
+    root = _parse(render_svg(_chart()))
+    assert root.get("font-size") == "14"
+    sized = [e for e in root.iter() if e.get("font-size") is not None]
+    assert all(float(e.get("font-size") or 0) >= 14 for e in sized)

@@ -76,7 +76,8 @@ def test_the_release_is_charged_and_listed_beside_the_jobs(
     assert ledger["timeline"][-1]["composed_epsilon"] == pytest.approx(ledger["spent"]["epsilon"])
 
     page = client.get(f"/v1/datasets/{dataset_id}/privacy-report", headers={"Accept": "text/html"})
-    assert page.status_code == 200
+    assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
+    assert "<script" not in page.text and page.text.count("<table>") >= 3
     assert "Statistics releases" in page.text
     assert page.text.count(f'href="/v1/statistics/{release["id"]}"') == 3  # two tables + list
     assert "charged jobs and statistics releases" in page.text
