@@ -29,6 +29,7 @@ from app.reports import privacy_html as report_html
 from app.reports import privacy_report as ledger_report
 from app.reports.html import negotiated
 from app.reports.schemas import DatasetPrivacyReport
+from app.statistics import cohort
 
 router = APIRouter(prefix="/v1/datasets", tags=["datasets"], route_class=JsonRoute)
 READERS = require_roles("data_scientist", "privacy_officer")
@@ -91,7 +92,7 @@ def get_dataset(
 
 
 @router.put(
-    "/{dataset_id}/data", responses=problems(409, 413, 422),
+    "/{dataset_id}/data", responses=problems(409, 413, 415, 422),
     openapi_extra={"requestBody": {"required": True, "content": {
         "text/csv": {"schema": {"type": "string"}},
         "application/vnd.apache.parquet": {"schema": {"type": "string", "format": "binary"}},
@@ -126,6 +127,7 @@ def erase_dataset_data(
     """Erase the rows and their per-record secrets; the ledger, models and reports stay."""
     dataset = uploads.erase_data(session=session,
                                  dataset=service.get(session=session, dataset_id=dataset_id))
+    cohort.forget(dataset.id)  # no copy of the rows stays in this process's statistics cache
     audit.record(session=session, principal=principal, action=Action.DATA_ERASED,
                  target=f"dataset/{dataset.id}", detail={"state": dataset.state})
     return _out(dataset, principal)

@@ -61,6 +61,24 @@ def allowed_of(feature: FeatureSpec) -> str:
     return f"[{lower:g}, {upper:g}]"
 
 
+def rule_of(feature: FeatureSpec) -> str:
+    """What a valid value is, in a clinician's words: "a whole number from 0 to 27 points"."""
+    if feature.kind is FeatureKind.BINARY:
+        return "0 (no) or 1 (yes)"
+    if feature.kind is FeatureKind.CATEGORICAL:
+        return "one of: " + ", ".join(feature.categories or ())
+    lower, upper = feature.bounds
+    number = "a whole number" if feature.kind is FeatureKind.INTEGER else "a number"
+    return f"{number} from {lower:g} to {upper:g} {feature.unit or ''}".strip()
+
+
+def said_of(feature: FeatureSpec, error_type: str) -> str:
+    label = feature.label or feature.name
+    if error_type == "missing":
+        return f"{label} is required: {rule_of(feature)}"
+    return f"{label} must be {rule_of(feature)}"
+
+
 def _field(feature: FeatureSpec) -> Any:
     description = " ".join(x for x in (feature.label, feature.unit and f"({feature.unit})") if x)
     if feature.kind is FeatureKind.CATEGORICAL:
@@ -74,9 +92,12 @@ def _field(feature: FeatureSpec) -> Any:
 
 
 class _FeaturesBase(RequestModel):
-    """Every error carries the feature's allowed values (or the feature names) in its context."""
+    """Every error carries the feature's allowed values (or the feature names) in its context,
+    and an error about a feature's value says so in words ("PHQ-9 must be a whole number from
+    0 to 27 points"), not in pydantic's ("Input should be less than or equal to 27")."""
 
     allowed: ClassVar[dict[str, str]] = {}
+    features: ClassVar[dict[str, FeatureSpec]] = {}
 
     @model_validator(mode="wrap")
     @classmethod
@@ -91,8 +112,11 @@ class _FeaturesBase(RequestModel):
                 name = str(loc[0]) if loc else ""
                 ctx = {k: v for k, v in (e.get("ctx") or {}).items() if k != "error"}
                 ctx["allowed"] = cls.allowed.get(name, f"features: {names}")
+                template = e["msg"]
+                if name in cls.features and e["type"] != "extra_forbidden":
+                    ctx["said"], template = said_of(cls.features[name], e["type"]), "{said}"
                 errors.append(InitErrorDetails(
-                    type=PydanticCustomError(e["type"], e["msg"], ctx), loc=loc,
+                    type=PydanticCustomError(e["type"], template, ctx), loc=loc,
                     input=e["input"]))
             raise ValidationError.from_exception_data(exc.title, errors) from None
 
@@ -108,6 +132,7 @@ def features_model(encoder: Encoder) -> type[BaseModel]:
         model = create_model(  # type: ignore[call-overload]
             f"Features_{encoder.hash[:12]}", __base__=_FeaturesBase, **fields)
         model.allowed = {f.name: allowed_of(f) for f in encoder.schema.features}
+        model.features = {f.name: f for f in encoder.schema.features}
         _models[encoder.hash] = model
     return model
 

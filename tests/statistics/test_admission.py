@@ -3,7 +3,6 @@ overspend when statistics releases and training jobs race for one budget (SQLite
 
 import math
 import threading
-from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
@@ -144,7 +143,7 @@ def test_statistics_and_jobs_racing_never_exceed_the_budget(any_db: Database) ->
         assert len(releases) == sum(o == "stats admitted" for o in outcomes)
 
 
-def test_erased_rows_refuse_a_release(client: TestClient, tmp_path: Any) -> None:
+def test_erased_rows_refuse_a_release(client: TestClient) -> None:
     dataset = client.post("/v1/datasets", json=small_dataset()).json()
     assert ask(client, dataset["id"], EXAMPLE).status_code == 201
     assert client.delete(f"/v1/datasets/{dataset['id']}/data").status_code == 200
