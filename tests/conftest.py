@@ -6,6 +6,8 @@ import io
 import itertools
 import logging
 import os
+import sqlite3
+import tempfile
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -48,10 +50,29 @@ def postgres_ready() -> bool:
     return ok
 
 
+_template: list[Path] = []
+
+
+def _migrated_template() -> Path:
+    """One SQLite database migrated to head, once per test session."""
+    if not _template:
+        path = Path(tempfile.mkdtemp(prefix="dpcrisis-template-")) / "template.db"
+        upgrade_head(f"sqlite:///{path}")
+        _template.append(path)
+    return _template[0]
+
+
 def _sqlite_database(tmp_path: Path) -> Iterator[Database]:
-    url = f"sqlite:///{tmp_path / 'test.db'}"
-    upgrade_head(url)
-    db = Database(url)
+    """A fresh SQLite database at head: a copy of the session's migrated template (SQLite's
+    backup API, consistent whatever the journal mode), not 12 migrations per test."""
+    path = tmp_path / "test.db"
+    source, target = sqlite3.connect(_migrated_template()), sqlite3.connect(path)
+    try:
+        source.backup(target)
+    finally:
+        source.close()
+        target.close()
+    db = Database(f"sqlite:///{path}")
     yield db
     db.dispose()
 
@@ -227,3 +248,11 @@ def dataset(client: TestClient) -> dict[str, Any]:
     response = client.post("/v1/datasets", json=small_dataset())
     assert response.status_code == 201, response.text
     return response.json()
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The PostgreSQL variants run in the full suite (CI), not in the fast lane: the fast lane
+    (``-m "not slow"``) checks everything once, on SQLite, in under 4 minutes."""
+    for item in items:
+        if item.get_closest_marker("postgres") is not None:
+            item.add_marker(pytest.mark.slow)
