@@ -14,7 +14,10 @@ rows: ``pd.cut`` for the age bands and bins, then ``groupby(["sex", "band"])`` f
 exact (no noise, no ledger); its DataFrame construction is timed apart. The bench also checks
 that the service's exact group counts equal pandas'.
 
-Run: .venv/bin/python bench/statistics.py
+Run: .venv/bin/python bench/cohort_statistics.py
+
+(Not ``bench/statistics.py``: a script of that name would shadow the standard library's
+``statistics`` module for every other script run from ``bench/``.)
 """
 
 import tempfile
