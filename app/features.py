@@ -110,34 +110,8 @@ REFERENCE = np.array([f.reference for f in FEATURES], dtype=np.float64)
 MODEL_UPPER = np.array(
     [f.upper if f.model_upper is None else f.model_upper for f in FEATURES], dtype=np.float64
 )
-# Recorded in every model artifact: a model is only ever scored with the scaling it was
-# trained with ("public-bounds" was v1, before the sessions model range).
-SCALING = "public-model-ranges-v2"
-
-
 def scale(x: np.ndarray) -> np.ndarray:
     """Map raw features to [-1, 1] over their public model ranges (no data statistics)."""
     mid = (MODEL_UPPER + LOWER) / 2.0
     half = (MODEL_UPPER - LOWER) / 2.0
     return (np.clip(x, LOWER, MODEL_UPPER) - mid) / half
-
-
-def spec_document() -> list[dict[str, object]]:
-    """The spec as served by the API (bounds, reference values, labels)."""
-    return [
-        {
-            "name": f.name,
-            "label": f.label,
-            "unit": f.unit,
-            "type": f.kind,
-            "minimum": f.lower,
-            "maximum": f.upper,
-            "model_range": [f.lower, f.upper if f.model_upper is None else f.model_upper],
-            "reference": f.reference,
-            "loinc": f.loinc,
-            "severity_bands": [
-                {"from": s.lower, "to": s.upper, "label": s.label} for s in f.severities
-            ],
-        }
-        for f in FEATURES
-    ]

@@ -16,7 +16,7 @@ used ("public-model-ranges-v2"), so those artifacts keep scoring the same.
 """
 
 from dataclasses import dataclass
-from functools import cached_property, lru_cache
+from functools import cached_property
 
 import numpy as np
 
@@ -90,19 +90,15 @@ class Encoder:
         return out
 
 
-@lru_cache(maxsize=64)
-def _encoder_by_hash(digest: str, document: str) -> Encoder:
-    return Encoder(DatasetSchema.model_validate_json(document))
-
-
 _BUILT: dict[str, Encoder] = {}
 
 
 def encoder_for(schema: DatasetSchema) -> Encoder:
-    """The schema's encoder, shared by every caller with the same declaration."""
+    """The schema's encoder, one per declaration (by its hash), shared by every caller."""
     digest = schema_hash(schema)
-    encoder = _encoder_by_hash(digest, schema.model_dump_json())
-    _BUILT.setdefault(digest, encoder)
+    encoder = _BUILT.get(digest)
+    if encoder is None:  # its own copy: the caller's schema object may be changed later
+        encoder = _BUILT.setdefault(digest, Encoder(schema.model_copy(deep=True)))
     return encoder
 
 

@@ -141,7 +141,7 @@ def _admit(session: Session, dataset: Budgeted, entry: LedgerEntry) -> None:
     """
     refused = shortfall(session=session, dataset=dataset, entry=entry)
     if refused is not None:
-        _refuse(refused.guard, refused.entries, entry, refused.spent)
+        _refuse(refused, entry)
 
 
 def _largest_fitting_target(
@@ -171,27 +171,39 @@ def _reachable(guard: RenyiFilter, entry: LedgerEntry) -> bool:
     return tight.epsilon([largest], guard.delta) <= guard.epsilon
 
 
-def _refuse(
-    guard: RenyiFilter, entries: list[LedgerEntry], entry: LedgerEntry, spent: float
-) -> NoReturn:
-    after = guard.epsilon_of(spent + ledger_spend.spent_rdp([entry], guard.order))
-    before = ledger_spend.filtered_epsilon(guard, entries)
+def over_budget(refused: Shortfall, entry: LedgerEntry, *, release: str,
+                largest: float | None, fits: str, named: tuple[str, str]) -> BudgetExceeded:
+    """The 409 of a refused release (a job, a statistics release): what the dataset has spent,
+    what remains, what the release would bring it to, and the largest target that fits.
+
+    Args:
+        release: what is refused, in words ("job", "statistics release").
+        named: the keys of the release's own epsilon and of the spend it would compose to.
+    """
+    guard = refused.guard
+    after, before = refused.spend_after(entry), refused.spent_epsilon
     remaining = max(guard.epsilon - before, 0.0)
-    largest = _largest_fitting_target(guard, entries, entry, spent)
-    fits = (f"the largest target epsilon that fits now is {largest:g}" if largest is not None
-            else "no noise level up to the maximum fits this plan: take fewer steps")
-    raise BudgetExceeded(
-        f"this job would bring the dataset's composed spend to {after:.4g} (budget "
+    own, composed = named
+    figures: dict[str, Any] = {own: entry.epsilon_prv, composed: accounting.finite_or_none(after)}
+    return BudgetExceeded(
+        f"this {release} would bring the dataset's composed spend to {after:.4g} (budget "
         f"{guard.epsilon:g}); remaining epsilon is {remaining:.4g}; {fits}",
         budget={"epsilon": guard.epsilon, "delta": guard.delta},
         spent_epsilon=before,
         remaining_epsilon=remaining,
         largest_fitting_target_epsilon=largest,
-        job_epsilon=entry.epsilon_prv,
-        composed_epsilon_with_job=accounting.finite_or_none(after),
+        **figures,
         accountant=COMPOSITION_ACCOUNTANT,
         filter={"kind": "renyi", "order": guard.order, "citation": CITATION},
     )
+
+
+def _refuse(refused: Shortfall, entry: LedgerEntry) -> NoReturn:
+    largest = _largest_fitting_target(refused.guard, refused.entries, entry, refused.spent)
+    fits = (f"the largest target epsilon that fits now is {largest:g}" if largest is not None
+            else "no noise level up to the maximum fits this plan: take fewer steps")
+    raise over_budget(refused, entry, release="job", largest=largest, fits=fits,
+                      named=("job_epsilon", "composed_epsilon_with_job"))
 
 
 def _entry_for(session: Session, job_id: int) -> LedgerEntry | None:

@@ -21,12 +21,10 @@ from app.core.time import utcnow
 from app.ledger import chain
 from app.ledger import service as ledger_service
 from app.ledger import spend as ledger_spend
-from app.ledger.errors import BudgetExceeded
 from app.ledger.models import COMMIT, GAUSSIAN_RELEASE, RESERVE, LedgerEntry
 from app.ledger.spend import Budgeted
 from app.privacy import accounting, mechanisms
 from app.privacy.figures import round_down
-from app.privacy.filter import CITATION
 
 
 @dataclass(frozen=True)
@@ -142,22 +140,9 @@ def largest_fitting_target(refused: ledger_service.Shortfall, charge: ReleaseCha
 
 def _refuse(refused: ledger_service.Shortfall, entry: LedgerEntry, charge: ReleaseCharge
             ) -> NoReturn:
-    guard = refused.guard
-    after = refused.spend_after(entry)
-    before = refused.spent_epsilon
-    remaining = max(guard.epsilon - before, 0.0)
     largest = largest_fitting_target(refused, charge)
     fits = (f"the largest target epsilon that fits now is {largest:g}" if largest is not None
             else "no target epsilon fits now")
-    raise BudgetExceeded(
-        f"this statistics release would bring the dataset's composed spend to {after:.4g} "
-        f"(budget {guard.epsilon:g}); remaining epsilon is {remaining:.4g}; {fits}",
-        budget={"epsilon": guard.epsilon, "delta": guard.delta},
-        spent_epsilon=before,
-        remaining_epsilon=remaining,
-        largest_fitting_target_epsilon=largest,
-        release_epsilon=entry.epsilon_prv,
-        composed_epsilon_with_release=accounting.finite_or_none(after),
-        accountant=ledger_spend.COMPOSITION_ACCOUNTANT,
-        filter={"kind": "renyi", "order": guard.order, "citation": CITATION},
-    )
+    raise ledger_service.over_budget(
+        refused, entry, release="statistics release", largest=largest, fits=fits,
+        named=("release_epsilon", "composed_epsilon_with_release"))
