@@ -40,7 +40,7 @@ from sklearn.metrics import log_loss, roc_auc_score
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from app.core.errors import InvalidRequest  # noqa: E402
-from app.datasets import identity  # noqa: E402
+from app.datasets import identity, record_coins  # noqa: E402
 from app.datasets.encoding import encoder_for  # noqa: E402
 from app.datasets.models import Dataset  # noqa: E402
 from app.jobs import service as job_service  # noqa: E402
@@ -87,7 +87,8 @@ class Cell:
 
 def split(proxy: proxies.Proxy, seed: int) -> Parts:
     secret = hashlib.sha256(f"proxy-study:{proxy.name}:{seed}".encode()).hexdigest()
-    part = identity.parts_of(range(len(proxy.y)), secret)
+    part = identity.parts_of(range(len(proxy.y)), secret,  # v1: comparable with
+                             scheme=record_coins.BLAKE2B_V1)  # earlier runs' figures
     return Parts({p: proxy.x[part == p] for p in identity.Part},
                  {p: proxy.y[part == p] for p in identity.Part})
 

@@ -17,6 +17,7 @@ from app.core.database import SessionDep
 from app.core.idempotency import IdempotencyKey, create_once, replay_headers
 from app.core.ids import DatasetIdPath
 from app.core.json_body import JsonRoute
+from app.core.memory import release_free_memory
 from app.core.negotiation import REPORT_RESPONSES, PrefersHtml
 from app.core.openapi import problems
 from app.core.pagination import Limit, Offset
@@ -110,8 +111,11 @@ async def put_dataset_data(
     with tempfile.TemporaryDirectory(dir=settings.data_dir, prefix=".upload-") as tmp:
         path = await spool_async(request.stream(), Path(tmp) / "body",
                                  max_bytes=settings.max_upload_bytes)
-        await run_in_threadpool(uploads.put_data, session=session, dataset=dataset, path=path,
-                                media_type=media_type)
+        try:
+            await run_in_threadpool(uploads.put_data, session=session, dataset=dataset,
+                                    path=path, media_type=media_type)
+        finally:  # accepted or not, the upload's arrays are freed: hand their pages back
+            release_free_memory()
     audit.record(session=session, principal=principal, action=Action.DATA_UPLOADED,
                  target=f"dataset/{dataset.id}",
                  detail={"rows": dataset.n_rows, "imputed": dataset.imputed,

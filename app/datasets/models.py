@@ -8,6 +8,7 @@ from sqlalchemy.orm import Mapped, mapped_column
 
 from app.core.database import Base
 from app.core.time import utcnow
+from app.datasets.record_coins import CURRENT_SCHEME
 from app.ledger.models import GENESIS_HASH
 
 AWAITING_DATA, READY, ERASED = "awaiting_data", "ready", "erased"
@@ -27,6 +28,10 @@ class Dataset(Base):
     seed: Mapped[int] = mapped_column(Integer)
     # The key of the per-record coins: server-side only, never served.
     record_secret: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    # Which keyed function turns an id into its coin (app.datasets.record_coins); fixed for
+    # the dataset's life, so its parts never move.
+    coin_scheme: Mapped[str] = mapped_column(String(16), default=CURRENT_SCHEME,
+                                             server_default="blake2b-v1")
     # The source's identity (app.datasets.identity): one registration per population.
     source_fingerprint: Mapped[str | None] = mapped_column(String(64), nullable=True,
                                                           unique=True, index=True)

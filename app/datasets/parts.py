@@ -68,7 +68,7 @@ def load_parts(dataset: Dataset) -> Split:
 
 def _synthetic_parts(dataset: Dataset, secret: str) -> Split:
     table = synthetic.generate(dataset.n_rows, dataset.seed)
-    parts = identity.parts_of(range(dataset.n_rows), secret)
+    parts = identity.parts_of(range(dataset.n_rows), secret, scheme=dataset.coin_scheme)
 
     def rows(part: identity.Part) -> PartRows:
         member = parts == part
@@ -98,7 +98,7 @@ def _upload_parts(dataset: Dataset, secret: str) -> Split:
     assert dataset.table_sha256 is not None
     schema = schema_of(dataset)
     table = table_store.load(table_path(dataset.table_sha256), schema=schema)
-    parts = identity.parts_of(table.ids, secret)
+    parts = identity.parts_of(table.ids, secret, scheme=dataset.coin_scheme)
 
     def rows(part: identity.Part) -> PartRows:
         member = parts == part

@@ -59,10 +59,12 @@ def _synthetic(session: Session, request: DatasetCreate) -> Dataset:
     fingerprint = identity.synthetic_fingerprint(n_rows, seed)
     check_new_source(session, fingerprint)
     secret = identity.new_secret()
-    counts = identity.part_counts(identity.parts_of(range(n_rows), secret))
+    counts = identity.part_counts(identity.parts_of(
+        range(n_rows), secret, scheme=identity.CURRENT_SCHEME))
     return Dataset(
         source_kind="synthetic", n_rows=n_rows, n_train=counts[identity.Part.TRAIN],
         n_calibration=counts[identity.Part.CALIBRATION], seed=seed, record_secret=secret,
+        coin_scheme=identity.CURRENT_SCHEME,
         source_fingerprint=fingerprint, schema_json=CRISIS_SCHEMA_JSON,
         schema_hash=schema_hash(CRISIS_SCHEMA), state=READY, ledger_version=0,
     )
@@ -78,6 +80,7 @@ def _upload(request: DatasetCreate) -> Dataset:
         source_kind="upload", n_rows=0, n_train=0, n_calibration=0, seed=0,
         schema_json=declared.model_dump(mode="json", by_alias=True),
         schema_hash=schema_hash(declared), state=AWAITING_DATA, ledger_version=0,
+        coin_scheme=identity.CURRENT_SCHEME,
     )
 
 

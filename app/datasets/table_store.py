@@ -9,9 +9,10 @@ SHA-256. Two different populations collide only by accident, at odds near n^2 / 
 two million rows); editing any value gives a new fingerprint, as with any content hash.
 
 The stored file is Parquet named by the SHA-256 of its bytes (``<data_dir>/<sha256>.parquet``),
-written to a temporary file and renamed, so a reader never sees half a table. Its metadata
-holds the schema hash, the fingerprint and the imputation counts, so a load gives back exactly
-what ingestion returned.
+written row group by row group as an upload is validated (``TableWriter``) to a temporary file
+and renamed at the end, so a reader never sees half a table. Its footer's metadata holds the
+schema hash, the fingerprint and the imputation counts, so a load gives back exactly what
+ingestion returned.
 """
 
 import hashlib
@@ -30,6 +31,7 @@ from app.datasets.dataset_schema import DatasetSchema, FeatureKind, schema_hash
 ID_COLUMN = "_id"
 _META = b"dpcrisis"
 _FINGERPRINT_VERSION = b"dpcrisis-table-v1\0"
+ROW_GROUP_ROWS = 1 << 17
 _M1, _M2 = np.uint64(0xFF51AFD7ED558CCD), np.uint64(0xC4CEB9FE1A85EC53)
 
 
@@ -39,7 +41,7 @@ class IngestedTable:
 
     features: np.ndarray  # (n, p) float64 in schema order; categoricals as category codes
     outcome: np.ndarray  # (n,) float64: 1 where the outcome equals the schema's ``positive``
-    ids: np.ndarray  # (n,) object array of str: the id column, or "1".."n" (row numbers)
+    ids: pa.StringArray  # (n,): the id column, or "1".."n" (row numbers); kept in Arrow
     attributes: dict[str, np.ndarray]  # subgroup-only columns: name -> (n,) int64 codes
     imputed: dict[str, int]  # feature -> values imputed with its reference
     fingerprint: str  # order-insensitive content hash (hex SHA-256)
@@ -110,16 +112,13 @@ def fingerprint(schema: DatasetSchema, features: np.ndarray, outcome: np.ndarray
     return fingerprint_of(row_hashes(schema, features, outcome, attributes))
 
 
-def _as_arrow(table: IngestedTable, schema: DatasetSchema) -> pa.Table:
-    columns = {ID_COLUMN: pa.array(table.ids, pa.string())}
-    for j, name in enumerate(schema.feature_names):
-        columns[name] = pa.array(table.features[:, j])
-    for name, codes in table.attributes.items():
-        columns[name] = pa.array(codes, pa.int64())
-    columns[schema.outcome.name] = pa.array(table.outcome.astype(np.int8))
-    meta = {"schema_hash": schema_hash(schema), "fingerprint": table.fingerprint,
-            "imputed": table.imputed}
-    return pa.table(columns).replace_schema_metadata({_META: json.dumps(meta).encode()})
+def arrow_schema(schema: DatasetSchema) -> pa.Schema:
+    """The stored file's columns: the id, the features (float64), attributes, the outcome."""
+    return pa.schema(
+        [(ID_COLUMN, pa.string())]
+        + [(name, pa.float64()) for name in schema.feature_names]
+        + [(a.name, pa.int64()) for a in schema.attributes]
+        + [(schema.outcome.name, pa.int8())])
 
 
 def _file_sha256(path: Path) -> str:
@@ -131,20 +130,73 @@ def _file_sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
+class TableWriter:
+    """Writes a table's rows as they are validated, to a temporary file in ``data_dir``;
+    ``finish`` names it by its bytes' SHA-256 (atomic rename), ``discard`` removes it.
+
+    Rows are buffered into row groups of at least ``ROW_GROUP_ROWS``, so memory is one row
+    group whatever the table's size. The metadata (schema hash, fingerprint, imputation
+    counts) is known only at the end and goes into the file's footer.
+    """
+
+    def __init__(self, schema: DatasetSchema, data_dir: Path) -> None:
+        data_dir.mkdir(parents=True, exist_ok=True)
+        fd, name = tempfile.mkstemp(dir=data_dir, prefix=".upload-", suffix=".parquet.tmp")
+        os.close(fd)
+        self.schema, self.data_dir, self.path = schema, data_dir, Path(name)
+        self._arrow = arrow_schema(schema)
+        self._writer = pq.ParquetWriter(self.path, self._arrow, compression="zstd")
+        self._pending: list[pa.RecordBatch] = []
+        self._pending_rows = 0
+
+    def write(self, ids: pa.Array, features: np.ndarray, outcome: np.ndarray,
+              attributes: dict[str, np.ndarray]) -> None:
+        columns = [ids.cast(pa.string())]
+        columns += [pa.array(features[:, j]) for j in range(features.shape[1])]
+        columns += [pa.array(attributes[a.name], pa.int64()) for a in self.schema.attributes]
+        columns.append(pa.array(outcome.astype(np.int8)))
+        self._pending.append(pa.record_batch(columns, schema=self._arrow))
+        self._pending_rows += len(outcome)
+        if self._pending_rows >= ROW_GROUP_ROWS:
+            self._flush()
+
+    def _flush(self) -> None:
+        if self._pending:
+            self._writer.write_table(pa.Table.from_batches(self._pending),
+                                     row_group_size=max(self._pending_rows, 1))
+        self._pending, self._pending_rows = [], 0
+
+    def finish(self, *, fingerprint: str, imputed: dict[str, int]) -> StoredTable:
+        meta = {"schema_hash": schema_hash(self.schema), "fingerprint": fingerprint,
+                "imputed": imputed}
+        try:
+            self._flush()
+            self._writer.add_key_value_metadata({_META.decode(): json.dumps(meta)})
+            self._writer.close()
+            sha = _file_sha256(self.path)
+            final = self.data_dir / f"{sha}.parquet"
+            os.replace(self.path, final)
+        finally:
+            self.path.unlink(missing_ok=True)
+        return StoredTable(sha256=sha, path=final)
+
+    def discard(self) -> None:
+        self._pending = []
+        try:
+            self._writer.close()
+        finally:
+            self.path.unlink(missing_ok=True)
+
+
 def store(table: IngestedTable, *, schema: DatasetSchema, data_dir: Path) -> StoredTable:
     """Write the table as ``<data_dir>/<sha256>.parquet`` (atomically; idempotent)."""
-    data_dir.mkdir(parents=True, exist_ok=True)
-    fd, name = tempfile.mkstemp(dir=data_dir, prefix=".upload-", suffix=".parquet.tmp")
-    os.close(fd)
-    tmp = Path(name)
+    writer = TableWriter(schema, data_dir)
     try:
-        pq.write_table(_as_arrow(table, schema), tmp, compression="zstd")
-        sha = _file_sha256(tmp)
-        final = data_dir / f"{sha}.parquet"
-        os.replace(tmp, final)
-    finally:
-        tmp.unlink(missing_ok=True)
-    return StoredTable(sha256=sha, path=final)
+        writer.write(table.ids, table.features, table.outcome, table.attributes)
+    except BaseException:
+        writer.discard()
+        raise
+    return writer.finish(fingerprint=table.fingerprint, imputed=table.imputed)
 
 
 def load(path: Path, *, schema: DatasetSchema, verify: bool = True) -> IngestedTable:
@@ -157,7 +209,8 @@ def load(path: Path, *, schema: DatasetSchema, verify: bool = True) -> IngestedT
     if verify and _file_sha256(path) != path.stem:
         raise ValueError(f"{path.name}: contents do not match the name (corrupt or edited)")
     data = pq.read_table(path)
-    meta = json.loads((data.schema.metadata or {}).get(_META, b"{}"))
+    footer = pq.read_metadata(path).metadata or {}
+    meta = json.loads(footer.get(_META, b"{}"))
     if meta.get("schema_hash") != schema_hash(schema):
         raise ValueError(f"{path.name} was stored under another schema")
     features = np.empty((data.num_rows, len(schema.features)))
@@ -166,7 +219,7 @@ def load(path: Path, *, schema: DatasetSchema, verify: bool = True) -> IngestedT
     return IngestedTable(
         features=features,
         outcome=data.column(schema.outcome.name).to_numpy().astype(np.float64),
-        ids=data.column(ID_COLUMN).to_numpy(),
+        ids=data.column(ID_COLUMN).combine_chunks().cast(pa.string()),
         attributes={a.name: data.column(a.name).to_numpy().astype(np.int64)
                     for a in schema.attributes},
         imputed=meta["imputed"],

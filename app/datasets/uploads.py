@@ -1,12 +1,12 @@
 """A clinic's own table: its rows arrive (all or nothing), are split by patient, and can be erased.
 
-``put_data`` validates a spooled upload against the dataset's declared schema
-(``app.datasets.ingest``), checks the size-dependent rules (delta at most 1/(10 n)) and the data
-identity (the same rows, in any order, cannot be registered twice: one budget per data), stores
-the table content-addressed, draws the dataset's record secret and counts the parts. Nothing is
-stored when any check fails. ``erase_data`` removes the rows and the secret; the ledger, the
-models and the reports stay, and the fingerprint stays too, so erased data cannot come back
-under a fresh budget.
+``put_data`` validates a spooled upload against the dataset's declared schema while writing it
+to a temporary file (``app.datasets.ingest``), checks the size-dependent rules (delta at most
+1/(10 n)) and the data identity (the same rows, in any order, cannot be registered twice: one
+budget per data), then names the file by its content, draws the dataset's record secret and
+counts the parts. Nothing is stored when any check fails. ``erase_data`` removes the rows and
+the secret; the ledger, the models and the reports stay, and the fingerprint stays too, so
+erased data cannot come back under a fresh budget.
 """
 
 import hashlib
@@ -17,8 +17,8 @@ from sqlalchemy.orm import Session
 from app.core.errors import Conflict
 from app.core.settings import settings
 from app.core.time import utcnow
-from app.datasets import identity, table_store
-from app.datasets.ingest import ingest_file
+from app.datasets import identity
+from app.datasets.ingest import ingest_and_store
 from app.datasets.models import AWAITING_DATA, ERASED, READY, Dataset
 from app.datasets.parts import schema_of, table_path
 from app.datasets.rules import check_delta, check_new_source
@@ -49,19 +49,25 @@ def put_data(*, session: Session, dataset: Dataset, path: Path, media_type: str)
             "for other rows", field="dataset_id", state=dataset.state,
         )
     schema = schema_of(dataset)
-    table = ingest_file(path, media_type=media_type, schema=schema)
-    if dataset.budget_delta is not None:
-        check_delta(dataset.budget_delta, table.n_rows, field="privacy_budget.delta")
-    fingerprint = upload_fingerprint(table.fingerprint)
-    check_new_source(session, fingerprint)
-    stored = table_store.store(table, schema=schema, data_dir=settings.data_dir)
+    upload = ingest_and_store(path, media_type=media_type, schema=schema,
+                              data_dir=settings.data_dir)
+    try:
+        if dataset.budget_delta is not None:
+            check_delta(dataset.budget_delta, upload.n_rows, field="privacy_budget.delta")
+        fingerprint = upload_fingerprint(upload.fingerprint)
+        check_new_source(session, fingerprint)
+    except BaseException:
+        upload.discard()
+        raise
+    stored = upload.commit()
     secret = identity.new_secret()
-    counts = identity.part_counts(identity.parts_of(table.ids, secret))
-    dataset.n_rows = table.n_rows
+    parts = identity.parts_of(upload.ids, secret, scheme=dataset.coin_scheme)
+    counts = identity.part_counts(parts)
+    dataset.n_rows = upload.n_rows
     dataset.n_train = counts[identity.Part.TRAIN]
     dataset.n_calibration = counts[identity.Part.CALIBRATION]
     dataset.record_secret, dataset.source_fingerprint = secret, fingerprint
-    dataset.table_sha256, dataset.imputed = stored.sha256, table.imputed
+    dataset.table_sha256, dataset.imputed = stored.sha256, upload.imputed
     dataset.state = READY
     session.flush()
     return dataset

@@ -1,34 +1,106 @@
 """Patient identity (keyed per-record coins) and data identity (one registration per source)."""
 
+import hashlib
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
+import pytest
+from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 from fastapi.testclient import TestClient
 
-from app.datasets import identity
+from app.datasets import identity, record_coins
 from tests.api.scoring_helpers import problem
 
 SOURCE = {"kind": "synthetic", "n_rows": 2000, "seed": 77}
 
 
-def test_removing_one_record_moves_no_other_record() -> None:
+@pytest.mark.parametrize("scheme", record_coins.SCHEMES)
+def test_removing_one_record_moves_no_other_record(scheme: str) -> None:
     secret = identity.new_secret()
-    ids = list(range(5000))
-    parts = identity.parts_of(ids, secret)
+    ids = [f"mrn-{i}" if i % 3 else i for i in range(5000)]
+    parts = identity.parts_of(ids, secret, scheme=scheme)
     for removed in (0, 1234, 4999):
-        rest = [i for i in ids if i != removed]
-        assert np.array_equal(identity.parts_of(rest, secret), np.delete(parts, removed))
+        rest = [i for k, i in enumerate(ids) if k != removed]
+        assert np.array_equal(identity.parts_of(rest, secret, scheme=scheme),
+                              np.delete(parts, removed))
 
 
-def test_parts_follow_the_public_fractions_and_the_secret() -> None:
+@pytest.mark.parametrize("scheme", record_coins.SCHEMES)
+def test_parts_follow_the_public_fractions_and_the_secret(scheme: str) -> None:
     secret = identity.new_secret()
-    parts = identity.parts_of(range(100_000), secret)
+    parts = identity.parts_of(range(100_000), secret, scheme=scheme)
     shares = np.bincount(parts, minlength=3) / 100_000
     assert np.allclose(shares, [0.7, 0.15, 0.15], atol=0.01)
-    other = identity.parts_of(range(100_000), identity.new_secret())
+    other = identity.parts_of(range(100_000), identity.new_secret(), scheme=scheme)
     assert np.mean(parts != other) > 0.3  # another secret: another split
-    assert np.array_equal(identity.parts_of(["a", "b"], secret),
-                          identity.parts_of(["a", "b"], secret))
+    assert np.array_equal(identity.parts_of(["a", "b"], secret, scheme=scheme),
+                          identity.parts_of(["a", "b"], secret, scheme=scheme))
+
+
+def _v1_reference(record_id: object, secret: str) -> float:
+    """The coin as migration 0007 computed it (frozen there): one keyed BLAKE2b per id."""
+    digest = hashlib.blake2b(str(record_id).encode(), key=bytes.fromhex(secret), digest_size=8)
+    return (int.from_bytes(digest.digest(), "little") >> 11) / 2**53
+
+
+def _v2_reference(record_id: str, secret: str) -> float:
+    """The v2 coin of one id, written out from the module's definition, one AES call per id."""
+    key = hashlib.blake2b(b"coin-aes-v2", key=bytes.fromhex(secret), digest_size=32).digest()
+    text = record_id.encode()
+    if len(text) > 15:
+        long_key = hashlib.blake2b(b"coin-long-v2", key=bytes.fromhex(secret),
+                                   digest_size=32).digest()
+        word = hashlib.blake2b(text, key=long_key, digest_size=8, person=b"coin-long-v2")
+        return (int.from_bytes(word.digest(), "little") >> 11) / 2**53
+    block = bytes([len(text)]) + text + bytes(15 - len(text))
+    cipher = Cipher(algorithms.AES(key), modes.ECB()).encryptor().update(block)
+    return (int.from_bytes(cipher[:8], "little") >> 11) / 2**53
+
+
+def test_v1_coins_are_the_ones_existing_datasets_were_split_with() -> None:
+    secret = identity.new_secret()
+    ids: list[object] = [*range(300), "pt-7", "ü-ß", "x" * 40]
+    expected = [_v1_reference(i, secret) for i in ids]
+    assert identity.coins(ids, secret, scheme=record_coins.BLAKE2B_V1).tolist() == expected
+    as_range = identity.coins(range(300), secret, scheme=record_coins.BLAKE2B_V1)
+    assert as_range.tolist() == expected[:300]
+
+
+def test_v2_coins_match_the_definition_for_every_id_shape() -> None:
+    secret = identity.new_secret()
+    ids = ["", "7", "pt-0001", "é-ü", "x" * 15, "y" * 16, "z" * 200, "日本語の患者番号です"]
+    ids += [str(i) for i in range(1000)]
+    got = identity.coins(ids, secret, scheme=record_coins.AES_V2)
+    assert got.tolist() == [_v2_reference(i, secret) for i in ids]
+    # An integer id is its decimal text, however the ids arrive (range, list, Arrow, chunks).
+    numbers = identity.coins(range(1000), secret, scheme=record_coins.AES_V2)
+    assert numbers.tolist() == got[-1000:].tolist()
+    chunked = pa.chunked_array([pa.array(ids[:500]), pa.array(ids[500:])])
+    assert identity.coins(chunked, secret, scheme=record_coins.AES_V2).tolist() == got.tolist()
+    sliced = pa.array(ids).slice(3, 100)
+    assert identity.coins(sliced, secret, scheme=record_coins.AES_V2).tolist() == \
+        got[3:103].tolist()
+
+
+def test_v2_coins_cross_chunks_and_fixed_width_ids_alike() -> None:
+    secret = identity.new_secret()
+    fixed = [f"mrn-{i:08d}" for i in range(record_coins.CHUNK + 10)]  # one width: the view
+    varied = [*fixed[:-1], "a-much-longer-identifier"]  # another width in the last chunk
+    a = identity.coins(fixed, secret, scheme=record_coins.AES_V2)
+    b = identity.coins(varied, secret, scheme=record_coins.AES_V2)
+    assert np.array_equal(a[:-1], b[:-1])
+    assert [a[0], a[-1], b[-1]] == [_v2_reference(fixed[0], secret),
+                                    _v2_reference(fixed[-1], secret),
+                                    _v2_reference(varied[-1], secret)]
+
+
+def test_an_unknown_scheme_or_a_missing_id_is_refused() -> None:
+    secret = identity.new_secret()
+    with pytest.raises(ValueError, match="unknown coin scheme"):
+        identity.coins(["a"], secret, scheme="md5")
+    with pytest.raises(ValueError, match="missing"):
+        identity.coins(pa.array(["a", None]), secret, scheme=record_coins.AES_V2)
 
 
 def _register(client: TestClient, **changes: Any) -> Any:

@@ -21,7 +21,7 @@ from fastapi.testclient import TestClient
 from sklearn.datasets import load_breast_cancer
 
 from app.core.errors import UnsupportedMediaType, install_error_handlers
-from app.datasets import ingest, table_store
+from app.datasets import ingest, record_coins, table_readers, table_store
 from app.datasets.dataset_schema import DatasetSchema
 from tests.datasets.test_dataset_schema import CONTRACT
 
@@ -131,6 +131,7 @@ def test_table_wide_rules(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> No
     assert found(rejected(write_csv(tmp_path / "b.csv", one_class))) == [
         (None, "crisis_30d", "the outcome has a single class")]
     monkeypatch.setattr(ingest, "MAX_ROWS", 3)
+    monkeypatch.setattr(table_readers, "MAX_ROWS", 3)
     error = rejected(write_csv(tmp_path / "c.csv", ROWS))
     assert found(error) == [(None, None, "more than 3 rows")]
     assert error.extra["complete"] is False
@@ -201,7 +202,7 @@ def test_csv_and_parquet_give_the_same_arrays(tmp_path: Path) -> None:
         assert table.features.tolist() == [
             [3, 1, 0], [12, 0, 1], [27, 2, 0], [0, 0, 1], [9, 1, 0]]
         assert table.outcome.tolist() == [1, 0, 0, 1, 0]
-        assert table.ids.tolist() == ["p1", "p2", "p3", "p4", "p5"]
+        assert table.ids.to_pylist() == ["p1", "p2", "p3", "p4", "p5"]
         assert table.imputed == {"phq9": 0, "sex": 0, "prior_crisis": 0}
     assert from_csv.fingerprint == from_parquet.fingerprint
 
@@ -216,7 +217,7 @@ def test_stored_tables_load_back_and_are_content_addressed(tmp_path: Path) -> No
     loaded = table_store.load(stored.path, schema=SCHEMA)
     assert np.array_equal(loaded.features, table.features)
     assert np.array_equal(loaded.outcome, table.outcome)
-    assert loaded.ids.tolist() == table.ids.tolist()
+    assert loaded.ids.to_pylist() == table.ids.to_pylist()
     assert (loaded.fingerprint, loaded.imputed) == (table.fingerprint, table.imputed)
     other = DatasetSchema.model_validate({**CONTRACT, "subgroups": []})
     with pytest.raises(ValueError, match="another schema"):
@@ -376,4 +377,72 @@ def test_a_real_public_table_ingests(tmp_path: Path) -> None:
     assert table.features.shape == (569, 30)
     assert np.allclose(table.features, data.data)
     assert int(table.outcome.sum()) == 212  # malignant cases are the events
-    assert table.ids[-1] == "569"
+    assert table.ids[-1].as_py() == "569"
+
+
+def _many_rows(ids: list[str]) -> list[list[str]]:
+    return [[patient, "3", "male", "0", str(k % 2)] for k, patient in enumerate(ids)]
+
+
+def test_duplicate_ids_are_found_long_short_and_across_chunks(tmp_path: Path) -> None:
+    ids = [f"id-{k}" for k in range(2 * record_coins.CHUNK + 7)]
+    ids[5] = ids[-1] = "an-identifier-longer-than-a-block"  # long ids: the BLAKE2b digests
+    ids[record_coins.CHUNK + 3] = ids[9]  # short ids in two chunks
+    error = rejected(write_csv(tmp_path / "t.csv", _many_rows(ids)))
+    rows = sorted(e["row"] for e in error.extra["errors"])
+    assert rows == [6, 10, record_coins.CHUNK + 4, len(ids)]
+    assert {e["message"] for e in error.extra["errors"]} == {"duplicate id"}
+
+
+def test_a_digest_collision_between_different_ids_is_not_an_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(record_coins, "id_digests",
+                        lambda ids: np.zeros(len(ids), dtype=np.uint64))
+    table = ingest.ingest_file(write_csv(tmp_path / "t.csv", ROWS), media_type=ingest.CSV,
+                               schema=SCHEMA)
+    assert table.ids.to_pylist() == ["p1", "p2", "p3", "p4", "p5"]
+    rows = copy.deepcopy(ROWS)
+    rows[3][0] = "p2"
+    assert found(rejected(write_csv(tmp_path / "d.csv", rows))) == [
+        (2, "patient_id", "duplicate id"), (4, "patient_id", "duplicate id")]
+
+
+@pytest.mark.parametrize("id_column", ["patient_id", None])
+def test_stored_while_validated_equals_the_arrays(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, id_column: str | None
+) -> None:
+    """Written batch by batch in several row groups, the stored table loads back exactly as
+    the in-memory ingestion of the same file; without an id column, ids are row numbers
+    across batches."""
+    monkeypatch.setattr(table_readers, "CSV_BLOCK_BYTES", 256)  # many small batches
+    monkeypatch.setattr(table_store, "ROW_GROUP_ROWS", 16)
+    schema = SCHEMA if id_column else SCHEMA.model_copy(update={"id_column": None})
+    header = HEADER if id_column else HEADER[1:]
+    rng = np.random.default_rng(5)
+    rows = [[f"q{k}", str(rng.integers(0, 28)), ["female", "male", "other"][k % 3],
+             str(k % 2), str(int(rng.random() < 0.3))] for k in range(300)]
+    rows = [row if id_column else row[1:] for row in rows]
+    path = write_csv(tmp_path / "t.csv", rows, header)
+    in_memory = ingest.ingest_file(path, media_type=ingest.CSV, schema=schema)
+    pending = ingest.ingest_and_store(path, media_type=ingest.CSV, schema=schema,
+                                      data_dir=tmp_path / "data")
+    stored = pending.commit()
+    assert pq.ParquetFile(stored.path).metadata.num_row_groups > 5
+    loaded = table_store.load(stored.path, schema=schema)
+    assert pending.fingerprint == in_memory.fingerprint == loaded.fingerprint
+    assert pending.ids.to_pylist() == in_memory.ids.to_pylist() == loaded.ids.to_pylist()
+    assert (pending.ids.to_pylist()[:3] == ["q0", "q1", "q2"] if id_column
+            else pending.ids.to_pylist()[-1] == "300")
+    assert np.array_equal(loaded.features, in_memory.features)
+    assert np.array_equal(loaded.outcome, in_memory.outcome)
+    assert [p.name for p in (tmp_path / "data").iterdir()] == [stored.path.name]
+
+
+def test_a_table_that_fails_late_leaves_no_file(tmp_path: Path) -> None:
+    rows = copy.deepcopy(ROWS)
+    rows[4][0] = "p1"  # a duplicate id: found only once every row was read and written
+    with pytest.raises(ingest.TableInvalid):
+        ingest.ingest_and_store(write_csv(tmp_path / "t.csv", rows), media_type=ingest.CSV,
+                                schema=SCHEMA, data_dir=tmp_path / "data")
+    assert list((tmp_path / "data").iterdir()) == []

@@ -78,6 +78,24 @@ def test_the_same_rows_in_another_order_are_the_same_source(client: TestClient) 
     assert client.get(f"/v1/datasets/{second['id']}").json()["state"] == "awaiting_data"
 
 
+def test_a_refused_twin_of_the_same_bytes_leaves_the_first_file_alone(
+    client: TestClient, _data_dir: Path
+) -> None:
+    """The twin's file would have the first's name (same bytes): it is discarded before it
+    gets one, so the first dataset keeps its rows."""
+    rows = _rows(1500, seed=6)
+    first = _register(client)
+    assert _put(client, first["id"], _csv(rows)).status_code == 200
+    stored = sorted(p.name for p in _data_dir.iterdir())
+    problem(_put(client, _register(client, name="twin")["id"], _csv(rows)), 409, field="source")
+    assert sorted(p.name for p in _data_dir.iterdir()) == stored
+    assert _no_temporary_files(_data_dir)
+
+
+def _no_temporary_files(data_dir: Path) -> bool:
+    return not [p for p in data_dir.iterdir() if p.name.startswith(".upload-")]
+
+
 def test_parquet_upload(client: TestClient) -> None:
     created = _register(client)
     rows = [r.split(",") for r in _rows(1200, seed=2)]
@@ -103,14 +121,17 @@ def test_a_bad_table_names_rows_and_columns_and_stores_nothing(
     assert body["total"] >= 1
     assert {"row": 10, "column": "phq9"}.items() <= body["errors"][0].items()
     assert client.get(f"/v1/datasets/{created['id']}").json()["state"] == "awaiting_data"
-    assert not list(_data_dir.glob("*.parquet"))
+    assert not list(_data_dir.glob("*.parquet")) and _no_temporary_files(_data_dir)
 
 
-def test_delta_is_checked_against_the_uploaded_rows(client: TestClient) -> None:
+def test_delta_is_checked_against_the_uploaded_rows(
+    client: TestClient, _data_dir: Path
+) -> None:
     created = _register(client, privacy_budget={"epsilon": 3, "delta": 1e-4})
     body = problem(_put(client, created["id"], _csv(_rows(2000, seed=4))), 422,
                    field="privacy_budget.delta")
     assert "1/(10 n_rows)" in body["detail"]
+    assert not list(_data_dir.glob("*.parquet")) and _no_temporary_files(_data_dir)
 
 
 def test_jobs_wait_for_rows_and_erasure_keeps_the_ledger(

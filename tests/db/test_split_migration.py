@@ -1,6 +1,7 @@
 """0006 recounts every dataset's training rows for the per-record split and downgrades back to
 the fixed 70% permutation count; 0007 keys the coins by a per-dataset secret and recounts the
-parts, fingerprints each source once, and fixes the filter's order."""
+parts, fingerprints each source once, and fixes the filter's order; 0013 keeps those datasets
+on the coins their parts were counted with."""
 
 from datetime import UTC, datetime
 
@@ -10,6 +11,7 @@ from sqlalchemy import text
 
 from app.core.database import Database
 from app.core.migrations import alembic_config
+from app.datasets import identity, record_coins
 from app.privacy.filter import filter_order
 
 T0 = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
@@ -46,9 +48,13 @@ def test_upgrade_recounts_training_rows_and_downgrade_restores(database_url: str
         with db.engine.connect() as conn:
             rows = conn.execute(text(
                 "SELECT n_rows, n_train, n_calibration, record_secret, source_fingerprint, "
-                "filter_order FROM dataset ORDER BY id")).all()
-        for n_rows, n_train, n_calibration, secret, fingerprint, order in rows:
+                "filter_order, coin_scheme FROM dataset ORDER BY id")).all()
+        for n_rows, n_train, n_calibration, secret, fingerprint, order, scheme in rows:
             assert len(secret) == 64 and len(fingerprint) == 64
+            # 0013: datasets registered before it keep the coins 0007 counted their parts by.
+            assert scheme == record_coins.BLAKE2B_V1
+            parts = identity.parts_of(range(n_rows), secret, scheme=scheme)
+            assert (n_train, n_calibration) == (int(np.sum(parts == 0)), int(np.sum(parts == 1)))
             assert 0 < n_train < n_rows and 0 < n_calibration < n_rows - n_train
             assert abs(n_train - 0.7 * n_rows) < 5 * np.sqrt(n_rows)
             assert order == filter_order(10.0, 1e-5)
