@@ -16,8 +16,9 @@ Goals: CSV ingest at most 3x the bare CSV read's seconds, and at most 1 GiB peak
 ``--http`` measures the same through the API (the issue's setting): a real ``dpcrisis serve``
 (temporary SQLite database and data directory, embedded worker) receives the CSV and a
 Parquet table of other patients (the same rows twice would be one source registered twice, a
-409) as streamed ``PUT /v1/datasets/{id}/data`` bodies; each upload's wall seconds (first byte
-sent to answer received) and the API process's peak RSS during it (``VmHWM``, reset through
+409) as streamed ``PUT /v1/datasets/{id}/data`` bodies, ``--repeat`` times each with other rows
+(median seconds, highest peak); each upload's wall seconds (first byte sent to answer
+received) and the API process's peak RSS during it (``VmHWM``, reset through
 ``/proc/<pid>/clear_refs`` just before) are set against ``pyarrow.csv.read_csv`` and
 ``pandas.read_csv`` of the same file, each in a fresh process in the same run. Then a default
 job (target epsilon 3) trains on the CSV's rows, and single-patient ``POST /v1/risk`` latency
@@ -285,22 +286,35 @@ def percentile_ms(values: list[float], q: float) -> float:
     return ms[min(len(ms) - 1, int(q * len(ms)))]
 
 
-def http_tables(n_rows: int, root: Path, name: str = "upload") -> tuple[Path, Path]:
+def http_tables(n_rows: int, root: Path, name: str = "upload",
+                seed: int = 0) -> tuple[Path, Path]:
     """The CSV, and a Parquet table of other patients (other seed and ids)."""
     parquet_path = root / f"{name}.parquet"
-    pq.write_table(make_table(n_rows, seed=1, prefix=f"{name}-pq-"), parquet_path)
-    return write_csv(make_table(n_rows, prefix=f"{name}-"), root / f"{name}.csv"), parquet_path
+    pq.write_table(make_table(n_rows, seed=2 * seed + 1, prefix=f"{name}-pq-"), parquet_path)
+    return (write_csv(make_table(n_rows, seed=2 * seed, prefix=f"{name}-"),
+                      root / f"{name}.csv"), parquet_path)
+
+
+def median_upload(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """The run of median seconds, with the highest peak RSS of all runs."""
+    middle = sorted(runs, key=lambda r: r["seconds"])[len(runs) // 2]
+    return {**middle, "peak_mb": max(r["peak_mb"] for r in runs), "runs": len(runs),
+            "all_seconds": [round(r["seconds"], 3) for r in runs]}
 
 
 def http_measure(n_rows: int, repeat: int, requests: int) -> dict[str, Any]:
-    """Baselines (fresh processes), then the served process: uploads, training, scoring."""
+    """Baselines (fresh processes), then the served process: uploads, training, scoring.
+
+    Each upload is repeated ``repeat`` times with other rows (the same rows twice would be one
+    source registered twice, a 409): the median seconds and the highest peak are reported."""
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
-        csv_path, parquet_path = http_tables(n_rows, root)
+        tables = [http_tables(n_rows, root, f"upload{r}", seed=r) for r in range(repeat)]
+        csv_path, parquet_path = tables[0]
         print(f"{n_rows:,} rows x 10 columns: CSV {csv_path.stat().st_size / 2**20:.0f} MiB, "
               f"Parquet {parquet_path.stat().st_size / 2**20:.0f} MiB; baselines: median of "
-              f"{repeat} fresh processes; uploads: one each (after a 1,000-row warm-up), "
-              "streamed over loopback")
+              f"{repeat} fresh processes; uploads: median of {repeat} (other rows each time, "
+              "after a 1,000-row warm-up), streamed over loopback")
         pandas = importlib.util.find_spec("pandas") is not None
         found: dict[str, Any] = {
             "pyarrow.csv.read_csv": run_in_child("read", csv_path, repeat),
@@ -311,10 +325,11 @@ def http_measure(n_rows: int, repeat: int, requests: int) -> dict[str, Any]:
         try:
             with service.api_client(base, timeout=900) as http:
                 delta = 10.0 ** np.floor(np.log10(1 / (10 * n_rows)))  # at most 1/(10 n)
-                for path in http_tables(1000, root, "warm-up"):  # first-call costs: not timed
+                for path in http_tables(1000, root, "warm-up", seed=99):  # not timed
                     upload(http, path, pid=process.pid, delta=delta)
-                found["csv"] = upload(http, csv_path, pid=process.pid, delta=delta)
-                found["parquet"] = upload(http, parquet_path, pid=process.pid, delta=delta)
+                for k, fmt in enumerate(("csv", "parquet")):
+                    found[fmt] = median_upload([upload(http, pair[k], pid=process.pid,
+                                                       delta=delta) for pair in tables])
                 found["train"] = train(http, found["csv"]["dataset_id"], process.pid)
                 crisis = http.post("/v1/datasets", json={
                     "name": "crisis", "source": {"kind": "synthetic", "n_rows": 8000, "seed": 7},
@@ -350,7 +365,9 @@ def http_report(found: dict[str, Any]) -> None:
         found[f]["peak_mb"] for f in ("csv", "parquet"))
     pandas = found["pandas.read_csv"]
     since = "a VmHWM reset just before" if up["exact_peak"] else "start-up (no clear_refs)"
-    print(f"\nAPI process: peak RSS of each upload since {since}; server CPU "
+    print(f"\nUpload seconds, each run: CSV {up['all_seconds']}, Parquet "
+          f"{found['parquet']['all_seconds']}")
+    print(f"API process: peak RSS of each upload since {since}; server CPU "
           f"{up['cpu_s']:.1f} s (CSV), {found['parquet']['cpu_s']:.1f} s (Parquet); "
           f"{up['rows']:,} rows, {up['training_rows']:,} training rows")
     print(f"- CSV upload / pyarrow.csv.read_csv = {ratio:.2f}x (goal <= {GOAL_RATIO:g}x): "
@@ -378,7 +395,8 @@ def http_report(found: dict[str, Any]) -> None:
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=1_000_000)
-    parser.add_argument("--repeat", type=int, default=3, help="fresh processes per step")
+    parser.add_argument("--repeat", type=int, default=3,
+                        help="fresh processes per step; --http: uploads per format")
     parser.add_argument("--http", action="store_true", help="through a served process")
     parser.add_argument("--requests", type=int, default=500, help="--http: scoring calls")
     parser.add_argument("--measure", nargs=2, metavar=("STEP", "PATH"), help=argparse.SUPPRESS)

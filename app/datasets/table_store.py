@@ -19,6 +19,7 @@ import hashlib
 import json
 import os
 import tempfile
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -134,8 +135,10 @@ class TableWriter:
     """Writes a table's rows as they are validated, to a temporary file in ``data_dir``;
     ``finish`` names it by its bytes' SHA-256 (atomic rename), ``discard`` removes it.
 
-    Rows are buffered into row groups of at least ``ROW_GROUP_ROWS``, so memory is one row
-    group whatever the table's size. The metadata (schema hash, fingerprint, imputation
+    Rows are buffered into row groups of at least ``ROW_GROUP_ROWS`` and each row group is
+    encoded on a writer thread (Parquet's encoding and compression run without the GIL) while
+    the next rows are read and checked; at most one row group waits, so memory is two row
+    groups whatever the table's size. The metadata (schema hash, fingerprint, imputation
     counts) is known only at the end and goes into the file's footer.
     """
 
@@ -148,6 +151,8 @@ class TableWriter:
         self._writer = pq.ParquetWriter(self.path, self._arrow, compression="zstd")
         self._pending: list[pa.RecordBatch] = []
         self._pending_rows = 0
+        self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="table-writer")
+        self._in_flight: Future[None] | None = None
 
     def write(self, ids: pa.Array, features: np.ndarray, outcome: np.ndarray,
               attributes: dict[str, np.ndarray]) -> None:
@@ -161,28 +166,40 @@ class TableWriter:
             self._flush()
 
     def _flush(self) -> None:
+        """Hand the buffered rows to the writer thread, once the row group before is written
+        (which raises here if writing it failed)."""
+        self._wait()
         if self._pending:
-            self._writer.write_table(pa.Table.from_batches(self._pending),
-                                     row_group_size=max(self._pending_rows, 1))
+            group = pa.Table.from_batches(self._pending)
+            self._in_flight = self._thread.submit(
+                self._writer.write_table, group, row_group_size=max(group.num_rows, 1))
         self._pending, self._pending_rows = [], 0
+
+    def _wait(self) -> None:
+        if self._in_flight is not None:
+            in_flight, self._in_flight = self._in_flight, None
+            in_flight.result()
 
     def finish(self, *, fingerprint: str, imputed: dict[str, int]) -> StoredTable:
         meta = {"schema_hash": schema_hash(self.schema), "fingerprint": fingerprint,
                 "imputed": imputed}
         try:
             self._flush()
+            self._wait()
             self._writer.add_key_value_metadata({_META.decode(): json.dumps(meta)})
             self._writer.close()
             sha = _file_sha256(self.path)
             final = self.data_dir / f"{sha}.parquet"
             os.replace(self.path, final)
         finally:
+            self._thread.shutdown(wait=True)
             self.path.unlink(missing_ok=True)
         return StoredTable(sha256=sha, path=final)
 
     def discard(self) -> None:
         self._pending = []
         try:
+            self._thread.shutdown(wait=True, cancel_futures=True)
             self._writer.close()
         finally:
             self.path.unlink(missing_ok=True)
