@@ -1,5 +1,7 @@
 """Datasets API: thin routes over app.datasets.service."""
 
+import asyncio
+import contextlib
 import tempfile
 from pathlib import Path
 from typing import Annotated
@@ -23,7 +25,8 @@ from app.core.openapi import problems
 from app.core.pagination import Limit, Offset
 from app.core.settings import settings
 from app.datasets import service, uploads
-from app.datasets.ingest import media_type_of, spool_async
+from app.datasets.growing_file import GrowingFile
+from app.datasets.ingest import media_type_of
 from app.datasets.models import Dataset
 from app.datasets.schemas import DatasetCreate, DatasetOut, DatasetPage, PrivacyBudget
 from app.reports import privacy_html as report_html
@@ -109,11 +112,20 @@ async def put_dataset_data(
     dataset = service.get(session=session, dataset_id=dataset_id)
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=settings.data_dir, prefix=".upload-") as tmp:
-        path = await spool_async(request.stream(), Path(tmp) / "body",
-                                 max_bytes=settings.max_upload_bytes)
+        body = GrowingFile(Path(tmp) / "body")
+        # The rows are read and checked while the body arrives (app.datasets.growing_file).
+        ingesting = asyncio.ensure_future(run_in_threadpool(
+            uploads.put_data, session=session, dataset=dataset, path=body,
+            media_type=media_type))
         try:
-            await run_in_threadpool(uploads.put_data, session=session, dataset=dataset,
-                                    path=path, media_type=media_type)
+            await body.receive(request.stream(), max_bytes=settings.max_upload_bytes)
+        except BaseException:  # too large, or the client left: the reading stops too
+            with contextlib.suppress(Exception):
+                await ingesting
+            release_free_memory()
+            raise
+        try:
+            await ingesting
         finally:  # accepted or not, the upload's arrays are freed: hand their pages back
             release_free_memory()
     audit.record(session=session, principal=principal, action=Action.DATA_UPLOADED,

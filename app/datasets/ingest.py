@@ -25,19 +25,19 @@ single outcome class are checked once all rows are read, and only when no other 
 """
 
 from collections import Counter
-from collections.abc import AsyncIterable, Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
 
-from app.core.errors import DomainError, InvalidRequest, UnsupportedMediaType
+from app.core.errors import InvalidRequest, UnsupportedMediaType
 from app.datasets import record_coins, table_readers
 from app.datasets.dataset_schema import DatasetSchema, check_schema
 from app.datasets.ingest_checks import BatchRows, CheckedBatch, ErrorLog, check_batch
 from app.datasets.schemas import MAX_ROWS
-from app.datasets.table_readers import CSV, PARQUET
+from app.datasets.table_readers import CSV, PARQUET, Source
 from app.datasets.table_store import (
     IngestedTable,
     StoredTable,
@@ -81,10 +81,6 @@ class TableInvalid(InvalidRequest):
         )
 
 
-class UploadTooLarge(DomainError):
-    status, kind, title = 413, "upload-too-large", "Upload too large"
-
-
 def media_type_of(content_type: str) -> str:
     """``text/csv; charset=utf-8`` -> ``text/csv``; anything else we cannot read is a 422."""
     media, *params = (part.strip().lower() for part in content_type.split(";"))
@@ -93,39 +89,6 @@ def media_type_of(content_type: str) -> str:
         raise UnsupportedMediaType(f"cannot read a table of type {content_type!r}",
                                    field="Content-Type", allowed=f"{CSV} (UTF-8) or {PARQUET}")
     return media
-
-
-def _count(written: int, chunk: bytes, max_bytes: int) -> int:
-    written += len(chunk)
-    if written > max_bytes:
-        raise UploadTooLarge(f"the upload exceeds {max_bytes} bytes",
-                             allowed=f"at most {max_bytes} bytes")
-    return written
-
-
-def spool(chunks: Iterable[bytes], path: Path, *, max_bytes: int) -> Path:
-    """Write a request body to ``path`` chunk by chunk (memory: one chunk).
-
-    Raises:
-        UploadTooLarge: more than ``max_bytes`` arrived (a 413; the partial file is left for
-            the caller's temporary directory to remove).
-    """
-    written = 0
-    with path.open("wb") as f:
-        for chunk in chunks:
-            written = _count(written, chunk, max_bytes)
-            f.write(chunk)
-    return path
-
-
-async def spool_async(chunks: AsyncIterable[bytes], path: Path, *, max_bytes: int) -> Path:
-    """``spool`` for an ASGI body (``request.stream()``)."""
-    written = 0
-    with path.open("wb") as f:
-        async for chunk in chunks:
-            written = _count(written, chunk, max_bytes)
-            f.write(chunk)
-    return path
 
 
 def ingest_file(path: Path, *, media_type: str, schema: DatasetSchema) -> IngestedTable:
@@ -140,7 +103,7 @@ def ingest_file(path: Path, *, media_type: str, schema: DatasetSchema) -> Ingest
     return table
 
 
-def ingest_and_store(path: Path, *, media_type: str, schema: DatasetSchema,
+def ingest_and_store(path: Source, *, media_type: str, schema: DatasetSchema,
                      data_dir: Path) -> PendingUpload:
     """Validate the table at ``path`` and write it, batch by batch as it is validated, to a
     temporary file in ``data_dir``: the rows are never all in memory at once. The caller
@@ -155,7 +118,7 @@ def ingest_and_store(path: Path, *, media_type: str, schema: DatasetSchema,
     return upload
 
 
-def _ingest(path: Path, media_type: str, schema: DatasetSchema,
+def _ingest(path: Source, media_type: str, schema: DatasetSchema,
             data_dir: Path | None) -> "IngestedTable | PendingUpload":
     check_schema(schema)
     media = media_type_of(media_type)

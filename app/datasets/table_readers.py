@@ -15,7 +15,7 @@ rows after them keep their numbers.
 import csv
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import numpy as np
 import pyarrow as pa
@@ -23,6 +23,7 @@ import pyarrow.csv as pa_csv
 import pyarrow.parquet as pq
 
 from app.datasets.dataset_schema import DatasetSchema, FeatureKind
+from app.datasets.growing_file import GrowingFile
 from app.datasets.ingest_checks import ErrorLog
 from app.datasets.prefetch import Prefetched
 from app.datasets.schemas import MAX_ROWS
@@ -45,8 +46,18 @@ def _header_errors(names: list[str], schema: DatasetSchema, log: ErrorLog) -> No
         log.add("unexpected column", f"the columns {listed}", column=name)
 
 
-def _csv_header(path: Path, schema: DatasetSchema, log: ErrorLog) -> None:
-    with path.open("rb") as f:
+Source = Path | GrowingFile
+"""A spooled file, or a body still arriving (read as it comes)."""
+
+
+def _open(source: Source) -> BinaryIO:
+    if isinstance(source, Path):
+        return source.open("rb")
+    return source.reader()  # type: ignore[return-value]  # read-only, sequential
+
+
+def _csv_header(source: Source, schema: DatasetSchema, log: ErrorLog) -> None:
+    with _open(source) as f:
         head = f.read(_HEADER_BYTES).split(b"\n", 1)[0].rstrip(b"\r")
     if not head:
         log.add("the file is empty or its first line is blank", "a header row")
@@ -78,9 +89,9 @@ def _csv_types(schema: DatasetSchema, *, as_bytes: bool) -> dict[str, pa.DataTyp
     return types
 
 
-def csv_batches(path: Path, schema: DatasetSchema, log: ErrorLog, skipped: list[int], *,
+def csv_batches(source: Source, schema: DatasetSchema, log: ErrorLog, skipped: list[int], *,
                  as_bytes: bool) -> Iterator[pa.RecordBatch]:
-    _csv_header(path, schema, log)
+    _csv_header(source, schema, log)
     if log:
         log.complete = False
         return
@@ -101,23 +112,24 @@ def csv_batches(path: Path, schema: DatasetSchema, log: ErrorLog, skipped: list[
     # Created first: opening parses the first block, and bad_row may already be called.
     batches: Prefetched[pa.RecordBatch, tuple[int, int, int]] = Prefetched(
         lambda: _next_or_none(reader), on_failure=noted)
-    try:
-        reader = pa_csv.open_csv(
-            path,
-            read_options=pa_csv.ReadOptions(use_threads=False, block_size=CSV_BLOCK_BYTES),
-            parse_options=pa_csv.ParseOptions(delimiter=",", invalid_row_handler=bad_row),
-            convert_options=pa_csv.ConvertOptions(
-                column_types=_csv_types(schema, as_bytes=as_bytes), null_values=[""],
-                strings_can_be_null=True, include_columns=schema.columns),
-        )
-    except pa.ArrowInvalid:
-        noted(batches.take_noted())
-        raise
-    with batches:
-        for batch, events in batches:
-            noted(events)
-            if batch is not None:
-                yield batch
+    with _open(source) as body:
+        try:
+            reader = pa_csv.open_csv(
+                body,
+                read_options=pa_csv.ReadOptions(use_threads=False, block_size=CSV_BLOCK_BYTES),
+                parse_options=pa_csv.ParseOptions(delimiter=",", invalid_row_handler=bad_row),
+                convert_options=pa_csv.ConvertOptions(
+                    column_types=_csv_types(schema, as_bytes=as_bytes), null_values=[""],
+                    strings_can_be_null=True, include_columns=schema.columns),
+            )
+        except pa.ArrowInvalid:
+            noted(batches.take_noted())
+            raise
+        with batches:
+            for batch, events in batches:
+                noted(events)
+                if batch is not None:
+                    yield batch
 
 
 def _next_or_none(reader: Any) -> pa.RecordBatch | None:
@@ -127,10 +139,12 @@ def _next_or_none(reader: Any) -> pa.RecordBatch | None:
         return None
 
 
-def parquet_batches(path: Path, schema: DatasetSchema,
+def parquet_batches(source: Source, schema: DatasetSchema,
                      log: ErrorLog) -> Iterator[pa.RecordBatch]:
     try:
-        table = pq.ParquetFile(path)
+        if isinstance(source, GrowingFile):
+            source.wait_complete()  # Parquet is read from its footer, at the end
+        table = pq.ParquetFile(source if isinstance(source, Path) else source.path)
     except (pa.ArrowInvalid, OSError):
         log.add("not a Parquet file", PARQUET)
         log.complete = False

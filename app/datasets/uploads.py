@@ -10,7 +10,6 @@ erased data cannot come back under a fresh budget.
 """
 
 import hashlib
-from pathlib import Path
 
 from sqlalchemy.orm import Session
 
@@ -22,6 +21,7 @@ from app.datasets.ingest import ingest_and_store
 from app.datasets.models import AWAITING_DATA, ERASED, READY, Dataset
 from app.datasets.parts import schema_of, table_path
 from app.datasets.rules import check_delta, check_new_source
+from app.datasets.table_readers import Source
 
 
 class DatasetNotAwaitingData(Conflict):
@@ -33,8 +33,10 @@ def upload_fingerprint(content: str) -> str:
     return hashlib.sha256(f"upload:v1:{content}".encode()).hexdigest()
 
 
-def put_data(*, session: Session, dataset: Dataset, path: Path, media_type: str) -> Dataset:
+def put_data(*, session: Session, dataset: Dataset, path: Source, media_type: str) -> Dataset:
     """Validate, store and split an uploaded table; the dataset becomes ``ready``.
+
+    ``path`` is a spooled file, or a body still arriving (``GrowingFile``: read as it comes).
 
     Raises:
         DatasetNotAwaitingData: not an upload, or it already has (or had) its rows (409).
