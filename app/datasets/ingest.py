@@ -26,6 +26,7 @@ single outcome class are checked once all rows are read, and only when no other 
 
 from collections import Counter
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -257,18 +258,25 @@ def _validate(schema: DatasetSchema, open_batches: Callable[..., Iterator[pa.Rec
             raise TableInvalid(log) from None
         finally:
             batches.close()  # stops the reading thread at once, whatever happened
-        _table_errors(schema, kept, log)
-        if log:
-            raise TableInvalid(log)
-        return _assemble(schema, kept)
+        if kept.writer is not None:
+            kept.writer.flush()  # the last row group is encoded while the table is checked
+        with ThreadPoolExecutor(1, thread_name_prefix="fingerprint") as pool:
+            # Sorting releases the GIL: the row hashes sort beside the ids' sort.
+            fingerprint = pool.submit(lambda: fingerprint_of(_drain(kept.hashes))
+                                      if kept.hashes and not log else "")
+            _table_errors(schema, kept, log)
+            if log:
+                raise TableInvalid(log)
+            return _assemble(schema, kept, fingerprint.result())
     except BaseException:
         if kept.writer is not None:
             kept.writer.discard()
         raise
 
 
-def _assemble(schema: DatasetSchema, kept: _Columns) -> "IngestedTable | PendingUpload":
-    ids, fingerprint = kept.ids(), fingerprint_of(_drain(kept.hashes))
+def _assemble(schema: DatasetSchema, kept: _Columns,
+              fingerprint: str) -> "IngestedTable | PendingUpload":
+    ids = kept.ids()
     if kept.writer is not None:
         return PendingUpload(n_rows=kept.n_rows, ids=ids, imputed=kept.imputed,
                              fingerprint=fingerprint, writer=kept.writer)

@@ -163,9 +163,9 @@ class TableWriter:
         self._pending.append(pa.record_batch(columns, schema=self._arrow))
         self._pending_rows += len(outcome)
         if self._pending_rows >= ROW_GROUP_ROWS:
-            self._flush()
+            self.flush()
 
-    def _flush(self) -> None:
+    def flush(self) -> None:
         """Hand the buffered rows to the writer thread, once the row group before is written
         (which raises here if writing it failed)."""
         self._wait()
@@ -184,7 +184,7 @@ class TableWriter:
         meta = {"schema_hash": schema_hash(self.schema), "fingerprint": fingerprint,
                 "imputed": imputed}
         try:
-            self._flush()
+            self.flush()
             self._wait()
             self._writer.add_key_value_metadata({_META.decode(): json.dumps(meta)})
             self._writer.close()
