@@ -5,27 +5,29 @@ Two versions, one per dataset (``Dataset.coin_scheme``), so a dataset's parts ne
 * ``blake2b-v1`` (datasets registered before migration 0013): keyed BLAKE2b (RFC 7693) of the
   id's UTF-8 text, 8 bytes, one Python call per record. About 0.6 s per million ids on this
   machine's CPU: a third of a million-row upload.
-* ``aes-v2`` (every dataset since): AES-256 (FIPS 197) under a key derived from the dataset's
-  secret, applied to a 16-byte block that encodes the id injectively (its UTF-8 length in the
-  first byte, its bytes after it, zeros to the end), for every id at once: one AES-ECB call
-  over all the blocks. ECB is right here: each block is an independent PRF input, and equal
-  ids cannot occur (duplicate ids are refused at upload). AES is a pseudo-random permutation,
-  hence a PRF on distinct inputs up to the birthday bound (n^2 / 2^129: about 2^-87 at the
-  2,000,000-row cap). Ids longer than 15 bytes do not fit a block; they take keyed BLAKE2b
-  under a second derived key, a PRF on the disjoint domain of long ids. About 0.05 s per
-  million short ids (``bench/ingest.py``).
+* ``aes-v2`` (every dataset since): the length-prepended CBC-MAC of the id's UTF-8 bytes with
+  AES-256 (FIPS 197) under a key derived from the dataset's secret. The first block holds the
+  id's byte length, the id's bytes follow, zero-padded to whole blocks; because every message
+  starts with its own length, the messages form a prefix-free set, on which CBC-MAC is a
+  pseudo-random function (Bellare, Kilian and Rogaway, "The security of the cipher block
+  chaining message authentication code", JCSS 2000; Petrank and Rackoff 2000), up to about
+  q^2 m^2 / 2^128 for q ids of m blocks (below 2^-75 at the 2,000,000-row cap, for ids of
+  up to 128 characters of any script). Every
+  id's chain advances together, one AES-ECB call over all ids per block position, so a
+  million ids cost a few AES calls instead of a million hash calls: about 0.05 s per million
+  (``bench/ingest.py``) against 0.6 s for v1. ECB is right here: each call encrypts
+  independent chain states, not a message.
 
 Either way, a record's coin depends only on its id and the secret: removing a patient moves no
 other patient between parts (tests/datasets/test_identity.py).
 
-Written here, not taken from a library: ``cryptography`` gives AES and hashlib BLAKE2b; what is
-ours is the injective block encoding and the vectorised gathering of ids into blocks, which no
-maintained package offers as a keyed PRF over an Arrow column.
+Written here, not taken from a library: ``cryptography`` gives AES and hashlib BLAKE2b, and
+``cryptography``'s CMAC (the standardised CBC-MAC) takes one message per call: what is ours is
+running every id's chain at once over an Arrow column, which no maintained package offers.
 """
 
 import hashlib
-from collections.abc import Iterable
-from typing import Any
+from collections.abc import Callable, Iterable
 
 import numpy as np
 import pyarrow as pa
@@ -36,7 +38,6 @@ BLAKE2B_V1, AES_V2 = "blake2b-v1", "aes-v2"
 SCHEMES = (BLAKE2B_V1, AES_V2)
 CURRENT_SCHEME = AES_V2
 BLOCK = 16
-_SHORT = BLOCK - 1  # the longest id (in UTF-8 bytes) that fits a block after its length
 CHUNK = 1 << 16
 
 
@@ -80,53 +81,68 @@ def _derived(secret: bytes, purpose: bytes) -> bytes:
     return hashlib.blake2b(purpose, key=secret, digest_size=32).digest()
 
 
-def _short_blocks(ids: pa.StringArray, short: np.ndarray, lengths: np.ndarray) -> np.ndarray:
-    """The 16-byte blocks of the ids that fit one: length byte, the id's bytes, zeros.
+def _id_blocks(ids: pa.StringArray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Each id's UTF-8 bytes zero-padded to whole 16-byte blocks: ``(blocks (n, m, 16),
+    lengths (n,), block counts (n,))`` with m the most blocks of any id in ``ids``.
 
-    Ids of one length (the usual id column) are a zero-copy (rows, length) view of Arrow's
-    data buffer; otherwise each id's bytes are scattered by index (a chunk's worth at a time).
+    Ids of one length (the usual id column) are a zero-copy (n, length) view of Arrow's data
+    buffer; otherwise the ids of each length are gathered together (a chunk at a time).
     """
-    offsets = np.frombuffer(ids.buffers()[1], dtype=np.int32)[ids.offset:ids.offset + len(ids) + 1]
-    data = np.frombuffer(ids.buffers()[2], dtype=np.uint8)
-    starts, sizes = offsets[:-1][short], lengths[short]
-    blocks = np.zeros((len(sizes), BLOCK), dtype=np.uint8)
-    blocks[:, 0] = sizes
-    if len(sizes) and short.all() and (sizes == sizes[0]).all():
-        width = int(sizes[0])
-        blocks[:, 1:1 + width] = data[offsets[0]:offsets[-1]].reshape(-1, width)
-        return blocks
-    within = np.arange(int(sizes.sum()), dtype=np.int64) - np.repeat(
-        np.cumsum(sizes, dtype=np.int64) - sizes, sizes)
-    rows = np.repeat(np.arange(len(sizes), dtype=np.int64), sizes)
-    blocks.reshape(-1)[rows * BLOCK + 1 + within] = data[np.repeat(starts, sizes) + within]
-    return blocks
+    n = len(ids)
+    offsets = np.frombuffer(ids.buffers()[1], dtype=np.int32)[ids.offset:ids.offset + n + 1]
+    data = np.frombuffer(ids.buffers()[2], dtype=np.uint8) if n else np.zeros(0, np.uint8)
+    lengths = np.diff(offsets).astype(np.int64)
+    counts = (lengths + BLOCK - 1) // BLOCK
+    width = BLOCK * max(int(counts.max()) if n else 0, 1)
+    blocks = np.zeros((n, width), dtype=np.uint8)
+    if n and (lengths == lengths[0]).all():
+        size = int(lengths[0])
+        blocks[:, :size] = data[offsets[0]:offsets[-1]].reshape(n, size)
+    elif n:  # gathered length by length (an id column has few distinct lengths)
+        for size in np.unique(lengths[lengths > 0]):
+            rows = np.flatnonzero(lengths == size)
+            at = offsets[:-1][rows, None] + np.arange(size, dtype=np.int64)
+            blocks[rows, :size] = data[at]
+    return blocks.reshape(n, -1, BLOCK), lengths, counts
 
 
-def _aes_chunk(ids: pa.StringArray, encryptor: Any, long_key: bytes) -> np.ndarray:
-    lengths = pc.binary_length(ids).to_numpy(zero_copy_only=False).astype(np.int64)
-    short = lengths <= _SHORT
-    words = np.empty(len(ids), dtype=np.uint64)
-    if short.any():
-        cipher = encryptor.update(_short_blocks(ids, short, lengths).tobytes())
-        words[short] = np.frombuffer(cipher, dtype="<u8")[::2]
-    if not short.all():
-        long_ids = ids.filter(pa.array(~short)).to_pylist()
-        words[~short] = _blake2b_words((s.encode() for s in long_ids), long_key,
-                                       person=b"coin-long-v2")
-    return words
+def _cbc_mac_words(ids: pa.StringArray, encrypt: Callable[[bytes], bytes]) -> np.ndarray:
+    """Length-prepended CBC-MAC of each id under ``encrypt`` (AES-ECB), first 8 bytes.
+
+    The chain starts from the encryption of a block holding the id's byte length, then takes
+    the id's blocks in turn; every id's chain advances together, one ECB call per block
+    position (ids with fewer blocks stop earlier).
+    """
+    blocks, lengths, counts = _id_blocks(ids)
+    sizes, which = np.unique(lengths, return_inverse=True)  # a chain's start: its length
+    firsts = np.zeros((len(sizes), BLOCK), dtype=np.uint8)
+    firsts[:, :8] = sizes.astype("<u8").view(np.uint8).reshape(-1, 8)
+    starts = np.frombuffer(encrypt(firsts.tobytes()), dtype=np.uint8).reshape(-1, BLOCK)
+    state = starts[which]
+    for j in range(blocks.shape[1]):
+        rows = counts > j
+        if rows.all():
+            state = np.frombuffer(encrypt((state ^ blocks[:, j]).tobytes()),
+                                  dtype=np.uint8).reshape(-1, BLOCK)
+        elif rows.any():
+            mixed = state[rows] ^ blocks[rows, j]
+            state = state.copy()
+            state[rows] = np.frombuffer(encrypt(mixed.tobytes()),
+                                        dtype=np.uint8).reshape(-1, BLOCK)
+    return np.ascontiguousarray(state[:, :8]).view("<u8").reshape(-1)
 
 
 def aes_v2(ids: pa.StringArray, secret: bytes) -> np.ndarray:
-    """The v2 coins: AES-256 of each short id's block, keyed BLAKE2b of each long id; in
-    chunks of ``CHUNK`` ids, so the temporaries stay a few MiB at any table size."""
+    """The v2 coins: length-prepended CBC-MAC with AES-256 of each id, in chunks of ``CHUNK``
+    ids, so the temporaries stay a few MiB at any table size."""
     if ids.null_count:
         raise ValueError("record ids cannot be missing")
-    encryptor = Cipher(algorithms.AES(_derived(secret, b"coin-aes-v2")), modes.ECB()).encryptor()
-    long_key = _derived(secret, b"coin-long-v2")
+    encryptor = Cipher(algorithms.AES(_derived(secret, b"coin-cbc-mac-v2")),
+                       modes.ECB()).encryptor()
     words = np.empty(len(ids), dtype=np.uint64)
     for start in range(0, len(ids), CHUNK):
         chunk = ids.slice(start, CHUNK)
-        words[start:start + len(chunk)] = _aes_chunk(chunk, encryptor, long_key)
+        words[start:start + len(chunk)] = _cbc_mac_words(chunk, encryptor.update)
     encryptor.finalize()
     return _to_unit(words)
 
@@ -143,24 +159,21 @@ def _mix(z: np.ndarray) -> np.ndarray:
 def id_digests(ids: pa.StringArray) -> np.ndarray:
     """An unkeyed 64-bit digest of each id, to find duplicates without sorting strings.
 
-    Equal ids have equal digests; unequal ids collide only by accident (a short id's digest
-    mixes its whole injective block, a long id's is BLAKE2b), so a caller confirms equal
-    digests by comparing the ids themselves. Sorting 64-bit words is several times faster
-    than sorting a million strings in Arrow (0.05 s against 0.33 s for shuffled ids).
+    Equal ids have equal digests; unequal ids collide only by accident (the digest mixes the
+    length and every block), so a caller confirms equal digests by comparing the ids
+    themselves. Sorting 64-bit words is several times faster than sorting a million strings
+    in Arrow (0.05 s against 0.33 s for shuffled ids).
     """
     words = np.empty(len(ids), dtype=np.uint64)
     for start in range(0, len(ids), CHUNK):
         chunk = ids.slice(start, CHUNK)
-        lengths = pc.binary_length(chunk).to_numpy(zero_copy_only=False).astype(np.int64)
-        short = lengths <= _SHORT
-        out = np.empty(len(chunk), dtype=np.uint64)
-        halves = _short_blocks(chunk, short, lengths).view("<u8")
-        out[short] = _mix(_mix(halves[:, 0]) ^ halves[:, 1])
-        if not short.all():
-            long_ids = chunk.filter(pa.array(~short)).to_pylist()
-            out[~short] = _blake2b_words((s.encode() for s in long_ids), b"",
-                                         person=b"id-digest-v1")
-        words[start:start + len(chunk)] = out
+        blocks, lengths, counts = _id_blocks(chunk)
+        digest = _mix(lengths.astype(np.uint64) ^ np.uint64(0x9E3779B97F4A7C15))
+        for j in range(blocks.shape[1]):
+            rows = counts > j
+            halves = np.ascontiguousarray(blocks[rows, j]).view("<u8")
+            digest[rows] = _mix(_mix(digest[rows] ^ halves[:, 0]) ^ halves[:, 1])
+        words[start:start + len(chunk)] = digest
     return words
 
 
