@@ -58,6 +58,11 @@ def parts_of(record_ids: RecordIds, secret: str, *, scheme: str) -> np.ndarray:
                            side="right").astype(np.int8)
 
 
+def parts_of_words(words: np.ndarray) -> np.ndarray:
+    """Each record's part from its keyed word (``record_coins.keyed_words``)."""
+    return np.searchsorted(_CUTS, record_coins.to_unit(words), side="right").astype(np.int8)
+
+
 def part_counts(parts: np.ndarray) -> dict[Part, int]:
     counts = np.bincount(parts, minlength=len(Part))
     return {part: int(counts[part]) for part in Part}

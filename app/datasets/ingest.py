@@ -48,6 +48,8 @@ from app.datasets.table_store import (
 )
 
 MEDIA_TYPES = (CSV, PARQUET)
+IdDigest = Callable[[pa.StringArray], np.ndarray]
+"""A 64-bit word per id, equal for equal ids (duplicates are then confirmed by text)."""
 
 
 @dataclass(frozen=True)
@@ -59,6 +61,7 @@ class PendingUpload:
     ids: pa.StringArray
     imputed: dict[str, int]
     fingerprint: str
+    id_words: np.ndarray  # (n,) uint64: ``id_digest`` of each id (ingest_and_store)
     writer: TableWriter
 
     def commit(self) -> StoredTable:
@@ -99,47 +102,54 @@ def ingest_file(path: Path, *, media_type: str, schema: DatasetSchema) -> Ingest
         InvalidRequest: the schema breaks a rule, or the media type is not readable.
         TableInvalid: the table breaks the schema (nothing is kept).
     """
-    table = _ingest(path, media_type, schema, data_dir=None)
+    table = _ingest(path, media_type, schema, lambda: _Columns(schema))
     assert isinstance(table, IngestedTable)
     return table
 
 
-def ingest_and_store(path: Source, *, media_type: str, schema: DatasetSchema,
-                     data_dir: Path) -> PendingUpload:
+def ingest_and_store(path: Source, *, media_type: str, schema: DatasetSchema, data_dir: Path,
+                     id_digest: IdDigest = record_coins.id_digests) -> PendingUpload:
     """Validate the table at ``path`` and write it, batch by batch as it is validated, to a
     temporary file in ``data_dir``: the rows are never all in memory at once. The caller
     commits it (its content-addressed name) or discards it.
+
+    ``id_digest`` gives each id a 64-bit word, equal for equal ids, to find duplicates; the
+    upload route passes the dataset's keyed coin words, which come back as ``id_words`` so the
+    parts need no second pass over the ids.
 
     Raises:
         InvalidRequest: the schema breaks a rule, or the media type is not readable.
         TableInvalid: the table breaks the schema (nothing is stored).
     """
-    upload = _ingest(path, media_type, schema, data_dir=data_dir)
+    upload = _ingest(path, media_type, schema,
+                     lambda: _Columns(schema, TableWriter(schema, data_dir), id_digest))
     assert isinstance(upload, PendingUpload)
     return upload
 
 
 def _ingest(path: Source, media_type: str, schema: DatasetSchema,
-            data_dir: Path | None) -> "IngestedTable | PendingUpload":
+            columns: Callable[[], "_Columns"]) -> "IngestedTable | PendingUpload":
     check_schema(schema)
     media = media_type_of(media_type)
     if media == PARQUET:
         return _validate(schema, lambda log, skipped: table_readers.parquet_batches(
-            path, schema, log), data_dir=data_dir)
+            path, schema, log), columns)
     try:
         return _validate(schema, lambda log, skipped: table_readers.csv_batches(
-            path, schema, log, skipped, as_bytes=False), data_dir=data_dir, first_try=True)
+            path, schema, log, skipped, as_bytes=False), columns, first_try=True)
     except pa.ArrowInvalid:  # text where Arrow wanted a number, or bad UTF-8: find the rows
         return _validate(schema, lambda log, skipped: table_readers.csv_batches(
-            path, schema, log, skipped, as_bytes=True), data_dir=data_dir)
+            path, schema, log, skipped, as_bytes=True), columns)
 
 
 class _Columns:
     """The validated batches, kept only while the table has no error (all or nothing): in
     memory, or (with a ``writer``) written to the table's file as they come."""
 
-    def __init__(self, schema: DatasetSchema, writer: TableWriter | None = None) -> None:
+    def __init__(self, schema: DatasetSchema, writer: TableWriter | None = None,
+                 id_digest: IdDigest = record_coins.id_digests) -> None:
         self.schema, self.writer, self.n_rows, self.positives = schema, writer, 0, 0
+        self.id_digest, self.digests = id_digest, np.zeros(0, dtype=np.uint64)
         self.features: list[np.ndarray] = []
         self.outcome: list[np.ndarray] = []
         self.hashes: list[np.ndarray] = []  # per batch, while its columns are in cache
@@ -210,10 +220,10 @@ def _read(kept: _Columns, batches: Iterator[pa.RecordBatch], log: ErrorLog,
         kept.add(check_batch(kept.schema, columns, BatchRows(kept.n_rows, skipped), log), log)
 
 
-def _duplicate_ids(ids: pa.StringArray, column: str, log: ErrorLog) -> None:
+def _duplicate_ids(ids: pa.StringArray, digests: np.ndarray, column: str,
+                   log: ErrorLog) -> None:
     """Equal 64-bit id digests first (a sort of words, not of strings); only ids whose digest
     repeats are compared as text, so an accidental digest collision is never an error."""
-    digests = record_coins.id_digests(ids)
     ordered = np.sort(digests)
     repeated = ordered[1:][ordered[1:] == ordered[:-1]]
     if not len(repeated):
@@ -232,19 +242,21 @@ def _table_errors(schema: DatasetSchema, kept: _Columns, log: ErrorLog) -> None:
     if log:
         return
     if schema.id_column is not None:
-        _duplicate_ids(kept.ids(), schema.id_column, log)
+        kept.digests = kept.id_digest(kept.ids())
+        _duplicate_ids(kept.ids(), kept.digests, schema.id_column, log)
     if kept.positives in (0, kept.n_rows):
         log.add("the outcome has a single class", "both 0 and 1", column=schema.outcome.name)
 
 
-def _validate(schema: DatasetSchema, open_batches: Callable[..., Iterator[pa.RecordBatch]], *,
-              data_dir: Path | None, first_try: bool = False) -> "IngestedTable | PendingUpload":
+def _validate(schema: DatasetSchema, open_batches: Callable[..., Iterator[pa.RecordBatch]],
+              columns: Callable[[], "_Columns"], *,
+              first_try: bool = False) -> "IngestedTable | PendingUpload":
     """Read, check and assemble (or store); ``first_try``: let Arrow's conversion errors
     propagate (the caller reads the CSV again to name the rows), else they are the table's
-    error. Whatever fails, a file begun in ``data_dir`` is removed."""
+    error. Whatever fails, a table file begun is removed."""
     log = ErrorLog()
     skipped: list[int] = []  # CSV lines dropped for a wrong number of fields
-    kept = _Columns(schema, None if data_dir is None else TableWriter(schema, data_dir))
+    kept = columns()
     batches = open_batches(log, skipped)
     try:
         try:
@@ -278,8 +290,11 @@ def _assemble(schema: DatasetSchema, kept: _Columns,
               fingerprint: str) -> "IngestedTable | PendingUpload":
     ids = kept.ids()
     if kept.writer is not None:
+        if len(kept.digests) != len(ids):  # no id column: the row numbers' words
+            kept.digests = kept.id_digest(ids)
         return PendingUpload(n_rows=kept.n_rows, ids=ids, imputed=kept.imputed,
-                             fingerprint=fingerprint, writer=kept.writer)
+                             fingerprint=fingerprint, id_words=kept.digests,
+                             writer=kept.writer)
     return IngestedTable(
         features=_drain(kept.features), outcome=_drain(kept.outcome), ids=ids,
         attributes={name: _drain(blocks) for name, blocks in kept.attributes.items()},

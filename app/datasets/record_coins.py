@@ -41,7 +41,7 @@ BLOCK = 16
 CHUNK = 1 << 16
 
 
-def _to_unit(words: np.ndarray) -> np.ndarray:
+def to_unit(words: np.ndarray) -> np.ndarray:
     """64-bit words to uniform numbers in [0, 1) (their top 53 bits)."""
     return (words >> np.uint64(11)).astype(np.float64) / float(1 << 53)
 
@@ -73,8 +73,8 @@ def id_strings(record_ids: Iterable[int | str] | pa.Array | pa.ChunkedArray) -> 
 
 
 def blake2b_v1(ids: pa.StringArray, secret: bytes) -> np.ndarray:
-    """The v1 coins: keyed BLAKE2b of each id's text under the secret itself."""
-    return _to_unit(_blake2b_words((s.encode() for s in ids.to_pylist()), secret))
+    """The v1 words: keyed BLAKE2b of each id's text under the secret itself."""
+    return _blake2b_words((s.encode() for s in ids.to_pylist()), secret)
 
 
 def _derived(secret: bytes, purpose: bytes) -> bytes:
@@ -133,10 +133,8 @@ def _cbc_mac_words(ids: pa.StringArray, encrypt: Callable[[bytes], bytes]) -> np
 
 
 def aes_v2(ids: pa.StringArray, secret: bytes) -> np.ndarray:
-    """The v2 coins: length-prepended CBC-MAC with AES-256 of each id, in chunks of ``CHUNK``
+    """The v2 words: length-prepended CBC-MAC with AES-256 of each id, in chunks of ``CHUNK``
     ids, so the temporaries stay a few MiB at any table size."""
-    if ids.null_count:
-        raise ValueError("record ids cannot be missing")
     encryptor = Cipher(algorithms.AES(_derived(secret, b"coin-cbc-mac-v2")),
                        modes.ECB()).encryptor()
     words = np.empty(len(ids), dtype=np.uint64)
@@ -144,7 +142,7 @@ def aes_v2(ids: pa.StringArray, secret: bytes) -> np.ndarray:
         chunk = ids.slice(start, CHUNK)
         words[start:start + len(chunk)] = _cbc_mac_words(chunk, encryptor.update)
     encryptor.finalize()
-    return _to_unit(words)
+    return words
 
 
 def _mix(z: np.ndarray) -> np.ndarray:
@@ -177,9 +175,10 @@ def id_digests(ids: pa.StringArray) -> np.ndarray:
     return words
 
 
-def coins(record_ids: Iterable[int | str] | pa.Array | pa.ChunkedArray, secret: str, *,
-          scheme: str) -> np.ndarray:
-    """Each record's coin in [0, 1) under the dataset's ``scheme`` and hex ``secret``.
+def keyed_words(record_ids: Iterable[int | str] | pa.Array | pa.ChunkedArray, secret: str, *,
+                scheme: str) -> np.ndarray:
+    """Each record's 64-bit keyed word under the dataset's ``scheme`` and hex ``secret``: its
+    coin's source (``to_unit``), and, being equal for equal ids, a digest to find duplicates.
 
     Raises:
         ValueError: an unknown scheme, or a missing id.
@@ -187,4 +186,16 @@ def coins(record_ids: Iterable[int | str] | pa.Array | pa.ChunkedArray, secret: 
     if scheme not in SCHEMES:
         raise ValueError(f"unknown coin scheme {scheme!r}; expected one of {SCHEMES}")
     ids, key = id_strings(record_ids), bytes.fromhex(secret)
+    if ids.null_count:
+        raise ValueError("record ids cannot be missing")
     return blake2b_v1(ids, key) if scheme == BLAKE2B_V1 else aes_v2(ids, key)
+
+
+def coins(record_ids: Iterable[int | str] | pa.Array | pa.ChunkedArray, secret: str, *,
+          scheme: str) -> np.ndarray:
+    """Each record's coin in [0, 1) under the dataset's ``scheme`` and hex ``secret``.
+
+    Raises:
+        ValueError: an unknown scheme, or a missing id.
+    """
+    return to_unit(keyed_words(record_ids, secret, scheme=scheme))

@@ -16,7 +16,7 @@ from sqlalchemy.orm import Session
 from app.core.errors import Conflict
 from app.core.settings import settings
 from app.core.time import utcnow
-from app.datasets import identity
+from app.datasets import identity, record_coins
 from app.datasets.ingest import ingest_and_store
 from app.datasets.models import AWAITING_DATA, ERASED, READY, Dataset
 from app.datasets.parts import schema_of, table_path
@@ -51,8 +51,10 @@ def put_data(*, session: Session, dataset: Dataset, path: Source, media_type: st
             "for other rows", field="dataset_id", state=dataset.state,
         )
     schema = schema_of(dataset)
-    upload = ingest_and_store(path, media_type=media_type, schema=schema,
-                              data_dir=settings.data_dir)
+    secret = identity.new_secret()
+    upload = ingest_and_store(  # the keyed words find duplicate ids, then give the parts
+        path, media_type=media_type, schema=schema, data_dir=settings.data_dir,
+        id_digest=lambda ids: record_coins.keyed_words(ids, secret, scheme=dataset.coin_scheme))
     try:
         if dataset.budget_delta is not None:
             check_delta(dataset.budget_delta, upload.n_rows, field="privacy_budget.delta")
@@ -62,9 +64,7 @@ def put_data(*, session: Session, dataset: Dataset, path: Source, media_type: st
         upload.discard()
         raise
     stored = upload.commit()
-    secret = identity.new_secret()
-    parts = identity.parts_of(upload.ids, secret, scheme=dataset.coin_scheme)
-    counts = identity.part_counts(parts)
+    counts = identity.part_counts(identity.parts_of_words(upload.id_words))
     dataset.n_rows = upload.n_rows
     dataset.n_train = counts[identity.Part.TRAIN]
     dataset.n_calibration = counts[identity.Part.CALIBRATION]

@@ -10,7 +10,11 @@ import pyarrow.parquet as pq
 import pytest
 from fastapi.testclient import TestClient
 
+from app.core.database import get_database
 from app.core.settings import settings
+from app.datasets import record_coins
+from app.datasets.models import Dataset
+from app.datasets.parts import load_parts
 from tests.api.scoring_helpers import problem
 from tests.datasets.test_dataset_schema import CONTRACT
 
@@ -183,3 +187,36 @@ def test_an_upload_over_the_limit_is_413(client: TestClient,
     monkeypatch.setattr(settings, "max_upload_bytes", 10_000)
     response = _put(client, created["id"], _csv(_rows(2000, seed=6)))
     assert response.status_code == 413, response.text
+
+
+@pytest.mark.parametrize("with_ids", [True, False])
+def test_the_parts_counted_at_upload_are_the_parts_training_reads(
+    client: TestClient, with_ids: bool
+) -> None:
+    """The upload counts the parts from the keyed words it found duplicates with; the worker
+    recomputes them from the stored ids (app.datasets.parts): the two must agree, with or
+    without an id column (then the ids are row numbers)."""
+    schema = SCHEMA if with_ids else {**SCHEMA, "id_column": None}
+    created = _register(client, schema=schema)
+    rows = _rows(3000, seed=8)
+    body = _csv(rows) if with_ids else (
+        "\n".join([HEADER.split(",", 1)[1], *(r.split(",", 1)[1] for r in rows)]) + "\n"
+    ).encode()
+    answer = _put(client, created["id"], body)
+    assert answer.status_code == 200, answer.text
+    with get_database().session_scope() as session:
+        dataset = session.get(Dataset, created["id"])
+        assert dataset is not None and dataset.coin_scheme == record_coins.AES_V2
+        split = load_parts(dataset)
+        assert (len(split.train.y), len(split.calibration.y), len(split.evaluation.y)) == (
+            answer.json()["training_rows"], answer.json()["calibration_rows"],
+            answer.json()["evaluation_rows"])
+
+
+def test_duplicate_ids_are_found_with_the_keyed_words(client: TestClient) -> None:
+    created = _register(client)
+    rows = _rows(2500, seed=9)
+    rows[2000] = "p9-17" + rows[2000][rows[2000].index(","):]
+    body = problem(_put(client, created["id"], _csv(rows)), 422)
+    assert [(e["row"], e["message"]) for e in body["errors"]] == [
+        (18, "duplicate id"), (2001, "duplicate id")]
