@@ -11,8 +11,9 @@ one 200k-row draw to the next and no model can beat it.
     python bench/utility.py --quick    # 1 dataset x 2 seeds, 50k rows (a smoke run)
 
 Baseline ("Opacus hand-tuned", the issue's reference): batch 512, 20 epochs, SGD momentum 0.9,
-lr 0.5, clip 1, last iterate. Default: full batch (q = 1), 500 steps, clip 0.5, momentum 0.9,
-lr 0.5, average of the last half of the iterates; sessions scaled over their model range.
+lr 0.5, clip 1, last iterate. Default: the service's (``TrainingConfig``): full batch (q = 1),
+1000 steps, Adam at lr 0.3 (epsilon 5 noise stds), the clip of app/jobs/recipe.py, average of
+the last half of the iterates; sessions scaled over their model range.
 """
 
 import argparse
@@ -30,14 +31,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from app.datasets import synthetic  # noqa: E402
 from app.datasets.encoding import CRISIS_ENCODER  # noqa: E402
-from app.jobs.recipe import default_clip  # noqa: E402
+from app.jobs.recipe import default_clip, default_learning_rate  # noqa: E402
 from app.jobs.schemas import FULL_BATCH_EPOCHS, TrainingConfig  # noqa: E402
 from app.privacy.accounting import (  # noqa: E402
     Mechanism,
     PRVAccountant,
     poisson_plan,
 )
-from app.privacy.noise import noise_for_target  # noqa: E402
+from app.privacy.noise import epochs_for_target, noise_for_target  # noqa: E402
 from app.reports.svg_plot import Chart, Reference, Series, render_svg  # noqa: E402
 from worker.calibration import calibrate_model  # noqa: E402
 from worker.training import TrainingSpec, predict_proba, train  # noqa: E402
@@ -64,6 +65,7 @@ class Recipe:
     momentum: float
     max_grad_norm: float | None  # None: the service's public rule (app/jobs/recipe.py)
     tail_average: float
+    optimizer: str = "sgd"
 
 
 def ece_equal_mass(y: np.ndarray, p: np.ndarray, n_bins: int = 10) -> float:
@@ -79,8 +81,9 @@ def ece_equal_mass(y: np.ndarray, p: np.ndarray, n_bins: int = 10) -> float:
 
 def default_recipe() -> Recipe:
     d = TrainingConfig()
-    return Recipe("service default", d.batch_size, FULL_BATCH_EPOCHS, d.learning_rate,
-                  d.momentum, d.max_grad_norm, d.tail_average)
+    learning_rate = d.learning_rate or default_learning_rate(d.optimizer, d.model)
+    return Recipe("service default", d.batch_size, FULL_BATCH_EPOCHS, learning_rate,
+                  d.momentum, d.max_grad_norm, d.tail_average, d.optimizer)
 
 
 BASELINE = Recipe("Opacus hand-tuned", 512, 20, 0.5, 0.9, 1.0, 0.0)
@@ -89,7 +92,11 @@ BASELINE = Recipe("Opacus hand-tuned", 512, 20, 0.5, 0.9, 1.0, 0.0)
 def spec_for(recipe: Recipe, n_train: int, epsilon: float | None, seed: int) -> TrainingSpec:
     batch = recipe.batch_size or n_train
     sample_rate, steps_per_epoch = poisson_plan(n_train, batch)
-    steps = recipe.epochs * steps_per_epoch
+    epochs = recipe.epochs
+    if epsilon is not None and recipe.batch_size is None:  # as the service plans a default
+        epochs = epochs_for_target(target_epsilon=epsilon, delta=DELTA, sample_rate=sample_rate,
+                                   steps_per_epoch=steps_per_epoch, max_epochs=epochs) or epochs
+    steps = epochs * steps_per_epoch
     sigma = 0.0 if epsilon is None else noise_for_target(
         target_epsilon=epsilon, delta=DELTA, sample_rate=sample_rate, steps=steps
     )
@@ -97,10 +104,11 @@ def spec_for(recipe: Recipe, n_train: int, epsilon: float | None, seed: int) -> 
         noise_multiplier=sigma, sample_rate=sample_rate, steps=steps, n_train=n_train,
         inputs=CRISIS_ENCODER.n_inputs)
     return TrainingSpec(
-        kind="logistic", hidden_units=16, epochs=recipe.epochs, batch_size=batch,
+        kind="logistic", hidden_units=16, epochs=epochs, batch_size=batch,
         learning_rate=recipe.learning_rate, momentum=recipe.momentum,
         max_grad_norm=clip, noise_multiplier=sigma, sample_rate=sample_rate,
         steps=steps, delta=DELTA, seed=seed, tail_average=recipe.tail_average,
+        optimizer=recipe.optimizer,
     )
 
 

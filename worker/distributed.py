@@ -49,6 +49,7 @@ from worker.training import (
     batch_loss,
     check_plan,
     first_averaged_step,
+    make_optimizer,
 )
 
 CONFIG, DATA, PROGRESS, CONTROL, RESULT = (
@@ -212,8 +213,7 @@ def run_rank(job_dir: Path) -> None:
     data = torch.load(job_dir / DATA, weights_only=True)
     torch.manual_seed(spec.seed)  # initial weights only (and rank 0's are broadcast anyway)
     network = build_network(spec.kind, spec.hidden_units, data["x"].shape[1]).to(device)
-    optimizer = torch.optim.SGD(network.parameters(), lr=spec.learning_rate,
-                                momentum=spec.momentum)
+    optimizer = make_optimizer(network, spec, n_train=len(data["x"]))
     average = TailAverage(optimizer, first_step=first_averaged_step(spec))
     engine = DistributedDPSGD(network, optimizer, data["x"].to(device), data["y"].to(device), spec)
     link = ParentLink(job_dir) if rank == 0 else None

@@ -8,7 +8,7 @@ Per step, exactly as Opacus with ``poisson_sampling=True``, ``clipping="flat"`` 
    ``torch.func`` for anything else), one L2 norm per sample over ALL parameters.
 3. Clip factor ``min(1, C / (norm + 1e-6))``, sum, add N(0, (sigma C)^2) per coordinate
    (secret generator), divide by the EXPECTED batch size ``int(n q)``.
-4. The optimizer (SGD with momentum) sees only that noisy gradient.
+4. The optimizer (Adam or momentum SGD, ``worker.optimizer``) sees only that noisy gradient.
 
 Spend is recorded by an Opacus accountant through the optimizer's step hook, so the history is
 the (sigma, q, steps) list Opacus itself would keep.

@@ -26,7 +26,7 @@ from app.datasets import parts as dataset_parts
 from app.datasets import service as dataset_service
 from app.datasets.encoding import Encoder, encoder_for
 from app.flows import training as training_flow
-from app.jobs import queue
+from app.jobs import queue, recipe
 from app.jobs.models import CANCELLED, PRIVACY_AUDIT, SUCCEEDED, TRAIN, Job
 from app.jobs.schemas import TrainingConfig
 from app.observability import job_metrics
@@ -73,7 +73,9 @@ class ClaimedJob:
 
 
 def spec_of(job: Job) -> TrainingSpec:
-    """The job's training plan; a setting its stored request lacks takes the API's default.
+    """The job's training plan; a setting its stored request lacks takes the API's default,
+    except the optimizer: a job stored before requests named one keeps the SGD it was planned
+    with (``recipe.LEGACY_OPTIMIZER``, and then its stored learning rate).
 
     The stored request is not validated again: it was at submission, and its resolved
     full-batch size (the training rows) may exceed what a request may ask for.
@@ -82,12 +84,15 @@ def spec_of(job: Job) -> TrainingSpec:
         **{k: v for k, v in job.training.items() if k in TrainingConfig.model_fields}
     )
     assert config.batch_size is not None  # resolved when the job was planned
+    optimizer = str(job.training.get("optimizer", recipe.LEGACY_OPTIMIZER))
+    learning_rate = job.training.get("learning_rate") or recipe.default_learning_rate(
+        optimizer, config.model)
     return TrainingSpec(
         kind=config.model,
         hidden_units=int(config.hidden_units),
         epochs=job.epochs,
         batch_size=int(config.batch_size),
-        learning_rate=float(config.learning_rate),
+        learning_rate=float(learning_rate),
         momentum=float(config.momentum),
         tail_average=float(config.tail_average),
         max_grad_norm=job.max_grad_norm,
@@ -97,6 +102,7 @@ def spec_of(job: Job) -> TrainingSpec:
         delta=job.delta,
         seed=int(config.seed),
         world_size=int(config.world_size),
+        optimizer=optimizer,
     )
 
 

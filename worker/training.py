@@ -24,6 +24,7 @@ from torch.utils.data import DataLoader, TensorDataset
 from app.datasets.encoding import CRISIS_ENCODER, Encoder
 from app.privacy import accounting
 from app.registry.network import build_network, predict_logits
+from worker import optimizer as optimizers
 from worker.dpsgd import DPSGD, secret_generator
 
 ENGINES = ("vectorised", "opacus")
@@ -48,6 +49,7 @@ class TrainingSpec:
     engine: str = "vectorised"  # or "opacus" (make_private with a DataLoader)
     tail_average: float = 0.0  # average the iterates of this last fraction of steps
     world_size: int = 1  # > 1: torchrun processes with Opacus' DPDDP (worker.launch)
+    optimizer: str = "sgd"  # or "adam" (``worker.optimizer``; the API's default is adam)
 
 
 @dataclass
@@ -101,10 +103,8 @@ def train(
     network = build_network(spec.kind, spec.hidden_units, encoder.n_inputs).to(device)
     # The vectorised engine's steps are microseconds, so the optimizer's per-parameter Python
     # loop shows: its fused kernel (same arithmetic) halves that. Opacus keeps the default.
-    optimizer = torch.optim.SGD(
-        network.parameters(), lr=spec.learning_rate, momentum=spec.momentum,
-        fused=spec.engine == "vectorised",
-    )
+    optimizer = make_optimizer(network, spec, n_train=len(x_train),
+                               fused=spec.engine == "vectorised")
     x = torch.as_tensor(encoder.encode(x_train), dtype=torch.float32)
     y = torch.as_tensor(y_train, dtype=torch.float32)
     average = TailAverage(optimizer, first_step=first_averaged_step(spec))
@@ -114,6 +114,16 @@ def train(
         result = _train_opacus(network, optimizer, x, y, spec, device, on_epoch)
     average.apply_to(result.network)
     return result
+
+
+def make_optimizer(network: nn.Module, spec: TrainingSpec, *, n_train: int,
+                   fused: bool = False) -> torch.optim.Optimizer:
+    """The job's optimizer (``worker.optimizer``) for ``n_train`` training rows."""
+    noise_std = optimizers.gradient_noise_std(noise_multiplier=spec.noise_multiplier,
+                                              max_grad_norm=spec.max_grad_norm,
+                                              sample_rate=spec.sample_rate, n_train=n_train)
+    return optimizers.make_optimizer(network, name=spec.optimizer, learning_rate=spec.learning_rate,
+                                     momentum=spec.momentum, noise_std=noise_std, fused=fused)
 
 
 def first_averaged_step(spec: TrainingSpec) -> int:

@@ -57,12 +57,17 @@ def _plan_sampling(dataset: Dataset, batch_size: int, epochs: int) -> tuple[floa
 
 
 def _resolve_training(training: TrainingConfig, dataset: Dataset) -> TrainingConfig:
-    """Fill the size-dependent defaults (a public function of n_train, never of the data)."""
+    """Fill the size-dependent defaults (a public function of n_train, never of the data) and
+    the optimizer's learning rate."""
     batch_size = training.batch_size if training.batch_size is not None else dataset.n_train
     epochs = training.epochs
     if epochs is None:
         epochs = FULL_BATCH_EPOCHS if batch_size >= dataset.n_train else MINI_BATCH_EPOCHS
-    return training.model_copy(update={"batch_size": batch_size, "epochs": epochs})
+    learning_rate = training.learning_rate
+    if learning_rate is None:
+        learning_rate = recipe.default_learning_rate(training.optimizer, training.model)
+    return training.model_copy(update={"batch_size": batch_size, "epochs": epochs,
+                                       "learning_rate": learning_rate})
 
 
 def _resolve_delta(dataset: Dataset, requested: float | None) -> float:

@@ -454,7 +454,8 @@ def test_non_private_training_accepted_on_public_dataset(client: TestClient) -> 
         pytest.param({"max_grad_norm": 0}, "training.max_grad_norm", ("(0, 100]",),
                      id="clip-0"),
         pytest.param({"model": "forest"}, "training.model", (), id="unknown-model"),
-        pytest.param({"optimizer": "adam"}, "training.optimizer", (), id="unknown-field"),
+        pytest.param({"optimizer": "lbfgs"}, "training.optimizer", (), id="unknown-optimizer"),
+        pytest.param({"scheduler": "cosine"}, "training.scheduler", (), id="unknown-field"),
     ],
 )
 def test_job_bad_training(

@@ -1,5 +1,7 @@
 """The default recipe's public rules (app/jobs/recipe.py): fewer default epochs for a small
-target epsilon instead of a 422, and a clip norm from the row count, the schema and the noise.
+target epsilon instead of a 422, a clip norm from the row count, the schema and the noise, and
+Adam with a learning rate by model (SGD on request; stored jobs keep the SGD they were planned
+with).
 
 The rules were chosen by bench/proxy_study.py; these tests pin what they promise: only public
 quantities in, the planned epsilon never above the target, and what the user set is kept.
@@ -18,6 +20,7 @@ from app.jobs import service as job_service
 from app.jobs.schemas import FULL_BATCH_EPOCHS, MINI_BATCH_EPOCHS, JobCreate
 from app.privacy import accounting
 from tests.conftest import small_dataset
+from worker.tasks import spec_of
 
 
 def _dataset(n_rows: int = 8000, schema: dict[str, Any] | None = None) -> Dataset:
@@ -37,9 +40,9 @@ def _prv(job: Any) -> float:
     return epsilon
 
 
-@pytest.mark.parametrize("target", [0.5, 0.3])
+@pytest.mark.parametrize("target", [1.0, 0.5, 0.3])
 def test_a_small_target_with_default_epochs_is_planned_with_fewer_epochs(target: float) -> None:
-    """500 full-batch steps at the noise cap spend 0.82 at delta 1e-5; the plan takes the most
+    """1000 full-batch steps at the noise cap spend 1.2 at delta 1e-5; the plan takes the most
     epochs that reach the target instead of refusing."""
     job = _plan(_dataset(), {"target_epsilon": target})
     assert job.epochs < FULL_BATCH_EPOCHS and job.steps == job.epochs  # full batch: q = 1
@@ -65,10 +68,11 @@ def test_fewer_mini_batch_epochs_too_when_the_epochs_are_defaulted() -> None:
 
 
 def test_epochs_the_user_set_are_kept_and_an_unreachable_target_is_still_a_422() -> None:
-    with pytest.raises(InvalidRequest) as refused:
-        _plan(_dataset(), {"target_epsilon": 0.5}, {"epochs": FULL_BATCH_EPOCHS})
-    assert refused.value.field == "privacy.target_epsilon"
-    assert refused.value.extra["allowed"] == "[0.82, 100]"
+    for epochs, floor in ((FULL_BATCH_EPOCHS, "1.2"), (500, "0.82")):
+        with pytest.raises(InvalidRequest) as refused:
+            _plan(_dataset(), {"target_epsilon": 0.5}, {"epochs": epochs})
+        assert refused.value.field == "privacy.target_epsilon"
+        assert refused.value.extra["allowed"] == f"[{floor}, 100]"
 
 
 def test_a_target_no_single_epoch_reaches_is_a_422() -> None:
@@ -124,3 +128,37 @@ def test_epsilon_half_with_defaults_is_accepted_and_reserved_as_planned(
     assert recipe.CLIP_MIN <= job["privacy"]["max_grad_norm"] <= recipe.CLIP_MAX
     report = client.get(f"/v1/datasets/{dataset_id}/privacy-report").json()
     assert report["spent"]["epsilon"] <= 0.5 + 1e-9
+
+
+def test_the_default_optimizer_is_adam_with_its_learning_rate_stored_on_the_job() -> None:
+    job = _plan(_dataset(), {"target_epsilon": 3.0})
+    assert job.epochs == FULL_BATCH_EPOCHS == 1000
+    assert job.training["optimizer"] == "adam"
+    assert job.training["learning_rate"] == recipe.default_learning_rate("adam", "logistic")
+    mlp = _plan(_dataset(), {"target_epsilon": 3.0}, {"model": "mlp"})
+    assert mlp.training["learning_rate"] == recipe.default_learning_rate("adam", "mlp") < 0.3
+
+
+def test_sgd_on_request_gets_its_own_default_and_a_set_learning_rate_is_kept() -> None:
+    sgd = _plan(_dataset(), {"target_epsilon": 3.0}, {"optimizer": "sgd"})
+    assert (sgd.training["optimizer"], sgd.training["learning_rate"]) == ("sgd", 0.5)
+    kept = _plan(_dataset(), {"target_epsilon": 3.0}, {"learning_rate": 0.05})
+    assert (kept.training["optimizer"], kept.training["learning_rate"]) == ("adam", 0.05)
+
+
+def test_the_optimizer_never_changes_the_mechanism() -> None:
+    """Whatever the noisy gradient drives is post-processing: same noise, rate, steps, clip."""
+    adam = _plan(_dataset(), {"target_epsilon": 1.0})
+    sgd = _plan(_dataset(), {"target_epsilon": 1.0}, {"optimizer": "sgd"})
+    assert job_service.mechanism_of(adam) == job_service.mechanism_of(sgd)
+    assert adam.max_grad_norm == sgd.max_grad_norm
+
+
+def test_a_job_stored_before_the_optimizer_was_named_keeps_its_sgd() -> None:
+    job = _plan(_dataset(), {"target_epsilon": 3.0})
+    assert spec_of(job).optimizer == "adam" and spec_of(job).learning_rate == 0.3
+    job.training = {k: v for k, v in job.training.items() if k != "optimizer"}
+    job.training["learning_rate"] = 0.5
+    legacy = spec_of(job)
+    assert (legacy.optimizer, legacy.learning_rate, legacy.momentum) == ("sgd", 0.5, 0.9)
+

@@ -32,7 +32,7 @@ from worker.dpsgd import (
     per_sample_gradients,
     secret_generator,
 )
-from worker.training import TrainingSpec
+from worker.training import TrainingSpec, make_optimizer
 
 
 class _WithCanaries:
@@ -92,9 +92,7 @@ def canary_scores(
     """Run the job's training with gradient canaries; each canary's score in units of C / B."""
     torch.manual_seed(spec.seed)
     network = build_network(spec.kind, spec.hidden_units, CRISIS_ENCODER.n_inputs).to(device)
-    optimizer = torch.optim.SGD(
-        network.parameters(), lr=spec.learning_rate, momentum=spec.momentum, fused=True
-    )
+    optimizer = make_optimizer(network, spec, n_train=len(x_train), fused=True)
     engine = CanaryDPSGD(
         network, optimizer,
         torch.as_tensor(CRISIS_ENCODER.encode(x_train), dtype=torch.float32, device=device),
