@@ -166,20 +166,24 @@ class _Columns:
                 blocks.clear()
             return
         self.positives += int(np.count_nonzero(batch.outcome))
-        self.hashes.append(row_hashes(self.schema, batch.features, batch.outcome,
-                                      batch.attributes))
         if batch.ids is not None:
             self.id_chunks.append(batch.ids)
         for name, count in batch.imputed.items():
             self.imputed[name] += count
-        if self.writer is not None:
+        if self.writer is not None:  # hashed and written on the writer's thread
             ids = batch.ids if batch.ids is not None else _row_numbers(first, self.n_rows)
             self.writer.write(ids, batch.features, batch.outcome, batch.attributes)
             return
+        self.hashes.append(row_hashes(self.schema, batch.features, batch.outcome,
+                                      batch.attributes))
         self.features.append(batch.features)
         self.outcome.append(batch.outcome)
         for name, codes in batch.attributes.items():
             self.attributes[name].append(codes)
+
+    def row_hashes(self) -> list[np.ndarray]:
+        """Each batch's row hashes, in order (from the writer, once it has them all)."""
+        return self.hashes if self.writer is None else self.writer.row_hashes()
 
     def ids(self) -> pa.StringArray:
         """The id column as one array (built once; the id chunks are then freed)."""
@@ -274,8 +278,8 @@ def _validate(schema: DatasetSchema, open_batches: Callable[..., Iterator[pa.Rec
             kept.writer.flush()  # the last row group is encoded while the table is checked
         with ThreadPoolExecutor(1, thread_name_prefix="fingerprint") as pool:
             # Sorting releases the GIL: the row hashes sort beside the ids' sort.
-            fingerprint = pool.submit(lambda: fingerprint_of(_drain(kept.hashes))
-                                      if kept.hashes and not log else "")
+            fingerprint = pool.submit(lambda: fingerprint_of(_drain(kept.row_hashes()))
+                                      if kept.n_rows and not log else "")
             _table_errors(schema, kept, log)
             if log:
                 raise TableInvalid(log)

@@ -19,6 +19,7 @@ import hashlib
 import json
 import os
 import tempfile
+from collections import deque
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -135,12 +136,15 @@ class TableWriter:
     """Writes a table's rows as they are validated, to a temporary file in ``data_dir``;
     ``finish`` names it by its bytes' SHA-256 (atomic rename), ``discard`` removes it.
 
-    Rows are buffered into row groups of at least ``ROW_GROUP_ROWS`` and each row group is
-    encoded on a writer thread (Parquet's encoding and compression run without the GIL) while
-    the next rows are read and checked; at most one row group waits, so memory is two row
-    groups whatever the table's size. The metadata (schema hash, fingerprint, imputation
+    Each checked batch goes to a writer thread, which hashes its rows (``row_hashes``, for the
+    fingerprint), converts it to Arrow and writes a row group whenever ``ROW_GROUP_ROWS`` rows
+    have come: hashing and Parquet's encoding run beside the reading and the checks, mostly
+    without the GIL. At most ``MAX_QUEUED`` batches wait, so memory is a few batches and a row
+    group whatever the table's size. The metadata (schema hash, fingerprint, imputation
     counts) is known only at the end and goes into the file's footer.
     """
+
+    MAX_QUEUED = 4
 
     def __init__(self, schema: DatasetSchema, data_dir: Path) -> None:
         data_dir.mkdir(parents=True, exist_ok=True)
@@ -151,11 +155,20 @@ class TableWriter:
         self._writer = pq.ParquetWriter(self.path, self._arrow, compression="zstd")
         self._pending: list[pa.RecordBatch] = []
         self._pending_rows = 0
+        self._hashes: list[np.ndarray] = []  # per batch, in order (on the writer thread)
         self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="table-writer")
-        self._in_flight: Future[None] | None = None
+        self._queued: deque[Future[None]] = deque()
 
     def write(self, ids: pa.Array, features: np.ndarray, outcome: np.ndarray,
               attributes: dict[str, np.ndarray]) -> None:
+        """Queue a checked batch (raises here if an earlier one failed to be written)."""
+        while len(self._queued) >= self.MAX_QUEUED:
+            self._queued.popleft().result()
+        self._queued.append(self._thread.submit(self._take, ids, features, outcome, attributes))
+
+    def _take(self, ids: pa.Array, features: np.ndarray, outcome: np.ndarray,
+              attributes: dict[str, np.ndarray]) -> None:
+        self._hashes.append(row_hashes(self.schema, features, outcome, attributes))
         columns = [ids.cast(pa.string())]
         columns += [pa.array(features[:, j]) for j in range(features.shape[1])]
         columns += [pa.array(attributes[a.name], pa.int64()) for a in self.schema.attributes]
@@ -163,29 +176,30 @@ class TableWriter:
         self._pending.append(pa.record_batch(columns, schema=self._arrow))
         self._pending_rows += len(outcome)
         if self._pending_rows >= ROW_GROUP_ROWS:
-            self.flush()
+            self._write_group()
 
-    def flush(self) -> None:
-        """Hand the buffered rows to the writer thread, once the row group before is written
-        (which raises here if writing it failed)."""
-        self._wait()
+    def _write_group(self) -> None:
         if self._pending:
             group = pa.Table.from_batches(self._pending)
-            self._in_flight = self._thread.submit(
-                self._writer.write_table, group, row_group_size=max(group.num_rows, 1))
+            self._writer.write_table(group, row_group_size=max(group.num_rows, 1))
         self._pending, self._pending_rows = [], 0
 
-    def _wait(self) -> None:
-        if self._in_flight is not None:
-            in_flight, self._in_flight = self._in_flight, None
-            in_flight.result()
+    def flush(self) -> None:
+        """Queue the last rows' row group (``row_hashes`` or ``finish`` waits for it)."""
+        self._queued.append(self._thread.submit(self._write_group))
+
+    def row_hashes(self) -> list[np.ndarray]:
+        """Every written batch's row hashes, in order, once the queue is done."""
+        while self._queued:
+            self._queued.popleft().result()
+        return self._hashes
 
     def finish(self, *, fingerprint: str, imputed: dict[str, int]) -> StoredTable:
         meta = {"schema_hash": schema_hash(self.schema), "fingerprint": fingerprint,
                 "imputed": imputed}
         try:
             self.flush()
-            self._wait()
+            self.row_hashes()
             self._writer.add_key_value_metadata({_META.decode(): json.dumps(meta)})
             self._writer.close()
             sha = _file_sha256(self.path)
