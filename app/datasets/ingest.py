@@ -150,6 +150,7 @@ class _Columns:
                  id_digest: IdDigest = record_coins.id_digests) -> None:
         self.schema, self.writer, self.n_rows, self.positives = schema, writer, 0, 0
         self.id_digest, self.digests = id_digest, np.zeros(0, dtype=np.uint64)
+        self.word_chunks: list[np.ndarray] = []  # with a writer: each batch's id words
         self.features: list[np.ndarray] = []
         self.outcome: list[np.ndarray] = []
         self.hashes: list[np.ndarray] = []  # per batch, while its columns are in cache
@@ -172,6 +173,7 @@ class _Columns:
             self.imputed[name] += count
         if self.writer is not None:  # hashed and written on the writer's thread
             ids = batch.ids if batch.ids is not None else _row_numbers(first, self.n_rows)
+            self.word_chunks.append(self.id_digest(ids.cast(pa.string())))
             self.writer.write(ids, batch.features, batch.outcome, batch.attributes)
             return
         self.hashes.append(row_hashes(self.schema, batch.features, batch.outcome,
@@ -184,6 +186,13 @@ class _Columns:
     def row_hashes(self) -> list[np.ndarray]:
         """Each batch's row hashes, in order (from the writer, once it has them all)."""
         return self.hashes if self.writer is None else self.writer.row_hashes()
+
+    def id_words(self) -> np.ndarray:
+        """``id_digest`` of every id, in order: taken batch by batch while the writer was
+        busy with the batch before, or (without a writer) all at once here."""
+        if self.writer is None:
+            return self.id_digest(self.ids())
+        return np.concatenate(self.word_chunks) if self.word_chunks else np.zeros(0, np.uint64)
 
     def ids(self) -> pa.StringArray:
         """The id column as one array (built once; the id chunks are then freed)."""
@@ -246,7 +255,7 @@ def _table_errors(schema: DatasetSchema, kept: _Columns, log: ErrorLog) -> None:
     if log:
         return
     if schema.id_column is not None:
-        kept.digests = kept.id_digest(kept.ids())
+        kept.digests = kept.id_words()
         _duplicate_ids(kept.ids(), kept.digests, schema.id_column, log)
     if kept.positives in (0, kept.n_rows):
         log.add("the outcome has a single class", "both 0 and 1", column=schema.outcome.name)
@@ -295,7 +304,7 @@ def _assemble(schema: DatasetSchema, kept: _Columns,
     ids = kept.ids()
     if kept.writer is not None:
         if len(kept.digests) != len(ids):  # no id column: the row numbers' words
-            kept.digests = kept.id_digest(ids)
+            kept.digests = kept.id_words()
         return PendingUpload(n_rows=kept.n_rows, ids=ids, imputed=kept.imputed,
                              fingerprint=fingerprint, id_words=kept.digests,
                              writer=kept.writer)

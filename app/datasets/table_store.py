@@ -152,7 +152,11 @@ class TableWriter:
         os.close(fd)
         self.schema, self.data_dir, self.path = schema, data_dir, Path(name)
         self._arrow = arrow_schema(schema)
-        self._writer = pq.ParquetWriter(self.path, self._arrow, compression="zstd")
+        # No dictionary for the ids (all distinct: it is built, then dropped) and no column
+        # statistics (a table is always read whole): a quarter less encoding, a smaller file.
+        self._writer = pq.ParquetWriter(
+            self.path, self._arrow, compression="zstd", write_statistics=False,
+            use_dictionary=[name for name in self._arrow.names if name != ID_COLUMN])
         self._pending: list[pa.RecordBatch] = []
         self._pending_rows = 0
         self._hashes: list[np.ndarray] = []  # per batch, in order (on the writer thread)
