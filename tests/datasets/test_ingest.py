@@ -23,7 +23,7 @@ from sklearn.datasets import load_breast_cancer
 
 from app.core.errors import UnsupportedMediaType, install_error_handlers
 from app.datasets import growing_file, ingest, record_coins, table_readers, table_store
-from app.datasets.dataset_schema import DatasetSchema
+from app.datasets.dataset_schema import DatasetSchema, schema_hash
 from tests.datasets.test_dataset_schema import CONTRACT
 
 SCHEMA = DatasetSchema.model_validate(CONTRACT)
@@ -502,3 +502,23 @@ def test_a_body_that_stops_midway_stores_nothing(tmp_path: Path, media: str) -> 
         with pytest.raises(ingest.TableInvalid):
             ingesting.result(timeout=30)
     assert list((tmp_path / "data").iterdir()) == []
+
+
+def test_a_table_stored_before_the_streaming_writer_still_loads(tmp_path: Path) -> None:
+    """Tables stored at the last release kept their metadata in the Arrow schema; Parquet
+    copies that into the footer, where ``load`` now reads it."""
+    table = ingest.ingest_file(write_csv(tmp_path / "t.csv", ROWS), media_type=ingest.CSV,
+                               schema=SCHEMA)
+    columns: dict[str, Any] = {table_store.ID_COLUMN: table.ids}
+    for j, name in enumerate(SCHEMA.feature_names):
+        columns[name] = pa.array(table.features[:, j])
+    columns[SCHEMA.outcome.name] = pa.array(table.outcome.astype(np.int8))
+    meta = {"schema_hash": schema_hash(SCHEMA), "fingerprint": table.fingerprint,
+            "imputed": table.imputed}
+    old = pa.table(columns).replace_schema_metadata({b"dpcrisis": json.dumps(meta).encode()})
+    path = tmp_path / "old.parquet"
+    pq.write_table(old, path, compression="zstd")
+    loaded = table_store.load(path, schema=SCHEMA, verify=False)
+    assert loaded.fingerprint == table.fingerprint
+    assert np.array_equal(loaded.features, table.features)
+    assert loaded.ids.to_pylist() == table.ids.to_pylist()
