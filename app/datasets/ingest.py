@@ -171,21 +171,24 @@ class _Columns:
             self.id_chunks.append(batch.ids)
         for name, count in batch.imputed.items():
             self.imputed[name] += count
-        if self.writer is not None:  # hashed and written on the writer's thread
+        self.hashes.append(row_hashes(self.schema, batch.features, batch.outcome,
+                                      batch.attributes))
+        if self.writer is not None:  # written on the writer's thread
             ids = batch.ids if batch.ids is not None else _row_numbers(first, self.n_rows)
             self.word_chunks.append(self.id_digest(ids.cast(pa.string())))
             self.writer.write(ids, batch.features, batch.outcome, batch.attributes)
             return
-        self.hashes.append(row_hashes(self.schema, batch.features, batch.outcome,
-                                      batch.attributes))
         self.features.append(batch.features)
         self.outcome.append(batch.outcome)
         for name, codes in batch.attributes.items():
             self.attributes[name].append(codes)
 
     def row_hashes(self) -> list[np.ndarray]:
-        """Each batch's row hashes, in order (from the writer, once it has them all)."""
-        return self.hashes if self.writer is None else self.writer.row_hashes()
+        """Each batch's row hashes, in order, once the writer has every batch (so a failure
+        to write surfaces here, before the table is called valid)."""
+        if self.writer is not None:
+            self.writer.wait()
+        return self.hashes
 
     def id_words(self) -> np.ndarray:
         """``id_digest`` of every id, in order: taken batch by batch while the writer was

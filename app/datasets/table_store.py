@@ -136,12 +136,12 @@ class TableWriter:
     """Writes a table's rows as they are validated, to a temporary file in ``data_dir``;
     ``finish`` names it by its bytes' SHA-256 (atomic rename), ``discard`` removes it.
 
-    Each checked batch goes to a writer thread, which hashes its rows (``row_hashes``, for the
-    fingerprint), converts it to Arrow and writes a row group whenever ``ROW_GROUP_ROWS`` rows
-    have come: hashing and Parquet's encoding run beside the reading and the checks, mostly
-    without the GIL. At most ``MAX_QUEUED`` batches wait, so memory is a few batches and a row
-    group whatever the table's size. The metadata (schema hash, fingerprint, imputation
-    counts) is known only at the end and goes into the file's footer.
+    Each checked batch goes to a writer thread, which converts it to Arrow and writes a row
+    group whenever ``ROW_GROUP_ROWS`` rows have come: Parquet's encoding and compression run
+    beside the reading and the checks, without the GIL. At most ``MAX_QUEUED`` batches wait,
+    so memory is a few batches and a row group whatever the table's size. The metadata
+    (schema hash, fingerprint, imputation counts) is known only at the end and goes into the
+    file's footer.
     """
 
     MAX_QUEUED = 4
@@ -159,7 +159,6 @@ class TableWriter:
             use_dictionary=[name for name in self._arrow.names if name != ID_COLUMN])
         self._pending: list[pa.RecordBatch] = []
         self._pending_rows = 0
-        self._hashes: list[np.ndarray] = []  # per batch, in order (on the writer thread)
         self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="table-writer")
         self._queued: deque[Future[None]] = deque()
 
@@ -172,7 +171,6 @@ class TableWriter:
 
     def _take(self, ids: pa.Array, features: np.ndarray, outcome: np.ndarray,
               attributes: dict[str, np.ndarray]) -> None:
-        self._hashes.append(row_hashes(self.schema, features, outcome, attributes))
         columns = [ids.cast(pa.string())]
         columns += [pa.array(features[:, j]) for j in range(features.shape[1])]
         columns += [pa.array(attributes[a.name], pa.int64()) for a in self.schema.attributes]
@@ -189,21 +187,20 @@ class TableWriter:
         self._pending, self._pending_rows = [], 0
 
     def flush(self) -> None:
-        """Queue the last rows' row group (``row_hashes`` or ``finish`` waits for it)."""
+        """Queue the last rows' row group (``wait`` or ``finish`` waits for it)."""
         self._queued.append(self._thread.submit(self._write_group))
 
-    def row_hashes(self) -> list[np.ndarray]:
-        """Every written batch's row hashes, in order, once the queue is done."""
+    def wait(self) -> None:
+        """Until every queued batch is written (raises the first failure)."""
         while self._queued:
             self._queued.popleft().result()
-        return self._hashes
 
     def finish(self, *, fingerprint: str, imputed: dict[str, int]) -> StoredTable:
         meta = {"schema_hash": schema_hash(self.schema), "fingerprint": fingerprint,
                 "imputed": imputed}
         try:
             self.flush()
-            self.row_hashes()
+            self.wait()
             self._writer.add_key_value_metadata({_META.decode(): json.dumps(meta)})
             self._writer.close()
             sha = _file_sha256(self.path)
