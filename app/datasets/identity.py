@@ -2,8 +2,8 @@
 
 Patient identity: each record has a stable id (the generator's index; an uploaded table's id
 column). Its part (training, calibration or evaluation) is a keyed pseudo-random function of
-that id under a per-dataset secret kept server-side (``app.datasets.record_coins``: AES-256 of
-the id's block, or keyed BLAKE2b for datasets registered before it), mapped to a uniform number
+that id under a per-dataset secret kept server-side (``app.datasets.record_coins``: a CBC-MAC
+with AES-256, or keyed BLAKE2b for datasets registered before it), mapped to a uniform number
 in [0, 1). Adding or removing one patient therefore moves no other patient
 between parts, so neighbouring datasets (add/remove one record) train on training sets that
 differ in at most that record, and the held-out releases compose in parallel with training

@@ -12,8 +12,8 @@ NEIGHBOURING_RELATION = (
 )
 PARTS = (
     "Each record's part (training 70%, calibration 15%, evaluation 15%) is a keyed "
-    "pseudo-random function (AES-256 of the id's block; keyed BLAKE2b for datasets registered "
-    "before that scheme) of its stable id under a per-dataset secret kept "
+    "pseudo-random function (a length-prepended CBC-MAC with AES-256; keyed BLAKE2b for "
+    "datasets registered before that scheme) of its stable id under a per-dataset secret kept "
     "on the server, so adding or removing one patient moves no other patient between parts; "
     "the calibration and the evaluation are DP releases on their own parts, no costlier than "
     "the training at any Rényi order, so they compose in parallel with it."
