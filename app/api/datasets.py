@@ -118,13 +118,12 @@ async def put_dataset_data(
             uploads.put_data, session=session, dataset=dataset, path=body,
             media_type=media_type))
         try:
-            await body.receive(request.stream(), max_bytes=settings.max_upload_bytes)
-        except BaseException:  # too large, or the client left: the reading stops too
-            with contextlib.suppress(Exception):
-                await ingesting
-            release_free_memory()
-            raise
-        try:
+            try:
+                await body.receive(request.stream(), max_bytes=settings.max_upload_bytes)
+            except BaseException:  # too large, or the client left: the reading stops too
+                with contextlib.suppress(Exception):
+                    await ingesting
+                raise
             await ingesting
         finally:  # accepted or not, the upload's arrays are freed: hand their pages back
             release_free_memory()

@@ -54,8 +54,7 @@ def coins(record_ids: RecordIds, secret: str, *, scheme: str) -> np.ndarray:
 
 def parts_of(record_ids: RecordIds, secret: str, *, scheme: str) -> np.ndarray:
     """Each record's part (``Part`` values) from its coin."""
-    return np.searchsorted(_CUTS, coins(record_ids, secret, scheme=scheme),
-                           side="right").astype(np.int8)
+    return parts_of_words(record_coins.keyed_words(record_ids, secret, scheme=scheme))
 
 
 def parts_of_words(words: np.ndarray) -> np.ndarray:

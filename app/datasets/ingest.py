@@ -149,7 +149,8 @@ class _Columns:
     def __init__(self, schema: DatasetSchema, writer: TableWriter | None = None,
                  id_digest: IdDigest = record_coins.id_digests) -> None:
         self.schema, self.writer, self.n_rows, self.positives = schema, writer, 0, 0
-        self.id_digest, self.digests = id_digest, np.zeros(0, dtype=np.uint64)
+        self.id_digest = id_digest
+        self.words: np.ndarray | None = None  # id_words(), once built
         self.word_chunks: list[np.ndarray] = []  # with a writer: each batch's id words
         self.features: list[np.ndarray] = []
         self.outcome: list[np.ndarray] = []
@@ -191,11 +192,16 @@ class _Columns:
         return self.hashes
 
     def id_words(self) -> np.ndarray:
-        """``id_digest`` of every id, in order: taken batch by batch while the writer was
-        busy with the batch before, or (without a writer) all at once here."""
-        if self.writer is None:
-            return self.id_digest(self.ids())
-        return np.concatenate(self.word_chunks) if self.word_chunks else np.zeros(0, np.uint64)
+        """``id_digest`` of every id, in order (built once): taken batch by batch while the
+        writer was busy with the batch before, or (without a writer) all at once here."""
+        if self.words is None:
+            if self.writer is None:
+                self.words = self.id_digest(self.ids())
+            else:
+                self.words = (np.concatenate(self.word_chunks) if self.word_chunks
+                              else np.zeros(0, np.uint64))
+            self.word_chunks.clear()
+        return self.words
 
     def ids(self) -> pa.StringArray:
         """The id column as one array (built once; the id chunks are then freed)."""
@@ -258,8 +264,7 @@ def _table_errors(schema: DatasetSchema, kept: _Columns, log: ErrorLog) -> None:
     if log:
         return
     if schema.id_column is not None:
-        kept.digests = kept.id_words()
-        _duplicate_ids(kept.ids(), kept.digests, schema.id_column, log)
+        _duplicate_ids(kept.ids(), kept.id_words(), schema.id_column, log)
     if kept.positives in (0, kept.n_rows):
         log.add("the outcome has a single class", "both 0 and 1", column=schema.outcome.name)
 
@@ -306,10 +311,8 @@ def _assemble(schema: DatasetSchema, kept: _Columns,
               fingerprint: str) -> "IngestedTable | PendingUpload":
     ids = kept.ids()
     if kept.writer is not None:
-        if len(kept.digests) != len(ids):  # no id column: the row numbers' words
-            kept.digests = kept.id_words()
         return PendingUpload(n_rows=kept.n_rows, ids=ids, imputed=kept.imputed,
-                             fingerprint=fingerprint, id_words=kept.digests,
+                             fingerprint=fingerprint, id_words=kept.id_words(),
                              writer=kept.writer)
     return IngestedTable(
         features=_drain(kept.features), outcome=_drain(kept.outcome), ids=ids,

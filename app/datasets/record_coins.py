@@ -145,13 +145,15 @@ def aes_v2(ids: pa.StringArray, secret: bytes) -> np.ndarray:
     return words
 
 
-def _mix(z: np.ndarray) -> np.ndarray:
-    """MurmurHash3's 64-bit finaliser (vectorised; uint64 arithmetic wraps)."""
-    z = z ^ (z >> np.uint64(33))
+def mix64(z: np.ndarray) -> np.ndarray:
+    """MurmurHash3's 64-bit finaliser, in place (vectorised; uint64 arithmetic wraps); also
+    the row hashes' mixer (``app.datasets.table_store``)."""
+    z ^= z >> np.uint64(33)
     z *= np.uint64(0xFF51AFD7ED558CCD)
     z ^= z >> np.uint64(33)
     z *= np.uint64(0xC4CEB9FE1A85EC53)
-    return z ^ (z >> np.uint64(33))
+    z ^= z >> np.uint64(33)
+    return z
 
 
 def id_digests(ids: pa.StringArray) -> np.ndarray:
@@ -166,11 +168,11 @@ def id_digests(ids: pa.StringArray) -> np.ndarray:
     for start in range(0, len(ids), CHUNK):
         chunk = ids.slice(start, CHUNK)
         blocks, lengths, counts = _id_blocks(chunk)
-        digest = _mix(lengths.astype(np.uint64) ^ np.uint64(0x9E3779B97F4A7C15))
+        digest = mix64(lengths.astype(np.uint64) ^ np.uint64(0x9E3779B97F4A7C15))
         for j in range(blocks.shape[1]):
             rows = counts > j
             halves = np.ascontiguousarray(blocks[rows, j]).view("<u8")
-            digest[rows] = _mix(_mix(digest[rows] ^ halves[:, 0]) ^ halves[:, 1])
+            digest[rows] = mix64(mix64(digest[rows] ^ halves[:, 0]) ^ halves[:, 1])
         words[start:start + len(chunk)] = digest
     return words
 

@@ -29,12 +29,12 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from app.datasets.dataset_schema import DatasetSchema, FeatureKind, schema_hash
+from app.datasets.record_coins import mix64
 
 ID_COLUMN = "_id"
 _META = b"dpcrisis"
 _FINGERPRINT_VERSION = b"dpcrisis-table-v1\0"
 ROW_GROUP_ROWS = 1 << 17
-_M1, _M2 = np.uint64(0xFF51AFD7ED558CCD), np.uint64(0xC4CEB9FE1A85EC53)
 
 
 @dataclass(frozen=True, eq=False)
@@ -57,16 +57,6 @@ class IngestedTable:
 class StoredTable:
     sha256: str
     path: Path
-
-
-def _mix(z: np.ndarray) -> np.ndarray:
-    """MurmurHash3's 64-bit finaliser, in place (vectorised; uint64 arithmetic wraps)."""
-    z ^= z >> np.uint64(33)
-    z *= _M1
-    z ^= z >> np.uint64(33)
-    z *= _M2
-    z ^= z >> np.uint64(33)
-    return z
 
 
 def _key(text: str) -> np.uint64:
@@ -92,12 +82,12 @@ def row_hashes(schema: DatasetSchema, features: np.ndarray, outcome: np.ndarray,
             bits = _category_bits(feature.name, feature.categories or [], features[:, j])
         else:
             bits = _bits(features[:, j])
-        rows += _mix(bits ^ _key(feature.name))
+        rows += mix64(bits ^ _key(feature.name))
     for attribute in schema.attributes:
         bits = _category_bits(attribute.name, attribute.categories, attributes[attribute.name])
-        rows += _mix(bits ^ _key(attribute.name))
-    rows += _mix(_bits(outcome) ^ _key(schema.outcome.name))
-    return _mix(rows)
+        rows += mix64(bits ^ _key(attribute.name))
+    rows += mix64(_bits(outcome) ^ _key(schema.outcome.name))
+    return mix64(rows)
 
 
 def fingerprint_of(hashes: np.ndarray) -> str:
