@@ -10,7 +10,7 @@ imports is shown apart) is its own:
 - ingest: ``app.datasets.ingest.ingest_file``: streamed batches, every rule of the schema,
   duplicate ids, the order-insensitive fingerprint, the arrays;
 - ingest + store: ``app.datasets.ingest.ingest_and_store`` (the upload route's path): the same
-  checks, each checked batch written to the content-addressed Parquet copy as it comes.
+  checks keeping only row hashes and ids, then the file kept as sent, named by its SHA-256.
 
 Goals: CSV ingest at most 3x the bare CSV read's seconds, and at most 1 GiB peak RSS.
 
@@ -137,7 +137,7 @@ def measure(step: str, path: Path) -> dict[str, float]:
             pa_csv.read_csv(path)
         else:
             pq.read_table(path)
-    elif step == "store":  # the upload route's path: checked rows written as they come
+    elif step == "store":  # the upload route's path: checked, then the file kept as sent
         with tempfile.TemporaryDirectory() as data_dir:
             ingest.ingest_and_store(path, media_type=media, schema=SCHEMA,
                                     data_dir=Path(data_dir)).commit()

@@ -38,7 +38,7 @@ class Settings(BaseSettings):
     artifact_dir: Path = Field(default=Path("./var/artifacts"))
     data_dir: Path = Field(
         default=Path("./var/data"),
-        description="uploaded cohort tables, content-addressed Parquet files",
+        description="uploaded cohort tables, kept as sent and named by their SHA-256",
     )
     max_upload_bytes: int = Field(
         default=1024 * 2**20, ge=1,

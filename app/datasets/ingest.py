@@ -5,9 +5,10 @@ comma-separated, a header row naming every column of the schema exactly once, or
 other column; an empty cell is a missing value; a value cannot span lines) and
 ``application/vnd.apache.parquet``. Both are read in batches (1 MiB of CSV, 64k Parquet rows),
 the next batch on a reading thread while this one is checked. ``ingest_and_store`` (the upload
-route's path) writes each checked batch to the table's file at once, so memory is the ids,
-one 64-bit hash per row and a few batches, whatever the number of columns; ``ingest_file``
-returns the arrays instead (tests, benches).
+route's path) keeps nothing of a checked batch but its row hashes and id words, so memory is
+the ids, two 64-bit words per row and a few batches, whatever the number of columns; once the
+caller's own checks pass, the file itself is kept as sent (``table_store.keep_as_sent``).
+``ingest_file`` returns the arrays (loading a kept table, tests, benches).
 
 CSV is read twice only when it is invalid: the fast pass lets Arrow parse numbers with explicit
 column types; if Arrow meets text it cannot convert, the file is read again with every column
@@ -25,7 +26,7 @@ single outcome class are checked once all rows are read, and only when no other 
 """
 
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,41 +35,41 @@ import numpy as np
 import pyarrow as pa
 
 from app.core.errors import InvalidRequest, UnsupportedMediaType
-from app.datasets import record_coins, table_readers
+from app.datasets import record_coins, table_readers, table_store
 from app.datasets.dataset_schema import DatasetSchema, check_schema
+from app.datasets.growing_file import GrowingFile
 from app.datasets.ingest_checks import BatchRows, CheckedBatch, ErrorLog, check_batch
 from app.datasets.schemas import MAX_ROWS
 from app.datasets.table_readers import CSV, PARQUET, Source
-from app.datasets.table_store import (
-    IngestedTable,
-    StoredTable,
-    TableWriter,
-    fingerprint_of,
-    row_hashes,
-)
+from app.datasets.table_store import IngestedTable, StoredTable, fingerprint_of, row_hashes
 
 MEDIA_TYPES = (CSV, PARQUET)
+SUFFIXES = {CSV: ".csv", PARQUET: ".parquet"}
 IdDigest = Callable[[pa.StringArray], np.ndarray]
 """A 64-bit word per id, equal for equal ids (duplicates are then confirmed by text)."""
 
 
 @dataclass(frozen=True)
 class PendingUpload:
-    """A validated upload in a temporary file: ``commit`` names it by its content once the
-    caller's own checks passed (``app.datasets.uploads``), ``discard`` removes it."""
+    """A validated upload, not yet kept: ``commit`` keeps its file as sent, named by its
+    bytes, once the caller's own checks passed (``app.datasets.uploads``); until then nothing
+    is in the data directory."""
 
     n_rows: int
     ids: pa.StringArray
     imputed: dict[str, int]
     fingerprint: str
-    id_words: np.ndarray  # (n,) uint64: ``id_digest`` of each id (ingest_and_store)
-    writer: TableWriter
+    id_words: np.ndarray  # (n,) uint64: ``id_digest`` of each id
+    source: Source
+    media_type: str  # text/csv or application/vnd.apache.parquet (no parameters)
+    data_dir: Path
 
     def commit(self) -> StoredTable:
-        return self.writer.finish(fingerprint=self.fingerprint, imputed=self.imputed)
-
-    def discard(self) -> None:
-        self.writer.discard()
+        suffix = SUFFIXES[self.media_type]
+        if isinstance(self.source, GrowingFile):  # the route's spool: linked, then dropped
+            return table_store.keep_as_sent(self.source.path, suffix=suffix,
+                                            data_dir=self.data_dir, link=True)
+        return table_store.keep_as_sent(self.source, suffix=suffix, data_dir=self.data_dir)
 
 
 class TableInvalid(InvalidRequest):
@@ -102,16 +103,19 @@ def ingest_file(path: Path, *, media_type: str, schema: DatasetSchema) -> Ingest
         InvalidRequest: the schema breaks a rule, or the media type is not readable.
         TableInvalid: the table breaks the schema (nothing is kept).
     """
-    table = _ingest(path, media_type, schema, lambda: _Columns(schema))
-    assert isinstance(table, IngestedTable)
-    return table
+    kept = _ingest(path, media_type, schema, lambda: _Columns(schema, True))
+    return IngestedTable(
+        features=_drain(kept.features), outcome=_drain(kept.outcome), ids=kept.ids(),
+        attributes={name: _drain(blocks) for name, blocks in kept.attributes.items()},
+        imputed=kept.imputed, fingerprint=kept.fingerprint,
+    )
 
 
 def ingest_and_store(path: Source, *, media_type: str, schema: DatasetSchema, data_dir: Path,
                      id_digest: IdDigest = record_coins.id_digests) -> PendingUpload:
-    """Validate the table at ``path`` and write it, batch by batch as it is validated, to a
-    temporary file in ``data_dir``: the rows are never all in memory at once. The caller
-    commits it (its content-addressed name) or discards it.
+    """Validate the table at ``path`` keeping only each row's hash and id: the rows are never
+    all in memory at once. The caller commits it (kept in ``data_dir`` as sent, named by its
+    bytes) or drops it (nothing was written).
 
     ``id_digest`` gives each id a 64-bit word, equal for equal ids, to find duplicates; the
     upload route passes the dataset's keyed coin words, which come back as ``id_words`` so the
@@ -121,14 +125,14 @@ def ingest_and_store(path: Source, *, media_type: str, schema: DatasetSchema, da
         InvalidRequest: the schema breaks a rule, or the media type is not readable.
         TableInvalid: the table breaks the schema (nothing is stored).
     """
-    upload = _ingest(path, media_type, schema,
-                     lambda: _Columns(schema, TableWriter(schema, data_dir), id_digest))
-    assert isinstance(upload, PendingUpload)
-    return upload
+    kept = _ingest(path, media_type, schema, lambda: _Columns(schema, False, id_digest))
+    return PendingUpload(n_rows=kept.n_rows, ids=kept.ids(), imputed=kept.imputed,
+                         fingerprint=kept.fingerprint, id_words=kept.id_words(), source=path,
+                         media_type=media_type_of(media_type), data_dir=data_dir)
 
 
 def _ingest(path: Source, media_type: str, schema: DatasetSchema,
-            columns: Callable[[], "_Columns"]) -> "IngestedTable | PendingUpload":
+            columns: Callable[[], "_Columns"]) -> "_Columns":
     check_schema(schema)
     media = media_type_of(media_type)
     if media == PARQUET:
@@ -143,15 +147,16 @@ def _ingest(path: Source, media_type: str, schema: DatasetSchema,
 
 
 class _Columns:
-    """The validated batches, kept only while the table has no error (all or nothing): in
-    memory, or (with a ``writer``) written to the table's file as they come."""
+    """What is kept of the validated batches while the table has no error (all or nothing):
+    every batch's row hashes and ids, and (``keep_rows``) its values."""
 
-    def __init__(self, schema: DatasetSchema, writer: TableWriter | None = None,
+    def __init__(self, schema: DatasetSchema, keep_rows: bool,
                  id_digest: IdDigest = record_coins.id_digests) -> None:
-        self.schema, self.writer, self.n_rows, self.positives = schema, writer, 0, 0
+        self.schema, self.keep_rows, self.n_rows, self.positives = schema, keep_rows, 0, 0
         self.id_digest = id_digest
+        self.fingerprint = ""  # set once every row passed
         self.words: np.ndarray | None = None  # id_words(), once built
-        self.word_chunks: list[np.ndarray] = []  # with a writer: each batch's id words
+        self.word_chunks: list[np.ndarray] = []  # without the rows: each batch's id words
         self.features: list[np.ndarray] = []
         self.outcome: list[np.ndarray] = []
         self.hashes: list[np.ndarray] = []  # per batch, while its columns are in cache
@@ -174,28 +179,20 @@ class _Columns:
             self.imputed[name] += count
         self.hashes.append(row_hashes(self.schema, batch.features, batch.outcome,
                                       batch.attributes))
-        if self.writer is not None:  # written on the writer's thread
+        if not self.keep_rows:
             ids = batch.ids if batch.ids is not None else _row_numbers(first, self.n_rows)
             self.word_chunks.append(self.id_digest(ids.cast(pa.string())))
-            self.writer.write(ids, batch.features, batch.outcome, batch.attributes)
             return
         self.features.append(batch.features)
         self.outcome.append(batch.outcome)
         for name, codes in batch.attributes.items():
             self.attributes[name].append(codes)
 
-    def row_hashes(self) -> list[np.ndarray]:
-        """Each batch's row hashes, in order, once the writer has every batch (so a failure
-        to write surfaces here, before the table is called valid)."""
-        if self.writer is not None:
-            self.writer.wait()
-        return self.hashes
-
     def id_words(self) -> np.ndarray:
         """``id_digest`` of every id, in order (built once): taken batch by batch while the
-        writer was busy with the batch before, or (without a writer) all at once here."""
+        next batch was being read, or (with the rows kept) all at once here."""
         if self.words is None:
-            if self.writer is None:
+            if self.keep_rows:
                 self.words = self.id_digest(self.ids())
             else:
                 self.words = (np.concatenate(self.word_chunks) if self.word_chunks
@@ -269,53 +266,35 @@ def _table_errors(schema: DatasetSchema, kept: _Columns, log: ErrorLog) -> None:
         log.add("the outcome has a single class", "both 0 and 1", column=schema.outcome.name)
 
 
-def _validate(schema: DatasetSchema, open_batches: Callable[..., Iterator[pa.RecordBatch]],
-              columns: Callable[[], "_Columns"], *,
-              first_try: bool = False) -> "IngestedTable | PendingUpload":
-    """Read, check and assemble (or store); ``first_try``: let Arrow's conversion errors
-    propagate (the caller reads the CSV again to name the rows), else they are the table's
-    error. Whatever fails, a table file begun is removed."""
+Batches = Generator[pa.RecordBatch, None, None]
+
+
+def _validate(schema: DatasetSchema, open_batches: Callable[..., Batches],
+              columns: Callable[[], "_Columns"], *, first_try: bool = False) -> "_Columns":
+    """Read and check every batch, then the table-wide rules; the kept columns come back with
+    their fingerprint. ``first_try``: let Arrow's conversion errors propagate (the caller
+    reads the CSV again to name the rows), else they are the table's error."""
     log = ErrorLog()
     skipped: list[int] = []  # CSV lines dropped for a wrong number of fields
     kept = columns()
     batches = open_batches(log, skipped)
     try:
-        try:
-            _read(kept, batches, log, skipped)
-        except (pa.ArrowInvalid, OSError) as exc:
-            if first_try and isinstance(exc, pa.ArrowInvalid):
-                raise
-            log.add("the file could not be parsed (a broken quote, or a damaged file)",
-                    "a well-formed file")
-            log.complete = False
-            raise TableInvalid(log) from None
-        finally:
-            batches.close()  # stops the reading thread at once, whatever happened
-        if kept.writer is not None:
-            kept.writer.flush()  # the last row group is encoded while the table is checked
-        with ThreadPoolExecutor(1, thread_name_prefix="fingerprint") as pool:
-            # Sorting releases the GIL: the row hashes sort beside the ids' sort.
-            fingerprint = pool.submit(lambda: fingerprint_of(_drain(kept.row_hashes()))
-                                      if kept.n_rows and not log else "")
-            _table_errors(schema, kept, log)
-            if log:
-                raise TableInvalid(log)
-            return _assemble(schema, kept, fingerprint.result())
-    except BaseException:
-        if kept.writer is not None:
-            kept.writer.discard()
-        raise
-
-
-def _assemble(schema: DatasetSchema, kept: _Columns,
-              fingerprint: str) -> "IngestedTable | PendingUpload":
-    ids = kept.ids()
-    if kept.writer is not None:
-        return PendingUpload(n_rows=kept.n_rows, ids=ids, imputed=kept.imputed,
-                             fingerprint=fingerprint, id_words=kept.id_words(),
-                             writer=kept.writer)
-    return IngestedTable(
-        features=_drain(kept.features), outcome=_drain(kept.outcome), ids=ids,
-        attributes={name: _drain(blocks) for name, blocks in kept.attributes.items()},
-        imputed=kept.imputed, fingerprint=fingerprint,
-    )
+        _read(kept, batches, log, skipped)
+    except (pa.ArrowInvalid, OSError) as exc:
+        if first_try and isinstance(exc, pa.ArrowInvalid):
+            raise
+        log.add("the file could not be parsed (a broken quote, or a damaged file)",
+                "a well-formed file")
+        log.complete = False
+        raise TableInvalid(log) from None
+    finally:
+        batches.close()  # stops the reading thread at once, whatever happened
+    with ThreadPoolExecutor(1, thread_name_prefix="fingerprint") as pool:
+        # Sorting releases the GIL: the row hashes sort beside the ids' sort.
+        fingerprint = pool.submit(lambda: fingerprint_of(_drain(kept.hashes))
+                                  if kept.n_rows and not log else "")
+        _table_errors(schema, kept, log)
+        if log:
+            raise TableInvalid(log)
+        kept.fingerprint = fingerprint.result()
+    return kept

@@ -55,8 +55,11 @@ class Dataset(Base):
     schema_hash: Mapped[str | None] = mapped_column(String(64), nullable=True)
     # awaiting_data (an upload registered, no rows yet) | ready | erased (rows and secret gone)
     state: Mapped[str] = mapped_column(String(16), default=READY, server_default=READY)
-    # The stored table (content-addressed Parquet under DATA_DIR) and values imputed per feature.
+    # The stored table under DATA_DIR, named by its bytes' SHA-256 (app.datasets.stored), its
+    # media type (null: the service's own Parquet layout, before migration 0014) and the values
+    # imputed per feature.
     table_sha256: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    table_media_type: Mapped[str | None] = mapped_column(String(64), nullable=True)
     imputed: Mapped[dict[str, int] | None] = mapped_column(JSON, nullable=True)
     data_erased_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True),
                                                            nullable=True)

@@ -6,15 +6,14 @@ keyed PRF of its id under the dataset's secret (``app.datasets.identity``).
 """
 
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 
 from app.core.errors import Conflict
-from app.core.settings import settings
 from app.datasets import identity, synthetic, table_store
 from app.datasets.dataset_schema import DatasetSchema
 from app.datasets.models import Dataset
+from app.datasets.stored import load_table, schema_of
 
 
 class DatasetWithoutIdentity(Conflict):
@@ -38,14 +37,6 @@ class Split:
     train: PartRows
     calibration: PartRows
     evaluation: PartRows
-
-
-def schema_of(dataset: Dataset) -> DatasetSchema:
-    return DatasetSchema.model_validate(dataset.schema_json)
-
-
-def table_path(sha256: str) -> Path:
-    return settings.data_dir / f"{sha256}.parquet"
 
 
 def load_parts(dataset: Dataset) -> Split:
@@ -95,9 +86,8 @@ def _groups(schema: DatasetSchema, table: table_store.IngestedTable, member: np.
 
 
 def _upload_parts(dataset: Dataset, secret: str) -> Split:
-    assert dataset.table_sha256 is not None
     schema = schema_of(dataset)
-    table = table_store.load(table_path(dataset.table_sha256), schema=schema)
+    table = load_table(dataset)
     parts = identity.parts_of(table.ids, secret, scheme=dataset.coin_scheme)
 
     def rows(part: identity.Part) -> PartRows:

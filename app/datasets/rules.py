@@ -1,6 +1,8 @@
 """Registration rules shared by synthetic sources and uploads: delta against the row count,
 and one registration per source (data identity)."""
 
+import hashlib
+
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
@@ -14,6 +16,11 @@ DELTA_ROWS_FACTOR = 10
 
 class DatasetAlreadyRegistered(Conflict):
     kind, title = "dataset-already-registered", "This source is already registered"
+
+
+def upload_fingerprint(content: str) -> str:
+    """An upload's source identity, from its order-insensitive content fingerprint."""
+    return hashlib.sha256(f"upload:v1:{content}".encode()).hexdigest()
 
 
 def check_new_source(session: Session, fingerprint: str) -> None:

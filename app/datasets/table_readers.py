@@ -13,7 +13,7 @@ rows after them keep their numbers.
 """
 
 import csv
-from collections.abc import Iterator
+from collections.abc import Generator
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -90,7 +90,7 @@ def _csv_types(schema: DatasetSchema, *, as_bytes: bool) -> dict[str, pa.DataTyp
 
 
 def csv_batches(source: Source, schema: DatasetSchema, log: ErrorLog, skipped: list[int], *,
-                 as_bytes: bool) -> Iterator[pa.RecordBatch]:
+                 as_bytes: bool) -> Generator[pa.RecordBatch, None, None]:
     _csv_header(source, schema, log)
     if log:
         log.complete = False
@@ -140,7 +140,7 @@ def _next_or_none(reader: Any) -> pa.RecordBatch | None:
 
 
 def parquet_batches(source: Source, schema: DatasetSchema,
-                     log: ErrorLog) -> Iterator[pa.RecordBatch]:
+                     log: ErrorLog) -> Generator[pa.RecordBatch, None, None]:
     try:
         if isinstance(source, GrowingFile):
             source.wait_complete()  # Parquet is read from its footer, at the end

@@ -1,15 +1,13 @@
 """A clinic's own table: its rows arrive (all or nothing), are split by patient, and can be erased.
 
-``put_data`` validates a spooled upload against the dataset's declared schema while writing it
-to a temporary file (``app.datasets.ingest``), checks the size-dependent rules (delta at most
-1/(10 n)) and the data identity (the same rows, in any order, cannot be registered twice: one
-budget per data), then names the file by its content, draws the dataset's record secret and
-counts the parts. Nothing is stored when any check fails. ``erase_data`` removes the rows and
+``put_data`` validates an upload against the dataset's declared schema as its body arrives
+(``app.datasets.ingest``), checks the size-dependent rules (delta at most 1/(10 n)) and the data
+identity (the same rows, in any order, cannot be registered twice: one budget per data), then
+keeps the file as sent, named by its bytes' SHA-256, and counts the parts by the record secret
+drawn for it. Nothing is stored when any check fails. ``erase_data`` removes the rows and
 the secret; the ledger, the models and the reports stay, and the fingerprint stays too, so
 erased data cannot come back under a fresh budget.
 """
-
-import hashlib
 
 from sqlalchemy.orm import Session
 
@@ -19,18 +17,13 @@ from app.core.time import utcnow
 from app.datasets import identity, record_coins
 from app.datasets.ingest import ingest_and_store
 from app.datasets.models import AWAITING_DATA, ERASED, READY, Dataset
-from app.datasets.parts import schema_of, table_path
-from app.datasets.rules import check_delta, check_new_source
+from app.datasets.rules import check_delta, check_new_source, upload_fingerprint
+from app.datasets.stored import schema_of, table_path
 from app.datasets.table_readers import Source
 
 
 class DatasetNotAwaitingData(Conflict):
     kind, title = "dataset-has-data", "The dataset is not waiting for data"
-
-
-def upload_fingerprint(content: str) -> str:
-    """An upload's source identity, from its order-insensitive content fingerprint."""
-    return hashlib.sha256(f"upload:v1:{content}".encode()).hexdigest()
 
 
 def put_data(*, session: Session, dataset: Dataset, path: Source, media_type: str) -> Dataset:
@@ -55,21 +48,18 @@ def put_data(*, session: Session, dataset: Dataset, path: Source, media_type: st
     upload = ingest_and_store(  # the keyed words find duplicate ids, then give the parts
         path, media_type=media_type, schema=schema, data_dir=settings.data_dir,
         id_digest=lambda ids: record_coins.keyed_words(ids, secret, scheme=dataset.coin_scheme))
-    try:
-        if dataset.budget_delta is not None:
-            check_delta(dataset.budget_delta, upload.n_rows, field="privacy_budget.delta")
-        fingerprint = upload_fingerprint(upload.fingerprint)
-        check_new_source(session, fingerprint)
-    except BaseException:
-        upload.discard()
-        raise
-    stored = upload.commit()
+    if dataset.budget_delta is not None:
+        check_delta(dataset.budget_delta, upload.n_rows, field="privacy_budget.delta")
+    fingerprint = upload_fingerprint(upload.fingerprint)
+    check_new_source(session, fingerprint)
+    stored = upload.commit()  # the file as sent, named by its bytes
     counts = identity.part_counts(identity.parts_of_words(upload.id_words))
     dataset.n_rows = upload.n_rows
     dataset.n_train = counts[identity.Part.TRAIN]
     dataset.n_calibration = counts[identity.Part.CALIBRATION]
     dataset.record_secret, dataset.source_fingerprint = secret, fingerprint
     dataset.table_sha256, dataset.imputed = stored.sha256, upload.imputed
+    dataset.table_media_type = upload.media_type
     dataset.state = READY
     session.flush()
     return dataset
@@ -80,7 +70,7 @@ def erase_data(*, session: Session, dataset: Dataset) -> Dataset:
     if dataset.state == ERASED:
         return dataset
     if dataset.table_sha256 is not None:
-        table_path(dataset.table_sha256).unlink(missing_ok=True)
+        table_path(dataset).unlink(missing_ok=True)
     dataset.record_secret, dataset.table_sha256 = None, None
     dataset.state, dataset.data_erased_at = ERASED, utcnow()
     session.flush()

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from app.datasets import parts, synthetic, table_store
+from app.datasets import parts, stored, synthetic
 from app.datasets.models import Dataset
 from app.features import FEATURE_NAMES
 
@@ -60,9 +60,8 @@ def _synthetic(dataset: Dataset) -> Cohort:
 
 
 def _upload(dataset: Dataset) -> Cohort:
-    assert dataset.table_sha256 is not None
-    schema = parts.schema_of(dataset)
-    table = table_store.load(parts.table_path(dataset.table_sha256), schema=schema)
+    schema = stored.schema_of(dataset)
+    table = stored.load_table(dataset)
     by_column = np.ascontiguousarray(table.features.T)
     columns = {name: by_column[j] for j, name in enumerate(schema.feature_names)}
     columns |= dict(table.attributes)

@@ -3,6 +3,7 @@ give the same arrays, the fingerprint ignores row order, and the result is all o
 
 import asyncio
 import copy
+import hashlib
 import json
 import os
 import subprocess
@@ -208,24 +209,66 @@ def test_csv_and_parquet_give_the_same_arrays(tmp_path: Path) -> None:
     assert from_csv.fingerprint == from_parquet.fingerprint
 
 
-def test_stored_tables_load_back_and_are_content_addressed(tmp_path: Path) -> None:
+def _legacy_file(table: table_store.IngestedTable, directory: Path,
+                 schema: DatasetSchema = SCHEMA) -> Path:
+    """A table in the service's own layout, as uploads were stored before migration 0014
+    (metadata in the Parquet footer), named by its bytes."""
+    columns: dict[str, Any] = {table_store.ID_COLUMN: table.ids}
+    for j, name in enumerate(schema.feature_names):
+        columns[name] = pa.array(table.features[:, j])
+    columns[schema.outcome.name] = pa.array(table.outcome.astype(np.int8))
+    meta = {"schema_hash": schema_hash(schema), "fingerprint": table.fingerprint,
+            "imputed": table.imputed}
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / "legacy.tmp"
+    with pq.ParquetWriter(path, pa.table(columns).schema, compression="zstd") as writer:
+        writer.write_table(pa.table(columns))
+        writer.add_key_value_metadata({"dpcrisis": json.dumps(meta)})
+    named = directory / f"{table_store._file_sha256(path)}.parquet"
+    path.rename(named)
+    return named
+
+
+def test_tables_stored_in_the_old_layout_load_back(tmp_path: Path) -> None:
     table = ingest.ingest_file(write_csv(tmp_path / "t.csv", ROWS), media_type="text/csv",
                                schema=SCHEMA)
-    stored = table_store.store(table, schema=SCHEMA, data_dir=tmp_path / "data")
-    assert stored.path == tmp_path / "data" / f"{stored.sha256}.parquet"
-    assert table_store.store(table, schema=SCHEMA, data_dir=tmp_path / "data") == stored
-    assert [p.name for p in (tmp_path / "data").iterdir()] == [stored.path.name]  # no temp left
-    loaded = table_store.load(stored.path, schema=SCHEMA)
+    path = _legacy_file(table, tmp_path / "data")
+    loaded = table_store.load(path, schema=SCHEMA)
     assert np.array_equal(loaded.features, table.features)
     assert np.array_equal(loaded.outcome, table.outcome)
     assert loaded.ids.to_pylist() == table.ids.to_pylist()
     assert (loaded.fingerprint, loaded.imputed) == (table.fingerprint, table.imputed)
     other = DatasetSchema.model_validate({**CONTRACT, "subgroups": []})
     with pytest.raises(ValueError, match="another schema"):
-        table_store.load(stored.path, schema=other)
-    stored.path.write_bytes(stored.path.read_bytes() + b"x")
+        table_store.load(path, schema=other)
+    path.write_bytes(path.read_bytes() + b"x")
     with pytest.raises(ValueError, match="do not match"):
-        table_store.load(stored.path, schema=SCHEMA)
+        table_store.load(path, schema=SCHEMA)
+
+
+@pytest.mark.parametrize("media", [ingest.CSV, ingest.PARQUET])
+def test_an_upload_is_kept_byte_for_byte_and_named_by_its_sha256(tmp_path: Path,
+                                                                 media: str) -> None:
+    """The kept file is the clinic's own (``sha256sum`` gives its name); the source stays
+    where it was; keeping the same bytes twice gives one file and no temporary one."""
+    source = (write_csv(tmp_path / "t.csv", ROWS) if media == ingest.CSV
+              else write_parquet(tmp_path / "t.parquet", ROWS))
+    data = tmp_path / "data"
+    pending = ingest.ingest_and_store(source, media_type=f"{media}; charset=utf-8"
+                                      if media == ingest.CSV else media,
+                                      schema=SCHEMA, data_dir=data)
+    assert not data.exists()  # nothing is written before the commit
+    stored = pending.commit()
+    sent = source.read_bytes()
+    assert stored.sha256 == hashlib.sha256(sent).hexdigest()
+    assert stored.path == data / f"{stored.sha256}{ingest.SUFFIXES[media]}"
+    assert stored.path.read_bytes() == sent and source.exists()
+    assert pending.commit() == stored
+    assert [p.name for p in data.iterdir()] == [stored.path.name]
+    table_store.verify_bytes(stored.path)
+    stored.path.write_bytes(sent + b"\n")
+    with pytest.raises(ValueError, match="do not match"):
+        table_store.verify_bytes(stored.path)
 
 
 def test_the_fingerprint_ignores_row_order_ids_and_column_order(tmp_path: Path) -> None:
@@ -415,14 +458,13 @@ def test_a_digest_collision_between_different_ids_is_not_an_error(
 
 
 @pytest.mark.parametrize("id_column", ["patient_id", None])
-def test_stored_while_validated_equals_the_arrays(
+def test_an_upload_checked_batch_by_batch_reads_back_as_the_arrays(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, id_column: str | None
 ) -> None:
-    """Written batch by batch in several row groups, the stored table loads back exactly as
-    the in-memory ingestion of the same file; without an id column, ids are row numbers
-    across batches."""
+    """Checked in many batches keeping only hashes and ids, an upload has the fingerprint and
+    ids of the in-memory ingestion of the same file, and its kept file reads back to the same
+    arrays; without an id column, ids are row numbers across batches."""
     monkeypatch.setattr(table_readers, "CSV_BLOCK_BYTES", 256)  # many small batches
-    monkeypatch.setattr(table_store, "ROW_GROUP_ROWS", 16)
     schema = SCHEMA if id_column else SCHEMA.model_copy(update={"id_column": None})
     header = HEADER if id_column else HEADER[1:]
     rng = np.random.default_rng(5)
@@ -433,16 +475,14 @@ def test_stored_while_validated_equals_the_arrays(
     in_memory = ingest.ingest_file(path, media_type=ingest.CSV, schema=schema)
     pending = ingest.ingest_and_store(path, media_type=ingest.CSV, schema=schema,
                                       data_dir=tmp_path / "data")
-    stored = pending.commit()
-    assert pq.ParquetFile(stored.path).metadata.num_row_groups > 5
-    loaded = table_store.load(stored.path, schema=schema)
+    loaded = ingest.ingest_file(pending.commit().path, media_type=ingest.CSV, schema=schema)
     assert pending.fingerprint == in_memory.fingerprint == loaded.fingerprint
     assert pending.ids.to_pylist() == in_memory.ids.to_pylist() == loaded.ids.to_pylist()
+    assert pending.id_words.tolist() == record_coins.id_digests(in_memory.ids).tolist()
     assert (pending.ids.to_pylist()[:3] == ["q0", "q1", "q2"] if id_column
             else pending.ids.to_pylist()[-1] == "300")
     assert np.array_equal(loaded.features, in_memory.features)
     assert np.array_equal(loaded.outcome, in_memory.outcome)
-    assert [p.name for p in (tmp_path / "data").iterdir()] == [stored.path.name]
 
 
 def test_a_table_that_fails_late_leaves_no_file(tmp_path: Path) -> None:
@@ -451,7 +491,7 @@ def test_a_table_that_fails_late_leaves_no_file(tmp_path: Path) -> None:
     with pytest.raises(ingest.TableInvalid):
         ingest.ingest_and_store(write_csv(tmp_path / "t.csv", rows), media_type=ingest.CSV,
                                 schema=SCHEMA, data_dir=tmp_path / "data")
-    assert list((tmp_path / "data").iterdir()) == []
+    assert not (tmp_path / "data").exists()
 
 
 def _trickle(data: bytes, pieces: int, *, stop_after: int | None = None) -> AsyncIterator[bytes]:
@@ -481,7 +521,10 @@ def test_a_body_is_ingested_while_it_arrives(tmp_path: Path,
                                 schema=SCHEMA, data_dir=tmp_path / "data")
         asyncio.run(body.receive(_trickle(spooled.read_bytes(), 40), max_bytes=1 << 20))
         pending = ingesting.result(timeout=30)
-    loaded = table_store.load(pending.commit().path, schema=SCHEMA)
+    stored = pending.commit()
+    assert stored.path.read_bytes() == spooled.read_bytes()  # the digest taken on the way
+    assert stored.sha256 == hashlib.sha256(spooled.read_bytes()).hexdigest()
+    loaded = ingest.ingest_file(stored.path, media_type=ingest.CSV, schema=SCHEMA)
     assert loaded.fingerprint == expected.fingerprint
     assert loaded.ids.to_pylist() == expected.ids.to_pylist()
     assert np.array_equal(loaded.features, expected.features)
@@ -501,12 +544,13 @@ def test_a_body_that_stops_midway_stores_nothing(tmp_path: Path, media: str) -> 
             asyncio.run(body.receive(_trickle(data, 6, stop_after=3), max_bytes=1 << 20))
         with pytest.raises(ingest.TableInvalid):
             ingesting.result(timeout=30)
-    assert list((tmp_path / "data").iterdir()) == []
+    assert not (tmp_path / "data").exists()
 
 
-def test_a_table_stored_before_the_streaming_writer_still_loads(tmp_path: Path) -> None:
-    """Tables stored at the last release kept their metadata in the Arrow schema; Parquet
-    copies that into the footer, where ``load`` now reads it."""
+def test_a_table_stored_with_its_metadata_in_the_arrow_schema_still_loads(
+        tmp_path: Path) -> None:
+    """Tables stored two releases ago kept their metadata in the Arrow schema; Parquet
+    copies that into the footer, where ``load`` reads it."""
     table = ingest.ingest_file(write_csv(tmp_path / "t.csv", ROWS), media_type=ingest.CSV,
                                schema=SCHEMA)
     columns: dict[str, Any] = {table_store.ID_COLUMN: table.ids}

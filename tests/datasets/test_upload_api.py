@@ -1,5 +1,6 @@
 """Uploads through the API: register a schema, PUT the rows (CSV or Parquet), erase them."""
 
+import hashlib
 import io
 from pathlib import Path
 from typing import Any
@@ -15,6 +16,7 @@ from app.core.settings import settings
 from app.datasets import record_coins
 from app.datasets.models import Dataset
 from app.datasets.parts import load_parts
+from app.datasets.stored import StoredTableMismatch, load_table
 from tests.api.scoring_helpers import problem
 from tests.datasets.test_dataset_schema import CONTRACT
 
@@ -97,7 +99,12 @@ def test_a_refused_twin_of_the_same_bytes_leaves_the_first_file_alone(
 
 
 def _no_temporary_files(data_dir: Path) -> bool:
-    return not [p for p in data_dir.iterdir() if p.name.startswith(".upload-")]
+    return not [p for p in data_dir.iterdir() if p.name.startswith((".upload-", ".keep-"))]
+
+
+def _kept(data_dir: Path) -> list[Path]:
+    """The tables the service keeps (named by their bytes; not the dot-named spools)."""
+    return [p for p in data_dir.glob("*") if not p.name.startswith(".")]
 
 
 def test_parquet_upload(client: TestClient) -> None:
@@ -125,7 +132,7 @@ def test_a_bad_table_names_rows_and_columns_and_stores_nothing(
     assert body["total"] >= 1
     assert {"row": 10, "column": "phq9"}.items() <= body["errors"][0].items()
     assert client.get(f"/v1/datasets/{created['id']}").json()["state"] == "awaiting_data"
-    assert not list(_data_dir.glob("*.parquet")) and _no_temporary_files(_data_dir)
+    assert not _kept(_data_dir) and _no_temporary_files(_data_dir)
 
 
 def test_delta_is_checked_against_the_uploaded_rows(
@@ -135,7 +142,7 @@ def test_delta_is_checked_against_the_uploaded_rows(
     body = problem(_put(client, created["id"], _csv(_rows(2000, seed=4))), 422,
                    field="privacy_budget.delta")
     assert "1/(10 n_rows)" in body["detail"]
-    assert not list(_data_dir.glob("*.parquet")) and _no_temporary_files(_data_dir)
+    assert not _kept(_data_dir) and _no_temporary_files(_data_dir)
 
 
 def test_jobs_wait_for_rows_and_erasure_keeps_the_ledger(
@@ -146,11 +153,11 @@ def test_jobs_wait_for_rows_and_erasure_keeps_the_ledger(
            "training": {"epochs": 2, "batch_size": 128}}
     problem(client.post("/v1/jobs", json=job), 409, field="dataset_id")
     assert _put(client, created["id"], _csv(_rows(2000, seed=5))).status_code == 200
-    assert list(_data_dir.glob("*.parquet"))
+    assert _kept(_data_dir)
     erased = client.delete(f"/v1/datasets/{created['id']}/data")
     assert erased.status_code == 200, erased.text
     assert erased.json()["state"] == "erased" and erased.json()["data_erased_at"]
-    assert not list(_data_dir.glob("*.parquet"))
+    assert not _kept(_data_dir)
     problem(client.post("/v1/jobs", json=job), 409, field="dataset_id")
     report = client.get(f"/v1/datasets/{created['id']}/privacy-report")
     assert report.status_code == 200
@@ -220,3 +227,31 @@ def test_duplicate_ids_are_found_with_the_keyed_words(client: TestClient) -> Non
     body = problem(_put(client, created["id"], _csv(rows)), 422)
     assert [(e["row"], e["message"]) for e in body["errors"]] == [
         (18, "duplicate id"), (2001, "duplicate id")]
+
+
+def test_the_kept_table_is_the_clinics_file_and_an_edited_one_is_refused(
+    client: TestClient, _data_dir: Path
+) -> None:
+    """The stored table is the body as sent, named by its SHA-256 (the clinic can check it
+    with sha256sum); it reads back as the accepted rows, and once edited (bytes, or bytes and
+    name together) it is refused rather than trained on."""
+    created = _register(client)
+    body = _csv(_rows(2000, seed=9))
+    assert _put(client, created["id"], body).status_code == 200
+    (kept,) = _kept(_data_dir)
+    assert kept.name == f"{hashlib.sha256(body).hexdigest()}.csv"
+    assert kept.read_bytes() == body
+    with get_database().session_scope() as session:
+        dataset = session.get(Dataset, created["id"])
+        assert dataset is not None and dataset.table_media_type == "text/csv"
+        assert load_table(dataset).n_rows == 2000
+        kept.write_bytes(body.replace(b",1\n", b",0\n", 1))
+        with pytest.raises(StoredTableMismatch, match="do not match"):
+            load_table(dataset)
+        edited = body.replace(b",1\n", b",0\n", 1)  # a valid table, other rows
+        renamed = _data_dir / f"{hashlib.sha256(edited).hexdigest()}.csv"
+        renamed.write_bytes(edited)
+        dataset.table_sha256 = renamed.name.split(".")[0]
+        with pytest.raises(StoredTableMismatch, match="no longer reads"):
+            load_table(dataset)
+        session.rollback()

@@ -1,7 +1,7 @@
 """0006 recounts every dataset's training rows for the per-record split and downgrades back to
 the fixed 70% permutation count; 0007 keys the coins by a per-dataset secret and recounts the
 parts, fingerprints each source once, and fixes the filter's order; 0013 keeps those datasets
-on the coins their parts were counted with."""
+on the coins their parts were counted with; 0014 leaves their stored tables' layout as it was."""
 
 from datetime import UTC, datetime
 
@@ -48,8 +48,9 @@ def test_upgrade_recounts_training_rows_and_downgrade_restores(database_url: str
         with db.engine.connect() as conn:
             rows = conn.execute(text(
                 "SELECT n_rows, n_train, n_calibration, record_secret, source_fingerprint, "
-                "filter_order, coin_scheme FROM dataset ORDER BY id")).all()
-        for n_rows, n_train, n_calibration, secret, fingerprint, order, scheme in rows:
+                "filter_order, coin_scheme, table_media_type FROM dataset ORDER BY id")).all()
+        for n_rows, n_train, n_calibration, secret, fingerprint, order, scheme, media in rows:
+            assert media is None  # 0014: a table stored before it stays in its own layout
             assert len(secret) == 64 and len(fingerprint) == 64
             # 0013: datasets registered before it keep the coins 0007 counted their parts by.
             assert scheme == record_coins.BLAKE2B_V1

@@ -221,6 +221,6 @@ def assert_additive(result: dict[str, Any], reference: dict[str, Any],
 
 
 def stored_tables(server: LiveServer) -> set[Path]:
-    """The uploads the server keeps (content-addressed Parquet; not the dot-named spools)."""
+    """The uploads the server keeps (named by their bytes; not the dot-named spools)."""
     data = server.root / "var" / "data"
-    return {p for p in data.glob("*.parquet") if not p.name.startswith(".")}
+    return {p for p in data.glob("*") if p.is_file() and not p.name.startswith(".")}

@@ -1,0 +1,55 @@
+"""An upload's stored table, read back exactly as it was accepted.
+
+A table kept as sent (``dataset.table_media_type`` set, migration 0014) is read through the
+same validation that accepted it (``app.datasets.ingest.ingest_file``): the same values, the
+same imputations, the same ids. Two checks tie what is read to what was accepted: the file's
+bytes must match its name (the SHA-256 recorded with the dataset), and the rows' content
+fingerprint must be the source identity the dataset was registered under, so a table that
+would now read differently (an edited file, a rule that changed) is refused rather than
+trained on. Tables stored before 0014 are in the service's own Parquet layout
+(``table_store.load``).
+"""
+
+from pathlib import Path
+
+from app.core.settings import settings
+from app.datasets import ingest, table_store
+from app.datasets.dataset_schema import DatasetSchema
+from app.datasets.models import Dataset
+from app.datasets.rules import upload_fingerprint
+
+
+class StoredTableMismatch(ValueError):
+    """The stored table does not read back as the rows that were accepted."""
+
+
+def schema_of(dataset: Dataset) -> DatasetSchema:
+    return DatasetSchema.model_validate(dataset.schema_json)
+
+
+def table_path(dataset: Dataset) -> Path:
+    """Where the dataset's table is (or was, once erased): named by its bytes' SHA-256."""
+    assert dataset.table_sha256 is not None
+    media = dataset.table_media_type
+    suffix = ingest.SUFFIXES[media] if media is not None else ".parquet"
+    return settings.data_dir / f"{dataset.table_sha256}{suffix}"
+
+
+def load_table(dataset: Dataset) -> table_store.IngestedTable:
+    """The upload's rows, as ingestion returned them when they were accepted.
+
+    Raises:
+        StoredTableMismatch: the file was edited, or its rows no longer read as accepted.
+    """
+    path, schema = table_path(dataset), schema_of(dataset)
+    if dataset.table_media_type is None:
+        return table_store.load(path, schema=schema)
+    try:
+        table_store.verify_bytes(path)
+    except ValueError as exc:
+        raise StoredTableMismatch(str(exc)) from None
+    table = ingest.ingest_file(path, media_type=dataset.table_media_type, schema=schema)
+    if upload_fingerprint(table.fingerprint) != dataset.source_fingerprint:
+        raise StoredTableMismatch(
+            f"{path.name} no longer reads as the rows dataset {dataset.id} accepted")
+    return table
