@@ -27,7 +27,7 @@ single outcome class are checked once all rows are read, and only when no other 
 
 from collections import Counter
 from collections.abc import Callable, Generator, Iterator
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -35,6 +35,7 @@ import numpy as np
 import pyarrow as pa
 
 from app.core.errors import InvalidRequest, UnsupportedMediaType
+from app.core.sorting import sort_uint64
 from app.datasets import record_coins, table_readers, table_store
 from app.datasets.dataset_schema import DatasetSchema, check_schema
 from app.datasets.growing_file import GrowingFile
@@ -63,13 +64,18 @@ class PendingUpload:
     source: Source
     media_type: str  # text/csv or application/vnd.apache.parquet (no parameters)
     data_dir: Path
+    sha256: str  # of the file's bytes: its name once kept
 
     def commit(self) -> StoredTable:
         suffix = SUFFIXES[self.media_type]
-        if isinstance(self.source, GrowingFile):  # the route's spool: linked, then dropped
-            return table_store.keep_as_sent(self.source.path, suffix=suffix,
-                                            data_dir=self.data_dir, link=True)
-        return table_store.keep_as_sent(self.source, suffix=suffix, data_dir=self.data_dir)
+        linked = isinstance(self.source, GrowingFile)  # the route's spool: linked, then dropped
+        return table_store.keep_as_sent(_path_of(self.source), suffix=suffix,
+                                        data_dir=self.data_dir, sha256=self.sha256,
+                                        link=linked)
+
+
+def _path_of(source: Source) -> Path:
+    return source.path if isinstance(source, GrowingFile) else source
 
 
 class TableInvalid(InvalidRequest):
@@ -125,10 +131,18 @@ def ingest_and_store(path: Source, *, media_type: str, schema: DatasetSchema, da
         InvalidRequest: the schema breaks a rule, or the media type is not readable.
         TableInvalid: the table breaks the schema (nothing is stored).
     """
-    kept = _ingest(path, media_type, schema, lambda: _Columns(schema, False, id_digest))
-    return PendingUpload(n_rows=kept.n_rows, ids=kept.ids(), imputed=kept.imputed,
-                         fingerprint=kept.fingerprint, id_words=kept.id_words(), source=path,
-                         media_type=media_type_of(media_type), data_dir=data_dir)
+    with ThreadPoolExecutor(1, thread_name_prefix="file-sha256") as pool:
+        digest: list[Future[str]] = []
+
+        def hash_file() -> None:  # the file is whole once read: hashed beside the last checks
+            digest.append(pool.submit(table_store.file_sha256, _path_of(path)))
+
+        kept = _ingest(path, media_type, schema,
+                       lambda: _Columns(schema, False, id_digest, on_read=hash_file))
+        return PendingUpload(n_rows=kept.n_rows, ids=kept.ids(), imputed=kept.imputed,
+                             fingerprint=kept.fingerprint, id_words=kept.id_words(),
+                             source=path, media_type=media_type_of(media_type),
+                             data_dir=data_dir, sha256=digest[0].result())
 
 
 def _ingest(path: Source, media_type: str, schema: DatasetSchema,
@@ -151,9 +165,10 @@ class _Columns:
     every batch's row hashes and ids, and (``keep_rows``) its values."""
 
     def __init__(self, schema: DatasetSchema, keep_rows: bool,
-                 id_digest: IdDigest = record_coins.id_digests) -> None:
+                 id_digest: IdDigest = record_coins.id_digests,
+                 on_read: Callable[[], None] = lambda: None) -> None:
         self.schema, self.keep_rows, self.n_rows, self.positives = schema, keep_rows, 0, 0
-        self.id_digest = id_digest
+        self.id_digest, self.on_read = id_digest, on_read
         self.fingerprint = ""  # set once every row passed
         self.words: np.ndarray | None = None  # id_words(), once built
         self.word_chunks: list[np.ndarray] = []  # without the rows: each batch's id words
@@ -243,7 +258,7 @@ def _duplicate_ids(ids: pa.StringArray, digests: np.ndarray, column: str,
                    log: ErrorLog) -> None:
     """Equal 64-bit id digests first (a sort of words, not of strings); only ids whose digest
     repeats are compared as text, so an accidental digest collision is never an error."""
-    ordered = np.sort(digests)
+    ordered = sort_uint64(digests)
     repeated = ordered[1:][ordered[1:] == ordered[:-1]]
     if not len(repeated):
         return
@@ -289,6 +304,7 @@ def _validate(schema: DatasetSchema, open_batches: Callable[..., Batches],
         raise TableInvalid(log) from None
     finally:
         batches.close()  # stops the reading thread at once, whatever happened
+    kept.on_read()
     with ThreadPoolExecutor(1, thread_name_prefix="fingerprint") as pool:
         # Sorting releases the GIL: the row hashes sort beside the ids' sort.
         fingerprint = pool.submit(lambda: fingerprint_of(_drain(kept.hashes))

@@ -224,7 +224,7 @@ def _legacy_file(table: table_store.IngestedTable, directory: Path,
     with pq.ParquetWriter(path, pa.table(columns).schema, compression="zstd") as writer:
         writer.write_table(pa.table(columns))
         writer.add_key_value_metadata({"dpcrisis": json.dumps(meta)})
-    named = directory / f"{table_store._file_sha256(path)}.parquet"
+    named = directory / f"{table_store.file_sha256(path)}.parquet"
     path.rename(named)
     return named
 
