@@ -209,20 +209,27 @@ def test_csv_and_parquet_give_the_same_arrays(tmp_path: Path) -> None:
     assert from_csv.fingerprint == from_parquet.fingerprint
 
 
-def _legacy_file(table: table_store.IngestedTable, directory: Path,
-                 schema: DatasetSchema = SCHEMA) -> Path:
-    """A table in the service's own layout, as uploads were stored before migration 0014
-    (metadata in the Parquet footer), named by its bytes."""
+def _legacy_table(table: table_store.IngestedTable,
+                  schema: DatasetSchema = SCHEMA) -> tuple[pa.Table, dict[str, Any]]:
+    """The service's own stored layout (before migration 0014): columns and metadata."""
     columns: dict[str, Any] = {table_store.ID_COLUMN: table.ids}
     for j, name in enumerate(schema.feature_names):
         columns[name] = pa.array(table.features[:, j])
     columns[schema.outcome.name] = pa.array(table.outcome.astype(np.int8))
     meta = {"schema_hash": schema_hash(schema), "fingerprint": table.fingerprint,
             "imputed": table.imputed}
+    return pa.table(columns), meta
+
+
+def _legacy_file(table: table_store.IngestedTable, directory: Path,
+                 schema: DatasetSchema = SCHEMA) -> Path:
+    """A table as uploads were stored before migration 0014 (metadata in the Parquet footer),
+    named by its bytes."""
+    data, meta = _legacy_table(table, schema)
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / "legacy.tmp"
-    with pq.ParquetWriter(path, pa.table(columns).schema, compression="zstd") as writer:
-        writer.write_table(pa.table(columns))
+    with pq.ParquetWriter(path, data.schema, compression="zstd") as writer:
+        writer.write_table(data)
         writer.add_key_value_metadata({"dpcrisis": json.dumps(meta)})
     named = directory / f"{table_store.file_sha256(path)}.parquet"
     path.rename(named)
@@ -553,13 +560,8 @@ def test_a_table_stored_with_its_metadata_in_the_arrow_schema_still_loads(
     copies that into the footer, where ``load`` reads it."""
     table = ingest.ingest_file(write_csv(tmp_path / "t.csv", ROWS), media_type=ingest.CSV,
                                schema=SCHEMA)
-    columns: dict[str, Any] = {table_store.ID_COLUMN: table.ids}
-    for j, name in enumerate(SCHEMA.feature_names):
-        columns[name] = pa.array(table.features[:, j])
-    columns[SCHEMA.outcome.name] = pa.array(table.outcome.astype(np.int8))
-    meta = {"schema_hash": schema_hash(SCHEMA), "fingerprint": table.fingerprint,
-            "imputed": table.imputed}
-    old = pa.table(columns).replace_schema_metadata({b"dpcrisis": json.dumps(meta).encode()})
+    data, meta = _legacy_table(table)
+    old = data.replace_schema_metadata({b"dpcrisis": json.dumps(meta).encode()})
     path = tmp_path / "old.parquet"
     pq.write_table(old, path, compression="zstd")
     loaded = table_store.load(path, schema=SCHEMA, verify=False)
