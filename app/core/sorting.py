@@ -8,7 +8,6 @@ the top bit flipped, which maps unsigned order onto signed order exactly; the re
 """
 
 import numpy as np
-import torch
 
 _TOP_BIT = np.uint64(1 << 63)
 
@@ -17,6 +16,10 @@ def sort_uint64(words: np.ndarray) -> np.ndarray:
     """``np.sort(words)`` for a uint64 array, faster; a new array."""
     if len(words) < 4096:  # not worth a trip through torch
         return np.sort(words)
+    # Imported here: torch is 218 MiB at import, already loaded in the service and the worker,
+    # but not wanted by the datasets layer's lighter users (bench/ingest.py's baselines).
+    import torch
+
     signed = torch.from_numpy((words ^ _TOP_BIT).view(np.int64))
     ordered = torch.sort(signed).values.numpy().view(np.uint64)
     ordered ^= _TOP_BIT
