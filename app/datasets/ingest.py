@@ -184,7 +184,7 @@ class _Columns:
         first, self.n_rows = self.n_rows, self.n_rows + len(batch.outcome)
         if log:  # nothing will be kept: free what was
             for blocks in (self.features, self.outcome, self.hashes, self.id_chunks,
-                           *self.attributes.values()):
+                           self.word_chunks, *self.attributes.values()):
                 blocks.clear()
             return
         self.positives += int(np.count_nonzero(batch.outcome))

@@ -129,33 +129,33 @@ def _fsync(path: Path) -> None:
         os.close(fd)
 
 
-def keep_as_sent(source: Path, *, suffix: str, data_dir: Path, sha256: str | None = None,
+def keep_as_sent(source: Path, *, sha256: str, suffix: str, data_dir: Path,
                  link: bool = False) -> StoredTable:
-    """Keep the file at ``source`` as ``<data_dir>/<sha256><suffix>``, byte for byte.
+    """Keep the file at ``source`` (whose bytes hash to ``sha256``) as
+    ``<data_dir>/<sha256><suffix>``, byte for byte.
 
     The file is copied (``link``: hard-linked, for a spool nobody writes again; copied across
     file systems) under a temporary name, flushed to disk, then renamed, so a reader never sees
-    half a table and ``source`` stays where it is.
-    Keeping the same bytes twice gives the same file. ``sha256`` is the file's digest when
-    the caller has it (``app.datasets.ingest`` hashes the file beside its last checks).
+    half a table and ``source`` stays where it is. Keeping the same bytes twice gives the same
+    file.
     """
     data_dir.mkdir(parents=True, exist_ok=True)
-    sha = sha256 or file_sha256(source)
-    final = data_dir / f"{sha}{suffix}"
+    final = data_dir / f"{sha256}{suffix}"
     temporary = data_dir / f".keep-{uuid.uuid4().hex}.tmp"
     try:
-        try:
-            if not link:
-                raise OSError("a copy was asked for")
-            os.link(source, temporary)
-        except OSError:  # a copy asked for, another file system, or no hard links
+        if link:
+            try:
+                os.link(source, temporary)
+            except OSError:  # another file system, or no hard links
+                shutil.copyfile(source, temporary)
+        else:
             shutil.copyfile(source, temporary)
         _fsync(temporary)
         os.replace(temporary, final)
         _fsync(data_dir)  # the rename itself survives a crash
     finally:
         temporary.unlink(missing_ok=True)
-    return StoredTable(sha256=sha, path=final)
+    return StoredTable(sha256=sha256, path=final)
 
 
 def load(path: Path, *, schema: DatasetSchema, verify: bool = True) -> IngestedTable:
