@@ -24,6 +24,7 @@ from sqlalchemy import or_, select, update
 from sqlalchemy.orm import Session
 
 from app.core.time import as_utc, utcnow
+from app.ledger import replay
 from app.ledger.models import (
     BUDGET,
     COMMIT,
@@ -34,6 +35,7 @@ from app.ledger.models import (
     LedgerEvent,
     dataset_ledger,
 )
+from app.ledger.spend import LedgerIntegrityError
 
 _ENTRY_FLOATS = ("noise_multiplier", "sample_rate", "clip_norm", "delta")
 _ENTRY_OPTIONAL_FLOATS = ("epsilon_rdp", "epsilon_prv")
@@ -261,7 +263,9 @@ def _invalid(record_id: int | None, seq: int | None, reason: str) -> dict[str, A
 
 
 def verify(*, session: Session, dataset_id: int) -> dict[str, Any]:
-    """Recompute the dataset's chain from the stored rows; name the first record that breaks it.
+    """Recompute the dataset's chain from the stored rows; name the first record that breaks it,
+    or the first after which the entries held more than the budget then in force
+    (``app.ledger.replay``).
 
     Takes a shared lock on the dataset row (PostgreSQL; SQLite reads a snapshot) so the chain
     and its recorded head are read as of one moment, between appends.
@@ -272,12 +276,13 @@ def verify(*, session: Session, dataset_id: int) -> dict[str, Any]:
         ``ledger_event`` (``id`` is None for a record that is missing, or for a ledger_entry
         that no record covers), or None.
     """
-    head_seq, head_hash, budget_epsilon, budget_delta = session.execute(
+    head_seq, head_hash, budget_epsilon, budget_delta, stored_order = session.execute(
         select(
             dataset_ledger.c.ledger_head_seq,
             dataset_ledger.c.ledger_head_hash,
             dataset_ledger.c.budget_epsilon,
             dataset_ledger.c.budget_delta,
+            dataset_ledger.c.filter_order,
         )
         .where(dataset_ledger.c.id == dataset_id)
         .with_for_update(read=True)
@@ -303,6 +308,7 @@ def verify(*, session: Session, dataset_id: int) -> dict[str, Any]:
         _first_invalid(records, entries, head_seq, head_hash)
         or _uncovered_entry(dataset_id, records, entries)
         or _budget_mismatch(budgets, (budget_epsilon, budget_delta))
+        or _overspent(records, entries, (budget_epsilon, budget_delta), stored_order)
     )
     return {
         "dataset_id": dataset_id,
@@ -326,6 +332,22 @@ def _uncovered_entry(
     if not uncovered:
         return None
     return _invalid(None, None, f"ledger_entry {uncovered[0]} is not covered by the chain")
+
+
+def _overspent(
+    records: list[LedgerEvent], entries: dict[int, LedgerEntry],
+    budget: tuple[float | None, float | None], stored_order: float | None,
+) -> dict[str, Any] | None:
+    """The first record after which the chain held more than the budget then in force."""
+    try:
+        found = replay.first_overspend(records, entries, budget=budget,
+                                       stored_order=stored_order)
+    except LedgerIntegrityError as error:
+        return _invalid(None, None, str(error))
+    if found is None:
+        return None
+    record, reason = found
+    return _invalid(record.id, record.seq, reason)
 
 
 def _budget_mismatch(

@@ -66,6 +66,7 @@ dataset_ledger = table(
     column("ledger_head_hash"),
     column("budget_epsilon"),
     column("budget_delta"),
+    column("filter_order"),
 )
 
 

@@ -39,14 +39,36 @@ from app.privacy.filter import CITATION, RenyiFilter, filter_order
 
 COMPOSITION_ACCOUNTANT = ledger_spend.COMPOSITION_ACCOUNTANT
 
-def lock_dataset(*, session: Session, dataset_id: int) -> None:
-    """Serialise ledger writers on this dataset until the transaction ends."""
+@dataclass
+class LockedBudget:
+    """The dataset's budget as read *under* its lock: the only budget admission may check.
+
+    A dataset object the caller loaded earlier may predate a budget change that committed
+    while it waited for the lock; admitting against it would overspend the new budget.
+    """
+
+    id: int
+    budget_epsilon: float | None
+    budget_delta: float | None
+    filter_order: float | None
+
+
+def lock_dataset(*, session: Session, dataset_id: int) -> LockedBudget:
+    """Serialise ledger writers on this dataset until the transaction ends; return its budget
+    as of now, read after the lock was taken."""
     session.execute(
         update(dataset_ledger)
         .where(dataset_ledger.c.id == dataset_id)
         .values(ledger_version=dataset_ledger.c.ledger_version + 1)
         .execution_options(synchronize_session=False)
     )
+    epsilon, delta, order = session.execute(
+        select(dataset_ledger.c.budget_epsilon, dataset_ledger.c.budget_delta,
+               dataset_ledger.c.filter_order)
+        .where(dataset_ledger.c.id == dataset_id)
+        .execution_options(populate_existing=True)
+    ).one()
+    return LockedBudget(dataset_id, epsilon, delta, order)
 
 
 def reserve(
@@ -62,7 +84,8 @@ def reserve(
     stays within budget.
 
     Must run in the transaction that inserts the job; takes the dataset lock first so the check
-    and the insert are atomic with respect to other submissions.
+    and the insert are atomic with respect to other submissions, and admits against the budget
+    read under that lock (``dataset`` supplies only its id).
 
     Args:
         clip_norm: the job's per-sample clip norm C (recorded with the mechanism).
@@ -71,7 +94,7 @@ def reserve(
     Raises:
         BudgetExceeded: the composed spend including this job would exceed the budget.
     """
-    lock_dataset(session=session, dataset_id=dataset.id)
+    budget = lock_dataset(session=session, dataset_id=dataset.id)
     figures = accounting.epsilon_by_accountant([mechanism], delta)
     entry = LedgerEntry(
         dataset_id=dataset.id,
@@ -87,7 +110,7 @@ def reserve(
         epsilon_rdp=accounting.finite_or_none(figures["rdp"]),
         epsilon_prv=accounting.finite_or_none(figures["prv"]),
     )
-    _admit(session, dataset, entry)
+    _admit(session, budget, entry)
     session.add(entry)
     session.flush()
     chain.append(session=session, dataset_id=dataset.id, entry=entry, kind=RESERVE)

@@ -116,8 +116,9 @@ def check_entry(entry: LedgerEntry) -> None:
         )
 
 
-def mechanism_of(entry: LedgerEntry) -> accounting.Mechanism:
-    """The part of the entry's mechanism that counts: its charged steps (see charged_steps).
+def mechanism_of(entry: LedgerEntry, steps: int | None = None) -> accounting.Mechanism:
+    """The part of the entry's mechanism that counts: its charged steps (see charged_steps),
+    or ``steps`` of it (what it held at an earlier point of its chain, for a replay).
 
     A Gaussian statistics release is exactly one full-batch Gaussian step at its composed
     multiplier; a Laplace release is no Gaussian mechanism (see ``entry_rdp_curve``).
@@ -130,20 +131,23 @@ def mechanism_of(entry: LedgerEntry) -> accounting.Mechanism:
     if entry.mechanism == LAPLACE_RELEASE:
         raise LedgerIntegrityError(f"ledger entry {entry.id}: a Laplace release has no "
                                    "Gaussian mechanism; compose it by its RDP")
-    return accounting.Mechanism(entry.noise_multiplier, entry.sample_rate, entry.charged_steps)
+    held = entry.charged_steps if steps is None else steps
+    return accounting.Mechanism(entry.noise_multiplier, entry.sample_rate, held)
 
 
-def _laplace_components(entry: LedgerEntry) -> list[float]:
+def _laplace_components(entry: LedgerEntry, steps: int | None = None) -> list[float]:
     """A Laplace release's charged components (none if it was released before it ran)."""
     check_entry(entry)
-    return list(entry.components or []) if entry.charged_steps > 0 else []
+    held = entry.charged_steps if steps is None else steps
+    return list(entry.components or []) if held > 0 else []
 
 
-def entry_rdp_at(entry: LedgerEntry, order: float) -> float:
-    """One entry's RDP at a grid ``order`` (inf when non-private)."""
+def entry_rdp_at(entry: LedgerEntry, order: float, steps: int | None = None) -> float:
+    """One entry's RDP at a grid ``order`` (inf when non-private), at its charged steps or at
+    ``steps``."""
     if entry.mechanism != LAPLACE_RELEASE:
-        return rdp_at([mechanism_of(entry)], order)
-    components = _laplace_components(entry)
+        return rdp_at([mechanism_of(entry, steps)], order)
+    components = _laplace_components(entry, steps)
     if not components:
         return 0.0
     return float(mechanisms.component_rdp(LAPLACE_RELEASE, components, np.array([order]))[0])
@@ -207,17 +211,18 @@ def spent_rdp(entries: list[LedgerEntry], order: float) -> float:
     return math.fsum(entry_rdp_at(e, order) for e in _checked(entries)) if entries else 0.0
 
 
-def single_release_epsilon(entry: LedgerEntry, delta: float) -> float:
+def single_release_epsilon(entry: LedgerEntry, delta: float, steps: int | None = None) -> float:
     """One release alone, by the tight accountant (the filter's first-release rule, and the
     figure the release's own report gives); a Laplace release by the tighter of its pure
-    epsilon and its RDP conversion at ``delta``."""
+    epsilon and its RDP conversion at ``delta``. At its charged steps, or at ``steps``."""
     if entry.mechanism == LAPLACE_RELEASE:
-        components = _laplace_components(entry)
+        components = _laplace_components(entry, steps)
         if not components:
             return 0.0
+        curve = mechanisms.component_rdp(LAPLACE_RELEASE, components, accounting.ORDERS)
         return min(mechanisms.laplace_epsilon(components),
-                   accounting.rdp_to_epsilon(entry_rdp_curve(entry), delta))
-    m = mechanism_of(entry)
+                   accounting.rdp_to_epsilon(curve, delta))
+    m = mechanism_of(entry, steps)
     return _tight_epsilon(m.noise_multiplier, m.sample_rate, m.steps, delta)
 
 

@@ -71,7 +71,7 @@ def reserve_release(
         BudgetExceeded: as for a job: the spend so far, what remains, and the largest target
             epsilon (same queries and mechanism, at the same delta) that fits now.
     """
-    ledger_service.lock_dataset(session=session, dataset_id=dataset.id)
+    budget = ledger_service.lock_dataset(session=session, dataset_id=dataset.id)
     figures = _figures(charge)
     entry = LedgerEntry(
         dataset_id=dataset.id, statistics_release_id=release_id, mechanism=charge.kind,
@@ -81,7 +81,7 @@ def reserve_release(
         epsilon_rdp=accounting.finite_or_none(figures["rdp"]),
         epsilon_prv=accounting.finite_or_none(figures["prv"]),
     )
-    refused = ledger_service.shortfall(session=session, dataset=dataset, entry=entry)
+    refused = ledger_service.shortfall(session=session, dataset=budget, entry=entry)
     if refused is not None:
         _refuse(refused, entry, charge)
     session.add(entry)
