@@ -27,6 +27,7 @@ from app.core.docs import install_docs
 from app.core.errors import install_error_handlers
 from app.core.openapi import install_problem_docs, operation_id
 from app.dashboard.router import router as dashboard_router
+from app.flows import sweep as sweep_flow
 from app.jobs.reaper import running_reaper
 from app.observability.metrics import install_metrics
 from app.observability.request_id import RequestIdMiddleware
@@ -38,6 +39,7 @@ def create_app(*, embedded_worker: bool = False) -> FastAPI:
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
         auth_service.on_startup()  # DPCRISIS_ADMIN_KEY, or a hint when no key exists
+        sweep_flow.on_startup()  # spools, tables and weights a crash left behind
         # Everything loaded so far (modules, torch, the app) lives as long as the process:
         # moved out of the collector's view, a full collection takes milliseconds, not the
         # ~200 ms it took mid-request (measured), which was a scoring tail-latency spike.

@@ -25,10 +25,13 @@ from app.core.openapi import problems
 from app.core.pagination import Limit, Offset
 from app.core.settings import settings
 from app.datasets import service, uploads
-from app.datasets.growing_file import GrowingFile
+from app.datasets.claims import ClaimedUpload
+from app.datasets.growing_file import GrowingFile, Pace
 from app.datasets.ingest import media_type_of
 from app.datasets.models import Dataset
 from app.datasets.schemas import DatasetCreate, DatasetOut, DatasetPage, PrivacyBudget
+from app.datasets.upload_slots import uploads_in_progress
+from app.flows import upload as upload_flow
 from app.reports import privacy_html as report_html
 from app.reports import privacy_report as ledger_report
 from app.reports.html import negotiated
@@ -96,42 +99,53 @@ def get_dataset(
 
 
 @router.put(
-    "/{dataset_id}/data", responses=problems(409, 413, 415, 422),
+    "/{dataset_id}/data", responses=problems(408, 409, 413, 415, 422),
     openapi_extra={"requestBody": {"required": True, "content": {
         "text/csv": {"schema": {"type": "string"}},
         "application/vnd.apache.parquet": {"schema": {"type": "string", "format": "binary"}},
     }}},
 )
 async def put_dataset_data(
-    dataset_id: DatasetIdPath, request: Request, session: SessionDep,
+    dataset_id: DatasetIdPath, request: Request,
     principal: Annotated[Principal, require_roles("data_scientist")],
 ) -> DatasetOut:
     """Send an upload's rows (CSV with a header row, or Parquet), all or nothing: 200 with the
     dataset now ``ready``; a bad table is a 422 naming rows and columns, nothing stored."""
     media_type = media_type_of(request.headers.get("content-type", ""))
-    dataset = service.get(session=session, dataset_id=dataset_id)
+    with uploads_in_progress.slot(settings.max_concurrent_uploads):
+        claimed = await run_in_threadpool(upload_flow.claim, dataset_id=dataset_id)
+        try:
+            dataset = await _receive_and_accept(request, claimed, media_type, principal)
+        except BaseException:  # nothing was kept: the dataset awaits its data again
+            await asyncio.shield(run_in_threadpool(upload_flow.give_back, claimed=claimed))
+            raise
+        finally:  # accepted or not, the upload's arrays are freed: hand their pages back
+            release_free_memory()
+    return _out(dataset, principal, echo_upload=True)
+
+
+async def _receive_and_accept(request: Request, claimed: ClaimedUpload, media_type: str,
+                              principal: Principal) -> Dataset:
+    """Read the body into a spool while a thread checks the rows as they arrive (no database
+    session held), then accept them in one short transaction."""
     settings.data_dir.mkdir(parents=True, exist_ok=True)
+    pace = Pace(settings.upload_min_bytes_per_second, settings.upload_grace_seconds,
+                settings.upload_max_seconds)
     with tempfile.TemporaryDirectory(dir=settings.data_dir, prefix=".upload-") as tmp:
         body = GrowingFile(Path(tmp) / "body")
         # The rows are read and checked while the body arrives (app.datasets.growing_file).
-        ingesting = asyncio.ensure_future(run_in_threadpool(
-            uploads.put_data, session=session, dataset=dataset, path=body,
-            media_type=media_type))
+        receiving = asyncio.ensure_future(run_in_threadpool(
+            uploads.receive, claimed=claimed, path=body, media_type=media_type))
         try:
-            try:
-                await body.receive(request.stream(), max_bytes=settings.max_upload_bytes)
-            except BaseException:  # too large, or the client left: the reading stops too
-                with contextlib.suppress(Exception):
-                    await ingesting
-                raise
-            await ingesting
-        finally:  # accepted or not, the upload's arrays are freed: hand their pages back
-            release_free_memory()
-    audit.record(session=session, principal=principal, action=Action.DATA_UPLOADED,
-                 target=f"dataset/{dataset.id}",
-                 detail={"rows": dataset.n_rows, "imputed": dataset.imputed,
-                         "table_sha256": dataset.table_sha256})
-    return _out(dataset, principal, echo_upload=True)
+            await body.receive(request.stream(), max_bytes=settings.max_upload_bytes,
+                               pace=pace)
+        except BaseException:  # too large, too slow, or the client left: the reading stops
+            with contextlib.suppress(Exception):
+                await receiving
+            raise
+        received = await receiving
+        return await run_in_threadpool(upload_flow.accept, received=received,
+                                       principal=principal)
 
 
 @router.delete("/{dataset_id}/data", responses=problems(404))

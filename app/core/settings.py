@@ -44,6 +44,24 @@ class Settings(BaseSettings):
         default=1024 * 2**20, ge=1,
         description="largest table body accepted by PUT /v1/datasets/{id}/data (a 413 beyond)",
     )
+    upload_min_bytes_per_second: float = Field(
+        default=16 * 1024, gt=0,
+        description="an upload's body must average at least this rate after its grace "
+        "period (a 408 otherwise): a trickling client cannot hold an upload slot",
+    )
+    upload_grace_seconds: float = Field(
+        default=15.0, ge=0, description="how long a body may take before its rate counts",
+    )
+    upload_max_seconds: float = Field(
+        default=3600.0, gt=0,
+        description="the longest a body may take in all (a 408 beyond); a dataset's upload "
+        "claim older than this is stale and can be taken over",
+    )
+    max_concurrent_uploads: int = Field(
+        default=4, ge=1,
+        description="uploads whose bodies may arrive at once, per API process (a 503 with "
+        "Retry-After beyond)",
+    )
     worker_poll_seconds: float = Field(default=1.0, gt=0)
     worker_lease_seconds: float = Field(default=60.0, gt=0)
     worker_wake: bool = Field(

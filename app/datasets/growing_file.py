@@ -8,8 +8,11 @@ following it. A body over the size limit, or a client gone mid-body, makes every
 (``wait_complete``).
 """
 
+import asyncio
 import threading
-from collections.abc import AsyncIterable
+import time
+from collections.abc import AsyncIterable, AsyncIterator, Callable
+from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import BinaryIO
@@ -25,6 +28,37 @@ class UploadTooLarge(DomainError):
     status, kind, title = 413, "upload-too-large", "Upload too large"
 
 
+class UploadTooSlow(DomainError):
+    """The body arrived slower than the minimum rate, or took longer than the longest time a
+    body may take: a client trickling bytes would otherwise hold the upload's slot forever."""
+
+    status, kind, title = 408, "upload-too-slow", "Upload too slow"
+
+
+@dataclass(frozen=True)
+class Pace:
+    """How slowly a body may arrive: after ``grace_seconds``, at least ``min_bytes_per_second``
+    on average since it began, and never longer than ``max_seconds`` in all."""
+
+    min_bytes_per_second: float
+    grace_seconds: float
+    max_seconds: float
+
+    def deadline_for(self, size: int, started: float) -> float:
+        """The monotonic time by which byte ``size + 1`` must have arrived."""
+        by_rate = started + self.grace_seconds + (size + 1) / self.min_bytes_per_second
+        return min(by_rate, started + self.max_seconds)
+
+    def too_slow(self, size: int) -> "UploadTooSlow":
+        return UploadTooSlow(
+            f"the upload's body arrived too slowly ({size} bytes so far): after the first "
+            f"{self.grace_seconds:g} s it must average at least "
+            f"{self.min_bytes_per_second:g} bytes/s and end within {self.max_seconds:g} s",
+            allowed=f"at least {self.min_bytes_per_second:g} bytes/s, at most "
+                    f"{self.max_seconds:g} s",
+        )
+
+
 class GrowingFile:
     """A file written by one producer and read, from the start, by any number of readers."""
 
@@ -36,15 +70,17 @@ class GrowingFile:
         self._changed = threading.Condition()
         path.touch()
 
-    async def receive(self, chunks: AsyncIterable[bytes], *, max_bytes: int) -> None:
+    async def receive(self, chunks: AsyncIterable[bytes], *, max_bytes: int,
+                      pace: Pace | None = None) -> None:
         """Append the body's chunks (memory: one chunk); then mark the file complete.
 
         Raises:
             UploadTooLarge: more than ``max_bytes`` arrived (a 413); readers see an abort.
+            UploadTooSlow: the body fell behind ``pace`` (a 408); readers see an abort.
         """
         try:
             with self.path.open("ab") as out:
-                async for chunk in chunks:
+                async for chunk in _paced(chunks, pace, lambda: self.size):
                     if self.size + len(chunk) > max_bytes:
                         raise UploadTooLarge(f"the upload exceeds {max_bytes} bytes",
                                              allowed=f"at most {max_bytes} bytes")
@@ -85,6 +121,28 @@ class GrowingFile:
 
     def reader(self) -> "GrowingReader":
         return GrowingReader(self)
+
+
+async def _paced(chunks: AsyncIterable[bytes], pace: Pace | None,
+                 size: Callable[[], int]) -> AsyncIterator[bytes]:
+    """``chunks``, each awaited no longer than ``pace`` allows (unbounded without one)."""
+    iterator = aiter(chunks)
+    started = time.monotonic()
+    while True:
+        if pace is None:
+            wait = None
+        else:
+            wait = pace.deadline_for(size(), started) - time.monotonic()
+            if wait <= 0:
+                raise pace.too_slow(size())
+        try:
+            chunk = await asyncio.wait_for(anext(iterator), timeout=wait)
+        except StopAsyncIteration:
+            return
+        except TimeoutError:
+            assert pace is not None
+            raise pace.too_slow(size()) from None
+        yield chunk
 
 
 class GrowingReader:

@@ -12,6 +12,8 @@ from app.datasets.record_coins import CURRENT_SCHEME
 from app.ledger.models import GENESIS_HASH
 
 AWAITING_DATA, READY, ERASED = "awaiting_data", "ready", "erased"
+# An upload's body is arriving: the dataset is claimed for that one upload (app.datasets.claims).
+RECEIVING = "receiving"
 
 
 class Dataset(Base):
@@ -53,8 +55,14 @@ class Dataset(Base):
     # generator's is CRISIS_SCHEMA.
     schema_json: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
     schema_hash: Mapped[str | None] = mapped_column(String(64), nullable=True)
-    # awaiting_data (an upload registered, no rows yet) | ready | erased (rows and secret gone)
+    # awaiting_data (an upload registered, no rows yet) | receiving (one upload's body is
+    # arriving) | ready | erased (rows and secret gone)
     state: Mapped[str] = mapped_column(String(16), default=READY, server_default=READY)
+    # The upload that holds the dataset while its body arrives (app.datasets.claims), and when
+    # it took it; both null outside ``receiving``.
+    upload_claim: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    upload_claimed_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True),
+                                                              nullable=True)
     # The stored table under DATA_DIR, named by its bytes' SHA-256 (app.datasets.stored), its
     # media type (null: the service's own Parquet layout, before migration 0014) and the values
     # imputed per feature.

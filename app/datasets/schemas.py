@@ -82,7 +82,8 @@ class DatasetOut(ResponseModel):
     evaluation_rows: int = Field(validation_alias="n_evaluation")
     public: bool
     privacy_budget: BudgetOut
-    state: str = Field(description="awaiting_data | ready | erased")
+    state: str = Field(
+        description="awaiting_data | receiving (one upload is sending its rows) | ready | erased")
     dataset_schema: dict[str, Any] | None = Field(
         serialization_alias="schema", validation_alias="schema_json",
         description="the declared schema (features with public bounds, outcome, subgroups)",

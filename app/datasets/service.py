@@ -23,7 +23,7 @@ def create(*, session: Session, request: DatasetCreate) -> Dataset:
     """Register a dataset; a private one must carry a budget with delta <= 1/(10 n_rows).
 
     A synthetic source is ready at once (its rows come from the generator); an upload waits
-    for its rows (``uploads.put_data``), where its size, delta and identity are checked.
+    for its rows (``app.flows.upload``), where its size, delta and identity are checked.
 
     Raises:
         DatasetAlreadyRegistered: the same source is registered already (409).

@@ -1,0 +1,131 @@
+"""One upload per dataset: an upload claims its dataset before its body arrives.
+
+The claim is a conditional UPDATE in a short transaction of its own (``awaiting_data`` ->
+``receiving`` with a random token), so of any number of uploads racing for one dataset exactly
+one wins and the others are refused at once (409), before they send a byte more; no database
+connection is held while the body arrives. The winner ends its claim in the transaction that
+accepts the rows (``ready``), or gives it back on any failure (``awaiting_data``).
+
+A claim whose process died mid-body is never given back: it is stale once it is older than the
+longest time a body may take (``settings.upload_max_seconds``) and a new upload may take it
+over. The token makes a stale owner that wakes up harmless: its accept or give-back matches no
+row.
+"""
+
+import secrets
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy import and_, or_, update
+from sqlalchemy.orm import Session
+
+from app.core.errors import Conflict
+from app.core.settings import settings
+from app.core.time import utcnow
+from app.datasets import service
+from app.datasets.models import AWAITING_DATA, RECEIVING, Dataset
+from app.datasets.stored import schema_of
+
+# Past the longest body, a claim can only belong to a process that is gone.
+_STALE_MARGIN = timedelta(seconds=60)
+
+
+class DatasetNotAwaitingData(Conflict):
+    kind, title = "dataset-has-data", "The dataset is not waiting for data"
+
+
+class UploadInProgress(Conflict):
+    kind, title = "upload-in-progress", "Another upload is sending this dataset's rows"
+
+
+@dataclass(frozen=True)
+class ClaimedUpload:
+    """What an upload needs of its dataset while the body arrives, read when it claimed it:
+    the ingest runs without a database session."""
+
+    dataset_id: int
+    token: str
+    schema: Any  # app.datasets.dataset_schema.DatasetSchema
+    coin_scheme: str
+    budget_delta: float | None
+
+
+def stale_before(now: datetime) -> datetime:
+    """Claims taken before this moment are stale (their upload cannot still be running)."""
+    return now - timedelta(seconds=settings.upload_max_seconds) - _STALE_MARGIN
+
+
+def claim(*, session: Session, dataset_id: int) -> ClaimedUpload:
+    """Claim ``dataset_id`` for one upload (commit right after, before the body is read).
+
+    Raises:
+        DatasetNotFound: no such dataset (404).
+        UploadInProgress: another upload holds it (409).
+        DatasetNotAwaitingData: not an upload, or it already has (or had) its rows (409).
+    """
+    now, token = utcnow(), secrets.token_hex(16)
+    claimed = session.execute(
+        update(Dataset)
+        .where(Dataset.id == dataset_id, Dataset.source_kind == "upload",
+               or_(Dataset.state == AWAITING_DATA,
+                   and_(Dataset.state == RECEIVING,
+                        Dataset.upload_claimed_at < stale_before(now))))
+        .values(state=RECEIVING, upload_claim=token, upload_claimed_at=now)
+        .execution_options(synchronize_session=False)
+    ).rowcount
+    dataset = service.get(session=session, dataset_id=dataset_id)
+    session.refresh(dataset)
+    if claimed != 1:
+        _refuse(dataset)
+    return ClaimedUpload(dataset.id, token, schema_of(dataset), dataset.coin_scheme,
+                         dataset.budget_delta)
+
+
+def _refuse(dataset: Dataset) -> None:
+    if dataset.state == RECEIVING:
+        raise UploadInProgress(
+            f"dataset {dataset.id} is receiving its rows from another upload; send them once, "
+            "after that upload ends (it is refused or the dataset becomes ready)",
+            field="dataset_id", state=dataset.state,
+        )
+    raise DatasetNotAwaitingData(
+        f"dataset {dataset.id} is {dataset.state} ({dataset.source_kind}): rows can be sent "
+        "once, to an upload registered and still awaiting its data; register a new dataset "
+        "for other rows", field="dataset_id", state=dataset.state,
+    )
+
+
+def hold(*, session: Session, claimed: ClaimedUpload) -> Dataset:
+    """The claimed dataset, locked for the transaction that accepts the rows.
+
+    Raises:
+        UploadInProgress: the claim was taken over (it went stale) or given back.
+    """
+    held = session.execute(
+        update(Dataset)
+        .where(Dataset.id == claimed.dataset_id, Dataset.state == RECEIVING,
+               Dataset.upload_claim == claimed.token)
+        .values(upload_claim=None, upload_claimed_at=None)
+        .execution_options(synchronize_session=False)
+    ).rowcount
+    dataset = service.get(session=session, dataset_id=claimed.dataset_id)
+    session.refresh(dataset)
+    if held != 1:
+        raise UploadInProgress(
+            f"dataset {claimed.dataset_id}'s upload claim expired before its rows were "
+            "accepted; nothing was stored, send them again", field="dataset_id",
+            state=dataset.state,
+        )
+    return dataset
+
+
+def give_back(*, session: Session, claimed: ClaimedUpload) -> None:
+    """End a failed upload's claim: the dataset awaits its data again (no-op if not ours)."""
+    session.execute(
+        update(Dataset)
+        .where(Dataset.id == claimed.dataset_id, Dataset.state == RECEIVING,
+               Dataset.upload_claim == claimed.token)
+        .values(state=AWAITING_DATA, upload_claim=None, upload_claimed_at=None)
+        .execution_options(synchronize_session=False)
+    )

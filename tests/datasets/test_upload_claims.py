@@ -1,0 +1,114 @@
+"""One upload per dataset: concurrent uploads to one dataset let exactly one through, and the
+others are refused at once with nothing kept (SQLite, PostgreSQL).
+
+Before the claim, six concurrent ``PUT .../data`` all answered 200: the dataset pointed to the
+last writer, five unreferenced patient tables stayed on disk (surviving ``DELETE .../data``),
+and six audit events claimed six different tables.
+"""
+
+import threading
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+from fastapi.testclient import TestClient
+from sqlalchemy import select, update
+
+from app.auth.audit import Action
+from app.auth.models import AuditEvent
+from app.core.database import Database, get_database
+from app.core.settings import settings
+from app.core.time import utcnow
+from app.datasets import claims, uploads
+from app.datasets.claims import DatasetNotAwaitingData, UploadInProgress
+from app.datasets.models import AWAITING_DATA, READY, RECEIVING, Dataset
+from tests.datasets.test_upload_api import _csv, _put, _register, _rows
+
+
+@pytest.fixture(autouse=True)
+def _data_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setattr(settings, "data_dir", tmp_path / "data")
+    return tmp_path / "data"
+
+
+def _tables(data_dir: Path) -> list[Path]:
+    return [p for p in data_dir.iterdir() if not p.name.startswith(".")]
+
+
+def test_six_parallel_uploads_to_one_dataset_let_exactly_one_through(
+    any_client: TestClient, _data_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(settings, "max_concurrent_uploads", 8)  # the claim decides, not 503s
+    dataset = _register(any_client, privacy_budget={"epsilon": 3, "delta": 1e-6})
+    bodies = [_csv(_rows(50_000, seed=seed)) for seed in range(6)]
+    answers: list[int] = []
+    lock, start = threading.Lock(), threading.Barrier(len(bodies))
+
+    def upload(body: bytes) -> None:
+        start.wait()
+        answer = _put(any_client, dataset["id"], body)
+        with lock:
+            answers.append(answer.status_code)
+
+    threads = [threading.Thread(target=upload, args=(body,)) for body in bodies]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(answers) == [200, 409, 409, 409, 409, 409], answers
+    ready = any_client.get(f"/v1/datasets/{dataset['id']}").json()
+    assert ready["state"] == "ready"
+    assert len(_tables(_data_dir)) == 1  # only the winner's table was kept
+    with get_database().session_scope() as session:
+        uploaded = session.scalars(select(AuditEvent).where(
+            AuditEvent.action == Action.DATA_UPLOADED,
+            AuditEvent.target == f"dataset/{dataset['id']}")).all()
+        assert len(uploaded) == 1
+        row = session.get(Dataset, dataset["id"])
+        assert row is not None and row.upload_claim is None
+        assert _tables(_data_dir)[0].name.startswith(row.table_sha256 or "-")
+    assert any_client.delete(f"/v1/datasets/{dataset['id']}/data").status_code == 200
+    assert _tables(_data_dir) == []  # erasing leaves no patient table behind
+
+
+def test_a_failed_upload_gives_its_claim_back(client: TestClient) -> None:
+    dataset = _register(client)
+    bad = _put(client, dataset["id"], b"patient_id,phq9\np1,3\n")
+    assert bad.status_code == 422
+    assert client.get(f"/v1/datasets/{dataset['id']}").json()["state"] == AWAITING_DATA
+    assert _put(client, dataset["id"], _csv(_rows(500))).status_code == 200
+
+
+def test_a_claim_admits_one_upload_and_a_stale_one_can_be_taken_over(db: Database,
+                                                                      client: TestClient,
+                                                                      ) -> None:
+    dataset_id = _register(client)["id"]
+    with db.session_scope() as session:
+        first = claims.claim(session=session, dataset_id=dataset_id)
+    with db.session_scope() as session, pytest.raises(UploadInProgress):
+        claims.claim(session=session, dataset_id=dataset_id)
+    with db.session_scope() as session:  # its process died long ago
+        session.execute(update(Dataset).where(Dataset.id == dataset_id).values(
+            upload_claimed_at=utcnow() - timedelta(seconds=settings.upload_max_seconds + 120)))
+    with db.session_scope() as session:
+        second = claims.claim(session=session, dataset_id=dataset_id)
+    assert second.token != first.token
+    received = uploads.receive(claimed=first, path=_write(db, _csv(_rows(300))),
+                               media_type="text/csv")
+    with db.session_scope() as session, pytest.raises(UploadInProgress):
+        uploads.accept(session=session, received=received)  # the stale owner woke up
+    with db.session_scope() as session:
+        claims.give_back(session=session, claimed=first)  # not its claim any more: no-op
+        assert session.get(Dataset, dataset_id).state == RECEIVING  # type: ignore[union-attr]
+    received = uploads.receive(claimed=second, path=_write(db, _csv(_rows(300, seed=4))),
+                               media_type="text/csv")
+    with db.session_scope() as session:
+        assert uploads.accept(session=session, received=received).state == READY
+    with db.session_scope() as session, pytest.raises(DatasetNotAwaitingData):
+        claims.claim(session=session, dataset_id=dataset_id)
+
+
+def _write(db: Database, body: bytes) -> Path:
+    path = Path(db.url.split("///", 1)[1]).parent / f"body-{len(body)}-{hash(body)}.csv"
+    path.write_bytes(body)
+    return path
