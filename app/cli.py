@@ -18,12 +18,17 @@ def _serve(args: argparse.Namespace) -> int:
     import uvicorn
 
     from app.core.migrations import upgrade_head
+    from app.core.settings import settings
     from app.main import create_app
 
     upgrade_head()
     app = create_app(embedded_worker=not args.no_worker)
     # log_config=None: uvicorn's records (access lines included) go through our handler.
-    uvicorn.run(app, host=args.host, port=args.port, log_level="info", log_config=None)
+    # X-Forwarded-* only from the proxies the deployment declares (none by default): uvicorn
+    # would otherwise trust them from 127.0.0.1, where any local process can spoof them.
+    proxies = settings.dpcrisis_forwarded_allow_ips
+    uvicorn.run(app, host=args.host, port=args.port, log_level="info", log_config=None,
+                proxy_headers=bool(proxies), forwarded_allow_ips=proxies or None)
     return 0
 
 

@@ -19,7 +19,7 @@ from app.auth.principal import Principal
 from app.cdshooks import client_auth, feedback, service
 from app.cdshooks.schemas import CdsResponse, Discovery, FeedbackRequest, HookRequest
 from app.core.database import SessionDep
-from app.core.errors import Forbidden
+from app.core.errors import Forbidden, Unauthorized
 from app.core.json_body import JsonRoute
 from app.core.logs import request_id
 from app.core.openapi import problems
@@ -38,8 +38,18 @@ cds_bearer = HTTPBearer(
 
 def audiences(request: Request) -> list[str]:
     """The URLs a JWT's ``aud`` may name for this request: the endpoint called (for feedback,
-    the service's URL too), under ``DPCRISIS_CDS_BASE_URL`` when set."""
-    base = (settings.dpcrisis_cds_base_url or str(request.base_url)).rstrip("/")
+    the service's URL too), under ``DPCRISIS_CDS_BASE_URL``.
+
+    Never under the URL the request arrived at: its Host (and any forwarded header) is the
+    caller's choice, so a token minted for another CDS service would pass.
+
+    Raises:
+        Unauthorized: no base URL is configured, so no JWT can be accepted.
+    """
+    if settings.dpcrisis_cds_base_url is None:
+        raise Unauthorized("this service accepts no CDS Hooks JWTs: DPCRISIS_CDS_BASE_URL is "
+                           "not set (use an API key)", error="invalid_token")
+    base = settings.dpcrisis_cds_base_url.rstrip("/")
     path = request.url.path.rstrip("/")
     urls = [base + path]
     if path.endswith(FEEDBACK):

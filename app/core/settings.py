@@ -102,7 +102,14 @@ class Settings(BaseSettings):
     dpcrisis_cds_base_url: str | None = Field(
         default=None, pattern=r"^https?://",
         description="the service's public base URL, as EHRs call it: a JWT's aud must be "
-        "<base>/cds-services[/<id>]; unset: the URL the request arrived at",
+        "<base>/cds-services[/<id>]; required when DPCRISIS_CDS_CLIENTS is set (never taken "
+        "from the request's Host, which a caller chooses)",
+    )
+    dpcrisis_forwarded_allow_ips: str = Field(
+        default="",
+        description="comma-separated addresses of the reverse proxies whose X-Forwarded-For "
+        "and X-Forwarded-Proto headers are trusted; empty (the default): none, the headers "
+        "are ignored",
     )
     dpcrisis_cds_cors_origins: list[str] = Field(
         default_factory=lambda: ["*"],
@@ -120,6 +127,14 @@ class Settings(BaseSettings):
         description="the longest a CDS Hooks JWT may still be valid for (exp - now), in "
         "seconds: the spec says at most 5 minutes",
     )
+
+    @model_validator(mode="after")
+    def _cds_audience_is_configured(self) -> "Settings":
+        if self.dpcrisis_cds_clients and self.dpcrisis_cds_base_url is None:
+            raise ValueError("DPCRISIS_CDS_BASE_URL is required when DPCRISIS_CDS_CLIENTS is "
+                             "set: a JWT's audience is checked against it, never against the "
+                             "request's Host header")
+        return self
 
     @cached_property
     def alembic_dir(self) -> Path:

@@ -12,7 +12,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from app.cdshooks import jwks
-from app.core.settings import CdsClient, settings
+from app.core.settings import CdsClient, Settings, settings
 from app.main import create_app
 from tests.api.scoring_helpers import problem
 from tests.cdshooks.ehr import DISCOVERY_URL, ISSUER, SERVICE_URL, Ehr, bearer
@@ -28,6 +28,7 @@ def ehr() -> Ehr:
 @pytest.fixture
 def trusted(ehr: Ehr, monkeypatch: pytest.MonkeyPatch) -> Ehr:
     """``ehr`` allow-listed with its keys inline (an offline set-up)."""
+    monkeypatch.setattr(settings, "dpcrisis_cds_base_url", "http://testserver")
     monkeypatch.setattr(settings, "dpcrisis_cds_clients", [CdsClient(iss=ehr.iss,
                                                                       jwks=ehr.jwks)])
     return ehr
@@ -122,6 +123,7 @@ def jwks_server(ehr: Ehr, monkeypatch: pytest.MonkeyPatch) -> Iterator[Seen]:
 
     url = "https://ehr.example.org/.well-known/jwks.json"
     monkeypatch.setattr(jwks, "transport", httpx.MockTransport(serve))
+    monkeypatch.setattr(settings, "dpcrisis_cds_base_url", "http://testserver")
     monkeypatch.setattr(settings, "dpcrisis_cds_clients", [CdsClient(iss=ISSUER,
                                                                       jwks_url=url)])
     jwks.forget()
@@ -208,3 +210,35 @@ def test_feedback_is_recorded(client: TestClient, trusted: Ehr) -> None:
                                       f"cds:{ISSUER}")
         assert rows[1].outcome == "accepted" and rows[1].accepted_suggestions == 1
         assert "Jane" not in str([vars(r) for r in rows])
+
+
+def test_a_spoofed_host_does_not_change_the_accepted_audience(
+    client: TestClient, trusted: Ehr, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A token the EHR minted for another CDS service, sent with that service's Host (or a
+    forwarded proto), is refused: the audience is configuration, never the request's."""
+    monkeypatch.setattr(settings, "dpcrisis_cds_base_url", "https://risk.clinic.example")
+    other = "http://other.example/cds-services"
+    token = trusted.token(aud=other)
+    spoofed = {**bearer(token), "Host": "other.example", "X-Forwarded-Proto": "http"}
+    response = client.get("/cds-services", headers=spoofed)
+    assert response.status_code == 401, response.text
+    assert "aud" in response.json()["detail"]
+    ours = trusted.token(aud="https://risk.clinic.example/cds-services")
+    assert discover(client, ours).status_code == 200
+
+
+def test_without_a_base_url_no_jwt_is_accepted(
+    client: TestClient, trusted: Ehr, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(settings, "dpcrisis_cds_base_url", None)
+    response = discover(client, trusted.token(aud=DISCOVERY_URL))
+    assert response.status_code == 401
+    assert "DPCRISIS_CDS_BASE_URL" in response.json()["detail"]
+
+
+def test_configured_clients_require_a_base_url(ehr: Ehr) -> None:
+    with pytest.raises(ValueError, match="DPCRISIS_CDS_BASE_URL is required"):
+        Settings(dpcrisis_cds_clients=[CdsClient(iss=ehr.iss, jwks=ehr.jwks)])
+    assert Settings(dpcrisis_cds_clients=[CdsClient(iss=ehr.iss, jwks=ehr.jwks)],
+                    dpcrisis_cds_base_url="https://risk.clinic.example").dpcrisis_cds_base_url

@@ -133,6 +133,7 @@ def test_null_and_empty_are_no_data_and_left_out_keys_are_absent() -> None:
 @pytest.fixture
 def ehr(monkeypatch: pytest.MonkeyPatch) -> Ehr:
     ehr = Ehr()
+    monkeypatch.setattr(settings, "dpcrisis_cds_base_url", "http://testserver")
     monkeypatch.setattr(settings, "dpcrisis_cds_clients", [CdsClient(iss=ehr.iss,
                                                                       jwks=ehr.jwks)])
     return ehr
