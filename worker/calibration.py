@@ -174,13 +174,17 @@ def calibrate_model(
     training_epsilon: float,
     rng: np.random.Generator | None = None,
     encoder: Encoder = CRISIS_ENCODER,
+    noise_multiplier: float | None = None,
 ) -> Calibration:
     """Calibrate ``network`` in place on the held-out rows at no extra privacy cost.
 
     ``rng`` defaults to fresh OS entropy: the noise must not be reproducible from anything a
-    caller knows (a seeded generator would let them subtract it).
+    caller knows (a seeded generator would let them subtract it). ``noise_multiplier``: the
+    held-out noise when the caller matched it already (``parallel.held_out_noise``, at the
+    job's and the budget's delta); otherwise matched to the training at ``delta``.
     """
-    noise = dominated_gaussian_noise(history, delta, training_epsilon)
+    noise = (noise_multiplier if noise_multiplier is not None
+             else dominated_gaussian_noise(history, delta, training_epsilon))
     generator = rng if rng is not None else np.random.default_rng()
     log_odds = predict_log_odds(network, x_holdout, encoder)
     calibration = calibrate(log_odds, y_holdout, noise, generator)

@@ -31,7 +31,7 @@ from app.jobs.models import CANCELLED, PRIVACY_AUDIT, SUCCEEDED, TRAIN, Job
 from app.jobs.schemas import TrainingConfig
 from app.observability import job_metrics
 from app.privacy.accounting import Mechanism, finite_or_none
-from app.privacy.parallel import dominated_gaussian_noise
+from app.privacy.parallel import held_out_noise
 from worker.calibration import calibrate_model
 from worker.evaluation import evaluate
 from worker.heartbeat import Heartbeat
@@ -189,27 +189,33 @@ def _end_stopped(worker: JobWorker, claimed: ClaimedJob) -> str:
 
 
 def _calibrate_and_evaluate(
-    spec: TrainingSpec, result: TrainingResult, split: dataset_parts.Split, encoder: Encoder
+    spec: TrainingSpec, result: TrainingResult, split: dataset_parts.Split, encoder: Encoder,
+    budget_delta: float | None,
 ) -> training_flow.TrainedNetwork:
     """Calibrate on the calibration part, then evaluate the calibrated model on the
     evaluation part.
 
     Each is one DP release on its own part, disjoint from training and from each other by the
-    records' coins, and no costlier than the training at any order: parallel composition, no
-    extra spend (``app.privacy.parallel``).
+    records' coins, and no costlier than the training at any order, nor at the job's delta or
+    the budget's (the filter's first-release rule reads the training there): parallel
+    composition, no extra spend (``app.privacy.parallel``).
     """
     eps_prv, eps_rdp = _epsilons(result.history, spec.delta)
     history = [Mechanism(*step) for step in result.history]
+    deltas = [spec.delta] if budget_delta is None else [spec.delta, budget_delta]
+    noise = held_out_noise(history, deltas,
+                           lambda delta: _epsilons(result.history, delta)[0])
     calibration = calibrate_model(
         result.network, split.calibration.x, split.calibration.y,
         history=history, delta=spec.delta, training_epsilon=eps_prv, encoder=encoder,
+        noise_multiplier=noise,
     )
     evaluation = split.evaluation
     metrics = evaluate(
         evaluation.y,
         predict_proba(result.network, evaluation.x, encoder),
         groups=evaluation.groups,
-        noise_multiplier=dominated_gaussian_noise(history, spec.delta, eps_prv),
+        noise_multiplier=noise,
         band_thresholds=DEFAULT_BAND_THRESHOLDS,
         rng=np.random.default_rng(),
     )
@@ -228,10 +234,11 @@ def run_training(worker: JobWorker, claimed: ClaimedJob) -> str:
         dataset = dataset_service.get(session=session, dataset_id=claimed.dataset_id)
         split = dataset_parts.load_parts(dataset)
         encoder = encoder_for(dataset_parts.schema_of(dataset))
+        budget_delta = dataset.budget_delta
     result = _train(worker, claimed, split, encoder)
     if result.stopped_early:
         return _end_stopped(worker, claimed)
-    trained = _calibrate_and_evaluate(claimed.spec, result, split, encoder)
+    trained = _calibrate_and_evaluate(claimed.spec, result, split, encoder, budget_delta)
     with worker.database.session_scope() as session:
         model = training_flow.complete_training(
             session=session, job_id=claimed.job_id, dataset_id=claimed.dataset_id,

@@ -11,7 +11,7 @@ charged exactly its training's spend: parallel composition.
 """
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 import numpy as np
 
@@ -49,3 +49,21 @@ def dominated_gaussian_noise(
         mid = 0.5 * (low + high)
         low, high = (mid, high) if eps(mid) > training_epsilon else (low, mid)
     return max(sigma_rdp, high) * (1.0 + 1e-4)
+
+
+def held_out_noise(history: Sequence[Mechanism], deltas: Iterable[float],
+                   epsilon_at: Callable[[float], float]) -> float:
+    """The noise of a held-out release (calibration, evaluation) that the training dominates
+    at every delta the ledger reads the training at.
+
+    The job's own figure is at the job's delta; the filter's first-release rule reads the
+    training's tight epsilon at the *budget's* delta. Domination at one delta says nothing
+    about another, so the release is matched at each (the largest noise wins); RDP domination
+    at every order (the filter's composition) holds whichever delta is used.
+
+    Args:
+        deltas: the job's delta and the budget's (when the dataset has one).
+        epsilon_at: the training's accounted epsilon at a given delta.
+    """
+    return max(dominated_gaussian_noise(history, delta, epsilon_at(delta))
+               for delta in sorted(set(deltas)))

@@ -8,7 +8,10 @@ from app.privacy.filter import CITATION
 
 NEIGHBOURING_RELATION = (
     "Neighbouring datasets differ by adding or removing one patient's record. The number of "
-    "rows (and of rows in each part) is treated as public: it sets the sampling rate."
+    "rows, and the number of rows in each part (training, calibration, evaluation), are "
+    "treated as public and released exactly, without noise: they set the sampling rate. "
+    "Removing one patient changes exactly one of the part counts by one, so these counts "
+    "reveal which part a removed patient was in, never any value of their record."
 )
 PARTS = (
     "Each record's part (training 70%, calibration 15%, evaluation 15%) is a keyed "
@@ -22,7 +25,10 @@ FILTER = (
     "Admission is a Rényi privacy filter at one order fixed from the budget at registration, "
     "valid when each job is chosen after seeing earlier results and when jobs run "
     f"concurrently ({CITATION}). A first release may instead use the whole budget by its own "
-    "tight epsilon; the filter then admits nothing more unless it also fits at that order."
+    "tight epsilon; the filter then admits nothing more unless it also fits at that order. "
+    "The guarantee is relative to the final budget: an administrator who raises the budget "
+    "after seeing results turns the filter into an odometer, and the dataset's guarantee is "
+    "then the budget in force at the end (every change is a chained, audited ledger record)."
 )
 NOISE_SOURCE = (
     "Gaussian noise and Poisson sampling use PyTorch's and NumPy's generators seeded with fresh "

@@ -16,7 +16,7 @@ import pytest
 from dp_accounting.pld.privacy_loss_mechanism import AdjacencyType, GaussianPrivacyLoss
 from opacus.accountants import PRVAccountant as OpacusPRVAccountant
 
-from app.privacy import pld
+from app.privacy import accounting, pld
 from app.privacy.accounting import Mechanism, PLDAccountant, RDPAccountant
 
 UNDER, OVER_RELATIVE, OVER_ABSOLUTE = 0.005, 0.02, 0.005
@@ -139,3 +139,26 @@ def test_the_grid_spans_the_goal() -> None:
     assert min(sigmas) < 1.0 and max(sigmas) > 10.0
     assert min(steps) < 10 and max(steps) > 10_000
     assert min(deltas) < 1e-8 and max(deltas) > 1e-5
+
+
+@pytest.mark.parametrize(("history", "delta"), [
+    ([accounting.Mechanism(1.0, 0.01, 2000)], 1e-10),  # below the refereed delta
+    ([accounting.Mechanism(2.0, 0.001, 60_000)] * 2, 1e-6),  # past 100,000 steps in all
+])
+def test_the_pld_never_reports_less_than_rdp_where_its_rounding_is_unrefereed(
+    history: list[accounting.Mechanism], delta: float
+) -> None:
+    assert accounting.unrefereed(history, delta)
+    pld_figure = accounting.PLDAccountant().epsilon(history, delta)
+    rdp_figure = accounting.RDPAccountant().epsilon(history, delta)
+    assert pld_figure >= rdp_figure
+    raw = pld.pld_epsilon(tuple((m.noise_multiplier, m.sample_rate, m.steps) for m in history),
+                          delta, accounting.MAX_PLD_POINTS)
+    assert pld_figure == max(raw, rdp_figure)
+
+
+def test_the_pld_stands_alone_where_it_is_refereed() -> None:
+    history = [accounting.Mechanism(1.0, 0.01, 2000)]
+    assert not accounting.unrefereed(history, 1e-5)
+    assert accounting.PLDAccountant().epsilon(history, 1e-5) < accounting.RDPAccountant().epsilon(
+        history, 1e-5)

@@ -18,7 +18,7 @@ from app.privacy.accounting import (
     rdp_curve,
 )
 from app.privacy.noise import noise_for_target
-from app.privacy.parallel import dominated_gaussian_noise
+from app.privacy.parallel import dominated_gaussian_noise, held_out_noise
 from worker import calibration as cal
 from worker.training import TrainingSpec, predict_log_odds, predict_proba, train
 
@@ -169,3 +169,22 @@ def test_empty_bins_noise_adds_no_phantom_rows() -> None:
     noisy = [cal.calibrate(z, y, 3.0, np.random.default_rng(k)) for k in range(20)]
     fitted = np.array([c.slope * -4.0 + c.intercept for c in noisy])
     assert np.abs(fitted - (exact.slope * -4.0 + exact.intercept)).max() < 0.15
+
+
+@pytest.mark.parametrize(("sigma", "q", "steps"), [(1.1, 0.09, 220), (0.8, 0.02, 2000)])
+def test_held_out_noise_is_dominated_at_the_job_and_the_budget_delta(
+    sigma: float, q: float, steps: int
+) -> None:
+    """The ledger reads the training at the job's delta (its figure) and at the budget's (the
+    first-release rule): the held-out release must cost no more at either."""
+    history = [Mechanism(sigma, q, steps)]
+    job_delta, budget_delta = 1e-5, 1e-9
+
+    def training(delta: float) -> float:
+        return PRVAccountant().epsilon(history, delta)
+
+    noise = held_out_noise(history, [job_delta, budget_delta], training)
+    for delta in (job_delta, budget_delta):
+        assert gaussian_epsilon([Mechanism(noise, 1.0, 1)], delta) <= training(delta)
+    assert noise >= dominated_gaussian_noise(history, job_delta, training(job_delta))
+    assert noise >= dominated_gaussian_noise(history, budget_delta, training(budget_delta))
