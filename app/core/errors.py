@@ -9,6 +9,7 @@ from fastapi.responses import JSONResponse
 from sqlalchemy.exc import OperationalError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from app.core.methods import allowed_methods, literal_methods
 from app.core.schemas import ALLOWED_RANGES, NO_CONTROL_CHARACTERS, TEXT_RULE, refused_character
 from app.core.validation import MAX_LISTED_ERRORS, listed
 
@@ -187,14 +188,21 @@ def install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(RequestValidationError)
     async def _validation(request: Request, exc: RequestValidationError) -> JSONResponse:
+        literal = literal_methods(request)
+        if literal and request.method not in literal:  # GET /v1/models/rollback: a 405
+            return _method_not_allowed(request, literal)
         return _validation_problem(request, exc)
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        if exc.status_code == 405:  # every route's methods; the router's when undocumented
+            methods = allowed_methods(request) or (exc.headers or {}).get("Allow", "").split(
+                ", ")
+            return _method_not_allowed(request, [m for m in methods if m])
         response = problem(
             exc.status_code, "http-error", str(exc.detail), str(exc.detail), request.url.path
         )
-        response.headers.update(exc.headers or {})  # a 405's Allow, a 401's WWW-Authenticate
+        response.headers.update(exc.headers or {})  # a 401's WWW-Authenticate
         return response
 
     @app.exception_handler(OperationalError)
@@ -209,6 +217,15 @@ def install_error_handlers(app: FastAPI) -> None:
         )
         response.headers["Retry-After"] = "2"
         return response
+
+
+def _method_not_allowed(request: Request, methods: list[str]) -> JSONResponse:
+    """A 405 whose ``Allow`` lists every method of every route at the path."""
+    response = problem(405, "http-error", "Method Not Allowed",
+                       f"{request.method} is not allowed here; allowed: {', '.join(methods)}",
+                       request.url.path)
+    response.headers["Allow"] = ", ".join(methods)
+    return response
 
 
 def _describe(error: dict[str, Any]) -> str:

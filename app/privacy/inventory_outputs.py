@@ -96,6 +96,9 @@ _ARGUMENTS: dict[str, tuple[Release, str]] = {
     "outcome": (OPERATIONAL, "the job's final status"),
     "phase": (OPERATIONAL, "an audit's phase name"),
     "message": (AUDIT, "an audit's privacy-bug alarm, quoting both epsilons"),
+    "len(swept.spools)": (OPERATIONAL, "how many upload spools a start-up sweep removed"),
+    "len(swept.tables)": (OPERATIONAL, "how many unreferenced kept tables a sweep removed"),
+    "len(swept.models)": (OPERATIONAL, "how many unreferenced model files a sweep removed"),
     "traceback.format_exc(limit=3)": (
         OPERATIONAL, "a failed job's traceback: code lines and the exception's message (library "
         "text; the job's stored error keeps only the type name)"),

@@ -268,6 +268,21 @@ def test_405_keeps_its_allow_header(client: TestClient) -> None:
     assert response.headers["allow"] == "GET", response.headers
 
 
+def test_405_lists_every_method_of_every_route_at_the_path(client: TestClient) -> None:
+    """``PUT`` and ``DELETE .../data`` are two routes: ``Allow`` names both."""
+    response = client.get("/v1/datasets/1/data")
+    assert_problem(response, 405)
+    assert response.headers["allow"] == "DELETE, PUT", response.headers
+
+
+def test_a_literal_path_with_another_method_is_405_not_422(client: TestClient) -> None:
+    """``POST /v1/models/rollback`` exists; ``GET`` there is not a malformed model id."""
+    response = client.get("/v1/models/rollback")
+    assert_problem(response, 405)
+    assert response.headers["allow"] == "POST"
+    assert_problem(client.get("/v1/models/abc"), 422)  # a bad id is still a 422
+
+
 # --------------------------------------------------------------------------- truncated JSON
 
 
