@@ -2,6 +2,7 @@
 
 import argparse
 import logging
+import math
 import signal
 import sys
 from types import FrameType
@@ -28,7 +29,8 @@ def _serve(args: argparse.Namespace) -> int:
     # would otherwise trust them from 127.0.0.1, where any local process can spoof them.
     proxies = settings.dpcrisis_forwarded_allow_ips
     uvicorn.run(app, host=args.host, port=args.port, log_level="info", log_config=None,
-                proxy_headers=bool(proxies), forwarded_allow_ips=proxies or None)
+                proxy_headers=bool(proxies), forwarded_allow_ips=proxies or None,
+                timeout_graceful_shutdown=math.ceil(settings.shutdown_grace_seconds))
     return 0
 
 

@@ -2,14 +2,16 @@
 
 import asyncio
 import contextlib
+import logging
 import tempfile
 from pathlib import Path
 from typing import Annotated
 
-from fastapi import APIRouter, Request, Response, status
+from fastapi import APIRouter, HTTPException, Request, Response, status
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import HTMLResponse, JSONResponse
 from sqlalchemy.orm import Session
+from starlette.requests import ClientDisconnect
 
 from app.auth import audit
 from app.auth.audit import Action
@@ -38,15 +40,23 @@ from app.reports.html import negotiated
 from app.reports.schemas import DatasetPrivacyReport
 from app.statistics import cohort
 
+log = logging.getLogger(__name__)
 router = APIRouter(prefix="/v1/datasets", tags=["datasets"], route_class=JsonRoute)
-READERS = require_roles("data_scientist", "privacy_officer")
-# Roles that may see a synthetic source's seed (it regenerates every row).
-SEED_READERS = frozenset({"admin", "data_scientist", None})
+# Data stewards hold the tables (DESIGN.md "Roles"): they alone (and admins) register datasets,
+# send and erase rows, and read what is exact about the rows. Registration is theirs for every
+# source, synthetic too: its seed regenerates every row, and a registration's 409 for a source
+# registered already answers from another dataset's identity (an equality oracle).
+STEWARDS = require_roles("data_steward")
+READERS = require_roles("data_steward", "data_scientist", "privacy_officer")
+# Roles that see a dataset's exact intake facts: a synthetic source's seed (it regenerates
+# every row) and an upload's imputed counts. None: the CLI and the service itself.
+SEED_READERS = frozenset({"admin", "data_steward", None})
 
 
-def _out(dataset: Dataset, principal: Principal, *, echo_upload: bool = False) -> DatasetOut:
-    return DatasetOut.from_orm_row(dataset, show_seed=principal.role in SEED_READERS,
-                                   echo_upload=echo_upload)
+def _out(dataset: Dataset, principal: Principal) -> DatasetOut:
+    """The dataset as ``principal`` may see it: intake facts only for ``SEED_READERS``."""
+    holder = principal.role in SEED_READERS
+    return DatasetOut.from_orm_row(dataset, show_seed=holder, show_intake=holder)
 
 
 def _register(*, session: Session, body: DatasetCreate, principal: Principal) -> int:
@@ -65,7 +75,7 @@ def _register(*, session: Session, body: DatasetCreate, principal: Principal) ->
 @router.post("", status_code=status.HTTP_201_CREATED, responses=problems(409))
 def create_dataset(
     body: DatasetCreate, session: SessionDep, response: Response,
-    principal: Annotated[Principal, require_roles("data_scientist")],
+    principal: Annotated[Principal, STEWARDS],
     idempotency_key: IdempotencyKey = None,
 ) -> DatasetOut:
     """Register a dataset with its privacy budget (``Idempotency-Key`` makes retries safe)."""
@@ -94,7 +104,7 @@ def list_datasets(
 def get_dataset(
     dataset_id: DatasetIdPath, session: SessionDep, principal: Annotated[Principal, READERS],
 ) -> DatasetOut:
-    """Read one dataset (the seed of a synthetic source only for admins and data scientists)."""
+    """Read one dataset (intake facts, such as the seed, only for admins and data stewards)."""
     return _out(service.get(session=session, dataset_id=dataset_id), principal)
 
 
@@ -107,7 +117,7 @@ def get_dataset(
 )
 async def put_dataset_data(
     dataset_id: DatasetIdPath, request: Request,
-    principal: Annotated[Principal, require_roles("data_scientist")],
+    principal: Annotated[Principal, require_roles("data_steward")],
 ) -> DatasetOut:
     """Send an upload's rows (CSV with a header row, or Parquet), all or nothing: 200 with the
     dataset now ``ready``; a bad table is a 422 naming rows and columns, nothing stored."""
@@ -121,7 +131,7 @@ async def put_dataset_data(
             raise
         finally:  # accepted or not, the upload's arrays are freed: hand their pages back
             release_free_memory()
-    return _out(dataset, principal, echo_upload=True)
+    return _out(dataset, principal)
 
 
 async def _receive_and_accept(request: Request, claimed: ClaimedUpload, media_type: str,
@@ -139,9 +149,12 @@ async def _receive_and_accept(request: Request, claimed: ClaimedUpload, media_ty
         try:
             await body.receive(request.stream(), max_bytes=settings.max_upload_bytes,
                                pace=pace)
-        except BaseException:  # too large, too slow, or the client left: the reading stops
+        except BaseException as stopped:  # too large, too slow, the client left: reading stops
             with contextlib.suppress(Exception):
                 await receiving
+            if isinstance(stopped, ClientDisconnect):  # the client's choice, not our error
+                log.info("an upload's client went away mid-body; nothing was kept")
+                raise HTTPException(400, "the client went away before the body ended") from None
             raise
         received = await receiving
         return await run_in_threadpool(upload_flow.accept, received=received,
@@ -150,8 +163,7 @@ async def _receive_and_accept(request: Request, claimed: ClaimedUpload, media_ty
 
 @router.delete("/{dataset_id}/data", responses=problems(404))
 def erase_dataset_data(
-    dataset_id: DatasetIdPath, session: SessionDep,
-    principal: Annotated[Principal, require_roles("data_scientist")],
+    dataset_id: DatasetIdPath, session: SessionDep, principal: Annotated[Principal, STEWARDS],
 ) -> DatasetOut:
     """Erase the rows and their per-record secrets; the ledger, models and reports stay."""
     dataset = uploads.erase_data(session=session,

@@ -7,7 +7,7 @@ from pydantic import Field
 from app.auth.service import NAME_PATTERN
 from app.core.schemas import Page, RequestModel, ResponseModel, UtcDatetime
 
-Role = Literal["admin", "data_scientist", "privacy_officer", "clinician"]
+Role = Literal["admin", "data_steward", "data_scientist", "privacy_officer", "clinician"]
 
 
 class KeyCreate(RequestModel):

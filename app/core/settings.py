@@ -62,6 +62,11 @@ class Settings(BaseSettings):
         description="uploads whose bodies may arrive at once, per API process (a 503 with "
         "Retry-After beyond)",
     )
+    shutdown_grace_seconds: float = Field(
+        default=10.0, gt=0,
+        description="on SIGTERM, how long `dpcrisis serve` waits for requests in flight (an "
+        "upload still arriving is then cut, its claim given back) before it exits",
+    )
     worker_poll_seconds: float = Field(default=1.0, gt=0)
     worker_lease_seconds: float = Field(default=60.0, gt=0)
     worker_wake: bool = Field(

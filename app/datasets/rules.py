@@ -26,7 +26,10 @@ def upload_fingerprint(content: str) -> str:
 def check_new_source(session: Session, fingerprint: str) -> None:
     """Refuse a source that is already registered (private or public): one budget per data.
 
-    The unique fingerprint column also refuses a concurrent twin at commit.
+    The unique fingerprint column also refuses a concurrent twin at commit. The refusal names
+    the existing dataset and, whether it names it or not, answers from another dataset's rows
+    (an equality oracle: issue 26), so only routes for the roles that hold the tables (data
+    steward, admin: ``app.api.datasets.STEWARDS``) may call this.
     """
     existing = session.scalar(select(Dataset.id).where(Dataset.source_fingerprint == fingerprint))
     if existing is not None:

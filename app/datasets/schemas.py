@@ -58,7 +58,7 @@ class SourceOut(ResponseModel):
     n_rows: int | None = Field(description="null until an upload's rows arrive")
     seed: int | None = Field(
         description="the generator's seed regenerates every row: shown to admins and data "
-        "scientists only (null for other roles)"
+        "stewards only (null for other roles)"
     )
 
 
@@ -90,20 +90,21 @@ class DatasetOut(ResponseModel):
     )
     schema_hash: str | None
     imputed: dict[str, int] | None = Field(
-        description="values imputed with the reference, per feature: only in the answer to "
-        "the PUT that sent the rows (an exact count of the caller's own table, never served "
-        "to anyone else)"
+        description="values imputed with the reference, per feature: an exact count of the "
+        "uploaded table, shown to admins and data stewards only (null for other roles)"
     )
     data_erased_at: UtcDatetime | None
     created_at: UtcDatetime
 
     @classmethod
     def from_orm_row(
-        cls, dataset: Dataset, *, show_seed: bool = False, echo_upload: bool = False
+        cls, dataset: Dataset, *, show_seed: bool = False, show_intake: bool = False
     ) -> Self:
         """The dataset's columns; ``source`` and ``privacy_budget`` group some of them.
 
-        The seed regenerates every row, so it is shown only when ``show_seed``.
+        The seed regenerates every row, so it is shown only when ``show_seed``; the imputed
+        counts are exact facts of the rows, shown only when ``show_intake`` (both: to the roles
+        that hold the tables).
         """
         synthetic = dataset.source_kind == "synthetic"
         source = SourceOut.model_validate({
@@ -112,7 +113,7 @@ class DatasetOut(ResponseModel):
             "seed": dataset.seed if show_seed and synthetic else None,
         })
         return cls.from_row(dataset, source=source, privacy_budget=dataset,
-                            imputed=dataset.imputed if echo_upload else None)
+                            imputed=dataset.imputed if show_intake else None)
 
 
 class DatasetPage(Page[DatasetOut]):

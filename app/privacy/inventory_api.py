@@ -52,12 +52,12 @@ DATASETS = [
         PUBLIC_BY_CONVENTION: "rows training_rows holdout_rows calibration_rows evaluation_rows",
     }),
     entry("DatasetOut.imputed", PUBLIC_INPUT,
-          "exact counts of values imputed in the caller's own upload: echoed only in the answer "
-          "to the PUT that sent the table, to the caller who holds it; null everywhere else"),
+          "exact counts of values imputed in an upload: served only to admins and data "
+          "stewards, who hold the table; null for every other role"),
     *fields("SourceOut", {PUBLIC_INPUT: "kind", PUBLIC_BY_CONVENTION: "n_rows"}),
     entry("SourceOut.seed", PUBLIC_INPUT,
           "the request's generator seed; it regenerates every synthetic row, so only admins "
-          "and data scientists see it"),
+          "and data stewards see it"),
     *fields("BudgetOut", {PUBLIC_INPUT: "epsilon delta filter_order"}),
     *fields("DatasetPage", {PUBLIC_INPUT: PAGE}),
 ]

@@ -189,7 +189,7 @@ def _training_data(dataset: Dataset) -> TrainingData:
     if dataset.source_kind == "synthetic":
         source = (
             "synthetic: the seed article's logistic crisis generator (its seed, which "
-            "regenerates every row, is shown to admins and data scientists only); no real "
+            "regenerates every row, is shown to admins and data stewards only); no real "
             "patient is in it"
         )
     else:

@@ -44,11 +44,12 @@ def test_actions_are_recorded_with_actor_and_role(
     any_client: TestClient, client_as: Callable[[str | None], TestClient], run_worker: Any
 ) -> None:
     scientist, officer = client_as("data_scientist"), client_as("privacy_officer")
-    dataset = scientist.post("/v1/datasets", json=SMALL_DATASET,
-                             headers={"Idempotency-Key": "ds-1"})
+    steward = client_as("data_steward")
+    dataset = steward.post("/v1/datasets", json=SMALL_DATASET,
+                           headers={"Idempotency-Key": "ds-1"})
     assert dataset.status_code == 201, dataset.text
-    assert scientist.post("/v1/datasets", json=SMALL_DATASET,
-                          headers={"Idempotency-Key": "ds-1"}).status_code == 201  # a replay
+    assert steward.post("/v1/datasets", json=SMALL_DATASET,
+                        headers={"Idempotency-Key": "ds-1"}).status_code == 201  # a replay
     dataset_id = dataset.json()["id"]
     job = scientist.post("/v1/jobs", json={"dataset_id": dataset_id, **QUICK_JOB})
     assert job.status_code == 202, job.text
@@ -66,12 +67,13 @@ def test_actions_are_recorded_with_actor_and_role(
     assert officer.get(f"/v1/datasets/{dataset_id}/ledger/verify").status_code == 200
 
     registered = _one(officer, "dataset.registered")
-    assert registered["role"] == "data_scientist" and registered["actor"].startswith("test-")
+    assert registered["role"] == "data_steward" and registered["actor"].startswith("test-")
     assert registered["target"] == f"dataset/{dataset_id}"
     assert registered["detail"]["budget"] == {"epsilon": 10.0, "delta": 1e-5}
     submitted = _events(officer, action="job.submitted")
     assert [e["target"] for e in submitted] == [f"job/{queued['id']}", f"job/{job.json()['id']}"]
-    assert {e["actor"] for e in submitted} == {registered["actor"]}
+    assert {e["role"] for e in submitted} == {"data_scientist"}
+    assert len({e["actor"] for e in submitted} | {registered["actor"]}) == 2
     assert _one(officer, "job.cancelled")["detail"] == {"status": "cancelled"}
     assert _one(officer, "model.activated")["target"] == f"model/{model_id}"
     changed = _one(officer, "budget.changed")
@@ -90,7 +92,7 @@ def test_scoring_records_a_count_and_never_a_feature(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     scientist, clinician = client_as("data_scientist"), client_as("clinician")
-    dataset = scientist.post("/v1/datasets", json=SMALL_DATASET).json()
+    dataset = any_client.post("/v1/datasets", json=SMALL_DATASET).json()
     scientist.post("/v1/jobs", json={"dataset_id": dataset["id"], **QUICK_JOB})
     assert run_worker() == 1
     with caplog.at_level(logging.DEBUG):

@@ -13,8 +13,8 @@ from fastapi.routing import iter_route_contexts
 from fastapi.testclient import TestClient
 
 PUBLIC = "public"
-DS, PO, CL = "data_scientist", "privacy_officer", "clinician"
-ROLES = ("admin", DS, PO, CL)
+ST, DS, PO, CL = "data_steward", "data_scientist", "privacy_officer", "clinician"
+ROLES = ("admin", ST, DS, PO, CL)
 ADMIN_ONLY: frozenset[str] = frozenset()
 
 TABLE: dict[tuple[str, str], frozenset[str] | str] = {
@@ -29,14 +29,16 @@ TABLE: dict[tuple[str, str], frozenset[str] | str] = {
     ("GET", "/docs/oauth2-redirect"): PUBLIC,
     ("GET", "/redoc"): PUBLIC,
     ("GET", "/docs/static/{name}"): PUBLIC,  # Swagger UI and ReDoc, served offline
-    # Datasets: data scientists register; privacy officers read budgets and reports.
-    ("POST", "/v1/datasets"): frozenset({DS}),
-    ("GET", "/v1/datasets"): frozenset({DS, PO}),
-    ("GET", "/v1/datasets/{dataset_id}"): frozenset({DS, PO}),
-    ("PUT", "/v1/datasets/{dataset_id}/data"): frozenset({DS}),
-    ("DELETE", "/v1/datasets/{dataset_id}/data"): frozenset({DS}),
+    # Datasets: data stewards hold the tables: they register datasets (any source), send and
+    # erase rows (a registration or upload that collides is answered only to them: issue 26);
+    # data scientists and privacy officers read datasets, budgets and reports.
+    ("POST", "/v1/datasets"): frozenset({ST}),
+    ("GET", "/v1/datasets"): frozenset({ST, DS, PO}),
+    ("GET", "/v1/datasets/{dataset_id}"): frozenset({ST, DS, PO}),
+    ("PUT", "/v1/datasets/{dataset_id}/data"): frozenset({ST}),
+    ("DELETE", "/v1/datasets/{dataset_id}/data"): frozenset({ST}),
     ("PUT", "/v1/datasets/{dataset_id}/privacy-budget"): ADMIN_ONLY,
-    ("GET", "/v1/datasets/{dataset_id}/privacy-report"): frozenset({DS, PO}),
+    ("GET", "/v1/datasets/{dataset_id}/privacy-report"): frozenset({ST, DS, PO}),
     ("GET", "/v1/datasets/{dataset_id}/ledger/verify"): frozenset({PO}),
     # Jobs: data scientists submit and cancel; the job's report is also the model card
     # clinicians may read.
@@ -74,9 +76,9 @@ TABLE: dict[tuple[str, str], frozenset[str] | str] = {
     # The service's FHIR CodeSystems: public definitions, served at their canonical URLs.
     ("GET", "/fhir/CodeSystem"): PUBLIC,
     ("GET", "/fhir/CodeSystem/{code_system_id}"): PUBLIC,
-    ("GET", "/v1/features"): frozenset({DS, PO, CL}),
+    ("GET", "/v1/features"): frozenset({ST, DS, PO, CL}),
     # The release inventory (what leaves the service, and its mechanism): every role reads it.
-    ("GET", "/v1/privacy/inventory"): frozenset({DS, PO, CL}),
+    ("GET", "/v1/privacy/inventory"): frozenset({ST, DS, PO, CL}),
     # Keys: admin. The audit log and metrics: read-only for privacy officers.
     ("POST", "/v1/keys"): ADMIN_ONLY,
     ("GET", "/v1/keys"): ADMIN_ONLY,

@@ -2,6 +2,7 @@
 
 import hashlib
 import io
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -57,7 +58,9 @@ def _put(client: TestClient, dataset_id: int, body: bytes,
                       headers={"Content-Type": media})
 
 
-def test_register_then_upload_csv_makes_the_dataset_ready(client: TestClient) -> None:
+def test_register_then_upload_csv_makes_the_dataset_ready(
+    client: TestClient, client_as: Callable[[str | None], TestClient]
+) -> None:
     created = _register(client)
     assert created["state"] == "awaiting_data" and created["source"]["n_rows"] is None
     assert created["schema"]["id_column"] == "patient_id"
@@ -70,7 +73,9 @@ def test_register_then_upload_csv_makes_the_dataset_ready(client: TestClient) ->
     assert body["training_rows"] + body["calibration_rows"] + body["evaluation_rows"] == 2000
     assert body["imputed"]["prior_crisis"] == 1 and sum(body["imputed"].values()) == 1
     again = client.get(f"/v1/datasets/{created['id']}").json()
-    assert again["imputed"] is None  # the exact count is echoed to the uploader only
+    assert again["imputed"] == body["imputed"]  # the tables' holders read their intake facts
+    scientist = client_as("data_scientist").get(f"/v1/datasets/{created['id']}").json()
+    assert scientist["imputed"] is None  # an exact count: never to a data scientist
     problem(_put(client, created["id"], _csv(rows)), 409, field="dataset_id")
 
 

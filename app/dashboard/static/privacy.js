@@ -117,7 +117,7 @@ function refusedRole(problem) {
   return /role '([\w-]+)'/.exec(problem?.detail || "")?.[1] || null;
 }
 
-/** Datasets are for privacy officers and data scientists: a clinician's key is told so in
+/** Datasets are for privacy officers, data stewards and data scientists: a clinician's key is told so in
  * words, in place of the section (models and their reports stay: a clinician may read them). */
 function datasetsRefused(problem) {
   const role = refusedRole(problem);
@@ -125,8 +125,8 @@ function datasetsRefused(problem) {
   document.getElementById("datasets-section").replaceChildren(
     h("h2", { id: "datasets-heading", text: "Datasets and their budgets" }),
     h("p", { id: "datasets-refused", className: "notice", text: `${who} may not read datasets,`
-      + " their privacy budgets or their ledgers: those are for privacy officers and data"
-      + " scientists. The models below, each with its (\u03B5, \u03B4) guarantee and its job's"
+      + " their privacy budgets or their ledgers: those are for privacy officers, data"
+      + " stewards and data scientists. The models below, each with its (\u03B5, \u03B4) guarantee and its job's"
       + " privacy report (model card included), are what your key may read; ask a privacy"
       + " officer for a dataset's budget." }),
   );
