@@ -50,15 +50,19 @@ def revoke_key(key_id: KeyIdPath, session: SessionDep, principal: Admin) -> KeyO
     return KeyOut.model_validate(key)
 
 
-@audit_router.get("", dependencies=[require_roles("privacy_officer")])
+@audit_router.get("")
 def list_audit_events(
-    session: SessionDep, limit: Limit = 50, offset: Offset = 0,
+    session: SessionDep,
+    principal: Annotated[Principal, require_roles("privacy_officer", "data_steward")],
+    limit: Limit = 50, offset: Offset = 0,
     action: Action | None = None,
     actor: Annotated[str | None, Query(max_length=100, pattern=NO_CONTROL_CHARACTERS,
                                        description="a key's name")] = None,
 ) -> AuditPage:
-    """Who did what and when, newest first; filter by ``action`` and ``actor``."""
+    """Who did what and when, newest first; filter by ``action`` and ``actor`` (an upload's
+    intake facts only for admins and data stewards)."""
     rows, total = audit.list_page(session=session, limit=limit, offset=offset, action=action,
                                   actor=actor)
-    return AuditPage(items=[AuditEventOut.model_validate(e) for e in rows], total=total,
-                     limit=limit, offset=offset)
+    items = [AuditEventOut.model_validate(e).model_copy(
+        update={"detail": audit.detail_for(e, principal.role)}) for e in rows]
+    return AuditPage(items=items, total=total, limit=limit, offset=offset)

@@ -161,6 +161,17 @@ async def _receive_and_accept(request: Request, claimed: ClaimedUpload, media_ty
                                        principal=principal)
 
 
+@router.delete("/{dataset_id}", status_code=status.HTTP_204_NO_CONTENT,
+               responses=problems(409))
+def delete_dataset(
+    dataset_id: DatasetIdPath, session: SessionDep, principal: Annotated[Principal, STEWARDS],
+) -> None:
+    """Delete a registration that never received rows (409 once it has or had any)."""
+    service.withdraw(session=session, dataset_id=dataset_id)
+    audit.record(session=session, principal=principal, action=Action.DATASET_WITHDRAWN,
+                 target=f"dataset/{dataset_id}", detail={})
+
+
 @router.delete("/{dataset_id}/data", responses=problems(404))
 def erase_dataset_data(
     dataset_id: DatasetIdPath, session: SessionDep, principal: Annotated[Principal, STEWARDS],

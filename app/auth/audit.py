@@ -25,6 +25,7 @@ class Action(StrEnum):
     DATASET_REGISTERED = "dataset.registered"
     DATA_UPLOADED = "dataset.data_uploaded"
     DATA_ERASED = "dataset.data_erased"
+    DATASET_WITHDRAWN = "dataset.withdrawn"
     BUDGET_CHANGED = "budget.changed"
     JOB_SUBMITTED = "job.submitted"
     JOB_CANCELLED = "job.cancelled"
@@ -90,3 +91,23 @@ def list_page(
     ).all()
     return list(rows), total
 
+
+
+# Exact facts about a table's rows that an upload's event keeps (counts of imputed values, the
+# SHA-256 of the clinic's file): readable by those who hold the tables, withheld from others.
+INTAKE_FACTS = frozenset({"imputed", "table_sha256"})
+TABLE_HOLDERS = frozenset({"admin", "data_steward"})
+
+
+def detail_for(event: AuditEvent, role: str | None) -> dict[str, Any]:
+    """The event's detail as ``role`` may read it: intake facts only for the tables' holders
+    (others see which members were withheld, not their values)."""
+    detail = dict(event.detail or {})
+    if role in TABLE_HOLDERS:
+        return detail
+    withheld = sorted(INTAKE_FACTS & detail.keys())
+    for key in withheld:
+        del detail[key]
+    if withheld:
+        detail["withheld"] = withheld
+    return detail

@@ -25,14 +25,11 @@ from app.core.settings import settings
 from app.core.time import utcnow
 from app.datasets import service
 from app.datasets.models import AWAITING_DATA, RECEIVING, Dataset
+from app.datasets.service import DatasetHasData as DatasetNotAwaitingData
 from app.datasets.stored import schema_of
 
 # Past the longest body, a claim can only belong to a process that is gone.
 _STALE_MARGIN = timedelta(seconds=60)
-
-
-class DatasetNotAwaitingData(Conflict):
-    kind, title = "dataset-has-data", "The dataset is not waiting for data"
 
 
 class UploadInProgress(Conflict):

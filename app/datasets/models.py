@@ -14,6 +14,9 @@ from app.ledger.models import GENESIS_HASH
 AWAITING_DATA, READY, ERASED = "awaiting_data", "ready", "erased"
 # An upload's body is arriving: the dataset is claimed for that one upload (app.datasets.claims).
 RECEIVING = "receiving"
+# Deleted by its steward before any row arrived: gone from the API; its ledger (the budget
+# record) and audit events stay, append-only.
+WITHDRAWN = "withdrawn"
 
 
 class Dataset(Base):
@@ -56,7 +59,7 @@ class Dataset(Base):
     schema_json: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
     schema_hash: Mapped[str | None] = mapped_column(String(64), nullable=True)
     # awaiting_data (an upload registered, no rows yet) | receiving (one upload's body is
-    # arriving) | ready | erased (rows and secret gone)
+    # arriving) | ready | erased (rows and secret gone) | withdrawn (deleted before any row)
     state: Mapped[str] = mapped_column(String(16), default=READY, server_default=READY)
     # The upload that holds the dataset while its body arrives (app.datasets.claims), and when
     # it took it; both null outside ``receiving``.

@@ -1,12 +1,12 @@
 """Dataset rules: registration, lookup, and access to the rows (regenerated from the seed)."""
 
-from sqlalchemy import func, select
+from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session
 
-from app.core.errors import InvalidRequest, NotFound
+from app.core.errors import Conflict, InvalidRequest, NotFound
 from app.datasets import identity
 from app.datasets.dataset_schema import CRISIS_SCHEMA, check_schema, schema_hash
-from app.datasets.models import AWAITING_DATA, READY, Dataset
+from app.datasets.models import AWAITING_DATA, READY, WITHDRAWN, Dataset
 from app.datasets.rules import check_delta, check_new_source
 from app.datasets.schemas import DatasetCreate, PrivacyBudget, SyntheticSource
 from app.ledger import service as ledger_service
@@ -99,13 +99,45 @@ def change_budget(*, session: Session, dataset: Dataset, budget: PrivacyBudget) 
 
 
 def get(*, session: Session, dataset_id: int) -> Dataset:
+    """The dataset; a withdrawn one is gone (404) like one that never existed."""
     dataset = session.get(Dataset, dataset_id)
-    if dataset is None:
+    if dataset is None or dataset.state == WITHDRAWN:
         raise DatasetNotFound(f"dataset {dataset_id} does not exist", field="dataset_id")
     return dataset
 
 
 def list_page(*, session: Session, limit: int, offset: int) -> tuple[list[Dataset], int]:
-    total = session.scalar(select(func.count()).select_from(Dataset)) or 0
-    rows = session.scalars(select(Dataset).order_by(Dataset.id).limit(limit).offset(offset))
+    listed = Dataset.state != WITHDRAWN
+    total = session.scalar(select(func.count()).select_from(Dataset).where(listed)) or 0
+    rows = session.scalars(select(Dataset).where(listed).order_by(Dataset.id)
+                           .limit(limit).offset(offset))
     return list(rows), total
+
+
+class DatasetHasData(Conflict):
+    kind, title = "dataset-has-data", "The dataset has (or had) rows"
+
+
+def withdraw(*, session: Session, dataset_id: int) -> None:
+    """Delete a registration that never received rows (a failed first upload leaves one).
+
+    Only its state changes (``withdrawn``): the ledger's budget record and the audit events
+    are append-only and stay. A conditional UPDATE, so an upload claiming the dataset at the
+    same moment either wins (this is refused) or finds it gone.
+
+    Raises:
+        DatasetNotFound: no such dataset (404).
+        DatasetHasData: it has, had, or is receiving rows: erase its data instead (409).
+    """
+    withdrawn = session.execute(
+        update(Dataset).where(Dataset.id == dataset_id, Dataset.state == AWAITING_DATA)
+        .values(state=WITHDRAWN).execution_options(synchronize_session=False)
+    ).rowcount
+    if withdrawn != 1:
+        dataset = get(session=session, dataset_id=dataset_id)
+        session.refresh(dataset)
+        raise DatasetHasData(
+            f"dataset {dataset_id} is {dataset.state}: only a registration that never received "
+            "rows can be deleted; erase its rows with DELETE /v1/datasets/{id}/data (its ledger "
+            "and reports stay)", field="dataset_id", state=dataset.state,
+        )

@@ -245,8 +245,9 @@ KEYS_AND_AUDIT_LOG = [
     entry("AuditEventOut.detail", (PUBLIC_INPUT, PUBLIC_BY_CONVENTION, LEDGER),
           "the action's request (budgets, targets, thresholds), a registration's n_rows, a "
           "ledger check's result, how many patients a scoring call scored (never a value); "
-          "an upload's rows and imputed counts and the SHA-256 of the uploader's own file "
-          "(its stored name, which the uploader can compute; no value of any row)"),
+          "an upload's row count; its imputed counts and the SHA-256 of the clinic's file are "
+          "intake facts served only to admins and data stewards, who hold the table (withheld "
+          "from privacy officers, who see their names under 'withheld')"),
     *fields("app__auth__schemas__AuditPage", {PUBLIC_INPUT: PAGE}),
 ]
 

@@ -1,6 +1,7 @@
 """The audit log: each action recorded once with its actor and role, in the action's own
 transaction; scoring recorded as a count, never with a feature value; read-only, paginated and
-filtered at ``GET /v1/audit-log`` for admins and privacy officers."""
+filtered at ``GET /v1/audit-log`` for admins, privacy officers and data stewards (an upload's
+intake facts only for the tables' holders)."""
 
 import json
 import logging
@@ -13,11 +14,13 @@ from fastapi.testclient import TestClient
 from sqlalchemy import text
 
 from app.core.database import get_database
+from app.core.settings import settings
 from app.features import FEATURE_NAMES
 from tests.api.scoring_helpers import QUICK_JOB, problem
 from tests.cdshooks.test_cds_hooks import URL as CDS_URL
 from tests.cdshooks.test_cds_hooks import hook_call
 from tests.conftest import PATIENT, SMALL_DATASET
+from tests.datasets.test_upload_api import _csv, _put, _register, _rows
 
 # Values no other audited number takes (ids, counts and budgets here are small or round).
 DISTINCT = {"age": 67, "phq9": 23, "gaf": 41, "num_sessions": 29, "substance_use": 0,
@@ -146,3 +149,20 @@ def test_audit_log_pages_filters_and_is_read_only(
     assert client_as("privacy_officer").get("/v1/audit-log").status_code == 200
     assert client.post("/v1/audit-log", json={}).status_code == 405
     assert client.delete("/v1/audit-log").status_code == 405
+
+
+def test_an_uploads_intake_facts_reach_only_the_tables_holders(
+    client: TestClient, client_as: Callable[[str | None], TestClient],
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The upload's event keeps its exact imputed counts and the file's SHA-256: stewards and
+    admins read them; a privacy officer sees the event, the row count and what was withheld."""
+    monkeypatch.setattr(settings, "data_dir", tmp_path / "data")
+    dataset = _register(client)
+    rows = _rows(400)
+    rows[0] = rows[0].rsplit(",", 2)[0] + ",,0"  # one imputed value
+    assert _put(client, dataset["id"], _csv(rows)).status_code == 200
+    steward = _one(client_as("data_steward"), "dataset.data_uploaded")["detail"]
+    assert steward["imputed"]["prior_crisis"] == 1 and len(steward["table_sha256"]) == 64
+    officer = _one(client_as("privacy_officer"), "dataset.data_uploaded")["detail"]
+    assert officer == {"rows": 400, "withheld": ["imputed", "table_sha256"]}

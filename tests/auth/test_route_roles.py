@@ -37,6 +37,7 @@ TABLE: dict[tuple[str, str], frozenset[str] | str] = {
     ("GET", "/v1/datasets/{dataset_id}"): frozenset({ST, DS, PO}),
     ("PUT", "/v1/datasets/{dataset_id}/data"): frozenset({ST}),
     ("DELETE", "/v1/datasets/{dataset_id}/data"): frozenset({ST}),
+    ("DELETE", "/v1/datasets/{dataset_id}"): frozenset({ST}),
     ("PUT", "/v1/datasets/{dataset_id}/privacy-budget"): ADMIN_ONLY,
     ("GET", "/v1/datasets/{dataset_id}/privacy-report"): frozenset({ST, DS, PO}),
     ("GET", "/v1/datasets/{dataset_id}/ledger/verify"): frozenset({PO}),
@@ -83,7 +84,7 @@ TABLE: dict[tuple[str, str], frozenset[str] | str] = {
     ("POST", "/v1/keys"): ADMIN_ONLY,
     ("GET", "/v1/keys"): ADMIN_ONLY,
     ("DELETE", "/v1/keys/{key_id}"): ADMIN_ONLY,
-    ("GET", "/v1/audit-log"): frozenset({PO}),
+    ("GET", "/v1/audit-log"): frozenset({PO, ST}),
     ("GET", "/metrics"): frozenset({PO}),
 }
 

@@ -7,6 +7,7 @@ and six audit events claimed six different tables.
 """
 
 import threading
+from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
 
@@ -112,3 +113,26 @@ def _write(db: Database, body: bytes) -> Path:
     path = Path(db.url.split("///", 1)[1]).parent / f"body-{len(body)}-{hash(body)}.csv"
     path.write_bytes(body)
     return path
+
+
+def test_a_registration_that_never_received_rows_can_be_deleted(
+    client: TestClient, client_as: Callable[[str | None], TestClient]
+) -> None:
+    """A failed first upload leaves a registered, empty dataset: its steward may delete it;
+    once rows arrived, only erasing them is possible (the ledger and reports stay)."""
+    empty = _register(client)
+    assert _put(client, empty["id"], b"patient_id,phq9\np1,3\n").status_code == 422
+    assert client_as("data_scientist").delete(f"/v1/datasets/{empty['id']}").status_code == 403
+    assert client_as("data_steward").delete(f"/v1/datasets/{empty['id']}").status_code == 204
+    assert client.get(f"/v1/datasets/{empty['id']}").status_code == 404
+    assert empty["id"] not in [d["id"] for d in client.get("/v1/datasets").json()["items"]]
+    assert _put(client, empty["id"], _csv(_rows(300))).status_code == 404
+    assert client.delete(f"/v1/datasets/{empty['id']}").status_code == 404
+    ready = _register(client)
+    assert _put(client, ready["id"], _csv(_rows(300, seed=9))).status_code == 200
+    refused = client.delete(f"/v1/datasets/{ready['id']}")
+    assert refused.status_code == 409 and refused.json()["state"] == "ready"
+    with get_database().session_scope() as session:
+        withdrawn = session.scalars(select(AuditEvent).where(
+            AuditEvent.action == Action.DATASET_WITHDRAWN)).all()
+        assert [e.target for e in withdrawn] == [f"dataset/{empty['id']}"]
