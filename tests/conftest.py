@@ -256,3 +256,14 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if item.get_closest_marker("postgres") is not None:
             item.add_marker(pytest.mark.slow)
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    """Say it loudly when the browser tests were skipped for want of Debian's chromium: the
+    README's test command would otherwise pass without ever opening the dashboard."""
+    skipped = [report for report in terminalreporter.stats.get("skipped", [])
+               if "chromium" in str(getattr(report, "longrepr", ""))]
+    if skipped:
+        terminalreporter.write_sep(
+            "!", f"{len(skipped)} browser test module(s) SKIPPED: /usr/bin/chromium is missing "
+            "(apt-get install chromium fonts-liberation; .ci/run installs it)", red=True)
