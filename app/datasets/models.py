@@ -40,6 +40,10 @@ class Dataset(Base):
     # The source's identity (app.datasets.identity): one registration per population.
     source_fingerprint: Mapped[str | None] = mapped_column(String(64), nullable=True,
                                                           unique=True, index=True)
+    # A synthetic source's generated rows as an upload of them would be fingerprinted, so those
+    # rows cannot come back as an upload under a budget of their own (null for uploads).
+    content_fingerprint: Mapped[str | None] = mapped_column(String(64), nullable=True,
+                                                           unique=True, index=True)
     public: Mapped[bool] = mapped_column(Boolean, default=False)
     budget_epsilon: Mapped[float | None] = mapped_column(Float, nullable=True)
     budget_delta: Mapped[float | None] = mapped_column(Float, nullable=True)

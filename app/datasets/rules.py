@@ -3,7 +3,7 @@ and one registration per source (data identity)."""
 
 import hashlib
 
-from sqlalchemy import select
+from sqlalchemy import or_, select
 from sqlalchemy.orm import Session
 
 from app.core.errors import Conflict, InvalidRequest
@@ -23,15 +23,21 @@ def upload_fingerprint(content: str) -> str:
     return hashlib.sha256(f"upload:v1:{content}".encode()).hexdigest()
 
 
-def check_new_source(session: Session, fingerprint: str) -> None:
+def check_new_source(session: Session, *fingerprints: str) -> None:
     """Refuse a source that is already registered (private or public): one budget per data.
+
+    ``fingerprints``: the source's identities (an upload's content; a generator's (size, seed)
+    and the content of the rows it generates), each matched against every dataset's source and
+    generated-content fingerprints, so a generator's rows re-uploaded are the same source.
 
     The unique fingerprint column also refuses a concurrent twin at commit. The refusal names
     the existing dataset and, whether it names it or not, answers from another dataset's rows
     (an equality oracle: issue 26), so only routes for the roles that hold the tables (data
     steward, admin: ``app.api.datasets.STEWARDS``) may call this.
     """
-    existing = session.scalar(select(Dataset.id).where(Dataset.source_fingerprint == fingerprint))
+    existing = session.scalar(select(Dataset.id).where(or_(
+        Dataset.source_fingerprint.in_(fingerprints),
+        Dataset.content_fingerprint.in_(fingerprints))))
     if existing is not None:
         raise DatasetAlreadyRegistered(
             f"this source is already registered as dataset {existing}; a second registration "

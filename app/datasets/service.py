@@ -1,13 +1,14 @@
 """Dataset rules: registration, lookup, and access to the rows (regenerated from the seed)."""
 
+import numpy as np
 from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session
 
 from app.core.errors import Conflict, InvalidRequest, NotFound
-from app.datasets import identity
+from app.datasets import identity, synthetic, table_store
 from app.datasets.dataset_schema import CRISIS_SCHEMA, check_schema, schema_hash
 from app.datasets.models import AWAITING_DATA, READY, WITHDRAWN, Dataset
-from app.datasets.rules import check_delta, check_new_source
+from app.datasets.rules import check_delta, check_new_source, upload_fingerprint
 from app.datasets.schemas import DatasetCreate, PrivacyBudget, SyntheticSource
 from app.ledger import service as ledger_service
 from app.privacy.filter import filter_order
@@ -57,7 +58,8 @@ def _synthetic(session: Session, request: DatasetCreate) -> Dataset:
     if request.privacy_budget is not None:
         check_delta(request.privacy_budget.delta, n_rows, field="privacy_budget.delta")
     fingerprint = identity.synthetic_fingerprint(n_rows, seed)
-    check_new_source(session, fingerprint)
+    generated = generated_rows_fingerprint(n_rows, seed)
+    check_new_source(session, fingerprint, generated)
     secret = identity.new_secret()
     counts = identity.part_counts(identity.parts_of(
         range(n_rows), secret, scheme=identity.CURRENT_SCHEME))
@@ -65,9 +67,20 @@ def _synthetic(session: Session, request: DatasetCreate) -> Dataset:
         source_kind="synthetic", n_rows=n_rows, n_train=counts[identity.Part.TRAIN],
         n_calibration=counts[identity.Part.CALIBRATION], seed=seed, record_secret=secret,
         coin_scheme=identity.CURRENT_SCHEME,
-        source_fingerprint=fingerprint, schema_json=CRISIS_SCHEMA_JSON,
+        source_fingerprint=fingerprint, content_fingerprint=generated,
+        schema_json=CRISIS_SCHEMA_JSON,
         schema_hash=schema_hash(CRISIS_SCHEMA), state=READY, ledger_version=0,
     )
+
+
+def generated_rows_fingerprint(n_rows: int, seed: int) -> str:
+    """The identity an upload of the generator's rows (under its schema, any ids, any order)
+    would have: ids are not part of a table's content fingerprint."""
+    table = synthetic.generate(n_rows, seed)
+    content = table_store.fingerprint(
+        CRISIS_SCHEMA, table.x.astype(np.float64), table.y.astype(np.float64),
+        {"sex": table.sex.astype(np.int64)})
+    return upload_fingerprint(content)
 
 
 def _upload(request: DatasetCreate) -> Dataset:

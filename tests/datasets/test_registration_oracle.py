@@ -17,6 +17,8 @@ from fastapi.testclient import TestClient
 from httpx import Response
 
 from app.core.settings import settings
+from app.datasets import synthetic
+from app.datasets.dataset_schema import CRISIS_SCHEMA
 from tests.api.scoring_helpers import problem
 from tests.datasets.test_upload_api import _csv, _put, _register, _rows
 
@@ -91,3 +93,31 @@ def test_a_data_scientist_cannot_probe_a_synthetic_source_or_read_its_seed(
     shown = scientist.get(f"/v1/datasets/{created.json()['id']}").json()
     assert shown["source"]["seed"] is None
     assert client.get("/v1/datasets").json()["total"] == 1
+
+
+def test_a_generators_rows_reuploaded_are_the_registered_source(
+    client: TestClient, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A private synthetic dataset's rows, written out and uploaded as a public upload under
+    the generator's schema, are the same source: refused, not given a budget of their own."""
+    monkeypatch.setattr(settings, "data_dir", tmp_path / "data")
+    private = client.post("/v1/datasets", json={
+        "name": "generated", "source": {"kind": "synthetic", "n_rows": 400, "seed": 4242},
+        "privacy_budget": {"epsilon": 1, "delta": 1e-5}})
+    assert private.status_code == 201, private.text
+    table = synthetic.generate(400, 4242)
+    schema = {**CRISIS_SCHEMA.model_dump(mode="json", by_alias=True), "id_column": "pid"}
+    names = [f["name"] for f in schema["features"]]
+    lines = [",".join(["pid", *names, "sex", "crisis_30d"])]
+    for i in reversed(range(400)):  # another order, other ids: the same rows
+        values = [str(int(v)) if float(v).is_integer() else repr(float(v)) for v in table.x[i]]
+        lines.append(",".join([f"r{i}", *values, synthetic.SEX_CATEGORIES[table.sex[i]],
+                               str(int(table.y[i]))]))
+    upload = client.post("/v1/datasets", json={
+        "name": "re-upload", "source": {"kind": "upload"}, "schema": schema, "public": True})
+    assert upload.status_code == 201, upload.text
+    answer = client.put(f"/v1/datasets/{upload.json()['id']}/data",
+                        content=("\n".join(lines) + "\n").encode(),
+                        headers={"Content-Type": "text/csv"})
+    assert answer.status_code == 409, answer.text
+    assert answer.json()["existing_dataset_id"] == private.json()["id"]
