@@ -1,7 +1,6 @@
 """Noise search: the smallest noise multiplier whose accounted epsilon meets a target."""
 
 import math
-import time
 from collections.abc import Callable
 
 from app.privacy.accounting import (
@@ -72,7 +71,7 @@ def noise_for_target(
     steps: int,
     accountant: str = "prv",
     tolerance: float = 0.01,
-    deadline_seconds: float = 0.5,
+    max_evaluations: int = 12,
 ) -> float:
     """Smallest noise multiplier (within ``tolerance`` in epsilon) whose epsilon <= target.
 
@@ -86,12 +85,12 @@ def noise_for_target(
     check fails (rare: the cheaper figure is not always the looser) sigma is raised until it
     passes.
 
-    The search keeps to ``deadline_seconds`` (from the call): with the PLD a search evaluation
-    starts only while it (timed as the previous one) and then the final check (estimated at
-    2.5 search evaluations) would end in time, so the best sigma found is returned by the
-    deadline (a little more noise than needed, never less). Searching with the accountant
-    itself (``rdp``, 0.1-0.3 s an evaluation at small noise) needs no final check, and one
-    evaluation may end past the deadline.
+    The search is deterministic: it stops after ``max_evaluations`` evaluations of the search
+    accountant (counted, never timed), so the same request gives the same sigma on any machine
+    under any load; where the count runs out, the best feasible sigma found is returned (a
+    little more noise than needed, never less). Each evaluation's cost is bounded by the
+    accountant's point caps, so the count bounds the planning time too
+    (``bench/planning_cost.py``).
 
     Raises:
         TargetUnreachable: the target needs more noise than MAX_NOISE_MULTIPLIER.
@@ -100,7 +99,7 @@ def noise_for_target(
     same = type(accountants[0]) is type(accountants[1]) and vars(accountants[0]) == vars(
         accountants[1]
     )
-    budget = _Budget(time.monotonic() + deadline_seconds, final_check=not same)
+    budget = _Budget(max_evaluations)
     headline, cheap = (_epsilon_of(acc, delta, sample_rate, steps) for acc in accountants)
 
     def bound(sigma: float) -> float:
@@ -109,7 +108,7 @@ def noise_for_target(
     guess = MIN_NOISE_MULTIPLIER
     if bound(MIN_NOISE_MULTIPLIER) > target_epsilon:
         guess = _bisect(bound, target_epsilon)
-    eps = budget.timed(cheap)
+    eps = budget.counted(cheap)
     found = _raised(eps, guess, target_epsilon)
     if found is None and same:
         raise TargetUnreachable(target_epsilon)
@@ -150,28 +149,22 @@ def _checked(headline: Epsilon, sigma: float, target: float) -> float:
 
 
 class _Budget:
-    """The search's deadline. With a final check to come, one more search evaluation is
-    allowed while it (timed as the previous one) and the check (FINAL_OVER_SEARCH times that)
-    would end before the deadline; without one, while the deadline has not passed."""
+    """How many more evaluations the search may make: a count, not a clock, so the answer does
+    not depend on the machine's speed or load."""
 
-    FINAL_OVER_SEARCH = 2.5  # a capped headline PLD costs up to ~2.5x a search one
+    def __init__(self, evaluations: int) -> None:
+        self.left = evaluations
 
-    def __init__(self, end: float, *, final_check: bool) -> None:
-        self.end, self.final_check, self.last = end, final_check, 0.0
+    def counted(self, eps: Epsilon) -> Epsilon:
+        """``eps``, each call counted against the budget."""
+        def counted(sigma: float) -> float:
+            self.left -= 1
+            return eps(sigma)
 
-    def timed(self, eps: Epsilon) -> Epsilon:
-        def measured(sigma: float) -> float:
-            began = time.monotonic()
-            value = eps(sigma)
-            self.last = time.monotonic() - began
-            return value
-
-        return measured
+        return counted
 
     def allows(self) -> bool:
-        if not self.final_check:
-            return time.monotonic() <= self.end
-        return time.monotonic() + (1 + self.FINAL_OVER_SEARCH) * self.last <= self.end
+        return self.left > 0
 
 
 def _epsilon_of(acc: Accountant, delta: float, sample_rate: float, steps: int) -> Epsilon:

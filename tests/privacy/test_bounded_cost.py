@@ -1,10 +1,11 @@
 """The accountants and the noise search stay sound when they bound their own cost."""
 
 import math
+import time
 
 import pytest
 
-from app.privacy import noise, pld
+from app.privacy import accounting, noise, pld
 from app.privacy.accounting import Mechanism, PRVAccountant, RDPAccountant, rounding_margin
 
 
@@ -41,9 +42,26 @@ def test_prv_within_its_domain_cap_is_tighter_than_rdp() -> None:
     assert prv < RDPAccountant().epsilon(history, 1e-5)
 
 
-def test_noise_search_past_its_deadline_returns_a_feasible_noise() -> None:
+def test_noise_search_out_of_evaluations_returns_a_feasible_noise() -> None:
     kwargs = {"target_epsilon": 2.0, "delta": 1e-5, "sample_rate": 256 / 5600, "steps": 440}
-    hurried = noise.noise_for_target(**kwargs, deadline_seconds=0.0)
+    hurried = noise.noise_for_target(**kwargs, max_evaluations=1)
     careful = noise.noise_for_target(**kwargs)
     assert PRVAccountant().epsilon([Mechanism(hurried, 256 / 5600, 440)], 1e-5) <= 2.0
     assert hurried >= careful
+
+
+def test_noise_search_is_deterministic_whatever_the_clock(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The same request gives the same sigma on any machine: no clock is read (a wall-clock
+    deadline made sigma depend on machine speed, and a test fail under load)."""
+    kwargs = {"target_epsilon": 8.0, "delta": 1e-5, "sample_rate": 1 / 11, "steps": 220}
+    first = noise.noise_for_target(**kwargs)
+
+    def no_clock() -> float:
+        raise AssertionError("the noise search read the clock")
+
+    monkeypatch.setattr(time, "monotonic", no_clock)
+    monkeypatch.setattr(time, "perf_counter", no_clock)
+    accounting.clear_caches()
+    assert noise.noise_for_target(**kwargs) == first
