@@ -13,6 +13,7 @@ from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
 from app.core.time import utcnow
+from app.jobs import results
 from app.jobs.models import CANCELLED, FAILED, QUEUED, RUNNING, SUCCEEDED, Job
 from app.ledger import service as ledger_service
 
@@ -109,11 +110,18 @@ def finish(
     error_code: str | None = None,
     error: str | None = None,
 ) -> Job | None:
-    """End a job this worker owns and settle its ledger entry (see ``ledger_service.settle``)."""
+    """End a job this worker owns and settle its ledger entry (see ``ledger_service.settle``).
+
+    Raises:
+        pydantic.ValidationError: ``metrics`` has a key its typed model (``app.jobs.results``)
+            does not declare: a figure without a release-inventory entry is never stored.
+    """
     assert status in (SUCCEEDED, FAILED, CANCELLED)
     job = session.scalar(select(Job).where(_owned(job_id, worker_id)).with_for_update())
     if job is None:
         return None
+    if metrics is not None:
+        results.check(job.kind, metrics)  # a key nobody classified is never stored
     job.status = status
     job.finished_at = utcnow()
     job.lease_until = None

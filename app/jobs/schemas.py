@@ -7,6 +7,7 @@ from pydantic import Field, model_validator
 from app.core.ids import MAX_ID
 from app.core.schemas import Page, RequestModel, ResponseModel, UtcDatetime, register_ranges
 from app.jobs.models import Job
+from app.jobs.results import ServedResults
 
 FULL_BATCH_EPOCHS = 1000  # one step per epoch at q = 1
 MINI_BATCH_EPOCHS = 20
@@ -128,7 +129,9 @@ class JobOut(ResponseModel):
     training: dict[str, Any]
     progress: ProgressOut
     model_id: int | None
-    metrics: dict[str, Any] | None
+    metrics: ServedResults = Field(
+        description="held-out metrics (train) or the audit's results (privacy_audit); null "
+        "until the job has finished")
     error: ErrorOut | None
     created_at: UtcDatetime
     started_at: UtcDatetime | None

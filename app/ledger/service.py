@@ -195,19 +195,23 @@ def _reachable(guard: RenyiFilter, entry: LedgerEntry) -> bool:
 
 
 def over_budget(refused: Shortfall, entry: LedgerEntry, *, release: str,
-                largest: float | None, fits: str, named: tuple[str, str]) -> BudgetExceeded:
+                largest: float | None, fits: str) -> BudgetExceeded:
     """The 409 of a refused release (a job, a statistics release): what the dataset has spent,
     what remains, what the release would bring it to, and the largest target that fits.
 
     Args:
-        release: what is refused, in words ("job", "statistics release").
-        named: the keys of the release's own epsilon and of the spend it would compose to.
+        release: what is refused, in words: "job" (its members ``job_epsilon`` and
+            ``composed_epsilon_with_job``) or "statistics release" (``release_epsilon`` and
+            ``composed_epsilon_with_release``). Every member is a literal keyword: the release
+            inventory's test enumerates each error body's members from the source.
     """
     guard = refused.guard
     after, before = refused.spend_after(entry), refused.spent_epsilon
     remaining = max(guard.epsilon - before, 0.0)
-    own, composed = named
-    figures: dict[str, Any] = {own: entry.epsilon_prv, composed: accounting.finite_or_none(after)}
+    own, composed = entry.epsilon_prv, accounting.finite_or_none(after)
+    figures: dict[str, Any] = (
+        {"job_epsilon": own, "composed_epsilon_with_job": composed} if release == "job"
+        else {"release_epsilon": own, "composed_epsilon_with_release": composed})
     return BudgetExceeded(
         f"this {release} would bring the dataset's composed spend to {after:.4g} (budget "
         f"{guard.epsilon:g}); remaining epsilon is {remaining:.4g}; {fits}",
@@ -225,8 +229,7 @@ def _refuse(refused: Shortfall, entry: LedgerEntry) -> NoReturn:
     largest = _largest_fitting_target(refused.guard, refused.entries, entry, refused.spent)
     fits = (f"the largest target epsilon that fits now is {largest:g}" if largest is not None
             else "no noise level up to the maximum fits this plan: take fewer steps")
-    raise over_budget(refused, entry, release="job", largest=largest, fits=fits,
-                      named=("job_epsilon", "composed_epsilon_with_job"))
+    raise over_budget(refused, entry, release="job", largest=largest, fits=fits)
 
 
 def _entry_for(session: Session, job_id: int) -> LedgerEntry | None:

@@ -144,5 +144,4 @@ def _refuse(refused: ledger_service.Shortfall, entry: LedgerEntry, charge: Relea
     fits = (f"the largest target epsilon that fits now is {largest:g}" if largest is not None
             else "no target epsilon fits now")
     raise ledger_service.over_budget(
-        refused, entry, release="statistics release", largest=largest, fits=fits,
-        named=("release_epsilon", "composed_epsilon_with_release"))
+        refused, entry, release="statistics release", largest=largest, fits=fits)

@@ -1,12 +1,15 @@
 """The release inventory: everything that leaves the trust boundary, and what releases it.
 
-Every field of every response body, every variable of a report page, every structured log
-field and value formatted into a log message, and every Prometheus metric family has an entry
-naming the kinds of release it is made of (``app.privacy.releases``), each with its mechanism.
-The entries live in ``inventory_api`` (response bodies) and ``inventory_outputs`` (pages, logs,
-metrics); ``tests/privacy/test_release_inventory.py`` walks the OpenAPI document, the templates,
-the log formatter, the logging calls and the metrics registry, and fails on anything without
-an entry, or an entry for something that no longer exists. ``GET /v1/privacy/inventory``
+Every field of every response body, every member an error body can add, every response
+header that is not standard HTTP, every variable of a report page, every structured log field
+and value formatted into a log message, and every Prometheus metric family has an entry naming
+the kinds of release it is made of (``app.privacy.releases``), each with its mechanism. The
+entries live in ``inventory_api`` (response bodies), ``inventory_http`` (error members, headers)
+and ``inventory_outputs`` (pages, logs, metrics); ``tests/privacy/test_release_inventory.py``
+walks the OpenAPI document, the templates, the log formatter, the logging calls and the metrics
+registry, ``test_inventory_problems.py`` and ``test_inventory_headers.py`` scan the source for
+error members and headers, and each fails on anything without an entry, or an entry for
+something that no longer exists. ``GET /v1/privacy/inventory``
 serves ``document()``.
 """
 
@@ -15,6 +18,7 @@ from collections.abc import Sequence
 from pydantic import BaseModel, Field
 
 from app.privacy.inventory_api import API_ENTRIES
+from app.privacy.inventory_http import HTTP_ENTRIES
 from app.privacy.inventory_outputs import OUTPUT_ENTRIES
 from app.privacy.inventory_statistics import STATISTICS_ENTRIES
 from app.privacy.releases import MECHANISMS, Entry, Release
@@ -27,7 +31,8 @@ RULE = (
     "patient's value; patient features sent for scoring are never logged."
 )
 
-ENTRIES: tuple[Entry, ...] = (*API_ENTRIES, *STATISTICS_ENTRIES, *OUTPUT_ENTRIES)
+ENTRIES: tuple[Entry, ...] = (*API_ENTRIES, *STATISTICS_ENTRIES, *HTTP_ENTRIES,
+                               *OUTPUT_ENTRIES)
 BY_WHERE: dict[str, Entry] = {e.where: e for e in ENTRIES}
 
 
@@ -85,6 +90,7 @@ class ReleaseKindOut(BaseModel):
 class InventoryEntryOut(BaseModel):
     where: str = Field(
         description="Schema.field (OpenAPI component), response:<operationId>, "
+        "problem:<member> (an error body's extra member), header:<Name>, "
         "template:<file>:<variable>, log:<field>, log-arg:<expression> or metric:<name>"
     )
     releases: list[Release] = Field(description="every kind the value is made of")

@@ -85,13 +85,16 @@ MECHANISMS: dict[Release, str] = {
 
 @dataclass(frozen=True)
 class Entry:
-    """One classified place: a response field, an inline response body, a report page's
-    variable, a log field or argument, or a Prometheus metric family.
+    """One classified place: a response field, an inline response body, an error body's
+    member, a response header, a report page's variable, a log field or argument, or a
+    Prometheus metric family.
 
     ``where`` forms:
         ``Schema.field`` (OpenAPI component and property path; a free-form object's sub-key as
         ``Schema.field.key``); ``response:<operationId>`` (a response body that is no
-        component); ``template:<file>:<variable>[.attr...]``; ``log:<field>``;
+        component); ``problem:<member>[.key]`` (a member an error body adds to ``Problem``);
+        ``header:<Name>`` (a response header that is not standard HTTP);
+        ``template:<file>:<variable>[.attr...]``; ``log:<field>``;
         ``log-arg:<expression>`` (a value formatted into a log message); ``metric:<name>``.
 
     ``releases`` names every kind the value is made of (a sentence may quote an epsilon and a

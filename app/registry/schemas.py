@@ -9,6 +9,7 @@ from app import bands
 from app.core.errors import InvalidRequest
 from app.core.schemas import Page, RequestModel, ResponseModel, UtcDatetime, register_ranges
 from app.datasets.dataset_schema import DatasetSchema
+from app.jobs.results import ServedEvaluation
 
 
 def _real_number(value: Any) -> Any:
@@ -79,7 +80,8 @@ class ModelOut(ResponseModel):
     )
     schema_hash: str
     privacy: PrivacyStatementOut
-    metrics: dict[str, Any]
+    metrics: ServedEvaluation = Field(
+        description="held-out metrics: the evaluation's DP release and the calibration record")
     band_thresholds: dict[str, float]
     created_at: UtcDatetime
 

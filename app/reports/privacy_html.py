@@ -132,7 +132,7 @@ def _dataset_link(report: JobPrivacyReport, root_path: str) -> Link:
 
 def _model_card(card: ModelCard) -> dict[str, Any]:
     data = card.training_data
-    metrics = card.metrics.values
+    metrics = card.metrics.values.model_dump(mode="json") if card.metrics.values else None
     return {
         "use": card.intended_use,
         "data_facts": [

@@ -16,6 +16,7 @@ from typing import Annotated, Any
 from pydantic import Field, PlainSerializer, WithJsonSchema
 
 from app.core.schemas import ResponseModel, UtcDatetime
+from app.jobs.results import ServedResults
 from app.privacy_audit.schemas import AuditOut
 
 ReportDatetime = Annotated[
@@ -77,11 +78,10 @@ class TrainingData(ResponseModel):
 
 
 class HeldOutMetrics(ResponseModel):
-    # Free-form: the worker's held-out metrics as stored with the job: the DP evaluation release
-    # and what was computed from it (worker.evaluation), with the calibration record. Keys vary
-    # with the worker's version (release, bands, subgroups, reliability ...); the page reads
-    # what it recognises.
-    values: dict[str, Any] | None = Field(description="null until the job has finished")
+    # The worker's held-out metrics as stored with the job, typed key by key
+    # (app.jobs.results): the DP evaluation release and what was computed from it, with the
+    # calibration record.
+    values: ServedResults = Field(description="null until the job has finished")
     note: str = Field(description="how the values were computed (one DP release on the "
                       "evaluation rows; every figure computed from its noisy counts)")
 
@@ -134,8 +134,8 @@ class JobPrivacyReport(ResponseModel):
     accountants: Accountants
     epsilon_spent: float | None
     epsilon_per_epoch: list[EpochEpsilon]
-    # Free-form: the same stored held-out metrics as the model card's (see HeldOutMetrics).
-    metrics: dict[str, Any] | None
+    # The same stored held-out metrics as the model card's (see HeldOutMetrics).
+    metrics: ServedResults
     metrics_note: str
     statement: str
     terms: PrivacyTerms

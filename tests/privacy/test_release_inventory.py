@@ -2,7 +2,10 @@
 and nothing else: every property of every response schema the OpenAPI document can reach, every
 variable of the report pages, every structured log field, every value formatted into a log
 message, and every Prometheus metric family. Something new without an entry fails here until
-someone decides which mechanism releases it; an entry for something gone fails as stale.
+someone decides which mechanism releases it; an entry for something gone fails as stale. An
+object whose keys the document leaves open (``dict[str, Any]``, a map keyed by names) must be
+listed in ``OPEN_OBJECTS`` with a reason, or typed. Error members and response headers are
+scanned in ``test_inventory_problems.py`` and ``test_inventory_headers.py``.
 """
 
 import ast
@@ -16,10 +19,13 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 from jinja2 import meta, nodes
+from pydantic import BaseModel
 
 from app.core.logs import JsonFormatter
+from app.jobs import results
 from app.main import create_app
 from app.privacy import inventory
+from app.privacy.inventory_api import OPEN_OBJECTS
 from app.privacy.releases import MECHANISMS, Release
 from app.reports.html import ENV
 
@@ -140,8 +146,52 @@ def _resolves(component: str, path: list[str]) -> bool:
 
 def test_the_walk_reaches_the_api() -> None:
     assert {"ModelOut", "RiskResult", "JobPrivacyReport", "ReleaseInventory"} <= REACHED
-    assert ("ModelOut", ("metrics",)) in FIELDS and ("RiskResult", ("band",)) in FIELDS
-    assert "response:scorePatientFhir" in INLINE
+    assert ("RiskResult", ("band",)) in FIELDS and "response:scorePatientFhir" in INLINE
+    for where in ("ModelOut.metrics", "JobOut.metrics", "JobPrivacyReport.metrics",
+                  "HeldOutMetrics.values"):  # typed (app.jobs.results), walked key by key
+        component, prop = where.split(".")
+        assert _pure_ref(COMPONENTS[component]["properties"][prop]), where
+
+
+def _open(schema: dict[str, Any]) -> bool:
+    """An object (or a list of them) whose keys the document does not enumerate."""
+    return any((b.get("type") == "object" and not b.get("properties"))
+               or (b.get("type") == "array" and _open(b.get("items", {})))
+               for b in _alternatives(schema))
+
+
+def _schema_at(component: str, path: tuple[str, ...]) -> dict[str, Any]:
+    schema = COMPONENTS[component]
+    for name in path:
+        schema = _properties(schema)[name]
+    return schema
+
+
+OPEN = {f"{c}.{'.'.join(p)}" for c, p in FIELDS if _open(_schema_at(c, p))}
+
+
+def test_every_open_object_is_listed_with_a_reason() -> None:
+    """A ``dict[str, Any]`` in a response would let any key through classified as a whole: each
+    one (and each map keyed by names) is listed with why its keys may stay open."""
+    assert OPEN, "no open object found: the check would be vacuous"
+    assert not OPEN - set(OPEN_OBJECTS), "new open objects in responses: type them " \
+        "or list them in OPEN_OBJECTS with a reason:\n" + "\n".join(sorted(OPEN - set(
+            OPEN_OBJECTS)))
+    assert not set(OPEN_OBJECTS) - OPEN, "stale OPEN_OBJECTS entries"
+    assert all(reason for reason in OPEN_OBJECTS.values())
+
+
+@pytest.mark.parametrize("model", [results.HeldOutEvaluation, results.AuditResults])
+def test_each_stored_metric_is_a_classified_field(model: type[BaseModel]) -> None:
+    """The stored metrics are typed: the walk reaches every key; the held-out metrics' only
+    open objects are maps keyed by the public schema's groupings (the audit's results, on
+    public data only, keep theirs: OPEN_OBJECTS)."""
+    name = model.__name__
+    assert name in REACHED
+    for field in model.model_fields:
+        assert (name, (field,)) in FIELDS or _pure_ref(_schema_at(name, (field,))), field
+    held_out = {w for w in OPEN if w.startswith(("HeldOut", "Calibration"))}
+    assert held_out == {"HeldOutRelease.groupings", "HeldOutHistograms.by_grouping"}
 
 
 def test_every_response_field_names_its_release() -> None:
@@ -345,6 +395,7 @@ def test_the_inventory_endpoint_serves_every_entry(client: TestClient) -> None:
     assert all(k["mechanism"] for k in body["kinds"])
     assert len(body["entries"]) == len(inventory.ENTRIES)
     by_where = {e["where"]: e for e in body["entries"]}
-    assert by_where["ModelOut.metrics"]["releases"] == ["dp_evaluation"]
-    assert by_where["ModelOut.metrics.calibration"]["releases"] == ["dp_calibration"]
+    assert by_where["HeldOutEvaluation.roc_auc"]["releases"] == ["dp_evaluation"]
+    assert by_where["CalibrationRecord.slope"]["releases"] == ["dp_calibration"]
+    assert by_where["CalibrationRecord.rows"]["releases"] == ["public_by_convention"]
     assert by_where["RiskResult.probability"]["releases"] == ["dp_training"]

@@ -46,6 +46,8 @@ def test_audit_flow_report_and_dataset_link(any_client: TestClient, run_worker: 
     done = any_client.get(f"/v1/audits/{audit['id']}").json()
     assert done["status"] == "succeeded", done
     assert 0.0 <= done["audited_epsilon"] <= done["accounted_epsilon"] and not done["alarm"]
+    stored = any_client.get(f"/v1/jobs/{audit['id']}").json()["metrics"]  # typed AuditResults
+    assert stored["audited_epsilon"] == done["audited_epsilon"] and stored["settings"]["steps"]
 
     report = any_client.get(f"/v1/audits/{audit['id']}/report").json()
     assert report["epsilon"]["audited"] == done["audited_epsilon"]
