@@ -32,6 +32,7 @@ from app.datasets.growing_file import GrowingFile, Pace
 from app.datasets.ingest import media_type_of
 from app.datasets.models import Dataset
 from app.datasets.schemas import DatasetCreate, DatasetOut, DatasetPage, PrivacyBudget
+from app.datasets.table_format import TableFormat
 from app.datasets.upload_slots import uploads_in_progress
 from app.flows import upload as upload_flow
 from app.reports import privacy_html as report_html
@@ -134,7 +135,7 @@ async def put_dataset_data(
     return _out(dataset, principal)
 
 
-async def _receive_and_accept(request: Request, claimed: ClaimedUpload, media_type: str,
+async def _receive_and_accept(request: Request, claimed: ClaimedUpload, media_type: TableFormat,
                               principal: Principal) -> Dataset:
     """Read the body into a spool while a thread checks the rows as they arrive (no database
     session held), then accept them in one short transaction."""

@@ -44,6 +44,28 @@ class Settings(BaseSettings):
         default=1024 * 2**20, ge=1,
         description="largest table body accepted by PUT /v1/datasets/{id}/data (a 413 beyond)",
     )
+    upload_max_header_bytes: int = Field(
+        default=64 * 1024, ge=1024,
+        description="longest CSV header line of an upload (a 422 beyond); a schema's 223 "
+        "columns of 64 characters fit in 15 KiB",
+    )
+    upload_max_columns: int = Field(
+        default=1000, ge=1,
+        description="most columns an uploaded table (CSV header or Parquet schema) may have "
+        "(a 422 beyond): a schema has at most 223, and each extra one is an error anyway",
+    )
+    upload_max_page_bytes: int = Field(
+        default=64 * 2**20, ge=2**20,
+        description="largest Parquet page of an upload, uncompressed (a 422 beyond): writers "
+        "use about 1 MiB",
+    )
+    upload_max_decoded_bytes: int = Field(
+        default=256 * 2**20, ge=16 * 2**20,
+        description="most bytes reading one batch of an uploaded Parquet file may hold, "
+        "estimated from its page headers before any row is decoded (compressed column chunks, "
+        "one page per column, the batch's values): a 422 beyond, so that no file, however "
+        "small, decodes to gigabytes",
+    )
     upload_min_bytes_per_second: float = Field(
         default=16 * 1024, gt=0,
         description="an upload's body must average at least this rate after its grace "

@@ -1,9 +1,11 @@
 """Read an uploaded table against its declared schema: streamed, bounded memory, all or nothing.
 
-Formats (``app.datasets.table_readers``): ``text/csv`` (UTF-8 without a byte order mark,
-comma-separated, a header row naming every column of the schema exactly once, order free, no
-other column; an empty cell is a missing value; a value cannot span lines) and
-``application/vnd.apache.parquet``. Both are read in batches (1 MiB of CSV, 64k Parquet rows),
+Formats (``app.datasets.table_readers``): ``text/csv`` (UTF-8, a byte order mark dropped;
+comma-separated unless the request's Content-Type declares another dialect,
+``app.datasets.table_format``; a header row naming every column of the schema exactly once,
+order free, no other column; an empty cell is a missing value; a value cannot span lines) and
+``application/vnd.apache.parquet`` (bounded from its page headers before anything is decoded,
+``app.datasets.parquet_limits``). Both are read in batches (1 MiB of CSV, 64k Parquet rows),
 the next batch on a reading thread while this one is checked. ``ingest_and_store`` (the upload
 route's path) keeps nothing of a checked batch but its row hashes and id words, so memory is
 the ids, two 64-bit words per row and a few batches, whatever the number of columns; once the
@@ -34,18 +36,20 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
-from app.core.errors import InvalidRequest, UnsupportedMediaType
+from app.core.errors import InvalidRequest
 from app.core.sorting import sort_uint64
 from app.datasets import record_coins, table_readers, table_store
 from app.datasets.dataset_schema import DatasetSchema, check_schema
 from app.datasets.growing_file import GrowingFile
 from app.datasets.ingest_checks import BatchRows, CheckedBatch, ErrorLog, check_batch
 from app.datasets.schemas import MAX_ROWS
-from app.datasets.table_readers import CSV, PARQUET, Source
+from app.datasets.table_format import CSV, PARQUET, TableFormat, media_type_of
+from app.datasets.table_readers import Source
 from app.datasets.table_store import IngestedTable, StoredTable, fingerprint_of, row_hashes
 
-MEDIA_TYPES = (CSV, PARQUET)
-SUFFIXES = {CSV: ".csv", PARQUET: ".parquet"}
+SUFFIXES = {CSV: ".csv", PARQUET: ".parquet"}  # in the default dialect: see TableFormat.suffix
+MediaType = str | TableFormat
+"""``text/csv; delimiter=";"`` as sent, or the format ``media_type_of`` read from it."""
 IdDigest = Callable[[pa.StringArray], np.ndarray]
 """A 64-bit word per id, equal for equal ids (duplicates are then confirmed by text)."""
 
@@ -65,9 +69,10 @@ class PendingUpload:
     media_type: str  # text/csv or application/vnd.apache.parquet (no parameters)
     data_dir: Path
     sha256: str  # of the file's bytes: its name once kept
+    format: TableFormat  # the media type and its CSV dialect: part of the kept file's name
 
     def commit(self) -> StoredTable:
-        suffix = SUFFIXES[self.media_type]
+        suffix = self.format.suffix
         linked = isinstance(self.source, GrowingFile)  # the route's spool: linked, then dropped
         return table_store.keep_as_sent(_path_of(self.source), suffix=suffix,
                                         data_dir=self.data_dir, sha256=self.sha256,
@@ -92,17 +97,7 @@ class TableInvalid(InvalidRequest):
         )
 
 
-def media_type_of(content_type: str) -> str:
-    """``text/csv; charset=utf-8`` -> ``text/csv``; anything else we cannot read is a 422."""
-    media, *params = (part.strip().lower() for part in content_type.split(";"))
-    charsets = [p.removeprefix("charset=").strip('"') for p in params if p.startswith("charset=")]
-    if media not in MEDIA_TYPES or any(c not in ("utf-8", "utf8") for c in charsets):
-        raise UnsupportedMediaType(f"cannot read a table of type {content_type!r}",
-                                   field="Content-Type", allowed=f"{CSV} (UTF-8) or {PARQUET}")
-    return media
-
-
-def ingest_file(path: Path, *, media_type: str, schema: DatasetSchema) -> IngestedTable:
+def ingest_file(path: Path, *, media_type: MediaType, schema: DatasetSchema) -> IngestedTable:
     """Validate the table at ``path`` against ``schema`` and return its arrays.
 
     Raises:
@@ -117,7 +112,8 @@ def ingest_file(path: Path, *, media_type: str, schema: DatasetSchema) -> Ingest
     )
 
 
-def ingest_and_store(path: Source, *, media_type: str, schema: DatasetSchema, data_dir: Path,
+def ingest_and_store(path: Source, *, media_type: MediaType, schema: DatasetSchema,
+                     data_dir: Path,
                      id_digest: IdDigest = record_coins.id_digests) -> PendingUpload:
     """Validate the table at ``path`` keeping only each row's hash and id: the rows are never
     all in memory at once. The caller commits it (kept in ``data_dir`` as sent, named by its
@@ -137,27 +133,29 @@ def ingest_and_store(path: Source, *, media_type: str, schema: DatasetSchema, da
         def hash_file() -> None:  # the file is whole once read: hashed beside the last checks
             digest.append(pool.submit(table_store.file_sha256, _path_of(path)))
 
-        kept = _ingest(path, media_type, schema,
+        fmt = media_type_of(media_type)
+        kept = _ingest(path, fmt, schema,
                        lambda: _Columns(schema, False, id_digest, on_read=hash_file))
         return PendingUpload(n_rows=kept.n_rows, ids=kept.ids(), imputed=kept.imputed,
                              fingerprint=kept.fingerprint, id_words=kept.id_words(),
-                             source=path, media_type=media_type_of(media_type),
-                             data_dir=data_dir, sha256=digest[0].result())
+                             source=path, media_type=fmt.media_type, data_dir=data_dir,
+                             sha256=digest[0].result(), format=fmt)
 
 
-def _ingest(path: Source, media_type: str, schema: DatasetSchema,
+def _ingest(path: Source, media_type: MediaType, schema: DatasetSchema,
             columns: Callable[[], "_Columns"]) -> "_Columns":
     check_schema(schema)
-    media = media_type_of(media_type)
-    if media == PARQUET:
+    fmt = media_type_of(media_type)
+    if fmt.media_type == PARQUET:
         return _validate(schema, lambda log, skipped: table_readers.parquet_batches(
             path, schema, log), columns)
     try:
         return _validate(schema, lambda log, skipped: table_readers.csv_batches(
-            path, schema, log, skipped, as_bytes=False), columns, first_try=True)
+            path, schema, log, skipped, as_bytes=False, fmt=fmt), columns, first_try=True,
+            decimal=fmt.decimal)
     except pa.ArrowInvalid:  # text where Arrow wanted a number, or bad UTF-8: find the rows
         return _validate(schema, lambda log, skipped: table_readers.csv_batches(
-            path, schema, log, skipped, as_bytes=True), columns)
+            path, schema, log, skipped, as_bytes=True, fmt=fmt), columns, decimal=fmt.decimal)
 
 
 class _Columns:
@@ -244,14 +242,15 @@ def _drain(blocks: list[np.ndarray]) -> np.ndarray:
 
 
 def _read(kept: _Columns, batches: Iterator[pa.RecordBatch], log: ErrorLog,
-          skipped: list[int]) -> None:
+          skipped: list[int], decimal: str) -> None:
     for batch in batches:
         if kept.n_rows + batch.num_rows > MAX_ROWS:
             log.add(f"more than {MAX_ROWS} rows", f"at most {MAX_ROWS} rows")
             log.complete = False
             break
         columns = dict(zip(batch.schema.names, batch.columns, strict=True))
-        kept.add(check_batch(kept.schema, columns, BatchRows(kept.n_rows, skipped), log), log)
+        kept.add(check_batch(kept.schema, columns, BatchRows(kept.n_rows, skipped), log,
+                             decimal=decimal), log)
 
 
 def _duplicate_ids(ids: pa.StringArray, digests: np.ndarray, column: str,
@@ -285,7 +284,8 @@ Batches = Generator[pa.RecordBatch, None, None]
 
 
 def _validate(schema: DatasetSchema, open_batches: Callable[..., Batches],
-              columns: Callable[[], "_Columns"], *, first_try: bool = False) -> "_Columns":
+              columns: Callable[[], "_Columns"], *, first_try: bool = False,
+              decimal: str = ".") -> "_Columns":
     """Read and check every batch, then the table-wide rules; the kept columns come back with
     their fingerprint. ``first_try``: let Arrow's conversion errors propagate (the caller
     reads the CSV again to name the rows), else they are the table's error."""
@@ -294,12 +294,11 @@ def _validate(schema: DatasetSchema, open_batches: Callable[..., Batches],
     kept = columns()
     batches = open_batches(log, skipped)
     try:
-        _read(kept, batches, log, skipped)
+        _read(kept, batches, log, skipped, decimal)
     except (pa.ArrowInvalid, OSError) as exc:
         if first_try and isinstance(exc, pa.ArrowInvalid):
             raise
-        log.add("the file could not be parsed (a broken quote, or a damaged file)",
-                "a well-formed file")
+        log.add(*table_readers.unreadable(exc))
         log.complete = False
         raise TableInvalid(log) from None
     finally:

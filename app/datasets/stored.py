@@ -7,13 +7,15 @@ bytes must match its name (the SHA-256 recorded with the dataset), and the rows'
 fingerprint must be the source identity the dataset was registered under, so a table that
 would now read differently (an edited file, a rule that changed) is refused rather than
 trained on. Tables stored before 0014 are in the service's own Parquet layout
-(``table_store.load``).
+(``table_store.load``). A CSV accepted in another dialect than comma-separated with decimal
+points (``text/csv; delimiter=";"; decimal=","``) is read back in that dialect, which its
+file's name records (``app.datasets.table_format``): ``table_media_type`` stays ``text/csv``.
 """
 
 from pathlib import Path
 
 from app.core.settings import settings
-from app.datasets import ingest, table_store
+from app.datasets import ingest, table_format, table_store
 from app.datasets.dataset_schema import DatasetSchema
 from app.datasets.models import Dataset
 from app.datasets.rules import upload_fingerprint
@@ -31,8 +33,11 @@ def table_path(dataset: Dataset) -> Path:
     """Where the dataset's table is (or was, once erased): named by its bytes' SHA-256."""
     assert dataset.table_sha256 is not None
     media = dataset.table_media_type
-    suffix = ingest.SUFFIXES[media] if media is not None else ".parquet"
-    return settings.data_dir / f"{dataset.table_sha256}{suffix}"
+    if media != table_format.CSV:
+        return settings.data_dir / f"{dataset.table_sha256}.parquet"
+    paths = [settings.data_dir / f"{dataset.table_sha256}{suffix}"
+             for suffix in table_format.csv_suffixes()]
+    return next((path for path in paths if path.exists()), paths[0])
 
 
 def load_table(dataset: Dataset) -> table_store.IngestedTable:
@@ -48,7 +53,7 @@ def load_table(dataset: Dataset) -> table_store.IngestedTable:
         table_store.verify_bytes(path)
     except ValueError as exc:
         raise StoredTableMismatch(str(exc)) from None
-    table = ingest.ingest_file(path, media_type=dataset.table_media_type, schema=schema)
+    table = ingest.ingest_file(path, media_type=table_format.format_of(path), schema=schema)
     if upload_fingerprint(table.fingerprint) != dataset.source_fingerprint:
         raise StoredTableMismatch(
             f"{path.name} no longer reads as the rows dataset {dataset.id} accepted")

@@ -1,18 +1,22 @@
 """The table readers of an upload: CSV and Parquet, batch by batch, one batch read ahead.
 
-Formats: ``text/csv`` (UTF-8 without a byte order mark, comma-separated, a header row naming
-every column of the schema exactly once, order free, no other column; an empty cell is a missing
+Formats: ``text/csv`` (UTF-8, a byte order mark allowed and dropped; comma-separated unless
+the request declares another dialect, ``app.datasets.table_format``; a header row naming every
+column of the schema exactly once, order free, no other column; an empty cell is a missing
 value; a value cannot span lines) and ``application/vnd.apache.parquet``. Both are read in
 batches (1 MiB of CSV, 64k Parquet rows) on a reading thread (``app.datasets.prefetch``) while
 the consumer checks the batch before (``app.datasets.ingest``).
 
 A header (or Parquet schema) that does not match the declared schema is logged and nothing is
-read. A CSV line with a wrong number of fields is dropped and logged with its physical line
-(Arrow's serial parser knows it; values never span lines); ``skipped`` lists those lines so the
-rows after them keep their numbers.
+read; so is a header over ``settings.upload_max_header_bytes`` or
+``settings.upload_max_columns``, and a Parquet file whose page headers show it would decode to
+more than the upload limits (``app.datasets.parquet_limits``). A CSV line with a wrong number of
+fields is dropped and logged with its physical line (Arrow's serial parser knows it; values
+never span lines); ``skipped`` lists those lines so the rows after them keep their numbers.
 """
 
 import csv
+from collections import Counter
 from collections.abc import Generator
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -22,28 +26,41 @@ import pyarrow as pa
 import pyarrow.csv as pa_csv
 import pyarrow.parquet as pq
 
+from app.core.settings import settings
+from app.datasets import parquet_limits
 from app.datasets.dataset_schema import DatasetSchema, FeatureKind
+from app.datasets.error_log import ErrorLog
 from app.datasets.growing_file import GrowingFile
-from app.datasets.ingest_checks import ErrorLog
 from app.datasets.prefetch import Prefetched
 from app.datasets.schemas import MAX_ROWS
+from app.datasets.table_format import CSV, PARQUET, TableFormat
 
-CSV, PARQUET = "text/csv", "application/vnd.apache.parquet"
 CSV_BLOCK_BYTES = 1 << 20
-PARQUET_BATCH_ROWS = 1 << 16
+PARQUET_BATCH_ROWS = parquet_limits.BATCH_ROWS
 _BOM = b"\xef\xbb\xbf"
-_HEADER_BYTES = 1 << 20
+COMMA_SEPARATED = TableFormat(CSV)
 
 
-def _header_errors(names: list[str], schema: DatasetSchema, log: ErrorLog) -> None:
+def header_errors(names: list[str], schema: DatasetSchema, log: ErrorLog) -> None:
+    """Each column of the schema exactly once, no other (linear in the header's length); a name
+    that differs from a missing one only in case gets a "did you mean"."""
+    if len(names) > settings.upload_max_columns:
+        log.add(f"{len(names)} columns", f"at most {settings.upload_max_columns} columns "
+                "(settings.upload_max_columns)")
+        return
     expected = schema.columns
     listed = ", ".join(expected)
-    for name in sorted({n for n in names if names.count(n) > 1}):
+    present, declared = Counter(names), set(expected)
+    for name in sorted(n for n, count in present.items() if count > 1):
         log.add("column appears more than once", "each column once", column=name)
-    for name in [c for c in expected if c not in names]:
+    missing = [c for c in expected if c not in present]
+    for name in missing:
         log.add("missing column", f"the columns {listed}", column=name)
-    for name in [n for n in names if n not in expected]:
-        log.add("unexpected column", f"the columns {listed}", column=name)
+    by_case = {name.casefold(): name for name in missing}
+    for name in [n for n in present if n not in declared]:
+        hint = by_case.get(name.casefold())
+        did_you_mean = "" if hint is None else f": did you mean {hint!r}?"
+        log.add(f"unexpected column{did_you_mean}", f"the columns {listed}", column=name)
 
 
 Source = Path | GrowingFile
@@ -56,25 +73,50 @@ def _open(source: Source) -> BinaryIO:
     return source.reader()  # type: ignore[return-value]  # read-only, sequential
 
 
-def _csv_header(source: Source, schema: DatasetSchema, log: ErrorLog) -> None:
+_SEPARATORS = {",": "commas", ";": "semicolons", "\t": "tabs"}
+
+
+def _read_header(source: Source, log: ErrorLog) -> bytes | None:
+    """The first line without its BOM and line end; None (logged) when it is over the limit."""
+    limit = settings.upload_max_header_bytes
     with _open(source) as f:
-        head = f.read(_HEADER_BYTES).split(b"\n", 1)[0].rstrip(b"\r")
+        start = f.read(len(_BOM) + limit + 2).removeprefix(_BOM)
+    head, newline, _ = start.partition(b"\n")
+    head = head.removesuffix(b"\r")
+    if len(head) > limit or (not newline and len(start) > limit):
+        log.add(f"the header line is longer than {limit} bytes",
+                f"a header of at most {limit} bytes (settings.upload_max_header_bytes)")
+        return None
+    return head
+
+
+def _csv_header(source: Source, schema: DatasetSchema, fmt: TableFormat, log: ErrorLog) -> None:
+    head = _read_header(source, log)
+    if head is None:
+        return
     if not head:
         log.add("the file is empty or its first line is blank", "a header row")
         return
-    if head.startswith(_BOM):
-        log.add("the file starts with a UTF-8 byte order mark", "UTF-8 without a BOM")
-        return
     try:
-        names = next(csv.reader([head.decode("utf-8")]))
+        names = next(csv.reader([head.decode("utf-8")], delimiter=fmt.delimiter))
     except UnicodeDecodeError:
         log.add("the header is not valid UTF-8", "UTF-8 text")
         return
-    if len(names) == 1 and (";" in names[0] or "\t" in names[0]):
-        found = "semicolons" if ";" in names[0] else "tabs"
-        log.add(f"the header is separated by {found}", "comma-separated values")
+    except csv.Error as exc:  # the csv module's own limit on one field, or a stray quote
+        limit = csv.field_size_limit()
+        too_long = "field larger than field limit" in str(exc)
+        log.add(f"a header field is longer than {limit} characters" if too_long
+                else f"the header could not be parsed ({exc})",
+                f"column names of at most {limit} characters" if too_long else "a header row")
         return
-    _header_errors(names, schema, log)
+    others = [found for mark, found in _SEPARATORS.items()
+              if len(names) == 1 and mark != fmt.delimiter and mark in names[0]]
+    if others:  # one name holding another separator: the file's dialect is not the declared one
+        declare = ('; declare another separator with Content-Type: text/csv; delimiter=";"'
+                   if fmt.delimiter == "," else " (as the Content-Type declares)")
+        log.add(f"the header is separated by {others[0]}", f"{fmt.describe()}{declare}")
+        return
+    header_errors(names, schema, log)
 
 
 def _csv_types(schema: DatasetSchema, *, as_bytes: bool) -> dict[str, pa.DataType]:
@@ -90,8 +132,11 @@ def _csv_types(schema: DatasetSchema, *, as_bytes: bool) -> dict[str, pa.DataTyp
 
 
 def csv_batches(source: Source, schema: DatasetSchema, log: ErrorLog, skipped: list[int], *,
-                 as_bytes: bool) -> Generator[pa.RecordBatch, None, None]:
-    _csv_header(source, schema, log)
+                as_bytes: bool, fmt: TableFormat = COMMA_SEPARATED
+                ) -> Generator[pa.RecordBatch, None, None]:
+    """The CSV's batches, typed for the schema (``as_bytes``: every column as bytes, to name
+    the rows of values Arrow cannot convert), in the request's dialect ``fmt``."""
+    _csv_header(source, schema, fmt, log)
     if log:
         log.complete = False
         return
@@ -101,7 +146,7 @@ def csv_batches(source: Source, schema: DatasetSchema, log: ErrorLog, skipped: l
         for line, actual, expected in events:
             skipped.append(line)
             log.add(f"{actual} fields instead of {expected}",
-                    f"{expected} comma-separated fields", rows=np.array([line]))
+                    f"{expected} fields ({fmt.describe()})", rows=np.array([line]))
 
     def bad_row(row: Any) -> str:
         # Serial parsing (use_threads=False) gives the physical line; values never span lines.
@@ -117,10 +162,12 @@ def csv_batches(source: Source, schema: DatasetSchema, log: ErrorLog, skipped: l
             reader = pa_csv.open_csv(
                 body,
                 read_options=pa_csv.ReadOptions(use_threads=False, block_size=CSV_BLOCK_BYTES),
-                parse_options=pa_csv.ParseOptions(delimiter=",", invalid_row_handler=bad_row),
+                parse_options=pa_csv.ParseOptions(delimiter=fmt.delimiter,
+                                                  invalid_row_handler=bad_row),
                 convert_options=pa_csv.ConvertOptions(
                     column_types=_csv_types(schema, as_bytes=as_bytes), null_values=[""],
-                    strings_can_be_null=True, include_columns=schema.columns),
+                    strings_can_be_null=True, include_columns=schema.columns,
+                    decimal_point=fmt.decimal),
             )
         except pa.ArrowInvalid:
             noted(batches.take_noted())
@@ -132,6 +179,14 @@ def csv_batches(source: Source, schema: DatasetSchema, log: ErrorLog, skipped: l
                     yield batch
 
 
+def unreadable(exc: Exception) -> tuple[str, str]:
+    """The error (message, allowed) of a file Arrow could not parse."""
+    if "straddling object" in str(exc):  # no line end within one block of Arrow's CSV reader
+        return (f"a line longer than {CSV_BLOCK_BYTES} bytes (a huge value, or a quote never "
+                "closed)", f"lines of at most {CSV_BLOCK_BYTES} bytes")
+    return "the file could not be parsed (a broken quote, or a damaged file)", "a well-formed file"
+
+
 def _next_or_none(reader: Any) -> pa.RecordBatch | None:
     try:
         return reader.read_next_batch()
@@ -140,16 +195,23 @@ def _next_or_none(reader: Any) -> pa.RecordBatch | None:
 
 
 def parquet_batches(source: Source, schema: DatasetSchema,
-                     log: ErrorLog) -> Generator[pa.RecordBatch, None, None]:
+                    log: ErrorLog) -> Generator[pa.RecordBatch, None, None]:
+    """The Parquet file's batches, once its schema matches and its page headers show that
+    reading it stays within the upload limits (``app.datasets.parquet_limits``)."""
+    path = source if isinstance(source, Path) else source.path
     try:
         if isinstance(source, GrowingFile):
             source.wait_complete()  # Parquet is read from its footer, at the end
-        table = pq.ParquetFile(source if isinstance(source, Path) else source.path)
+        if not parquet_limits.footer_fits(path, log):
+            log.complete = False
+            return
+        table = pq.ParquetFile(path, thrift_string_size_limit=parquet_limits.MAX_FOOTER_BYTES,
+                               thrift_container_size_limit=parquet_limits.MAX_FOOTER_BYTES)
     except (pa.ArrowInvalid, OSError):
         log.add("not a Parquet file", PARQUET)
         log.complete = False
         return
-    _header_errors(table.schema_arrow.names, schema, log)
+    header_errors(table.schema_arrow.names, schema, log)
     for field in table.schema_arrow:
         kind = field.type.value_type if pa.types.is_dictionary(field.type) else field.type
         if field.name in schema.columns and not _readable(kind):
@@ -157,6 +219,8 @@ def parquet_batches(source: Source, schema: DatasetSchema,
                     column=field.name)
     if table.metadata.num_rows > MAX_ROWS:
         log.add(f"{table.metadata.num_rows} rows", f"at most {MAX_ROWS} rows")
+    if not log:
+        parquet_limits.check(path, table.metadata, schema.columns, log)
     if log:
         log.complete = False
         return
@@ -171,4 +235,6 @@ def parquet_batches(source: Source, schema: DatasetSchema,
 def _readable(kind: pa.DataType) -> bool:
     return any(test(kind) for test in (
         pa.types.is_integer, pa.types.is_floating, pa.types.is_boolean, pa.types.is_decimal,
-        pa.types.is_string, pa.types.is_large_string, pa.types.is_binary, pa.types.is_null))
+        pa.types.is_string, pa.types.is_large_string, pa.types.is_string_view,
+        pa.types.is_binary, pa.types.is_large_binary, pa.types.is_binary_view,
+        pa.types.is_null))

@@ -20,7 +20,7 @@ from app.core.settings import settings
 from app.core.time import utcnow
 from app.datasets import claims, identity, record_coins
 from app.datasets.claims import ClaimedUpload
-from app.datasets.ingest import PendingUpload, ingest_and_store
+from app.datasets.ingest import MediaType, PendingUpload, ingest_and_store
 from app.datasets.models import ERASED, READY, Dataset
 from app.datasets.rules import check_delta, check_new_source, upload_fingerprint
 from app.datasets.stored import table_path
@@ -37,7 +37,7 @@ class ReceivedUpload:
     secret: str
 
 
-def receive(*, claimed: ClaimedUpload, path: Source, media_type: str) -> ReceivedUpload:
+def receive(*, claimed: ClaimedUpload, path: Source, media_type: MediaType) -> ReceivedUpload:
     """Validate the table at ``path`` (a spooled file, or a body still arriving: a
     ``GrowingFile`` is read as it comes) against the claimed dataset's schema; no session.
 

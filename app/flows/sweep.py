@@ -31,7 +31,9 @@ log = logging.getLogger(__name__)
 # A kept table or saved model is referenced within seconds of being written; a quarter of an
 # hour leaves any transaction in flight alone.
 SETTLE_SECONDS = 15 * 60
-_CONTENT_NAMED = re.compile(r"^[0-9a-f]{64}\.(csv|parquet|pt)$")
+# <sha256>.csv / .parquet / .pt, or a CSV kept with its dialect in its name
+# (<sha256>.delimiter-semicolon.decimal-comma.csv, app.datasets.table_format).
+_CONTENT_NAMED = re.compile(r"^[0-9a-f]{64}(\.[a-z]+-[a-z]+)*\.(csv|parquet|pt)$")
 
 
 @dataclass

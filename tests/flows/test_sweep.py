@@ -39,6 +39,9 @@ def test_sweep_removes_only_orphans_old_enough(client: TestClient, tmp_path: Pat
     orphan_table = data / f"{'a' * 64}.csv"
     orphan_table.write_bytes(b"rows")
     _aged(orphan_table)
+    european = data / f"{'d' * 64}.delimiter-semicolon.decimal-comma.csv"
+    european.write_bytes(b"rows")
+    _aged(european)
     fresh_table = data / f"{'b' * 64}.csv"
     fresh_table.write_bytes(b"rows")  # its upload's transaction may be about to commit
     orphan_model = models / f"{'c' * 64}.pt"
@@ -47,6 +50,7 @@ def test_sweep_removes_only_orphans_old_enough(client: TestClient, tmp_path: Pat
     with get_database().session_scope() as session:
         swept = sweep.sweep(session=session, data_dir=data, artifact_dir=models)
     assert swept.spools == [".upload-dead"]
-    assert swept.tables == [orphan_table.name] and swept.models == [orphan_model.name]
+    assert sorted(swept.tables) == sorted([orphan_table.name, european.name])
+    assert swept.models == [orphan_model.name]
     assert kept.exists() and live_spool.exists() and fresh_table.exists()
     assert not spool.exists() and not orphan_table.exists() and not orphan_model.exists()
