@@ -16,40 +16,53 @@ from app.datasets.dataset_schema import CRISIS_SCHEMA
 from app.flows import schemas as schema_flow
 from app.scoring import render, service
 from app.scoring.feature_spec import feature_document
-from app.scoring.schemas import RiskBatchRequest, RiskBatchResponse, RiskRequest, RiskResult
+from app.scoring.schemas import (
+    TOP_CONTRIBUTIONS,
+    BatchView,
+    RiskBatchCompact,
+    RiskBatchRequest,
+    RiskBatchResponse,
+    RiskRequest,
+    RiskResult,
+)
 
 router = APIRouter(tags=["scoring"], route_class=ScoringRoute)
 Clinician = Annotated[Principal, require_roles("clinician")]
 
 
 def _score_one(body: RiskRequest, principal: Principal) -> bytes:
-    scored = service.score(features=body.features, model_id=body.model_id)
+    answer = service.score(features=body.features, model_id=body.model_id)
     audit.record_scoring(principal=principal, endpoint="risk", patients=1,
-                         model_id=scored["model"]["id"])
-    return render.document_json(scored)
+                         model_id=answer.model.id)
+    return render.answer_json(answer)
 
 
 @router.post("/v1/risk", response_model=RiskResult, responses=problems(404, 409))
 async def score_patient(body: RiskRequest, principal: Clinician) -> Response:
     """Score one patient: probability, risk band and contributing features."""
     # The single-patient latency path: one hop to a worker thread (the model may need a
-    # database lookup), and JSON written there directly, not re-validated against RiskResult
-    # (a test checks the document is exactly what RiskResult would give).
+    # database lookup), and the typed answer written to JSON there (app.scoring.render).
     content = await run_in_threadpool(_score_one, body, principal)
     return Response(content, media_type="application/json")
 
 
-@router.post("/v1/risk/batch", response_model=RiskBatchResponse,
+@router.post("/v1/risk/batch", response_model=RiskBatchResponse | RiskBatchCompact,
              responses=problems(404, 409))
-def score_patients(body: RiskBatchRequest, principal: Clinician) -> Response:
+def score_patients(
+    body: RiskBatchRequest, principal: Clinician,
+    view: Annotated[BatchView, Query(description=(
+        "full: every contribution with its value, reason and severity, and the model and "
+        "reference in every result (RiskBatchResponse); compact: probability, band and the "
+        f"{TOP_CONTRIBUTIONS} largest contributions per patient (RiskBatchCompact)"))
+    ] = BatchView.FULL,
+) -> Response:
     """Score 1 to 10,000 patients in one call; results in request order."""
-    scored = service.score_batch(
-        patients=[p.features for p in body.patients], model_id=body.model_id
-    )
+    answer = service.score_batch(patients=[p.features for p in body.patients],
+                                 ids=[p.id for p in body.patients], model_id=body.model_id)
     audit.record_scoring(principal=principal, endpoint="risk/batch",
-                         patients=len(body.patients), model_id=scored.model["id"])
-    return Response(render.batch_json(scored, [p.id for p in body.patients]),
-                    media_type="application/json")
+                         patients=len(body.patients), model_id=answer.model.id)
+    write = render.compact_json if view is BatchView.COMPACT else render.batch_json
+    return Response(write(answer), media_type="application/json")
 
 
 @router.get("/v1/features", dependencies=[require_roles(*ROLES)], responses=problems(404))

@@ -211,6 +211,6 @@ def evaluate(
                                    lacking=(*got.missing, *got.absent))
         return CdsResponse(cards=[answer]), None
     features = _checked_features(model.encoder, got.values)
-    scored = scoring_service.assess(features=features, model_id=model.id)
+    scored = scoring_service.score(features=features, model_id=model.id)
     cards = [card(scored)] if _shown(scored.band, min_band) else []
     return CdsResponse(cards=cards), scored.model.id

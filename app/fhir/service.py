@@ -138,7 +138,7 @@ def assess(*, features: Mapping[str, Any], model_id: int | None,
     if unknown:
         _, errors = check(model.encoder, [features], scoring_service.single_path)
         raise RequestValidationError([*errors, *unknown])
-    return scoring_service.assess(features=features, model_id=model.id), model
+    return scoring_service.score(features=features, model_id=model.id), model
 
 
 def value_element(feature: FeatureSpec, value: float | str) -> dict[str, Any]:
@@ -231,7 +231,7 @@ def risk_assessment(
     references: Mapping[str, str] | None = None,
     now: datetime,
 ) -> dict[str, Any]:
-    """The RiskAssessment for one result of ``scoring.service.assess`` (never stored).
+    """The RiskAssessment for one answer of ``scoring.service.score`` (never stored).
 
     Args:
         scored: the single-patient score (probability, band, contributions, model, reference).

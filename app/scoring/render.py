@@ -1,63 +1,121 @@
-"""Scoring responses written straight to JSON: for the batch, the same document as
-``Scored.document``.
+"""Scoring answers as JSON bytes, cut from the typed answer (``app.scoring.answer``).
 
-For 10,000 patients, building 60,000 contribution dicts and then encoding them costs more than
-the model itself. Every contribution's constant parts (feature, label, value, reason, severity)
-are encoded once per feature value and cached; only the numbers are written per patient, with
-``float.__repr__``, exactly as ``json.dumps`` writes them. A test checks the two agree.
+Every scoring answer keeps the bytes it has always had, so the text is the standard library's
+``json``, with Python's float repr: pydantic-core and msgspec (measured) write the model's
+delta 1e-05 as 0.00001 and 2.5e-07 as 2.5e-7. pydantic-core still walks the typed objects: each
+is dumped to plain values (by alias, in field order) and written from that dump.
+
+For 10,000 patients, writing 60,000 contributions value by value costs more than the model
+itself, and most of each is the same for many patients (the statement, thresholds and
+reference; a feature value's label, reason and severity). So a batch is written from
+templates: a typed part is dumped once with its per-patient fields cut out as holes (``_cut``),
+and only the holes (``*_HOLES``) are written per patient, floats with ``float.__repr__`` as
+``json`` writes them. A new field of a response model therefore appears here by itself, unless
+it differs per patient. A test checks each writer against ``json.dumps`` of the typed views.
 """
 
 import json
-from collections.abc import Sequence
 from functools import lru_cache
 from typing import Any
 
+from pydantic import BaseModel
+
 from app.datasets.encoding import built_encoder
-from app.scoring.service import Scored, direction_of, explained_value
+from app.scoring.answer import RiskAnswer, compact_contribution, contribution, direction_of
+from app.scoring.schemas import TOP_CONTRIBUTIONS
 
 _encode = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode
 
+RESULT_HOLES = ("id", "probability", "log_odds", "band", "contributions")
+CONTRIBUTION_HOLES = ("contribution", "contribution_probability", "direction")
+COMPACT_RESULT_HOLES = ("id", "probability", "band", "contributions")
+COMPACT_CONTRIBUTION_HOLES = ("direction", "contribution_probability")
+"""The fields that differ from patient to patient, in their models' order (``_cut`` checks)."""
+
+
+def _plain(part: BaseModel) -> dict[str, Any]:
+    return part.model_dump(by_alias=True)
+
+
+def answer_json(answer: BaseModel) -> bytes:
+    """A typed answer (one patient's ``RiskResult``) as UTF-8 JSON."""
+    return _encode(_plain(answer)).encode()
+
+
+def _cut(part: BaseModel, holes: tuple[str, ...]) -> tuple[str, ...]:
+    """``part`` as JSON text cut at the fields ``holes``: the ``len(holes) + 1`` pieces
+    around them.
+
+    Raises:
+        ValueError: the model's fields no longer come in the order ``holes`` names (a writer
+            below would put a value in the wrong place).
+    """
+    pieces, text, seen = [], "{", []
+    for n, (key, value) in enumerate(_plain(part).items()):
+        text += ("," if n else "") + _encode(key) + ":"
+        if key in holes:
+            seen.append(key)
+            pieces.append(text)
+            text = ""
+        else:
+            text += _encode(value)
+    if tuple(seen) != holes:
+        raise ValueError(f"{type(part).__name__} has per-patient fields {seen}, not {holes}")
+    return (*pieces, text + "}")
+
 
 @lru_cache(maxsize=4096)
-def _fragments(encoder_hash: str, index: int, value: float) -> tuple[str, str]:
-    """JSON around a contribution's two numbers, for one feature value."""
+def _contribution(encoder_hash: str, index: int, value: float) -> tuple[str, ...]:
+    """A full contribution's text around its holes, for one feature value."""
     encoder = built_encoder(encoder_hash)
-    f = encoder.schema.features[index]
-    reason, severity, shown = explained_value(encoder, index, value)
-    head = (f'{{"feature":{_encode(f.name)},"label":{_encode(f.label or f.name)},'
-            f'"value":{_encode(shown) if isinstance(shown, str) else repr(shown)},'
-            '"contribution":')
-    tail = f',"reason":{_encode(reason)},"severity":{_encode(severity)}}}'
-    return head, tail
+    return _cut(contribution(encoder, index, value, 0.0, 0.0), CONTRIBUTION_HOLES)
 
 
-def _contributions(scored: Scored, k: int) -> str:
-    row, phi, phi_p = scored.raw[k], scored.phi[k], scored.phi_p[k]
-    digest = scored.encoder.hash
+@lru_cache(maxsize=4096)
+def _compact_contribution(encoder_hash: str, index: int, value: float) -> tuple[str, ...]:
+    """A compact contribution's text around its holes, for one feature value."""
+    encoder = built_encoder(encoder_hash)
+    return _cut(compact_contribution(encoder, index, value, 0.0, 0.0),
+                COMPACT_CONTRIBUTION_HOLES)
+
+
+def _contributions(answer: RiskAnswer, k: int) -> str:
+    row, phi, phi_p, digest = answer.raw[k], answer.phi[k], answer.phi_p[k], answer.encoder.hash
     parts = []
-    for i in scored.order[k]:
-        head, tail = _fragments(digest, i, row[i])
-        parts.append(f'{head}{phi[i]!r},"contribution_probability":{phi_p[i]!r},'
-                     f'"direction":"{direction_of(phi[i])}"{tail}')
+    for i in answer.order[k]:
+        a, b, c, d = _contribution(digest, i, row[i])
+        parts.append(f'{a}{phi[i]!r}{b}{phi_p[i]!r}{c}"{direction_of(phi[i])}"{d}')
     return ",".join(parts)
 
 
-def document_json(document: dict[str, Any]) -> bytes:
-    """A response document (one patient's answer) as UTF-8 JSON, as ``batch_json`` writes."""
-    return _encode(document).encode()
+def _compact_contributions(answer: RiskAnswer, k: int) -> str:
+    row, phi, phi_p, digest = answer.raw[k], answer.phi[k], answer.phi_p[k], answer.encoder.hash
+    parts = []
+    for i in answer.order[k][:TOP_CONTRIBUTIONS]:
+        a, b, c = _compact_contribution(digest, i, row[i])
+        parts.append(f'{a}"{direction_of(phi[i])}"{b}{phi_p[i]!r}{c}')
+    return ",".join(parts)
 
 
-def batch_json(scored: Scored, ids: Sequence[str | None]) -> bytes:
-    """``{"model", "band_thresholds", "reference", "results"}`` as UTF-8 JSON."""
-    thresholds = _encode(scored.band_thresholds)
-    tail = (f'],"reference":{_encode(scored.short_reference)},'
-            f'"model":{_encode(scored.short_model)}}}')
+def batch_json(answer: RiskAnswer) -> bytes:
+    """The full batch answer (``RiskBatchResponse``) as UTF-8 JSON."""
+    head, tail = _cut(answer.document([]), ("results",))
+    r0, r1, r2, r3, r4, r5 = _cut(answer.result(0), RESULT_HOLES)
     results = [
-        f'{{"id":{_encode(ids[k])},"probability":{scored.probability[k]!r},'
-        f'"log_odds":{scored.log_odds[k]!r},"band":"{scored.band(k)}",'
-        f'"band_thresholds":{thresholds},"contributions":[{_contributions(scored, k)}{tail}'
-        for k in range(len(scored))
+        f'{r0}{_encode(answer.ids[k])}{r1}{answer.probability[k]!r}{r2}'
+        f'{answer.log_odds[k]!r}{r3}"{answer.band(k)}"{r4}[{_contributions(answer, k)}]{r5}'
+        for k in range(len(answer))
     ]
-    head = (f'{{"model":{_encode(scored.model)},"band_thresholds":{thresholds},'
-            f'"reference":{_encode(scored.reference)},"results":[')
-    return (head + ",".join(results) + "]}").encode()
+    return f"{head}[{','.join(results)}]{tail}".encode()
+
+
+def compact_json(answer: RiskAnswer) -> bytes:
+    """The compact batch answer (``RiskBatchCompact``) as UTF-8 JSON."""
+    head, tail = _cut(answer.compact_document([]), ("results",))
+    r0, r1, r2, r3, r4 = _cut(answer.compact_result(0), COMPACT_RESULT_HOLES)
+    results = [
+        f'{r0}{_encode(answer.ids[k])}{r1}{answer.probability[k]!r}{r2}"{answer.band(k)}"'
+        f'{r3}[{_compact_contributions(answer, k)}]{r4}'
+        for k in range(len(answer))
+    ]
+    return f"{head}[{','.join(results)}]{tail}".encode()

@@ -6,6 +6,7 @@ then, each error naming ``features.phq9`` or ``patients.3.features.phq9`` with t
 range or categories).
 """
 
+from enum import StrEnum
 from typing import Annotated, Any
 
 from pydantic import BaseModel, Field
@@ -141,8 +142,15 @@ class ModelRefOut(BaseModel):
     delta: float
 
 
-class RiskBatchResult(ScoreOut):
+class PatientRef(BaseModel):
     id: str | None = Field(description="the patient's id as sent, or null")
+
+
+class RiskBatchResult(ScoreOut, PatientRef):
+    """One patient of a batch. ``PatientRef`` comes last among the bases so that ``id`` is
+    the first field (pydantic orders inherited fields from the last base on), as the answer
+    has always written it."""
+
     reference: BaseValueOut = Field(description="the reference patient's scores")
     model: ModelRefOut
 
@@ -154,3 +162,43 @@ class RiskBatchResponse(BaseModel):
     band_thresholds: dict[str, float]
     reference: ReferenceOut
     results: list[RiskBatchResult]
+
+
+# --------------------------------------------------------------------- the compact batch view
+
+
+class BatchView(StrEnum):
+    """How much of each patient's answer a batch call returns."""
+
+    FULL = "full"
+    COMPACT = "compact"
+
+
+TOP_CONTRIBUTIONS = 3
+"""Contributions per patient in the compact view: the largest by |log-odds contribution|."""
+
+
+class CompactContribution(BaseModel):
+    feature: str
+    direction: str = Field(description="raises | lowers | neutral")
+    contribution_probability: float = Field(description="exact Shapley value on the 0-1 scale")
+    reason: str = Field(description="the value sent, in words")
+
+
+class CompactResult(PatientRef):
+    probability: float = Field(description="probability of the outcome within its horizon, 0-1")
+    band: Band = Field(description="low | medium | high")
+    contributions: list[CompactContribution] = Field(
+        description=f"the {TOP_CONTRIBUTIONS} largest |contribution| first (fewer when the "
+        "model has fewer features)")
+
+
+class RiskBatchCompact(BaseModel):
+    """``?view=compact``: per patient only the probability, the band and the top
+    contributions (about a fifth of the full answer's bytes); the model's statement, the
+    thresholds and the reference patient's scores once."""
+
+    model: ModelStatementOut
+    band_thresholds: dict[str, float]
+    reference: BaseValueOut = Field(description="the reference patient's scores")
+    results: list[CompactResult]

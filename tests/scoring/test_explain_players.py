@@ -9,8 +9,9 @@ import torch
 from app.datasets.dataset_schema import DatasetSchema
 from app.datasets.encoding import encoder_for
 from app.registry.network import build_network
+from app.scoring.answer import direction_of
 from app.scoring.explain import MAX_EXACT_PLAYERS, coalition_values, explain, shapley_from_values
-from app.scoring.service import direction_of, explain_rows
+from app.scoring.service import explain_rows
 
 
 def _schema(n_numeric: int) -> DatasetSchema:

@@ -101,7 +101,7 @@ def test_errors_are_not_remembered(client: TestClient, run_worker: Any) -> None:
 
 def test_single_answer_is_exactly_its_response_model(client: TestClient,
                                                      run_worker: Any) -> None:
-    """The route writes JSON itself (no re-validation): it must be what RiskResult gives."""
+    """The route writes the typed answer's JSON itself: it must be what RiskResult gives."""
     train_models(client, run_worker)
     response = client.post("/v1/risk", json={"features": PATIENT})
     assert response.status_code == 200

@@ -5,24 +5,14 @@ import json
 import logging
 import re
 import time
-from datetime import UTC, datetime
-from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
 import pytest
-import torch
 from fastapi.testclient import TestClient
 
-from app.datasets.encoding import CRISIS_ENCODER
 from app.features import FEATURE_NAMES, LOWER, UPPER
-from app.registry.network import build_network
-from app.scoring import render
-from app.scoring import service as scoring_service
-from app.scoring.model_cache import ScoringModel
-from app.scoring.patients import raw_rows
 from app.scoring.schemas import MAX_BATCH, RiskBatchResponse
-from app.scoring.service import batch_path
 from tests.api.scoring_helpers import problem, train_models
 from tests.conftest import PATIENT
 
@@ -168,6 +158,7 @@ def test_patient_features_never_logged(
     calls = [
         ("/v1/risk", {"features": marker}),
         ("/v1/risk/batch", {"patients": [{"id": patient_id, "features": marker}]}),
+        ("/v1/risk/batch?view=compact", {"patients": [{"id": patient_id, "features": marker}]}),
         ("/v1/risk/fhir", {"features": marker, "subject": f"Patient/{patient_id}"}),
         ("/v1/risk", {"features": {**marker, "phq9": 99}}),  # and the error path
     ]
@@ -182,26 +173,3 @@ def test_patient_features_never_logged(
             assert not values.search(str(record.args)), record
         else:
             assert not values.search(text), record
-
-
-@pytest.mark.parametrize("kind", ["logistic", "mlp"])
-def test_batch_json_is_the_document_byte_for_byte(kind: str) -> None:
-    """The fast batch writer and the dict the single endpoint is cut from cannot drift apart."""
-    torch.manual_seed(3)
-    network = build_network(kind).eval()
-    model = SimpleNamespace(
-        id=7, artifact_sha256=f"{kind:0<64}", band_thresholds={"low_medium": 0.05,
-                                                               "medium_high": 0.2},
-        kind=kind, dataset_id=1, created_at=datetime(2026, 1, 1, tzinfo=UTC), epsilon=2.5,
-        delta=1e-5, accountant="prv", epsilon_rdp=2.9,
-        metrics={"calibration": {"rows": 600}}, schema_json=None, schema_hash=None,
-    )
-    scoring_service._cache[model.artifact_sha256] = network
-    raw = raw_rows(CRISIS_ENCODER, [PATIENT, *random_patients(300, seed=4)], batch_path)
-    ids = [None, 'quote " and unicode é', *(f"p{k}" for k in range(299))]
-    scored = scoring_service.score_rows(model=ScoringModel.of(model), raw=raw)  # type: ignore[arg-type]
-    expected = json.dumps(scored.document(ids), ensure_ascii=False, allow_nan=False,
-                          separators=(",", ":")).encode()
-    assert render.batch_json(scored, ids) == expected
-    for k in (0, 150, 300):
-        assert_additive(scored.result(k), scored.reference)

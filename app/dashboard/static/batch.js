@@ -1,7 +1,8 @@
 // CSV scoring on the scoring page: rows are read and checked here against the scoring model's
-// schema (public bounds and categories only), then scored with POST /v1/risk/batch, or one by
-// one with POST /v1/risk where the service has no batch endpoint (404/405), at most
-// FALLBACK_LIMIT rows. The columns follow the model the form shows (csv.js); a template and the
+// schema (public bounds and categories only), then scored with POST /v1/risk/batch in its
+// compact view (probability, band and top contributions: all the table shows, a fraction of the
+// full answer's bytes), or one by one with POST /v1/risk where the service has no batch endpoint
+// (404/405), at most FALLBACK_LIMIT rows. The columns follow the model the form shows (csv.js); a template and the
 // results can be downloaded as CSV in the same columns. Rows never leave the page otherwise.
 
 import { topReason } from "./chart.js";
@@ -82,7 +83,7 @@ function errorsByRow(patients, problem) {
 async function scoreWithBatch(patients, modelId, retry = true) {
   const body = { model_id: modelId, patients: patients.map((p) => ({ id: p.id || undefined,
     features: p.features })) };
-  const answer = await request("POST", "v1/risk/batch", body);
+  const answer = await request("POST", "v1/risk/batch?view=compact", body);
   const missingRoute = answer.status === 405
     || (answer.status === 404 && String(answer.data?.type || "").endsWith("/http-error"));
   if (missingRoute) return false;
