@@ -6,112 +6,45 @@ Every ``ledger_event`` carries ``hash = sha256(canonical_json(content) + prev_ha
 ``ledger_entry`` (the mechanism parameters), so editing an entry breaks the chain at its reserve
 event. The dataset row keeps the chain head (seq, hash), so deleting trailing records shows too.
 
-Canonical JSON: sorted keys, no whitespace, floats by ``repr``, timestamps as ISO 8601 in UTC
-(SQLite hands timestamps back naive, PostgreSQL in the session time zone: both are normalised).
+What each record's hash covers, under each hash scheme, is ``app.ledger.hashing``. Schemes
+never go back along a chain; where a chain moves from scheme 1 to 2 after entries were
+reserved, the first scheme-2 record is a ``scheme`` record (appended by migration 0018) whose
+content commits to the event of every entry reserved before it: ``verify`` recomputes it, and
+checks that each such event is exactly the one its entry's scheme-1 columns record. No record
+is ever re-written: the history as it was hashed stays verifiable, and the events read from
+then on are covered too.
 
 The chain is tamper-evident, not tamper-proof: whoever can write to the database can also
 recompute every hash. Recording ``head_hash`` outside the database (a signed log, a ticket)
 anchors the history up to that point.
 """
 
-import hashlib
-import json
-from dataclasses import dataclass
-from datetime import UTC, datetime
+from dataclasses import dataclass, field
 from typing import Any
 
 from sqlalchemy import or_, select, update
 from sqlalchemy.orm import Session
 
-from app.core.time import as_utc, utcnow
+from app.core.time import utcnow
 from app.ledger import replay
+from app.ledger import spend as ledger_spend
+from app.ledger.hashing import event_content, record_hash, reserved_events
 from app.ledger.models import (
     BUDGET,
     COMMIT,
+    CURRENT_SCHEME,
+    EVENT_SCHEME,
     GENESIS_HASH,
+    KINDS,
+    LEGACY_SCHEME,
     RELEASE,
     RESERVE,
+    SCHEME,
     LedgerEntry,
     LedgerEvent,
     dataset_ledger,
 )
 from app.ledger.spend import LedgerIntegrityError
-
-_ENTRY_FLOATS = ("noise_multiplier", "sample_rate", "clip_norm", "delta")
-_ENTRY_OPTIONAL_FLOATS = ("epsilon_rdp", "epsilon_prv")
-_ENTRY_INTS = ("id", "dataset_id", "steps")
-_ENTRY_STRINGS = ("mechanism", "accountant")
-
-
-def iso_utc(value: datetime) -> str:
-    """ISO 8601 in UTC, whatever the driver handed back (naive from SQLite, offset from PG)."""
-    aware = as_utc(value)
-    assert aware is not None
-    return aware.astimezone(UTC).isoformat()
-
-
-def entry_content(entry: Any) -> dict[str, Any]:
-    """The privacy-relevant fields of a ledger entry, typed so a reload hashes the same.
-
-    A statistics release's entry adds its release id and its components (the noise multiplier
-    of each noisy vector); a job's entry hashes exactly as before they existed.
-    """
-    content: dict[str, Any] = {name: float(getattr(entry, name)) for name in _ENTRY_FLOATS}
-    for name in _ENTRY_OPTIONAL_FLOATS:
-        value = getattr(entry, name)
-        content[name] = None if value is None else float(value)
-    content.update({name: int(getattr(entry, name)) for name in _ENTRY_INTS})
-    content.update({name: str(getattr(entry, name)) for name in _ENTRY_STRINGS})
-    content["created_at"] = iso_utc(entry.created_at)
-    release_id = getattr(entry, "statistics_release_id", None)
-    content["job_id"] = None if entry.job_id is None else int(entry.job_id)
-    if release_id is not None:
-        content["statistics_release_id"] = int(release_id)
-        content["components"] = [float(c) for c in entry.components or []]
-    return content
-
-
-def event_content(
-    *,
-    dataset_id: int,
-    entry_id: int | None,
-    seq: int,
-    kind: str,
-    created_at: datetime,
-    entry: Any | None,
-    steps: int | None = None,
-    budget: tuple[float | None, float | None] | None = None,
-) -> dict[str, Any]:
-    """What an event's hash covers; ``entry`` (its ledger_entry) only for a reserve event.
-
-    ``steps`` (commit) and ``budget`` (budget event) are hashed only when present, so records
-    written before they existed keep their hashes.
-    """
-    content: dict[str, Any] = {
-        "dataset_id": int(dataset_id),
-        "entry_id": None if entry_id is None else int(entry_id),
-        "seq": int(seq),
-        "kind": str(kind),
-        "created_at": iso_utc(created_at),
-        "entry": entry_content(entry) if entry is not None else None,
-    }
-    if steps is not None:
-        content["steps"] = int(steps)
-    if budget is not None:
-        content["budget"] = {
-            "epsilon": None if budget[0] is None else float(budget[0]),
-            "delta": None if budget[1] is None else float(budget[1]),
-        }
-    return content
-
-
-def canonical_json(content: dict[str, Any]) -> str:
-    return json.dumps(content, sort_keys=True, separators=(",", ":"), allow_nan=False)
-
-
-def record_hash(content: dict[str, Any], prev_hash: str) -> str:
-    """sha256 hex of the canonical JSON followed by the previous record's hash."""
-    return hashlib.sha256((canonical_json(content) + prev_hash).encode("utf-8")).hexdigest()
 
 
 def append(
@@ -148,6 +81,7 @@ def append(
         entry=entry if kind == RESERVE else None,
         steps=steps,
         budget=budget,
+        scheme=CURRENT_SCHEME,
     )
     record = LedgerEvent(
         dataset_id=dataset_id,
@@ -158,6 +92,7 @@ def append(
         steps=steps,
         budget_epsilon=budget[0] if budget else None,
         budget_delta=budget[1] if budget else None,
+        scheme=CURRENT_SCHEME,
         prev_hash=prev_hash,
         hash=record_hash(content, prev_hash),
     )
@@ -182,7 +117,18 @@ class _EntryState:
     released: bool = False
 
 
-def _record_content(record: LedgerEvent, entry: LedgerEntry | None) -> dict[str, Any]:
+@dataclass
+class _Walk:
+    """What verifying a chain carries from record to record."""
+
+    states: dict[int, _EntryState] = field(default_factory=dict)
+    scheme: int | None = None  # the scheme of the last record (None: none yet)
+    reserved: list[LedgerEntry] = field(default_factory=list)  # so far, in chain order
+    uncovered: bool = False  # entries reserved under scheme 1 whose events no record covers
+
+
+def _record_content(record: LedgerEvent, entry: LedgerEntry | None,
+                    reserved: list[LedgerEntry]) -> dict[str, Any]:
     budget = (record.budget_epsilon, record.budget_delta) if record.kind == BUDGET else None
     return event_content(
         dataset_id=record.dataset_id,
@@ -193,7 +139,42 @@ def _record_content(record: LedgerEvent, entry: LedgerEntry | None) -> dict[str,
         entry=entry if record.kind == RESERVE else None,
         steps=record.steps,
         budget=budget,
+        scheme=record.scheme,
+        events=reserved_events(reserved) if record.kind == SCHEME else None,
     )
+
+
+def _scheme_change(record: LedgerEvent, walk: _Walk) -> str | None:
+    """Why ``record``'s scheme breaks the chain's rules, or None (see the module docstring)."""
+    if record.scheme not in (LEGACY_SCHEME, EVENT_SCHEME):
+        return f"unknown hash scheme {record.scheme!r}"
+    previous = walk.scheme
+    if previous is not None and record.scheme < previous:
+        return f"a scheme-{record.scheme} record after scheme-{previous} records"
+    if record.kind == SCHEME:
+        if record.entry_id is not None:
+            return "a scheme record names a ledger entry"
+        if previous is None or record.scheme <= previous:
+            return "a scheme record that changes no scheme"
+        return None
+    if previous is not None and record.scheme > previous and walk.uncovered:
+        return (f"a scheme-{record.scheme} record follows entries reserved under scheme "
+                f"{previous} without a scheme record covering their events")
+    return None
+
+
+def _migrated_event_mismatch(reserved: list[LedgerEntry]) -> str | None:
+    """The first entry reserved under scheme 1 whose stored event is not exactly the one its
+    (scheme-1 hashed) columns record."""
+    for entry in reserved:
+        try:
+            matches = ledger_spend.recorded_event(entry) == ledger_spend.columns_event(entry)
+        except LedgerIntegrityError as error:
+            return str(error)
+        if not matches:
+            return (f"ledger_entry {entry.id}'s event is not the one its scheme-1 columns "
+                    "record")
+    return None
 
 
 def _illegal(record: LedgerEvent, entry: LedgerEntry, state: _EntryState | None) -> str | None:
@@ -219,7 +200,7 @@ def _check(
     expected_seq: int,
     prev_hash: str,
     entries: dict[int, LedgerEntry],
-    states: dict[int, _EntryState],
+    walk: _Walk,
 ) -> str | None:
     """Why ``record`` breaks the chain, or None when it links and its content is intact."""
     if record.seq != expected_seq:
@@ -228,29 +209,44 @@ def _check(
         return f"seq {record.seq} where seq {expected_seq} was expected: a record was inserted"
     if record.prev_hash != prev_hash:
         return "prev_hash does not match the hash of the previous record"
-    if record.kind not in (RESERVE, COMMIT, RELEASE, BUDGET):
+    if record.kind not in KINDS:
         return f"unknown record kind {record.kind!r}"
-    if record.kind == BUDGET:
+    changed = _scheme_change(record, walk)
+    if changed is not None:
+        return changed
+    reserved = walk.reserved
+    if record.kind in (BUDGET, SCHEME):
         if record.entry_id is not None:
-            return "a budget record names a ledger entry"
+            return f"a {record.kind} record names a ledger entry"
         entry = None
     else:
         entry = entries.get(record.entry_id) if record.entry_id is not None else None
         if entry is None:
             return f"ledger_entry {record.entry_id} is missing"
-    if record_hash(_record_content(record, entry), record.prev_hash) != record.hash:
+    content = _record_content(record, entry, reserved)
+    if record_hash(content, record.prev_hash) != record.hash:
         what = f"or its ledger_entry {entry.id}'s " if record.kind == RESERVE and entry else ""
+        what = "or an earlier-reserved entry's event " if record.kind == SCHEME else what
         return f"hash does not match the record's content {what}(changed after it was written)"
+    if record.kind == SCHEME:
+        return _migrated_event_mismatch(reserved)
     if entry is not None:
-        illegal = _illegal(record, entry, states.get(entry.id))
+        illegal = _illegal(record, entry, walk.states.get(entry.id))
         if illegal is not None:
             return f"illegal transition: {illegal}"
     return None
 
 
-def _apply(record: LedgerEvent, states: dict[int, _EntryState]) -> None:
+def _apply(record: LedgerEvent, entries: dict[int, LedgerEntry], walk: _Walk) -> None:
+    walk.scheme = record.scheme
+    if record.kind == SCHEME:
+        walk.uncovered = False
+    if record.kind == RESERVE and record.entry_id is not None:
+        walk.reserved.append(entries[record.entry_id])
+        walk.uncovered = walk.uncovered or record.scheme < EVENT_SCHEME
     if record.entry_id is None:
         return
+    states = walk.states
     state = states.setdefault(record.entry_id, _EntryState())
     if record.kind == COMMIT:
         state.committed = -1 if record.steps is None else record.steps
@@ -374,12 +370,12 @@ def _first_invalid(
     head_hash: str,
 ) -> dict[str, Any] | None:
     prev_hash = GENESIS_HASH
-    states: dict[int, _EntryState] = {}
+    walk = _Walk()
     for expected_seq, record in enumerate(records, start=1):
-        reason = _check(record, expected_seq, prev_hash, entries, states)
+        reason = _check(record, expected_seq, prev_hash, entries, walk)
         if reason is not None:
             return _invalid(record.id, record.seq, reason)
-        _apply(record, states)
+        _apply(record, entries, walk)
         prev_hash = record.hash
     last_seq = records[-1].seq if records else 0
     if last_seq < head_seq:

@@ -1,9 +1,10 @@
 """The ledger's two append-only tables, both covered by a per-dataset hash chain.
 
 ``ledger_entry``: one per job or per statistics release (exactly one of ``job_id`` and
-``statistics_release_id``), holding the mechanism so spend can be recomposed tightly. A
-statistics release's entry also lists its noisy vectors' noise multipliers (``components``,
-``app.privacy.mechanisms``); it is one step at sample rate 1.
+``statistics_release_id``), holding its release as a dp-accounting ``DpEvent`` (``event``,
+``app.privacy.events``): what every figure is composed from. Its mechanism columns (name,
+noise multiplier, sample rate, steps; a statistics release's noisy vectors' noise multipliers,
+``components``) describe the same event for reports and are checked against it.
 ``ledger_event``: one per state change of an entry, plus one per budget change of the dataset.
 Neither table is ever updated or deleted from; an entry's state is derived from its events:
 
@@ -13,8 +14,11 @@ Neither table is ever updated or deleted from; an entry's state is derived from 
 * ``release``: what is not committed goes back: everything for a job cancelled before it
   started, the unrun remainder for one stopped at an epoch boundary.
 * ``budget``: the dataset's (epsilon, delta) budget was set, so the budget is chained too.
-Each event carries ``hash = sha256(canonical content + prev_hash)`` chained per dataset (see
-``app.ledger.chain``); a reserve event's content includes its entry's mechanism parameters.
+* ``scheme``: from this record on the chain hashes under a newer scheme; the record commits to
+  what the new scheme covers for the entries reserved before it (their events).
+Each event carries ``hash = sha256(canonical content + prev_hash)`` chained per dataset under
+its ``scheme`` (see ``app.ledger.chain``); a reserve event's content includes its entry's
+mechanism parameters and, from scheme 2, its event.
 """
 
 from datetime import datetime
@@ -41,19 +45,19 @@ from sqlalchemy.orm import Mapped, column_property, mapped_column, object_sessio
 
 from app.core.database import Base
 from app.core.time import utcnow
-from app.privacy.mechanisms import GAUSSIAN, LAPLACE
+from app.privacy.events import NON_PRIVATE as NON_PRIVATE
+from app.privacy.events import SUBSAMPLED_GAUSSIAN as SUBSAMPLED_GAUSSIAN
 
 RESERVED, COMMITTED, RELEASED = "reserved", "committed", "released"
 RESERVE, COMMIT, RELEASE, BUDGET = "reserve", "commit", "release", "budget"
+SCHEME = "scheme"
+KINDS = (RESERVE, COMMIT, RELEASE, BUDGET, SCHEME)
 STATUS_AFTER = {RESERVE: RESERVED, COMMIT: COMMITTED, RELEASE: RELEASED}
-SUBSAMPLED_GAUSSIAN = "poisson_subsampled_gaussian"
-NON_PRIVATE = "non_private"
-# A statistics release's mechanisms (app.privacy.mechanisms): Gaussian or Laplace noise, once.
-GAUSSIAN_RELEASE, LAPLACE_RELEASE = GAUSSIAN, LAPLACE
-JOB_MECHANISMS = (SUBSAMPLED_GAUSSIAN, NON_PRIVATE)
-RELEASE_MECHANISMS = (GAUSSIAN_RELEASE, LAPLACE_RELEASE)
-MECHANISMS = (*JOB_MECHANISMS, *RELEASE_MECHANISMS)
 GENESIS_HASH = "0" * 64
+# Scheme 1: records written before entries stored their event (their content is unchanged);
+# scheme 2: a record's content names its scheme, and a reserve's its entry's event.
+LEGACY_SCHEME, EVENT_SCHEME = 1, 2
+CURRENT_SCHEME = EVENT_SCHEME
 
 # The ledger's columns on the dataset row: the lock counter, the chain head and the budget.
 # The row belongs to the datasets domain; the ledger reads and moves only these columns, through
@@ -74,12 +78,13 @@ class LedgerEvent(Base):
     __tablename__ = "ledger_event"
     __table_args__ = (
         UniqueConstraint("dataset_id", "seq"),
-        CheckConstraint("kind IN ('reserve', 'commit', 'release', 'budget')", name="kind"),
+        CheckConstraint("kind IN ('reserve', 'commit', 'release', 'budget', 'scheme')",
+                        name="kind"),
     )
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     dataset_id: Mapped[int] = mapped_column(ForeignKey("dataset.id"))
-    # None only for a budget event.
+    # None only for a budget or a scheme event.
     entry_id: Mapped[int | None] = mapped_column(
         ForeignKey("ledger_entry.id"), index=True, nullable=True
     )
@@ -93,6 +98,9 @@ class LedgerEvent(Base):
     # budget: the dataset's budget from this record on (None, None: no budget, public data).
     budget_epsilon: Mapped[float | None] = mapped_column(Float, nullable=True)
     budget_delta: Mapped[float | None] = mapped_column(Float, nullable=True)
+    # The chain scheme the hash is computed under (app.ledger.chain); never decreases.
+    scheme: Mapped[int] = mapped_column(Integer, default=CURRENT_SCHEME,
+                                        server_default=str(LEGACY_SCHEME))
     prev_hash: Mapped[str] = mapped_column(String(64))
     hash: Mapped[str] = mapped_column(String(64))
 
@@ -129,6 +137,8 @@ class LedgerEntry(Base):
     statistics_release_id: Mapped[int | None] = mapped_column(
         ForeignKey("statistics_release.id"), unique=True, nullable=True
     )
+    # The release as a dp-accounting event (app.privacy.events.to_json): what is accounted.
+    event: Mapped[dict[str, Any]] = mapped_column(JSON)
     # A statistics release's noise multipliers, one per noisy vector (None for a job).
     components: Mapped[list[float] | None] = mapped_column(JSON, nullable=True)
     mechanism: Mapped[str] = mapped_column(String(48))

@@ -23,16 +23,14 @@ from app.ledger.errors import BudgetBelowSpend, BudgetExceeded
 from app.ledger.models import (
     BUDGET,
     COMMIT,
-    NON_PRIVATE,
     RELEASE,
     RESERVE,
     RESERVED,
-    SUBSAMPLED_GAUSSIAN,
     LedgerEntry,
     dataset_ledger,
 )
 from app.ledger.spend import Budgeted
-from app.privacy import accounting
+from app.privacy import accounting, events
 from app.privacy import noise as noise_search
 from app.privacy.figures import round_down
 from app.privacy.filter import CITATION, RenyiFilter, filter_order
@@ -99,7 +97,8 @@ def reserve(
     entry = LedgerEntry(
         dataset_id=dataset.id,
         job_id=job_id,
-        mechanism=NON_PRIVATE if mechanism.non_private else SUBSAMPLED_GAUSSIAN,
+        event=events.to_json(mechanism.event),
+        mechanism=events.describe(mechanism.event).mechanism,
         noise_multiplier=mechanism.noise_multiplier,
         sample_rate=mechanism.sample_rate,
         steps=mechanism.steps,

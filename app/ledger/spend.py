@@ -1,13 +1,16 @@
 """What a dataset's ledger entries spend, by the dataset's privacy filter.
 
-Epsilon is never stored alone: it is recomputed here from the entries' mechanisms (noise
-multiplier, sample rate, charged steps), after checking that each entry can be composed as it
-was recorded. A dataset with a budget is guarded by a Rényi filter at one fixed order
-(``app.privacy.filter``): its spend is the (epsilon, delta) that the RDP sum at that order
-converts to, except that a single release is worth its own tight epsilon (the filter's
-first-release rule). The admission (``app.ledger.service``) and the reports read spend here.
+Epsilon is never stored alone: it is recomputed here from the entries' dp-accounting events
+(the part their charged steps spent), by the one accountant interface
+(``app.privacy.accounting``), after checking that each entry can be composed as it was
+recorded; nothing here tells one mechanism from another. A dataset with a budget is guarded by
+a Rényi filter at one fixed order (``app.privacy.filter``): its spend is the (epsilon, delta)
+that the RDP sum at that order converts to, except that a single release is worth its own
+tight epsilon (the filter's first-release rule). The admission (``app.ledger.service``) and
+the reports read spend here.
 """
 
+import json
 import math
 from dataclasses import dataclass
 from datetime import datetime
@@ -15,17 +18,12 @@ from functools import lru_cache
 from typing import Protocol
 
 import numpy as np
+from dp_accounting.dp_event import DpEvent
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from app.ledger.models import (
-    JOB_MECHANISMS,
-    LAPLACE_RELEASE,
-    NON_PRIVATE,
-    RELEASE_MECHANISMS,
-    LedgerEntry,
-)
-from app.privacy import accounting, mechanisms
+from app.ledger.models import LedgerEntry
+from app.privacy import accounting, events
 from app.privacy.filter import RenyiFilter, filter_order, rdp_at
 
 COMPOSITION_ACCOUNTANT = "rdp"
@@ -67,100 +65,131 @@ class Spend:
         return max(self.budget_epsilon - self.composed_epsilon, 0.0)
 
 
-def _check_release(entry: LedgerEntry) -> None:
-    """A statistics release's entry: positive components that its noise multiplier, one step
-    at sample rate 1, agrees with (``app.privacy.mechanisms``)."""
-    components = entry.components or []
-    if not components or not all(isinstance(c, int | float) and 0 < c < math.inf
-                                 for c in components):
+def recorded_event(entry: LedgerEntry) -> DpEvent:
+    """The entry's whole planned release as a dp-accounting event: the event it stores, or, for
+    an entry that has none (one built in memory as entries were before events were stored),
+    the event its columns record (``events.from_columns``, the reading migration 0018 used).
+
+    Raises:
+        LedgerIntegrityError: the stored event is no dp-accounting event, or the columns of an
+            entry without one contradict each other.
+    """
+    if entry.event is None:
+        return columns_event(entry)
+    try:
+        return _parsed(json.dumps(entry.event, sort_keys=True))
+    except (ValueError, TypeError) as error:
+        raise LedgerIntegrityError(f"ledger entry {entry.id}: {error}") from error
+
+
+def columns_event(entry: LedgerEntry) -> DpEvent:
+    """The event the entry's mechanism columns record, read as entries written before events
+    were stored (chain scheme 1) are read (``events.from_columns``).
+
+    Raises:
+        LedgerIntegrityError: the columns contradict each other or name an unknown mechanism.
+    """
+    try:
+        return events.from_columns(
+            mechanism=entry.mechanism, noise_multiplier=entry.noise_multiplier,
+            sample_rate=entry.sample_rate, steps=entry.steps, components=entry.components,
+            release=entry.statistics_release_id is not None)
+    except (ValueError, TypeError) as error:
+        raise LedgerIntegrityError(f"ledger entry {entry.id}: {error}") from error
+
+
+@lru_cache(maxsize=4096)
+def _parsed(serialised: str) -> DpEvent:
+    """Ledger entries are immutable, so each stored event is parsed once."""
+    return events.from_json(json.loads(serialised))
+
+
+def _check_columns(entry: LedgerEntry, event: DpEvent) -> None:
+    """The entry's descriptive columns must say what its event is (where the event fixes
+    them): the reports read the columns, the accountants the event."""
+    said = events.describe(event)
+    components = None if entry.components is None else [float(c) for c in entry.components]
+    agree = (
+        said.mechanism == entry.mechanism
+        and (said.noise_multiplier is None
+             or math.isclose(entry.noise_multiplier, said.noise_multiplier, rel_tol=1e-9))
+        and said.sample_rate in (None, entry.sample_rate)
+        and said.steps in (None, entry.steps)
+        and (said.components is None or said.components == components)
+    )
+    if not agree:
         raise LedgerIntegrityError(
-            f"ledger entry {entry.id}: a {entry.mechanism} release needs positive components"
-        )
-    expected = mechanisms.equivalent_multiplier(entry.mechanism, components)
-    if (entry.sample_rate != 1.0 or entry.steps != 1
-            or not math.isclose(entry.noise_multiplier, expected, rel_tol=1e-9)):
-        raise LedgerIntegrityError(
-            f"ledger entry {entry.id}: noise {entry.noise_multiplier}, sample rate "
-            f"{entry.sample_rate} and {entry.steps} steps contradict its {entry.mechanism} "
-            f"components (noise {expected:.6g}, sample rate 1, one step)"
+            f"ledger entry {entry.id}: its columns ({entry.mechanism}, noise "
+            f"{entry.noise_multiplier}, sample rate {entry.sample_rate}, {entry.steps} steps, "
+            f"components {entry.components}) contradict its event {events.canonical(event)}"
         )
 
 
 def check_entry(entry: LedgerEntry) -> None:
-    """Check what the entry records before composing it: a mechanism known for its owner (a
-    job or a statistics release) whose parameters agree with its name (non-private exactly
-    when the noise is zero; a release's components), and an accountant that composes soundly
-    under the filter.
+    """Check what the entry records before composing it: a dp-accounting event (or, for an
+    entry without one, columns that make sense as they had to before events were stored),
+    descriptive columns that agree with it, and an accountant that composes soundly under the
+    filter.
 
     Raises:
         LedgerIntegrityError: the entry cannot be composed as recorded.
     """
-    release = entry.statistics_release_id is not None
-    known = RELEASE_MECHANISMS if release else JOB_MECHANISMS
-    if entry.mechanism not in known:
-        raise LedgerIntegrityError(
-            f"ledger entry {entry.id}: unknown mechanism {entry.mechanism!r} for a "
-            f"{'statistics release' if release else 'job'}"
-        )
-    if release:
-        _check_release(entry)
-    elif (entry.noise_multiplier <= 0.0) != (entry.mechanism == NON_PRIVATE):
-        raise LedgerIntegrityError(
-            f"ledger entry {entry.id}: noise {entry.noise_multiplier} contradicts its mechanism "
-            f"{entry.mechanism!r}"
-        )
+    _checked_event(entry)
+
+
+def _checked_event(entry: LedgerEntry) -> DpEvent:
+    """The entry's recorded event, after ``check_entry``'s checks."""
+    event = recorded_event(entry)
+    _check_columns(entry, event)
     if entry.accountant not in COMPOSABLE_ACCOUNTANTS:
         raise LedgerIntegrityError(
             f"ledger entry {entry.id}: accountant {entry.accountant!r} cannot be composed by the "
             f"filter; known: {sorted(COMPOSABLE_ACCOUNTANTS)}"
         )
+    return event
+
+
+def event_of(entry: LedgerEntry, steps: int | None = None) -> DpEvent:
+    """The part of the entry's event that counts: its charged steps (see charged_steps), or
+    ``steps`` of it (what it held at an earlier point of its chain, for a replay).
+
+    Raises:
+        LedgerIntegrityError: the entry cannot be composed as recorded, or only part of it is
+            charged and its event is not a self-composition of its steps.
+    """
+    event = _checked_event(entry)
+    held = entry.charged_steps if steps is None else steps
+    try:
+        return events.first_steps(event, held, entry.steps)
+    except ValueError as error:
+        raise LedgerIntegrityError(f"ledger entry {entry.id}: {error}") from error
 
 
 def mechanism_of(entry: LedgerEntry, steps: int | None = None) -> accounting.Mechanism:
-    """The part of the entry's mechanism that counts: its charged steps (see charged_steps),
-    or ``steps`` of it (what it held at an earlier point of its chain, for a replay).
-
-    A Gaussian statistics release is exactly one full-batch Gaussian step at its composed
-    multiplier; a Laplace release is no Gaussian mechanism (see ``entry_rdp_curve``).
+    """The charged part of the entry as one DP-SGD ``Mechanism``, for callers that search
+    noise for such plans (``accounting.as_mechanism``); see ``event_of``.
 
     Raises:
-        LedgerIntegrityError: the entry cannot be composed as recorded, or is a Laplace
-            release.
+        LedgerIntegrityError: the entry cannot be composed as recorded, or its event is no
+            such mechanism.
     """
-    check_entry(entry)
-    if entry.mechanism == LAPLACE_RELEASE:
-        raise LedgerIntegrityError(f"ledger entry {entry.id}: a Laplace release has no "
-                                   "Gaussian mechanism; compose it by its RDP")
-    held = entry.charged_steps if steps is None else steps
-    return accounting.Mechanism(entry.noise_multiplier, entry.sample_rate, held)
-
-
-def _laplace_components(entry: LedgerEntry, steps: int | None = None) -> list[float]:
-    """A Laplace release's charged components (none if it was released before it ran)."""
-    check_entry(entry)
-    held = entry.charged_steps if steps is None else steps
-    return list(entry.components or []) if held > 0 else []
+    event = event_of(entry, steps)
+    mechanism = accounting.as_mechanism([event])
+    if mechanism is None:
+        raise LedgerIntegrityError(f"ledger entry {entry.id}: its event "
+                                   f"{events.canonical(event)} is no DP-SGD mechanism")
+    return mechanism
 
 
 def entry_rdp_at(entry: LedgerEntry, order: float, steps: int | None = None) -> float:
     """One entry's RDP at a grid ``order`` (inf when non-private), at its charged steps or at
     ``steps``."""
-    if entry.mechanism != LAPLACE_RELEASE:
-        return rdp_at([mechanism_of(entry, steps)], order)
-    components = _laplace_components(entry, steps)
-    if not components:
-        return 0.0
-    return float(mechanisms.component_rdp(LAPLACE_RELEASE, components, np.array([order]))[0])
+    return rdp_at([event_of(entry, steps)], order)
 
 
 def entry_rdp_curve(entry: LedgerEntry) -> np.ndarray:
     """One entry's RDP on the fixed grid of orders."""
-    if entry.mechanism != LAPLACE_RELEASE:
-        return accounting.rdp_curve([mechanism_of(entry)])
-    components = _laplace_components(entry)
-    if not components:
-        return np.zeros(len(accounting.ORDERS))
-    return mechanisms.component_rdp(LAPLACE_RELEASE, components, accounting.ORDERS)
+    return accounting.rdp_curve([event_of(entry)])
 
 
 def _checked(entries: list[LedgerEntry]) -> list[LedgerEntry]:
@@ -213,25 +242,15 @@ def spent_rdp(entries: list[LedgerEntry], order: float) -> float:
 
 def single_release_epsilon(entry: LedgerEntry, delta: float, steps: int | None = None) -> float:
     """One release alone, by the tight accountant (the filter's first-release rule, and the
-    figure the release's own report gives); a Laplace release by the tighter of its pure
-    epsilon and its RDP conversion at ``delta``. At its charged steps, or at ``steps``."""
-    if entry.mechanism == LAPLACE_RELEASE:
-        components = _laplace_components(entry, steps)
-        if not components:
-            return 0.0
-        curve = mechanisms.component_rdp(LAPLACE_RELEASE, components, accounting.ORDERS)
-        return min(mechanisms.laplace_epsilon(components),
-                   accounting.rdp_to_epsilon(curve, delta))
-    m = mechanism_of(entry, steps)
-    return _tight_epsilon(m.noise_multiplier, m.sample_rate, m.steps, delta)
+    figure the release's own report gives), at its charged steps, or at ``steps``."""
+    return _tight_epsilon(events.canonical(event_of(entry, steps)), delta)
 
 
 @lru_cache(maxsize=4096)
-def _tight_epsilon(noise_multiplier: float, sample_rate: float, steps: int, delta: float
-                   ) -> float:
+def _tight_epsilon(event: str, delta: float) -> float:
     """Ledger entries are immutable, so a report recomputes each one's figure only once."""
-    mechanism = accounting.Mechanism(noise_multiplier, sample_rate, steps)
-    return accounting.create_accountant(TIGHT_ACCOUNTANT).epsilon([mechanism], delta)
+    tight = accounting.create_accountant(TIGHT_ACCOUNTANT)
+    return tight.epsilon([events.from_json(json.loads(event))], delta)
 
 
 def filtered_epsilon(guard: RenyiFilter, entries: list[LedgerEntry]) -> float:

@@ -1,7 +1,14 @@
 """Privacy accountants behind one small interface, and the Rényi composition the ledger uses.
 
-Every figure is computed from a mechanism history of (noise multiplier, sample rate, steps) for
-the Poisson-subsampled Gaussian mechanism of DP-SGD; an epsilon is never stored on its own.
+Every figure is computed from a history of dp-accounting ``DpEvent``s (``app.privacy.events``);
+a ``Mechanism`` (noise multiplier, sample rate, steps) is DP-SGD's event for short. An epsilon
+is never stored on its own. The parts of a history with a kernel here are computed by it, so
+the figures stay those the ledger has always given: the Poisson-subsampled Gaussian by Opacus'
+RDP analysis (at fractional orders dp-accounting's ``RdpAccountant`` bounds it from above, up
+to several times higher at orders near 1) and by ``app.privacy.pld``; the Gaussian and Laplace
+one-shot mechanisms in closed form (``app.privacy.mechanisms``). Any other event is composed
+by dp-accounting's ``RdpAccountant`` on the same orders, so a new kind of release needs no new
+code here; one that no accountant supports counts as non-private (never under-reported).
 
 * ``rdp``: Rényi DP over a fixed grid of orders. Composition by adding RDP curves is sound even
   when each next job is chosen after seeing earlier results, so the ledger's admission (a privacy
@@ -21,11 +28,13 @@ from functools import lru_cache
 from typing import Protocol
 
 import numpy as np
+from dp_accounting.dp_event import DpEvent
+from dp_accounting.rdp import RdpAccountant
 from opacus.accountants.analysis.rdp import compute_rdp
 from scipy.optimize import brentq
 from scipy.special import gammaln, log_ndtr, ndtr
 
-from app.privacy import pld
+from app.privacy import events, mechanisms, pld
 
 # Fixed, public grid of Rényi orders (a filter must not pick orders after seeing the data).
 RDP_ORDERS: tuple[float, ...] = tuple(
@@ -59,12 +68,35 @@ class Mechanism:
     def non_private(self) -> bool:
         return self.noise_multiplier <= 0.0
 
+    @property
+    def event(self) -> DpEvent:
+        """The dp-accounting event: ``steps`` self-composed Poisson-subsampled Gaussians."""
+        return events.dpsgd(self.noise_multiplier, self.sample_rate, self.steps)
+
+
+# What an accountant composes: dp-accounting events, DP-SGD's as a ``Mechanism`` for short.
+History = Sequence[Mechanism | DpEvent]
+
+
+def leaves_of(history: History) -> events.Leaves:
+    """The history's parts as the accountants read them (``events.leaves``)."""
+    return events.leaves([h.event if isinstance(h, Mechanism) else h for h in history])
+
+
+def as_mechanism(history: History) -> Mechanism | None:
+    """The history as one ``Mechanism`` (sigma, q, steps) where it is exactly one (subsampled)
+    Gaussian part run some number of times; else None."""
+    parts = leaves_of(history)
+    if len(parts.gaussian) != 1 or parts.laplace or parts.other or parts.non_private:
+        return None
+    return Mechanism(*parts.gaussian[0])
+
 
 class Accountant(Protocol):
     name: str  # the registry key, stored with every figure
     description: str  # what reports may print
 
-    def epsilon(self, history: Sequence[Mechanism], delta: float) -> float:
+    def epsilon(self, history: History, delta: float) -> float:
         """Epsilon of the composed history at ``delta``; ``inf`` if any entry is non-private."""
         ...
 
@@ -83,16 +115,63 @@ def _rdp_per_step(noise_multiplier: float, sample_rate: float) -> np.ndarray:
     return curve
 
 
-def rdp_curve(history: Sequence[Mechanism]) -> np.ndarray:
-    """The composed RDP curve (sum over entries) on the fixed order grid."""
+@lru_cache(maxsize=8192)
+def step_rdp(noise_multiplier: float, sample_rate: float, order: float) -> float:
+    """One step's RDP at one order (Opacus' analysis, as ``rdp_curve`` uses on the grid)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return float(compute_rdp(q=sample_rate, noise_multiplier=noise_multiplier, steps=1,
+                                 orders=[order])[0])
+
+
+def _other_rdp(parts: events.Leaves, orders: np.ndarray) -> np.ndarray:
+    """dp-accounting's RDP of the parts without a kernel here; inf where it has none."""
+    theirs = RdpAccountant(orders=[float(a) for a in orders])
+    for event, count in parts.other:
+        if not theirs.supports(event):
+            return np.full(len(orders), np.inf)
+        theirs.compose(event, count)
+    return np.asarray(theirs.rdp, dtype=float)
+
+
+def rdp_curve(history: History) -> np.ndarray:
+    """The composed RDP curve (sum over the history's parts) on the fixed order grid."""
+    parts = leaves_of(history)
+    if parts.non_private:
+        return np.full(len(RDP_ORDERS), np.inf)
     total = np.zeros(len(RDP_ORDERS))
-    for m in history:
-        if m.steps == 0:
-            continue
-        if m.non_private:
-            return np.full(len(RDP_ORDERS), np.inf)
-        total += m.steps * _rdp_per_step(m.noise_multiplier, m.sample_rate)
+    for sigma, q, count in parts.gaussian:
+        total += count * _rdp_per_step(sigma, q)
+    for multiplier, count in parts.laplace:
+        total += count * mechanisms.laplace_rdp(1.0 / multiplier, ORDERS)
+    if parts.other:
+        total += _other_rdp(parts, ORDERS)
     return total
+
+
+def rdp_at_order(history: History, order: float) -> float:
+    """RDP of ``history`` at one ``order`` (inf when any part is non-private), computed at that
+    order only: the filter never needs the others."""
+    parts = leaves_of(history)
+    if parts.non_private:
+        return math.inf
+    total = 0.0
+    for sigma, q, count in parts.gaussian:
+        total += count * step_rdp(sigma, q, order)
+    for multiplier, count in parts.laplace:
+        total += count * float(mechanisms.laplace_rdp(1.0 / multiplier, np.array([order]))[0])
+    if parts.other:
+        total += float(_other_rdp(parts, np.array([order]))[0])
+    return total
+
+
+def pure_epsilon(history: History) -> float:
+    """The pure (delta 0) epsilon of the history: the sum of its Laplace parts' epsilons; inf
+    when any part is not pure DP (a Gaussian, a non-private step, another kind)."""
+    parts = leaves_of(history)
+    if parts.non_private or parts.gaussian or parts.other:
+        return math.inf
+    return math.fsum(count / multiplier for multiplier, count in parts.laplace)
 
 
 ORDERS = np.array(RDP_ORDERS, dtype=float)
@@ -172,7 +251,7 @@ class RDPAccountant:
     name = "rdp"
     description = "Rényi DP (RDP), composed across jobs by the ledger"
 
-    def epsilon(self, history: Sequence[Mechanism], delta: float) -> float:
+    def epsilon(self, history: History, delta: float) -> float:
         return rdp_to_epsilon(rdp_curve(history), delta)
 
 
@@ -200,12 +279,20 @@ class PLDAccountant:
     def __init__(self, max_points: int = MAX_PLD_POINTS) -> None:
         self.max_points = max_points
 
-    def epsilon(self, history: Sequence[Mechanism], delta: float) -> float:
-        live = [m for m in history if m.steps > 0]
-        if not live:
+    def epsilon(self, history: History, delta: float) -> float:
+        """The history's tight epsilon: the PLD of its (subsampled) Gaussian parts; for
+        Laplace parts alone the tighter of their pure epsilon and RDP; any other mix, RDP
+        (an upper bound too)."""
+        parts = leaves_of(history)
+        if parts.empty:
             return 0.0
-        if any(m.non_private for m in live):
+        if parts.non_private:
             return math.inf
+        if parts.laplace and not (parts.gaussian or parts.other):
+            return min(pure_epsilon(history), RDPAccountant().epsilon(history, delta))
+        if parts.laplace or parts.other:
+            return RDPAccountant().epsilon(history, delta)
+        live = [Mechanism(sigma, q, count) for sigma, q, count in parts.gaussian]
         if all(m.sample_rate >= 1.0 for m in live):
             return gaussian_epsilon(live, delta)
         entries = tuple((m.noise_multiplier, m.sample_rate, m.steps) for m in live)
@@ -273,7 +360,7 @@ _REGISTRY: dict[str, type] = {"rdp": RDPAccountant, "prv": PLDAccountant}
 ACCOUNTANTS: tuple[str, ...] = tuple(_REGISTRY)
 
 
-def epsilon_by_accountant(history: Sequence[Mechanism], delta: float) -> dict[str, float]:
+def epsilon_by_accountant(history: History, delta: float) -> dict[str, float]:
     """The history's epsilon at ``delta`` by every registered accountant (``inf``: non-private).
 
     The one place a job's figures are computed for each accountant: the ledger records them
@@ -302,3 +389,4 @@ def clear_caches() -> None:
     """Forget cached figures (benchmarks measure cold costs)."""
     pld.clear_caches()
     _rdp_per_step.cache_clear()
+    step_rdp.cache_clear()

@@ -26,20 +26,18 @@ that one mechanism. Either branch is (epsilon, delta)-DP.
 """
 
 import math
-import warnings
-from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import lru_cache
 
 import numpy as np
-from opacus.accountants.analysis.rdp import compute_rdp
 
 from app.privacy.accounting import (
     MAX_NOISE_MULTIPLIER,
     MIN_NOISE_MULTIPLIER,
     ORDERS,
     RDP_ORDERS,
+    History,
     Mechanism,
+    rdp_at_order,
 )
 
 _GRID = frozenset(RDP_ORDERS)
@@ -61,31 +59,16 @@ def filter_order(epsilon: float, delta: float) -> float:
     return float(ORDERS[int(np.argmax(room))])
 
 
-@lru_cache(maxsize=8192)
-def _step_rdp(noise_multiplier: float, sample_rate: float, order: float) -> float:
-    """One step's RDP at one order (Opacus' analysis, as ``accounting.rdp_curve`` uses)."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        return float(compute_rdp(q=sample_rate, noise_multiplier=noise_multiplier, steps=1,
-                                 orders=[order])[0])
+def rdp_at(history: History, order: float) -> float:
+    """RDP of ``history`` (dp-accounting events, or DP-SGD mechanisms) at ``order`` (a grid
+    order); inf when any part is non-private.
 
-
-def rdp_at(history: Sequence[Mechanism], order: float) -> float:
-    """RDP of ``history`` at ``order`` (a grid order); inf when any part is non-private.
-
-    Computed at the one order only: the filter never needs the others.
+    Computed at the one order only (``accounting.rdp_at_order``): the filter never needs the
+    others.
     """
     if order not in _GRID:
         raise ValueError(f"order {order} is not on the fixed grid of Rényi orders")
-    total = 0.0
-    for mechanism in history:
-        if mechanism.steps == 0:
-            continue
-        if mechanism.non_private:
-            return math.inf
-        total += mechanism.steps * _step_rdp(mechanism.noise_multiplier,
-                                             mechanism.sample_rate, order)
-    return total
+    return rdp_at_order(history, order)
 
 
 @dataclass(frozen=True)

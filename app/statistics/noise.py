@@ -4,8 +4,8 @@ OpenDP's ``make_gaussian`` and ``make_laplace`` on float vectors sample exactly 
 lattice, with rational arithmetic) and so resist the floating-point attacks on textbook samplers
 (Mironov 2012); their privacy maps give each vector's zCDP rho (Gaussian) or pure epsilon
 (Laplace) at its sensitivity, and those figures, not ours, are what the ledger charges: each
-vector becomes a ledger component with noise multiplier 1 / sqrt(2 rho) or 1 / epsilon
-(``app.privacy.mechanisms``).
+vector becomes a dp-accounting event with noise multiplier 1 / sqrt(2 rho) or 1 / epsilon
+(``app.privacy.mechanisms``), and the release the composition of its vectors' events.
 
 How the target is split. Gaussian: the release's target (epsilon, delta) is met exactly by one
 Gaussian with signal-to-noise mu (``mechanisms.gaussian_mu``); Gaussian vectors compose by
@@ -22,8 +22,9 @@ from importlib.metadata import version
 from typing import Any
 
 import numpy as np
+from dp_accounting.dp_event import ComposedDpEvent, DpEvent
 
-from app.privacy import mechanisms
+from app.privacy import events, mechanisms
 from app.statistics.plan import QueryPlan, Vector
 from app.statistics.schemas import NoiseMechanism
 
@@ -60,6 +61,11 @@ class Noise:
         if self.distribution == mechanisms.GAUSSIAN:
             return 1.0 / math.sqrt(2.0 * self.privacy)
         return 1.0 / self.privacy
+
+    @property
+    def event(self) -> DpEvent:
+        """The vector's release as a dp-accounting event, at its ledger multiplier."""
+        return events.ONE_SHOT[self.distribution](self.multiplier)
 
     @property
     def standard_error(self) -> float:
@@ -104,9 +110,10 @@ def calibrate(plans: list[QueryPlan], *, mechanism: NoiseMechanism, epsilon: flo
     return [[_laplace(v, epsilon) for v in p.vectors] for p in plans]
 
 
-def components(noises: list[list[Noise]]) -> tuple[float, ...]:
-    """The release's ledger components, one per vector, in query order."""
-    return tuple(n.multiplier for query in noises for n in query)
+def event(noises: list[list[Noise]]) -> DpEvent:
+    """The release as one dp-accounting event: its vectors' events composed, in query order
+    (the ledger records their multipliers as its components)."""
+    return ComposedDpEvent([n.event for query in noises for n in query])
 
 
 def draw(noise: Noise, exact: np.ndarray) -> np.ndarray:

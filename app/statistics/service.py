@@ -9,6 +9,7 @@ back, so nothing is charged and nothing is answered) and commits its charge. The
 only after that transaction commits (the route's unit of work commits before it responds).
 """
 
+import math
 from typing import Any
 
 from sqlalchemy import func, select
@@ -21,11 +22,12 @@ from app.datasets.models import AWAITING_DATA, READY, Dataset
 from app.datasets.rules import check_delta, max_delta
 from app.ledger import statistics as ledger_statistics
 from app.ledger.models import LedgerEntry
+from app.privacy import accounting
 from app.statistics import aggregate, cohort, estimate
 from app.statistics import noise as release_noise
 from app.statistics import plan as planning
 from app.statistics.models import StatisticsRelease
-from app.statistics.schemas import NoiseMechanism, StatisticsCreate
+from app.statistics.schemas import StatisticsCreate
 
 
 class StatisticsReleaseNotFound(NotFound):
@@ -93,19 +95,18 @@ def release(*, session: Session, dataset: Dataset, request: StatisticsCreate
     noises = release_noise.calibrate(plans, mechanism=privacy.mechanism,
                                      epsilon=privacy.epsilon, delta=delta)
     answers = _answers(dataset, plans, noises)
-    gaussian = privacy.mechanism is NoiseMechanism.GAUSSIAN
+    event = release_noise.event(noises)
+    pure = math.isfinite(accounting.pure_epsilon([event]))  # (epsilon, 0): no delta to show
     row = StatisticsRelease(
         dataset_id=dataset.id, mechanism=str(privacy.mechanism), target_epsilon=privacy.epsilon,
-        delta=delta if gaussian else None, rows=dataset.n_rows,
+        delta=None if pure else delta, rows=dataset.n_rows,
         request=request.model_dump(mode="json"), answers=answers,
         library=release_noise.library(), created_at=utcnow(),
     )
     session.add(row)
     session.flush()
-    charge = ledger_statistics.ReleaseCharge(
-        kind=str(privacy.mechanism), components=release_noise.components(noises),
-        delta=delta, target_epsilon=privacy.epsilon,
-    )
+    charge = ledger_statistics.ReleaseCharge(event=event, delta=delta,
+                                             target_epsilon=privacy.epsilon)
     entry = ledger_statistics.reserve_release(session=session, dataset=dataset,
                                               release_id=row.id, charge=charge)
     ledger_statistics.commit_release(session=session, entry=entry)

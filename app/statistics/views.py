@@ -1,8 +1,11 @@
 """A release as the API shows it: its stored answers, with its ledger charge and guarantee."""
 
-from app.ledger.models import LAPLACE_RELEASE, LedgerEntry
+import math
+
+from app.ledger import spend as ledger_spend
+from app.ledger.models import LedgerEntry
+from app.privacy import accounting
 from app.privacy.figures import PRIVACY_UNIT, epsilon_text
-from app.privacy.mechanisms import laplace_epsilon
 from app.statistics.models import StatisticsRelease
 from app.statistics.schemas import (
     AnswerOut,
@@ -11,6 +14,11 @@ from app.statistics.schemas import (
     StatisticsReleaseOut,
 )
 
+# The noise in words, by the release's requested mechanism.
+NOISE_WORDS = {
+    NoiseMechanism.GAUSSIAN: "Gaussian noise (zero-concentrated DP)",
+    NoiseMechanism.LAPLACE: "Laplace noise (pure epsilon-DP)",
+}
 ROWS_NOTE = (
     "every record of the dataset (its training, calibration and evaluation parts alike); the "
     "release is charged as a mechanism of its own and composed sequentially with every job "
@@ -19,23 +27,22 @@ ROWS_NOTE = (
 
 
 def release_epsilon(entry: LedgerEntry | None) -> float | None:
-    """The release's own epsilon: Gaussian, exact at its delta; Laplace, pure (delta 0)."""
+    """The release's own epsilon: a pure release's pure epsilon (delta 0), else its tight
+    epsilon at its delta (exact for a Gaussian one), both from its ledger event."""
     if entry is None:
         return None
-    if entry.mechanism == LAPLACE_RELEASE:
-        return laplace_epsilon(entry.components or [])
-    return entry.epsilon_prv
+    try:
+        pure = accounting.pure_epsilon([ledger_spend.recorded_event(entry)])
+    except (ledger_spend.LedgerIntegrityError, ValueError):  # shown by the chain verification
+        return None
+    return pure if math.isfinite(pure) else entry.epsilon_prv
 
 
 def statement(row: StatisticsRelease, entry: LedgerEntry | None) -> str:
     """The guarantee in words."""
     epsilon = release_epsilon(entry)
-    if row.mechanism == LAPLACE_RELEASE:
-        noise = "Laplace noise (pure epsilon-DP)"
-        guarantee = f"({epsilon_text(epsilon)}, 0)"
-    else:
-        noise = "Gaussian noise (zero-concentrated DP)"
-        guarantee = f"({epsilon_text(epsilon)}, {row.delta:g})"
+    noise = NOISE_WORDS[NoiseMechanism(row.mechanism)]
+    guarantee = f"({epsilon_text(epsilon)}, {0 if row.delta is None else row.delta:g})"
     charged = (f"It is charged to dataset {row.dataset_id}'s ledger as entry {entry.id}."
                if entry is not None else "It has no ledger entry (an integrity fault).")
     return (

@@ -1,5 +1,6 @@
 """0002 back-fills a valid hash chain from ledger_entry.status, 0003 chains each dataset's
-budget after it; both downgrade back."""
+budget after it, 0018 commits to the entries' dp-accounting events in a scheme record; all
+downgrade back."""
 
 from datetime import UTC, datetime, timedelta
 
@@ -53,18 +54,19 @@ def test_upgrade_backfills_a_valid_chain_and_downgrade_restores_status(
         with db.session_scope() as session:
             first = chain.verify(session=session, dataset_id=1)
             second = chain.verify(session=session, dataset_id=2)
-        assert first["valid"] and first["records"] == 6 and first["budget_anchored"], first
-        assert second["valid"] and second["records"] == 3, second
+        assert first["valid"] and first["records"] == 7 and first["budget_anchored"], first
+        assert second["valid"] and second["records"] == 4, second
         with db.engine.connect() as conn:
             kinds = conn.execute(text(
                 "SELECT entry_id, kind, budget_epsilon FROM ledger_event WHERE dataset_id = 1 "
                 "ORDER BY seq"
             )).all()
         # In time order: reserves at created_at, commit/release at updated_at; then 0003's
-        # budget record.
+        # budget record and 0018's scheme record.
         assert [tuple(k) for k in kinds] == [
             (1, "reserve", None), (2, "reserve", None), (3, "reserve", None),
             (3, "release", None), (1, "commit", None), (None, "budget", 10.0),
+            (None, "scheme", None),
         ]
 
         command.downgrade(config, "0001")

@@ -123,8 +123,15 @@ def test_hash_is_sha256_of_canonical_json_and_prev_hash(
                 "clip_norm": float(entry.clip_norm), "delta": float(entry.delta),
                 "accountant": entry.accountant, "epsilon_rdp": entry.epsilon_rdp,
                 "epsilon_prv": entry.epsilon_prv, "created_at": _iso(entry.created_at),
+                # Hash scheme 2: the entry's dp-accounting event is covered too.
+                "event": entry.event,
             },
+            "scheme": 2,
         }
+        assert entry.event == {"type": "SelfComposedDpEvent", "count": entry.steps, "event": {
+            "type": "PoissonSampledDpEvent", "sampling_probability": entry.sample_rate,
+            "event": {"type": "GaussianDpEvent", "noise_multiplier": 2.0}}}
+    assert event.scheme == budget.scheme == 2
     canonical = json.dumps(content, sort_keys=True, separators=(",", ":"))
     assert event.prev_hash == budget.hash
     assert event.hash == hashlib.sha256((canonical + budget.hash).encode()).hexdigest()
