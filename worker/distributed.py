@@ -108,17 +108,17 @@ class DistributedDPSGD:
         module: nn.Module = DPDDP(network)
         if self.private:
             module = GradSampleModule(module)
-            optimizer = DistributedDPOptimizer(
+            optimizer = dp_optimizer = DistributedDPOptimizer(
                 optimizer,
                 noise_multiplier=spec.noise_multiplier,
                 max_grad_norm=spec.max_grad_norm,
                 # per rank: after the all-reduce's division by W the sum is over E, as one process
-                expected_batch_size=self.expected_batch_size / self.world_size,  # type: ignore[arg-type]
+                expected_batch_size=self.expected_batch_size / self.world_size,
                 generator=secret_generator(x.device),
             )
             # The ledger's q, not make_private's 1 / len(loader) (which is 1 / (k - 1) for
             # some k = ceil(n / batch), as float 1 / (1 / k) can round below k).
-            optimizer.attach_step_hook(
+            dp_optimizer.attach_step_hook(
                 self.accountant.get_optimizer_hook_fn(sample_rate=self.sample_rate)
             )
         self.module, self.optimizer = module, optimizer

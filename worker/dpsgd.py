@@ -4,8 +4,9 @@ Per step, exactly as Opacus with ``poisson_sampling=True``, ``clipping="flat"`` 
 
 1. Poisson sampling: every record joins the batch independently with probability q (secret
    generator). Drawn as geometric gaps between chosen rows, so a step costs O(q n), not O(n).
-2. Per-sample gradients of the whole parameter vector (closed forms for the two model families,
-   ``torch.func`` for anything else), one L2 norm per sample over ALL parameters.
+2. Per-sample gradients of the whole parameter vector (the network's family's closed form,
+   ``app.families``; ``torch.func`` for anything else), one L2 norm per sample over ALL
+   parameters.
 3. Clip factor ``min(1, C / (norm + 1e-6))``, sum, add N(0, (sigma C)^2) per coordinate
    (secret generator), divide by the EXPECTED batch size ``int(n q)``.
 4. The optimizer (Adam or momentum SGD, ``worker.optimizer``) sees only that noisy gradient.
@@ -17,16 +18,18 @@ the (sigma, q, steps) list Opacus itself would keep.
 import math
 import secrets
 from collections.abc import Iterator
-from typing import NamedTuple, Protocol
 
 import torch
 from opacus.accountants import PRVAccountant
 from torch import nn
-from torch.func import functional_call, grad, vmap
 
+from app.families import family_of_network
+from app.families.gradients import CLIP_EPSILON, Batch, FunctionalGradients, PerSampleGradients
 from app.privacy.accounting import poisson_plan
 
-CLIP_EPSILON = 1e-6  # Opacus' flat clipping adds it to the norm before dividing
+__all__ = ["CLIP_EPSILON", "DPSGD", "Batch", "PerSampleGradients", "PoissonSampler", "Table",
+           "bind_gradients", "per_sample_gradients", "secret_generator"]
+_FunctionalGradients = FunctionalGradients  # the name the engine's tests compare against
 _BLOCK_DRAWS = 1 << 20  # uniform draws per sampling block: bounds memory for huge tables
 
 
@@ -95,16 +98,6 @@ class PoissonSampler:
         return torch.floor(torch.log1p(-u) / self._log_keep).to(torch.int64) + 1
 
 
-class Batch(NamedTuple):
-    """One Poisson batch, its columns cut once per block so that a step does no slicing."""
-
-    x: torch.Tensor  # (B, d) scaled features
-    x1t: torch.Tensor  # (d + 1, B) features and a row of ones, transposed: [weight, bias] grads
-    sq_norm: torch.Tensor  # (B,) |x|^2 + 1, the squared norm of [x, 1]
-    norm: torch.Tensor  # (B,) its square root
-    y: torch.Tensor  # (B,) labels 0/1
-
-
 class Table:
     """The training rows on their device, with the per-row constants the closed forms need."""
 
@@ -132,110 +125,12 @@ class Table:
         return [Batch(*columns) for columns in zip(*parts, strict=True)]
 
 
-class PerSampleGradients(Protocol):
-    """Writes the sum of (clipped) per-sample gradients of the BCE-with-logits loss into ``out``.
-
-    ``out`` is the flat gradient, parameters in ``network.parameters()`` order, whose contiguous
-    views are the parameters' ``.grad``. ``clip`` None sums without clipping (non-private).
-    """
-
-    def accumulate(self, batch: Batch, clip: torch.Tensor | None) -> None: ...
-
-
-def _clip_factor(norms: torch.Tensor, clip: torch.Tensor) -> torch.Tensor:
-    """Opacus' flat clipping, same operations in the same order: min(1, C / (norm + 1e-6))."""
-    return torch.div(clip, norms.add_(CLIP_EPSILON)).clamp_max_(1.0)
-
-
-class _LogisticGradients:
-    """z = w.x + b; per sample dL/dz = sigmoid(z) - y =: r, gradient r [x, 1], norm |r| |[x, 1]|."""
-
-    def __init__(self, linear: nn.Linear, out: torch.Tensor) -> None:
-        self.w, self.b = linear.weight[0], linear.bias  # views: they follow the optimizer
-        self.out = out
-
-    def accumulate(self, batch: Batch, clip: torch.Tensor | None) -> None:
-        if len(batch.y) == 0:
-            self.out.zero_()
-            return
-        r = torch.addmv(self.b, batch.x, self.w).sigmoid_().sub_(batch.y)
-        if clip is not None:
-            r.mul_(_clip_factor(torch.abs(r).mul_(batch.norm), clip))
-        torch.mv(batch.x1t, r, out=self.out)
-
-
-class _MLPGradients:
-    """h = tanh(W1 x + b1), z = w2.h + b2; per-sample norms from the closed form, no loops.
-
-    With r = dL/dz and a = r w2 (1 - h^2) = dL/d(W1 x + b1), a sample's squared gradient norm is
-    |a|^2 (|x|^2 + 1) (from W1, b1) + r^2 (|h|^2 + 1) (from w2, b2).
-    """
-
-    def __init__(self, first: nn.Linear, last: nn.Linear, out: torch.Tensor) -> None:
-        d, h = first.in_features, first.out_features
-        self.w1t, self.b1 = first.weight.t(), first.bias
-        self.w2, self.b2 = last.weight[0], last.bias
-        self.out = out
-        self.g_w1 = out[: h * d].view(h, d)
-        self.g_b1 = out[h * d : h * (d + 1)]
-        self.g_w2 = out[h * (d + 1) : h * (d + 2)]
-        self.g_b2 = out[h * (d + 2) :]
-
-    def accumulate(self, batch: Batch, clip: torch.Tensor | None) -> None:
-        if len(batch.y) == 0:
-            self.out.zero_()
-            return
-        hidden = torch.addmm(self.b1, batch.x, self.w1t).tanh_()
-        r = torch.addmv(self.b2, hidden, self.w2).sigmoid_().sub_(batch.y)
-        hidden_sq = hidden * hidden
-        a = torch.rsub(hidden_sq, 1.0).mul_(self.w2).mul_(r.unsqueeze(1))
-        if clip is not None:
-            norms = (a * a).sum(dim=1).mul_(batch.sq_norm)
-            norms.addcmul_(r * r, hidden_sq.sum(dim=1).add_(1.0)).sqrt_()
-            factor = _clip_factor(norms, clip)
-            a.mul_(factor.unsqueeze(1))
-            r.mul_(factor)
-        torch.mm(a.t(), batch.x, out=self.g_w1)
-        torch.sum(a, dim=0, out=self.g_b1)
-        torch.mv(hidden.t().contiguous(), r, out=self.g_w2)  # see Table.batches: no MKL threads
-        torch.sum(r, dim=0, keepdim=True, out=self.g_b2)
-
-
-class _FunctionalGradients:
-    """Any other network: ``vmap(grad(loss))`` over the batch (slower, same arithmetic)."""
-
-    def __init__(self, network: nn.Module, out: torch.Tensor) -> None:
-        self.params = dict(network.named_parameters())
-        self.out = out
-
-        def loss(params: dict[str, torch.Tensor], x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-            logit = functional_call(network, params, (x[None],)).reshape(())
-            return nn.functional.binary_cross_entropy_with_logits(logit, y)
-
-        self._per_sample = vmap(grad(loss), in_dims=(None, 0, 0))
-
-    def accumulate(self, batch: Batch, clip: torch.Tensor | None) -> None:
-        if len(batch.y) == 0:
-            self.out.zero_()
-            return
-        detached = {k: v.detach() for k, v in self.params.items()}
-        grads = self._per_sample(detached, batch.x, batch.y)
-        flat = torch.cat([g.reshape(len(batch.y), -1) for g in grads.values()], dim=1)
-        if clip is not None:
-            flat = flat * _clip_factor(flat.norm(dim=1), clip).unsqueeze(1)
-        torch.sum(flat, dim=0, out=self.out)
-
-
 def per_sample_gradients(network: nn.Module, out: torch.Tensor) -> PerSampleGradients:
-    """The fastest exact per-sample gradient rule for ``network``, writing into ``out``."""
-    layers = list(network.children()) if isinstance(network, nn.Sequential) else []
-    linear = [layer for layer in layers if isinstance(layer, nn.Linear)]
-    shapes = [type(layer) for layer in layers]
-    if shapes == [nn.Linear] and linear[0].out_features == 1:
-        return _LogisticGradients(linear[0], out)
-    if shapes == [nn.Linear, nn.Tanh, nn.Linear] and linear[1].out_features == 1:
-        return _MLPGradients(linear[0], linear[1], out)
-    return _FunctionalGradients(network, out)
+    """The fastest exact per-sample gradient rule for ``network``, writing into ``out``: its
+    family's closed form where it has one (``app.families``), else ``torch.func``'s."""
+    family = family_of_network(network)
+    rule = None if family is None else family.per_sample_gradients(network, out)
+    return rule if rule is not None else FunctionalGradients(network, out)
 
 
 def bind_gradients(network: nn.Module, flat: torch.Tensor) -> None:
@@ -250,7 +145,8 @@ class DPSGD:
     """One job's vectorised DP-SGD over an in-memory table (on the table's device).
 
     Args:
-        network: a ``build_network`` model (any other module falls back to ``torch.func``).
+        network: a family's network (``Family.network``; any other module, or a family
+            without a closed form, falls back to ``torch.func``).
         optimizer: steps ``network``'s parameters; it only ever sees the noisy gradient.
         x: scaled features, (n, d) float32. y: labels 0/1, (n,).
         batch_size: the expected batch size the job asked for; q = 1 / ceil(n / batch_size).

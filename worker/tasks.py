@@ -15,7 +15,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 import torch
@@ -106,7 +106,7 @@ def spec_of(job: Job) -> TrainingSpec:
     )
 
 
-def finish(worker: JobWorker, job_id: int, status: str, **fields: str) -> None:
+def finish(worker: JobWorker, job_id: int, status: str, **fields: Any) -> None:
     """End a job this worker owns (and settle its ledger entry); a no-op if it no longer is."""
     with worker.database.session_scope() as session:
         queue.finish(session=session, job_id=job_id, worker_id=worker.worker_id, status=status,
@@ -254,5 +254,7 @@ def run_training(worker: JobWorker, claimed: ClaimedJob) -> str:
 
 Task = Callable[[JobWorker, ClaimedJob], str]
 
-TASKS: dict[str, Task] = {TRAIN: run_training, PRIVACY_AUDIT: run_audit_job}
+# ClaimedAudit's members are plain (settable) Protocol attributes, which the frozen ClaimedJob
+# does not match for mypy; read-only (property) members in worker/privacy_audit/job.py would.
+TASKS: dict[str, Task] = {TRAIN: run_training, PRIVACY_AUDIT: run_audit_job}  # type: ignore[dict-item]
 """``Job.kind`` -> the task that runs it; both kinds share the one queue."""

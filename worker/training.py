@@ -70,7 +70,8 @@ def pick_device(preference: str = "auto") -> torch.device:
     return torch.device("cpu")
 
 
-def batch_loss(criterion: nn.Module, logits: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+def batch_loss(criterion: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
+               logits: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     """The batch's loss; zero (still in the graph) for an empty batch.
 
     An empty Poisson batch still takes a (noise-only) step: skipping it would leak that the

@@ -9,7 +9,7 @@ from sqlalchemy.orm import Mapped, mapped_column
 from app.core.database import Base
 from app.core.time import utcnow
 
-# What each role may call is the table in README.md ("Keys, roles and the audit log"), held
+# What each role may call is the table in docs/api.md ("Keys, roles and the audit log"), held
 # route by route in tests/auth/test_route_roles.py. A data steward registers datasets, sends and
 # erases their rows and reads their exact intake facts; a data scientist sees data only through
 # DP releases (DESIGN.md "Roles").

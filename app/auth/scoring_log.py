@@ -13,7 +13,7 @@ No thread of its own does the writing, and no finished call waits on a lock anot
 each hand-off between threads can cost Python's 5 ms switch interval while scoring keeps the
 other threads busy, and designs with a writer thread, or with every call taking the writer's
 lock in turn, queued up at 200 requests/s on 2 cores (measured with bench/scoring_latency.py;
-the README's benchmarks give the figures).
+docs/benchmarks.md gives the figures).
 
 An answer therefore leaves only after its event is committed: killing the process, however
 hard, loses no event of an answered call. When the commit fails, the calls waiting on it answer

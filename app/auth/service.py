@@ -29,7 +29,7 @@ from app.auth import audit, key_cache
 from app.auth.audit import Action
 from app.auth.models import ROLES, ApiKey
 from app.auth.principal import Principal
-from app.core.database import get_database
+from app.core.database import affected_rows, get_database
 from app.core.errors import Conflict, InvalidRequest, NotFound
 from app.core.settings import settings
 from app.core.time import utcnow
@@ -120,9 +120,9 @@ def revoke(*, session: Session, key: ApiKey, principal: Principal) -> ApiKey:
         others = (select(func.count()).select_from(ApiKey)
                   .where(*_active_admin(), ApiKey.id != key.id).scalar_subquery())
         revocation = revocation.where(others > 0)
-    changed = session.execute(
+    changed = affected_rows(session.execute(
         revocation.values(revoked_at=utcnow()).execution_options(synchronize_session=False)
-    ).rowcount
+    ))
     session.refresh(key)
     if changed:
         audit.record(session=session, principal=principal, action=Action.KEY_REVOKED,

@@ -4,10 +4,10 @@ import itertools
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, cast
 
 from fastapi import Depends
-from sqlalchemy import Engine, MetaData, create_engine, event
+from sqlalchemy import CursorResult, Engine, MetaData, Result, create_engine, event
 from sqlalchemy.orm import DeclarativeBase, Session, sessionmaker
 
 from app.core.settings import settings
@@ -101,6 +101,15 @@ def set_database(database: Database | None) -> None:
     """Swap the process-wide database (tests, CLI with an explicit URL)."""
     global _database
     _database = database
+
+
+def affected_rows(result: Result[Any]) -> int:
+    """The number of rows an UPDATE or DELETE matched.
+
+    ``Session.execute`` is typed to return a ``Result``; for a DML statement it is a
+    ``CursorResult``, the one that carries ``rowcount``.
+    """
+    return cast(CursorResult[Any], result).rowcount
 
 
 def get_session() -> Iterator[Session]:

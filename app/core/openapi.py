@@ -93,8 +93,8 @@ def _implied_errors(operation: dict[str, Any]) -> list[int]:
 def _document_errors(operation: dict[str, Any]) -> None:
     responses: dict[str, Any] = operation.setdefault("responses", {})
     fhir = FHIR_JSON in responses.get("200", {}).get("content", {})  # app.fhir.outcome
-    for status in _implied_errors(operation):
-        responses.setdefault(str(status), {})
+    for implied in _implied_errors(operation):
+        responses.setdefault(str(implied), {})
     for status, response in responses.items():
         if not _is_error(status):
             continue

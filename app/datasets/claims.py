@@ -20,6 +20,7 @@ from typing import Any
 from sqlalchemy import and_, or_, update
 from sqlalchemy.orm import Session
 
+from app.core.database import affected_rows
 from app.core.errors import Conflict
 from app.core.settings import settings
 from app.core.time import utcnow
@@ -62,7 +63,7 @@ def claim(*, session: Session, dataset_id: int) -> ClaimedUpload:
         DatasetNotAwaitingData: not an upload, or it already has (or had) its rows (409).
     """
     now, token = utcnow(), secrets.token_hex(16)
-    claimed = session.execute(
+    claimed = affected_rows(session.execute(
         update(Dataset)
         .where(Dataset.id == dataset_id, Dataset.source_kind == "upload",
                or_(Dataset.state == AWAITING_DATA,
@@ -70,7 +71,7 @@ def claim(*, session: Session, dataset_id: int) -> ClaimedUpload:
                         Dataset.upload_claimed_at < stale_before(now))))
         .values(state=RECEIVING, upload_claim=token, upload_claimed_at=now)
         .execution_options(synchronize_session=False)
-    ).rowcount
+    ))
     dataset = service.get(session=session, dataset_id=dataset_id)
     session.refresh(dataset)
     if claimed != 1:
@@ -99,13 +100,13 @@ def hold(*, session: Session, claimed: ClaimedUpload) -> Dataset:
     Raises:
         UploadInProgress: the claim was taken over (it went stale) or given back.
     """
-    held = session.execute(
+    held = affected_rows(session.execute(
         update(Dataset)
         .where(Dataset.id == claimed.dataset_id, Dataset.state == RECEIVING,
                Dataset.upload_claim == claimed.token)
         .values(upload_claim=None, upload_claimed_at=None)
         .execution_options(synchronize_session=False)
-    ).rowcount
+    ))
     dataset = service.get(session=session, dataset_id=claimed.dataset_id)
     session.refresh(dataset)
     if held != 1:

@@ -4,6 +4,7 @@ import numpy as np
 from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session
 
+from app.core.database import affected_rows
 from app.core.errors import Conflict, InvalidRequest, NotFound
 from app.datasets import identity, synthetic, table_store
 from app.datasets.dataset_schema import CRISIS_SCHEMA, check_schema, schema_hash
@@ -142,10 +143,10 @@ def withdraw(*, session: Session, dataset_id: int) -> None:
         DatasetNotFound: no such dataset (404).
         DatasetHasData: it has, had, or is receiving rows: erase its data instead (409).
     """
-    withdrawn = session.execute(
+    withdrawn = affected_rows(session.execute(
         update(Dataset).where(Dataset.id == dataset_id, Dataset.state == AWAITING_DATA)
         .values(state=WITHDRAWN).execution_options(synchronize_session=False)
-    ).rowcount
+    ))
     if withdrawn != 1:
         dataset = get(session=session, dataset_id=dataset_id)
         session.refresh(dataset)

@@ -62,7 +62,7 @@ class TrainedNetwork:
     """A finished run, calibrated and evaluated: what ``complete_training`` stores."""
 
     network: nn.Module
-    kind: str  # "logistic" or "mlp"
+    kind: str  # a registered family's name (app.families)
     hidden_units: int
     calibration_method: str
     metrics: dict[str, Any]  # held-out metrics (DP releases), the calibration record included

@@ -12,6 +12,7 @@ from typing import Any
 from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
+from app.core.database import affected_rows
 from app.core.time import utcnow
 from app.jobs import results
 from app.jobs.models import CANCELLED, FAILED, QUEUED, RUNNING, SUCCEEDED, Job
@@ -97,7 +98,7 @@ def heartbeat(*, session: Session, job_id: int, worker_id: str, lease_seconds: f
         .values(lease_until=utcnow() + timedelta(seconds=lease_seconds))
         .execution_options(synchronize_session=False)
     )
-    return bool(result.rowcount)
+    return bool(affected_rows(result))
 
 
 def finish(

@@ -65,9 +65,8 @@ import math
 from app.datasets.dataset_schema import CRISIS_SCHEMA, DatasetSchema
 from app.datasets.encoding import encoder_for
 from app.datasets.models import Dataset
+from app.families import create_family
 
-LEARNING_RATES = {("adam", "logistic"): 0.3, ("adam", "mlp"): 0.1,
-                  ("sgd", "logistic"): 0.5, ("sgd", "mlp"): 0.5}
 LEGACY_OPTIMIZER = "sgd"
 """The optimizer of a job stored before requests named one: the default then."""
 CLIP_MIN, CLIP_MAX = 0.1, 2.0
@@ -89,8 +88,9 @@ def n_inputs(dataset: Dataset) -> int:
 
 
 def default_learning_rate(optimizer: str, model: str) -> float:
-    """The learning rate of a request that leaves it to the default (see the module)."""
-    return LEARNING_RATES[(optimizer, model)]
+    """The learning rate of a request that leaves it to the default: the family's own (its
+    ``learning_rates``; the figures above are the logistic model's and the MLP's)."""
+    return create_family(model).default_learning_rate(optimizer)
 
 
 def noise_per_clip(

@@ -5,6 +5,7 @@ from typing import Any
 from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session
 
+from app.core.database import affected_rows
 from app.core.errors import Conflict, InvalidRequest, NotFound
 from app.core.time import utcnow
 from app.datasets.models import AWAITING_DATA, READY, Dataset
@@ -303,10 +304,10 @@ def cancel(*, session: Session, job: Job) -> bool:
 
 def _update_if(session: Session, job: Job, *conditions: Any, **values: Any) -> bool:
     """Set ``values`` on ``job`` if ``conditions`` hold, in one statement; refresh ``job``."""
-    changed = session.execute(
+    changed = affected_rows(session.execute(
         update(Job).where(Job.id == job.id, *conditions).values(**values)
         .execution_options(synchronize_session=False)
-    ).rowcount
+    ))
     session.refresh(job)
     return bool(changed)
 

@@ -1,7 +1,7 @@
 """The terms every privacy report states: who is protected against what, and how.
 
-One place for the sentences, so the job report, the dataset report, their pages and the README
-cannot drift apart.
+One place for the sentences, so the job report, the dataset report, their pages and the docs
+(docs/privacy.md) cannot drift apart.
 """
 
 from app.privacy.filter import CITATION

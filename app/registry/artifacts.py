@@ -12,7 +12,7 @@ from app.core.errors import Conflict
 from app.core.settings import settings
 from app.datasets.dataset_schema import CRISIS_SCHEMA, DatasetSchema, schema_hash
 from app.datasets.encoding import LEGACY_SCALING, SCALING, encoder_for
-from app.registry.network import build_network
+from app.families import create_family, legacy_family_of
 
 
 class ArtifactCorrupt(RuntimeError):
@@ -27,11 +27,12 @@ class ArtifactIncompatible(Conflict):
 
 def artifact_config(*, kind: str, hidden_units: int, calibration: str,
                     schema: DatasetSchema) -> dict[str, Any]:
-    """What an artifact records besides its weights: the family, and the declared schema (and
-    its hash) the network's inputs were encoded from."""
-    return {"kind": kind, "hidden_units": hidden_units, "scaling": SCALING,
-            "calibration": calibration, "schema": schema.model_dump(mode="json"),
-            "schema_hash": schema_hash(schema)}
+    """What an artifact records besides its weights: its family by name (and what the family
+    needs to rebuild the network), and the declared schema (and its hash) the network's inputs
+    were encoded from."""
+    return {**create_family(kind).artifact_config(hidden_units=hidden_units),
+            "scaling": SCALING, "calibration": calibration,
+            "schema": schema.model_dump(mode="json"), "schema_hash": schema_hash(schema)}
 
 
 def schema_in(config: dict[str, Any], sha256: str) -> DatasetSchema:
@@ -104,8 +105,9 @@ def load(
             f"model artifact {sha256[:12]} was trained on schema {digest[:12]}, not on "
             f"{expected_schema_hash[:12]}", field="model_id",
         )
-    network = build_network(config["kind"], int(config.get("hidden_units", 16)),
-                            encoder_for(schema).n_inputs)
+    # Derived once, here: the family the config names (legacy_family_of says how for an old one).
+    family = legacy_family_of(config, payload["state_dict"])
+    network = family.from_artifact(config, encoder_for(schema).n_inputs)
     network.load_state_dict(payload["state_dict"])
     network.eval()
-    return network, config
+    return network, {**config, "family": family.name}

@@ -1,24 +1,26 @@
-"""The model families the service trains; shared by the worker and the scorer."""
+"""The networks the service trains, built by their family (``app.families``)."""
 
 import torch
 from torch import nn
+
+from app.families import create_family
+from app.families.base import DEFAULT_HIDDEN_UNITS
 
 CRISIS_INPUTS = 6
 """Inputs of the built-in crisis schema's models (its six features, one input each)."""
 
 
-def build_network(kind: str, hidden_units: int = 16, n_inputs: int = CRISIS_INPUTS) -> nn.Module:
-    """A logistic model or a small MLP (tanh: bounded activations suit clipped DP-SGD).
+def build_network(kind: str, hidden_units: int = DEFAULT_HIDDEN_UNITS,
+                  n_inputs: int = CRISIS_INPUTS) -> nn.Module:
+    """The network of the family named ``kind``, tagged with it (the families own the
+    networks; this is the short spelling tests and benches use).
 
     ``n_inputs`` is the schema's encoded width (``app.datasets.encoding.Encoder.n_inputs``).
+
+    Raises:
+        UnknownFamily: no family of that name (a ``ValueError``).
     """
-    if kind == "logistic":
-        return nn.Sequential(nn.Linear(n_inputs, 1))
-    if kind == "mlp":
-        return nn.Sequential(
-            nn.Linear(n_inputs, hidden_units), nn.Tanh(), nn.Linear(hidden_units, 1)
-        )
-    raise ValueError(f"unknown model kind {kind!r}")
+    return create_family(kind).network(n_inputs, hidden_units)
 
 
 @torch.no_grad()

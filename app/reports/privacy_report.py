@@ -10,11 +10,13 @@ are never emitted as numbers (JSON has no Infinity): the numeric field is null, 
 import math
 from typing import Any
 
+from pydantic import TypeAdapter
 from sqlalchemy.orm import Session
 
 from app.datasets.models import Dataset
 from app.jobs import service as job_service
 from app.jobs.models import SUCCEEDED, Job
+from app.jobs.results import ServedResults
 from app.ledger import spend as ledger_spend
 from app.ledger.models import NON_PRIVATE, LedgerEntry
 from app.privacy.accounting import finite_or_none
@@ -247,9 +249,18 @@ def model_card(job: Job, dataset: Dataset) -> ModelCard:
             ],
         ),
         training_data=_training_data(dataset),
-        metrics=HeldOutMetrics(values=job.metrics, note=METRICS_NOTE),
+        metrics=HeldOutMetrics(values=served_results(job.metrics), note=METRICS_NOTE),
         caveats=caveats,
     )
+
+
+_SERVED_RESULTS: TypeAdapter[ServedResults] = TypeAdapter(ServedResults)
+
+
+def served_results(stored: dict[str, Any] | None) -> ServedResults:
+    """A job's stored result as its typed model; None when there is none, or when it matches no
+    model (an untyped legacy result is withheld, as the response field itself would)."""
+    return _SERVED_RESULTS.validate_python(stored)
 
 
 def job_report(*, session: Session, job: Job, dataset: Dataset) -> JobPrivacyReport:
@@ -286,7 +297,7 @@ def job_report(*, session: Session, job: Job, dataset: Dataset) -> JobPrivacyRep
         ),
         epsilon_spent=job.epsilon_spent,
         epsilon_per_epoch=[EpochEpsilon.model_validate(e) for e in job.epsilon_per_epoch],
-        metrics=job.metrics,
+        metrics=served_results(job.metrics),
         metrics_note=METRICS_NOTE,
         statement=_statement(job, dataset, planned),
         terms=PrivacyTerms.model_validate(terms(dataset.filter_order)),

@@ -19,7 +19,7 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from html import escape
-from typing import Literal
+from typing import Literal, TypeGuard
 
 from app.reports.svg_ticks import format_tick, nice_step, nice_ticks
 
@@ -106,7 +106,7 @@ def off_scale_points(points: Sequence[tuple[float | None, float | None]]) -> lis
     ]
 
 
-def _finite(value: object) -> bool:
+def _finite(value: float | None) -> TypeGuard[float]:
     return isinstance(value, int | float) and math.isfinite(value)
 
 
@@ -196,11 +196,13 @@ def _legend(
     """Legend entries laid out left to right, wrapping; returns the elements and their height."""
     items: list[tuple[str, str, str | None, Marker]] = [
         (s.label, s.color, s.dash, s.marker) for s in chart.series
-    ] + [(r.label, r.color, r.dash, "none") for r in references]
+    ]
+    items += [(r.label, r.color, r.dash, "none") for r in references]
     if off_scale:  # a marker without a line
         items.append((chart.off_scale_label, REFERENCE_COLOR, None, "triangle"))
     left = chart.margin[3]
-    x, y, row_height = left, top, FONT_SIZE + 8.0
+    x: float = left
+    y, row_height = top, FONT_SIZE + 8.0
     out = ['<g class="legend">']
     for label, color, dash, marker in items:
         width = 34 + len(label) * _CHAR_WIDTH + 18

@@ -82,7 +82,7 @@ def said_of(feature: FeatureSpec, error_type: str) -> str:
 def _field(feature: FeatureSpec) -> Any:
     description = " ".join(x for x in (feature.label, feature.unit and f"({feature.unit})") if x)
     if feature.kind is FeatureKind.CATEGORICAL:
-        return Annotated[Literal[tuple(feature.categories or ())],  # type: ignore[misc]
+        return Annotated[Literal[tuple(feature.categories or ())],
                          Field(description=description or None)]
     lower, upper = feature.bounds
     kind, check = (float, real_number) if feature.kind is FeatureKind.NUMERIC else (
@@ -129,7 +129,7 @@ def features_model(encoder: Encoder) -> type[BaseModel]:
     model = _models.get(encoder.hash)
     if model is None:
         fields: dict[str, Any] = {f.name: (_field(f), ...) for f in encoder.schema.features}
-        model = create_model(  # type: ignore[call-overload]
+        model = create_model(
             f"Features_{encoder.hash[:12]}", __base__=_FeaturesBase, **fields)
         model.allowed = {f.name: allowed_of(f) for f in encoder.schema.features}
         model.features = {f.name: f for f in encoder.schema.features}

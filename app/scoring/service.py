@@ -17,6 +17,7 @@ import torch
 from torch import nn
 
 from app.datasets.encoding import Encoder
+from app.families import family_of_network
 from app.registry import service as registry_service
 from app.registry.models import TrainedModel
 from app.scoring import model_cache
@@ -53,17 +54,18 @@ def network_for(model: TrainedModel | ScoringModel) -> nn.Module:
     with _cache_lock:
         network = _cache.get(model.artifact_sha256)
         if network is None:
-            network = registry_service.load_network(model)
+            # load_network reads artifact_sha256 and schema_hash, which ScoringModel has too.
+            network = registry_service.load_network(model)  # type: ignore[arg-type]
             _cache[model.artifact_sha256] = network
         return network
 
 
 def _linear_weights(network: nn.Module) -> np.ndarray | None:
-    """The input weights of a logistic model (its log-odds are linear in the inputs)."""
-    layers = list(network.children()) if isinstance(network, nn.Sequential) else []
-    if len(layers) == 1 and isinstance(layers[0], nn.Linear):
-        return layers[0].weight.detach().double().numpy()[0]
-    return None
+    """The input weights when the network's family says its log-odds are linear in the
+    inputs (the family that built it answers; a network built elsewhere gets the exact
+    enumeration)."""
+    family = family_of_network(network)
+    return None if family is None else family.linear_weights(network)
 
 
 def explain_rows(network: nn.Module, encoder: Encoder, raw: np.ndarray) -> Explanation:

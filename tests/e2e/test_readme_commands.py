@@ -2,7 +2,8 @@
 `dpcrisis serve`: none may answer an HTTP error.
 
 The code blocks are read from the README itself (from "## Walk-through" to the next top-level
-section), so the walk-through cannot drift from what the service does. Between blocks the test
+section), then from the docs pages that continue it (docs/ehr.md, docs/schemas.md), so the
+walk-through cannot drift from what the service does. Between blocks the test
 waits for queued jobs to finish, as a reader would before the next step.
 """
 
@@ -23,11 +24,27 @@ STATUS = "__HTTP_STATUS__"
 PRELUDE = f'curl() {{ command curl -w "\\n{STATUS} %{{http_code}}\\n" "$@"; }}\n'
 
 
+# Pages whose commands continue the walk-through (on its service, with its key and models).
+CONTINUED_IN = [README.parent / "docs" / "ehr.md", README.parent / "docs" / "schemas.md"]
+
+
 def walkthrough_blocks() -> list[str]:
     text = README.read_text()
     section = text[text.index("## Walk-through"):]
     section = section[:section.index("\n## ", 5)]
-    return re.findall(r"```bash\n(.*?)```", section, flags=re.S)
+    blocks = re.findall(r"```bash\n(.*?)```", section, flags=re.S)
+    for page in CONTINUED_IN:
+        blocks += re.findall(r"```bash\n(.*?)```", page.read_text(), flags=re.S)
+    # A block that sends a file no earlier block wrote (say, the reader's own export) shows the
+    # form of a call; it is not run.
+    written: set[str] = set()
+    runnable = []
+    for block in blocks:
+        written |= set(re.findall(r"> *([\w.-]+)", block))
+        sent = set(re.findall(r"--data-binary @([\w.-]+)", block))
+        if sent <= written:
+            runnable.append(block)
+    return runnable
 
 
 @pytest.fixture
