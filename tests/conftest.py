@@ -250,12 +250,24 @@ def dataset(client: TestClient) -> dict[str, Any]:
     return response.json()
 
 
+# Fixtures that put HTTP between a test and the code it checks (the test client, a served
+# process, a browser): a test using any of them is an API test, every other a unit test.
+HTTP_FIXTURES = frozenset({"client", "any_client", "client_as", "server", "live_server",
+                           "service", "page", "sqlite_app", "postgres_app"})
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """The PostgreSQL variants run in the full suite (CI), not in the fast lane: the fast lane
-    (``-m "not slow"``) checks everything once, on SQLite, in under 4 minutes."""
+    (``-m "not slow"``) checks everything once, on SQLite, in under 4 minutes. Every test is
+    also marked ``api`` or ``unit`` (``-m unit`` runs the service tests of every package
+    apart from the API tests)."""
     for item in items:
         if item.get_closest_marker("postgres") is not None:
             item.add_marker(pytest.mark.slow)
+        names = set(getattr(item, "fixturenames", ()))
+        served = item.path.parent.name in ("e2e", "browser")  # they start processes themselves
+        item.add_marker(pytest.mark.api if served or names & HTTP_FIXTURES
+                        else pytest.mark.unit)
 
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:
