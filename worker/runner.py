@@ -14,9 +14,9 @@ import torch
 from app.core.database import Database, get_database
 from app.core.logs import job_context
 from app.core.settings import settings
+from app.flows import job_run
 from app.jobs import notify, queue
 from app.jobs.models import FAILED
-from app.observability import job_metrics
 from worker import tasks
 from worker.heartbeat import Heartbeat
 from worker.tasks import ClaimedJob, LeaseLost
@@ -75,14 +75,12 @@ class Worker:
         for job_id in reaped:
             logger.warning("job %s failed: worker lost", job_id)
         with self.database.session_scope() as session:
-            job = queue.claim(
+            job = job_run.claim(
                 session=session, worker_id=self.worker_id, lease_seconds=self.lease_seconds
             )
             claimed = None if job is None else ClaimedJob(
                 job.id, job.dataset_id, tasks.spec_of(job), job.kind
             )
-            if job is not None:
-                job_metrics.observe_claim(created_at=job.created_at, started_at=job.started_at)
         if claimed is None:
             return False
         heartbeat = Heartbeat(self.database, job_id=claimed.job_id, worker_id=self.worker_id,

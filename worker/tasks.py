@@ -5,9 +5,13 @@ job itself) and returns the outcome for the worker's log. It raises ``LeaseLost`
 was taken back meanwhile (nothing more may be written for it); any other exception fails the
 job (``worker.runner``).
 
-Training: load the parts, train (reporting progress, committing spend and checking for a stop
-at each report), calibrate and evaluate on the held-out parts, then ``complete_training`` stores
-the model and finishes the job in one transaction.
+Training (``run_training``) is six named steps; the four that cross domains are flows
+(``app.flows.job_run``), the two that are DP-SGD and its held-out releases are here:
+claim (``job_run.claim``, by ``worker.runner``), load (``job_run.load``), train (``train_step``:
+progress, spend committed and a stop checked at each report), evaluate (``evaluate_step``:
+calibrate and evaluate on the held-out parts), store (``job_run.store``: the artifact), commit
+(``job_run.commit``: the job finished, its ledger entry settled, its model registered, in one
+transaction).
 """
 
 import math
@@ -22,10 +26,8 @@ import torch
 
 from app.bands import DEFAULT_BAND_THRESHOLDS
 from app.core.database import Database
-from app.datasets import parts as dataset_parts
-from app.datasets import service as dataset_service
-from app.datasets.encoding import Encoder, encoder_for
-from app.flows import training as training_flow
+from app.flows import job_run
+from app.flows.job_run import LoadedData, TrainedNetwork
 from app.jobs import queue, recipe
 from app.jobs.models import CANCELLED, PRIVACY_AUDIT, SUCCEEDED, TRAIN, Job
 from app.jobs.schemas import TrainingConfig
@@ -167,12 +169,12 @@ def progress_callback(worker: JobWorker, claimed: ClaimedJob) -> EpochCallback:
     return callback
 
 
-def _train(
-    worker: JobWorker, claimed: ClaimedJob, split: dataset_parts.Split, encoder: Encoder
-) -> TrainingResult:
-    """DP-SGD in this process, or across ``world_size`` processes under torchrun."""
+def train_step(worker: JobWorker, claimed: ClaimedJob, loaded: LoadedData) -> TrainingResult:
+    """The train step: DP-SGD on the training part, in this process or across
+    ``world_size`` processes under torchrun."""
     on_epoch = progress_callback(worker, claimed)
-    x, y = split.train.x, split.train.y
+    encoder = loaded.encoder
+    x, y = loaded.split.train.x, loaded.split.train.y
     if claimed.spec.world_size > 1:  # torchrun; stops only at reports, as below
         return train_distributed(
             x, y, claimed.spec, device=worker.device, on_epoch=on_epoch,
@@ -188,18 +190,17 @@ def _end_stopped(worker: JobWorker, claimed: ClaimedJob) -> str:
     return CANCELLED
 
 
-def _calibrate_and_evaluate(
-    spec: TrainingSpec, result: TrainingResult, split: dataset_parts.Split, encoder: Encoder,
-    budget_delta: float | None,
-) -> training_flow.TrainedNetwork:
-    """Calibrate on the calibration part, then evaluate the calibrated model on the
-    evaluation part.
+def evaluate_step(spec: TrainingSpec, result: TrainingResult, loaded: LoadedData
+                  ) -> TrainedNetwork:
+    """The evaluate step: calibrate on the calibration part, then evaluate the calibrated
+    model on the evaluation part.
 
     Each is one DP release on its own part, disjoint from training and from each other by the
     records' coins, and no costlier than the training at any order, nor at the job's delta or
     the budget's (the filter's first-release rule reads the training there): parallel
     composition, no extra spend (``app.privacy.parallel``).
     """
+    split, encoder, budget_delta = loaded.split, loaded.encoder, loaded.budget_delta
     eps_prv, eps_rdp = _epsilons(result.history, spec.delta)
     history = [Mechanism(*step) for step in result.history]
     deltas = [spec.delta] if budget_delta is None else [spec.delta, budget_delta]
@@ -220,7 +221,7 @@ def _calibrate_and_evaluate(
         rng=np.random.default_rng(),
     )
     metrics["calibration"] = calibration.as_dict()
-    return training_flow.TrainedNetwork(
+    return TrainedNetwork(
         network=result.network, kind=spec.kind, hidden_units=spec.hidden_units,
         calibration_method=calibration.method, metrics=metrics, epsilon=eps_prv,
         epsilon_rdp=eps_rdp, delta=spec.delta, schema=encoder.schema,
@@ -228,26 +229,25 @@ def _calibrate_and_evaluate(
 
 
 def run_training(worker: JobWorker, claimed: ClaimedJob) -> str:
-    """Train, then store the model (succeeded), or end where a stop was asked (cancelled)."""
+    """A claimed training job's steps in order: load, train, evaluate, store, commit; or end
+    where a stop was asked (cancelled). Returns the job's final status."""
     started = time.monotonic()
     with worker.database.session_scope() as session:
-        dataset = dataset_service.get(session=session, dataset_id=claimed.dataset_id)
-        split = dataset_parts.load_parts(dataset)
-        encoder = encoder_for(dataset_parts.schema_of(dataset))
-        budget_delta = dataset.budget_delta
-    result = _train(worker, claimed, split, encoder)
+        loaded = job_run.load(session=session, dataset_id=claimed.dataset_id)
+    result = train_step(worker, claimed, loaded)
     if result.stopped_early:
         return _end_stopped(worker, claimed)
-    trained = _calibrate_and_evaluate(claimed.spec, result, split, encoder, budget_delta)
+    trained = evaluate_step(claimed.spec, result, loaded)
+    sha = job_run.store(trained=trained)
     with worker.database.session_scope() as session:
-        model = training_flow.complete_training(
+        model = job_run.commit(
             session=session, job_id=claimed.job_id, dataset_id=claimed.dataset_id,
-            worker_id=worker.worker_id, trained=trained,
+            worker_id=worker.worker_id, trained=trained, artifact_sha256=sha,
         )
         if model is None:
             raise LeaseLost(claimed.job_id)
     job_metrics.observe_training(steps=claimed.spec.steps, sample_rate=claimed.spec.sample_rate,
-                                 training_rows=len(split.train.y),
+                                 training_rows=len(loaded.split.train.y),
                                  seconds=time.monotonic() - started)
     return SUCCEEDED
 

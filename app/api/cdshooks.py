@@ -13,7 +13,6 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import BaseModel
 
-from app.auth import audit
 from app.auth.dependencies import AUTH_RESPONSES, authenticate
 from app.auth.principal import Principal
 from app.cdshooks import client_auth, feedback, service
@@ -25,6 +24,7 @@ from app.core.logs import request_id
 from app.core.openapi import problems
 from app.core.settings import settings
 from app.core.time import utcnow
+from app.flows import scoring as scoring_flow
 
 ROLES = ("admin", "clinician")
 FEEDBACK = "/feedback"
@@ -99,15 +99,8 @@ def call_cds_service(
     principal: Caller, service_id: Annotated[str, Depends(known_service)], body: HookRequest,
 ) -> CdsResponse:
     """Call the crisis-risk service for a patient-view hook; answers CDS Hooks cards."""
-    answer, model_id = service.evaluate(
-        service_id=service_id, hook=body.hook,
-        patient_id=body.context.patientId, prefetch=body.prefetch, today=utcnow().date(),
-        min_band=None if body.extension is None else body.extension.min_band,
-    )
-    if model_id is not None:  # an insufficient-data card scored nobody
-        audit.record_scoring(principal=principal, endpoint="cds-services",
-                             patients=1, model_id=model_id)
-    return answer
+    return scoring_flow.call_cds_service(service_id=service_id, request=body,
+                                         principal=principal, today=utcnow().date())
 
 
 class FeedbackReceived(BaseModel):

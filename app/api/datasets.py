@@ -1,4 +1,5 @@
-"""Datasets API: thin routes over app.datasets.service."""
+"""Datasets API: thin routes over app.datasets.service and the flows that cross domains
+(app.flows.datasets, app.flows.upload)."""
 
 import asyncio
 import contextlib
@@ -10,11 +11,8 @@ from typing import Annotated
 from fastapi import APIRouter, HTTPException, Request, Response, status
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import HTMLResponse, JSONResponse
-from sqlalchemy.orm import Session
 from starlette.requests import ClientDisconnect
 
-from app.auth import audit
-from app.auth.audit import Action
 from app.auth.dependencies import require_roles
 from app.auth.principal import Principal
 from app.core.database import SessionDep
@@ -34,12 +32,11 @@ from app.datasets.models import Dataset
 from app.datasets.schemas import DatasetCreate, DatasetOut, DatasetPage, PrivacyBudget
 from app.datasets.table_format import TableFormat
 from app.datasets.upload_slots import uploads_in_progress
+from app.flows import datasets as dataset_flow
 from app.flows import upload as upload_flow
 from app.reports import privacy_html as report_html
-from app.reports import privacy_report as ledger_report
 from app.reports.html import negotiated
 from app.reports.schemas import DatasetPrivacyReport
-from app.statistics import cohort
 
 log = logging.getLogger(__name__)
 router = APIRouter(prefix="/v1/datasets", tags=["datasets"], route_class=JsonRoute)
@@ -60,19 +57,6 @@ def _out(dataset: Dataset, principal: Principal) -> DatasetOut:
     return DatasetOut.from_orm_row(dataset, show_seed=holder, show_intake=holder)
 
 
-def _register(*, session: Session, body: DatasetCreate, principal: Principal) -> int:
-    """Create the dataset and its audit event in one transaction (an idempotent replay
-    creates neither)."""
-    dataset = service.create(session=session, request=body)
-    audit.record(
-        session=session, principal=principal, action=Action.DATASET_REGISTERED,
-        target=f"dataset/{dataset.id}",
-        detail={"name": dataset.name, "n_rows": dataset.n_rows,
-                "budget": {"epsilon": dataset.budget_epsilon, "delta": dataset.budget_delta}},
-    )
-    return dataset.id
-
-
 @router.post("", status_code=status.HTTP_201_CREATED, responses=problems(409))
 def create_dataset(
     body: DatasetCreate, session: SessionDep, response: Response,
@@ -83,7 +67,8 @@ def create_dataset(
     dataset_id, replayed = create_once(
         session=session, owner=principal.key_id, route="POST /v1/datasets", key=idempotency_key,
         body=body,
-        create=lambda: _register(session=session, body=body, principal=principal),
+        create=lambda: dataset_flow.register(session=session, request=body,
+                                             principal=principal),
     )
     response.headers.update(replay_headers(replayed))
     response.headers["Location"] = f"/v1/datasets/{dataset_id}"
@@ -168,9 +153,7 @@ def delete_dataset(
     dataset_id: DatasetIdPath, session: SessionDep, principal: Annotated[Principal, STEWARDS],
 ) -> None:
     """Delete a registration that never received rows (409 once it has or had any)."""
-    service.withdraw(session=session, dataset_id=dataset_id)
-    audit.record(session=session, principal=principal, action=Action.DATASET_WITHDRAWN,
-                 target=f"dataset/{dataset_id}", detail={})
+    dataset_flow.withdraw(session=session, dataset_id=dataset_id, principal=principal)
 
 
 @router.delete("/{dataset_id}/data", responses=problems(404))
@@ -178,11 +161,8 @@ def erase_dataset_data(
     dataset_id: DatasetIdPath, session: SessionDep, principal: Annotated[Principal, STEWARDS],
 ) -> DatasetOut:
     """Erase the rows and their per-record secrets; the ledger, models and reports stay."""
-    dataset = uploads.erase_data(session=session,
-                                 dataset=service.get(session=session, dataset_id=dataset_id))
-    cohort.forget(dataset.id)  # no copy of the rows stays in this process's statistics cache
-    audit.record(session=session, principal=principal, action=Action.DATA_ERASED,
-                 target=f"dataset/{dataset.id}", detail={"state": dataset.state})
+    dataset = dataset_flow.erase_data(session=session, dataset_id=dataset_id,
+                                      principal=principal)
     return _out(dataset, principal)
 
 
@@ -192,12 +172,8 @@ def change_privacy_budget(
     principal: Annotated[Principal, require_roles()],
 ) -> DatasetOut:
     """Raise or lower a dataset's budget (admin); 409 if it would fall below what is spent."""
-    dataset = service.get(session=session, dataset_id=dataset_id)
-    before = {"epsilon": dataset.budget_epsilon, "delta": dataset.budget_delta}
-    service.change_budget(session=session, dataset=dataset, budget=body)
-    audit.record(session=session, principal=principal, action=Action.BUDGET_CHANGED,
-                 target=f"dataset/{dataset.id}",
-                 detail={"from": before, "to": body.model_dump(mode="json")})
+    dataset = dataset_flow.change_budget(session=session, dataset_id=dataset_id, budget=body,
+                                         principal=principal)
     return _out(dataset, principal)
 
 
@@ -208,8 +184,7 @@ def get_dataset_privacy_report(
     response: Response,
 ) -> DatasetPrivacyReport | HTMLResponse:
     """Budget, composed spend, remaining budget and the ledger entries (JSON or HTML page)."""
-    dataset = service.get(session=session, dataset_id=dataset_id)
-    report = ledger_report.dataset_report(session=session, dataset=dataset)
+    report = dataset_flow.privacy_report(session=session, dataset_id=dataset_id)
     root_path = request.scope.get("root_path", "")
     return negotiated(report, html=html, response=response,
                       render=lambda r: report_html.render_dataset_page(r, root_path=root_path))

@@ -14,13 +14,13 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from app.api.scoring_route import ScoringRoute
-from app.auth import audit
 from app.auth.dependencies import require_roles
 from app.auth.principal import Principal
 from app.core.openapi import problems
 from app.core.time import utcnow
 from app.fhir import outcome, service, terminology
 from app.fhir.schemas import RiskFhirRequest
+from app.flows import scoring as scoring_flow
 
 Handler = Callable[[Request], Coroutine[Any, Any, Response]]
 
@@ -72,14 +72,7 @@ def score_patient_fhir(
     principal: Annotated[Principal, require_roles("clinician")],
 ) -> JSONResponse:
     """Score one patient and answer with a FHIR R4 RiskAssessment."""
-    scored, model = service.assess(features=body.features, model_id=body.model_id,
-                                   references=body.basis)
-    audit.record_scoring(principal=principal, endpoint="risk/fhir",
-                         patients=1, model_id=scored.model.id)
-    resource = service.risk_assessment(
-        scored=scored, model=model, subject=body.subject, features=body.features,
-        references=body.basis, now=utcnow(),
-    )
+    resource = scoring_flow.assess_fhir(request=body, principal=principal, now=utcnow())
     return JSONResponse(resource, media_type=service.FHIR_JSON)
 
 

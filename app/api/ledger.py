@@ -1,18 +1,15 @@
-"""Ledger API: thin routes over app.ledger.service."""
+"""Ledger API: a thin route over app.flows.ledger."""
 
 from typing import Annotated
 
 from fastapi import APIRouter
 
-from app.auth import audit
-from app.auth.audit import Action
 from app.auth.dependencies import require_roles
 from app.auth.principal import Principal
 from app.core.database import SessionDep
 from app.core.ids import DatasetIdPath
 from app.core.json_body import JsonRoute
-from app.datasets import service as dataset_service
-from app.ledger import service
+from app.flows import ledger as ledger_flow
 from app.ledger.schemas import ChainVerification
 
 router = APIRouter(prefix="/v1/datasets", tags=["ledger"], route_class=JsonRoute)
@@ -24,12 +21,4 @@ def verify_ledger(
     principal: Annotated[Principal, require_roles("privacy_officer")],
 ) -> ChainVerification:
     """Recompute the dataset's ledger hash chain and name the first record that breaks it."""
-    dataset = dataset_service.get(session=session, dataset_id=dataset_id)
-    result = ChainVerification.model_validate(
-        service.verify_chain(session=session, dataset=dataset)
-    )
-    audit.record(session=session, principal=principal, action=Action.LEDGER_VERIFIED,
-                 target=f"dataset/{dataset.id}",
-                 detail={"valid": result.valid, "records": result.records,
-                         "head_hash": result.head_hash})
-    return result
+    return ledger_flow.verify(session=session, dataset_id=dataset_id, principal=principal)

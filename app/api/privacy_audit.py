@@ -1,4 +1,4 @@
-"""Privacy-audit API: thin routes over app.privacy_audit.service.
+"""Privacy-audit API: thin routes over app.privacy_audit.service and app.flows.audits.
 
 An audit is a job of kind ``privacy_audit`` on the shared queue; cancel it like any job
 (``POST /v1/jobs/{id}/cancel``).
@@ -9,8 +9,6 @@ from typing import Annotated
 from fastapi import APIRouter, Request, Response, status
 from fastapi.responses import HTMLResponse, JSONResponse
 
-from app.auth import audit as action_log
-from app.auth.audit import Action
 from app.auth.dependencies import require_roles
 from app.auth.principal import Principal
 from app.core.database import SessionDep
@@ -19,11 +17,10 @@ from app.core.json_body import JsonRoute
 from app.core.negotiation import REPORT_RESPONSES, PrefersHtml
 from app.core.openapi import problems
 from app.core.pagination import Limit, Offset
-from app.datasets import service as dataset_service
+from app.flows import audits as audit_flow
 from app.privacy_audit import service
 from app.privacy_audit.schemas import AuditCreate, AuditOut, AuditPage
 from app.reports import audit_html as report_html
-from app.reports import audit_report as report
 from app.reports.html import negotiated
 from app.reports.schemas import AuditReport
 
@@ -37,13 +34,9 @@ def create_audit(
     body: AuditCreate, session: SessionDep, response: Response, principal: Auditor
 ) -> AuditOut:
     """Queue a privacy audit of a training job on a public dataset (422 otherwise)."""
-    job = service.submit(session=session, request=body)
-    action_log.record(
-        session=session, principal=principal, action=Action.JOB_SUBMITTED,
-        target=f"job/{job.id}", detail={"kind": job.kind, **body.model_dump()},
-    )
-    response.headers["Location"] = f"/v1/audits/{job.id}"
-    return service.describe(job=job)
+    queued = audit_flow.submit(session=session, request=body, principal=principal)
+    response.headers["Location"] = f"/v1/audits/{queued.id}"
+    return queued
 
 
 @router.get("", dependencies=[READERS])
@@ -72,9 +65,6 @@ def get_audit_report(
     response: Response,
 ) -> AuditReport | HTMLResponse:
     """Accounted against audited epsilon, the one-run audits and the attacks (JSON or HTML)."""
-    job = service.get(session=session, audit_id=audit_id)
-    dataset = dataset_service.get(session=session, dataset_id=job.dataset_id)
-    body = report.audit_report(
-        job=job, dataset=dataset, root_path=request.scope.get("root_path", "")
-    )
+    body = audit_flow.report(session=session, audit_id=audit_id,
+                             root_path=request.scope.get("root_path", ""))
     return negotiated(body, html=html, response=response, render=report_html.render_audit_page)

@@ -4,8 +4,6 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends
 
-from app.auth import audit
-from app.auth.audit import Action
 from app.auth.dependencies import require_roles
 from app.auth.principal import Principal
 from app.core.database import SessionDep
@@ -13,6 +11,7 @@ from app.core.ids import ModelIdPath
 from app.core.json_body import JsonRoute
 from app.core.openapi import problems
 from app.core.pagination import Limit, Offset
+from app.flows import models as model_flow
 from app.registry import service
 from app.registry.models import TrainedModel
 from app.registry.schemas import (
@@ -68,11 +67,7 @@ def list_activations(
 @router.post("/rollback", responses=problems(409))
 def rollback_model(principal: DataScientist, session: SessionDep) -> ActivationChange:
     """Reactivate the model that was active before the latest activation."""
-    model, row = service.rollback(session=session)
-    audit.record(session=session, principal=principal, action=Action.MODEL_ROLLED_BACK,
-                 target=f"model/{model.id}")
-    return ActivationChange(model=service.describe(model=model, active_model_id=model.id),
-                            activation=ActivationOut.model_validate(row))
+    return model_flow.rollback(session=session, principal=principal)
 
 
 @router.get("/{model_id}", dependencies=[READERS])
@@ -86,13 +81,7 @@ def activate_model(
     principal: DataScientist, model: ValidModel, session: SessionDep
 ) -> ActivationChange:
     """Make this model the one scoring uses by default (only models of succeeded jobs)."""
-    row = service.activate(session=session, model=model)
-    audit.record(session=session, principal=principal, action=Action.MODEL_ACTIVATED,
-                 target=f"model/{model.id}", detail={"changed": row is not None})
-    return ActivationChange(
-        model=service.describe(model=model, active_model_id=model.id),
-        activation=None if row is None else ActivationOut.model_validate(row),
-    )
+    return model_flow.activate(session=session, model=model, principal=principal)
 
 
 @router.put("/{model_id}/band-thresholds")
@@ -100,7 +89,5 @@ def set_band_thresholds(
     principal: DataScientist, body: BandThresholds, model: ValidModel, session: SessionDep
 ) -> ModelOut:
     """Change the model's risk-band thresholds (0 < low_medium < medium_high < 1)."""
-    service.set_band_thresholds(session=session, model=model, thresholds=body.model_dump())
-    audit.record(session=session, principal=principal, action=Action.BAND_THRESHOLDS_CHANGED,
-                 target=f"model/{model.id}", detail=body.model_dump())
-    return service.describe(model=model, active_model_id=service.active_id(session=session))
+    return model_flow.set_band_thresholds(session=session, model=model, thresholds=body,
+                                          principal=principal)

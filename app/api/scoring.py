@@ -6,7 +6,6 @@ from fastapi import APIRouter, Query, Response
 from starlette.concurrency import run_in_threadpool
 
 from app.api.scoring_route import ScoringRoute
-from app.auth import audit
 from app.auth.dependencies import require_roles
 from app.auth.models import ROLES
 from app.auth.principal import Principal
@@ -14,7 +13,8 @@ from app.core.ids import MAX_ID
 from app.core.openapi import problems
 from app.datasets.dataset_schema import CRISIS_SCHEMA
 from app.flows import schemas as schema_flow
-from app.scoring import render, service
+from app.flows import scoring as scoring_flow
+from app.scoring import render
 from app.scoring.feature_spec import feature_document
 from app.scoring.schemas import (
     TOP_CONTRIBUTIONS,
@@ -31,10 +31,7 @@ Clinician = Annotated[Principal, require_roles("clinician")]
 
 
 def _score_one(body: RiskRequest, principal: Principal) -> bytes:
-    answer = service.score(features=body.features, model_id=body.model_id)
-    audit.record_scoring(principal=principal, endpoint="risk", patients=1,
-                         model_id=answer.model.id)
-    return render.answer_json(answer)
+    return render.answer_json(scoring_flow.score(request=body, principal=principal))
 
 
 @router.post("/v1/risk", response_model=RiskResult, responses=problems(404, 409))
@@ -57,10 +54,7 @@ def score_patients(
     ] = BatchView.FULL,
 ) -> Response:
     """Score 1 to 10,000 patients in one call; results in request order."""
-    answer = service.score_batch(patients=[p.features for p in body.patients],
-                                 ids=[p.id for p in body.patients], model_id=body.model_id)
-    audit.record_scoring(principal=principal, endpoint="risk/batch",
-                         patients=len(body.patients), model_id=answer.model.id)
+    answer = scoring_flow.score_batch(request=body, principal=principal)
     write = render.compact_json if view is BatchView.COMPACT else render.batch_json
     return Response(write(answer), media_type="application/json")
 

@@ -1,12 +1,11 @@
-"""Statistics API: thin routes over app.statistics.service (DP cohort statistics)."""
+"""Statistics API: thin routes over app.statistics.service and app.flows.statistics (DP
+cohort statistics)."""
 
 from typing import Annotated
 
 from fastapi import APIRouter, Path, Response, status
 from sqlalchemy.orm import Session
 
-from app.auth import audit
-from app.auth.audit import Action
 from app.auth.dependencies import require_roles
 from app.auth.principal import Principal
 from app.core.database import SessionDep
@@ -16,7 +15,7 @@ from app.core.json_body import JsonRoute
 from app.core.openapi import problems
 from app.core.pagination import Limit, Offset
 from app.core.schemas import register_param_range
-from app.datasets import service as dataset_service
+from app.flows import statistics as statistics_flow
 from app.statistics import service
 from app.statistics.schemas import StatisticsCreate, StatisticsPage, StatisticsReleaseOut
 from app.statistics.views import release_view
@@ -34,21 +33,6 @@ def _view(session: Session, release_id: int) -> StatisticsReleaseOut:
     return release_view(row, service.ledger_entry(session=session, release_id=row.id))
 
 
-def _release(*, session: Session, dataset_id: int, body: StatisticsCreate,
-             principal: Principal) -> int:
-    """Answer, charge and audit in one transaction (an idempotent replay does none)."""
-    dataset = dataset_service.get(session=session, dataset_id=dataset_id)
-    row = service.release(session=session, dataset=dataset, request=body)
-    audit.record(
-        session=session, principal=principal, action=Action.STATISTICS_RELEASED,
-        target=f"statistics/{row.id}",
-        detail={"dataset_id": dataset.id, "queries": len(body.queries),
-                "epsilon": body.privacy.epsilon, "delta": row.delta,
-                "mechanism": str(body.privacy.mechanism)},
-    )
-    return row.id
-
-
 @router.post("/v1/datasets/{dataset_id}/statistics", status_code=status.HTTP_201_CREATED,
              responses=problems(404, 409))
 def create_statistics(
@@ -60,8 +44,8 @@ def create_statistics(
     release_id, replayed = create_once(
         session=session, owner=principal.key_id,
         route=f"POST /v1/datasets/{dataset_id}/statistics", key=idempotency_key, body=body,
-        create=lambda: _release(session=session, dataset_id=dataset_id, body=body,
-                                principal=principal),
+        create=lambda: statistics_flow.release(session=session, dataset_id=dataset_id,
+                                               request=body, principal=principal),
     )
     response.headers.update(replay_headers(replayed))
     response.headers["Location"] = f"/v1/statistics/{release_id}"
@@ -73,12 +57,8 @@ def list_statistics(
     dataset_id: DatasetIdPath, session: SessionDep, limit: Limit = 50, offset: Offset = 0,
 ) -> StatisticsPage:
     """List a dataset's statistics releases, newest first."""
-    dataset = dataset_service.get(session=session, dataset_id=dataset_id)
-    rows, total = service.list_page(session=session, dataset_id=dataset.id, limit=limit,
-                                    offset=offset)
-    items = [release_view(r, service.ledger_entry(session=session, release_id=r.id))
-             for r in rows]
-    return StatisticsPage(items=items, total=total, limit=limit, offset=offset)
+    return statistics_flow.page(session=session, dataset_id=dataset_id, limit=limit,
+                                offset=offset)
 
 
 @router.get("/v1/statistics/{release_id}", dependencies=[ASKERS])

@@ -1,6 +1,7 @@
 """API keys (stored only as SHA-256 hashes) and the audit log of who did what."""
 
 from datetime import datetime
+from enum import StrEnum
 from typing import Any
 
 from sqlalchemy import JSON, CheckConstraint, DateTime, ForeignKey, Integer, String
@@ -8,12 +9,25 @@ from sqlalchemy.orm import Mapped, mapped_column
 
 from app.core.database import Base
 from app.core.time import utcnow
+from app.core.vocabulary import StrEnumColumn
 
 # What each role may call is the table in docs/api.md ("Keys, roles and the audit log"), held
 # route by route in tests/auth/test_route_roles.py. A data steward registers datasets, sends and
 # erases their rows and reads their exact intake facts; a data scientist sees data only through
 # DP releases (DESIGN.md "Roles").
-ROLES = ("admin", "data_steward", "data_scientist", "privacy_officer", "clinician")
+
+
+class Role(StrEnum):
+    """Who a key speaks for."""
+
+    ADMIN = "admin"
+    DATA_STEWARD = "data_steward"
+    DATA_SCIENTIST = "data_scientist"
+    PRIVACY_OFFICER = "privacy_officer"
+    CLINICIAN = "clinician"
+
+
+ROLES = tuple(role.value for role in Role)  # plain strings: the CHECK constraint quotes them
 
 
 class ApiKey(Base):
@@ -24,7 +38,7 @@ class ApiKey(Base):
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     name: Mapped[str] = mapped_column(String(100), unique=True)
-    role: Mapped[str] = mapped_column(String(32))
+    role: Mapped[Role] = mapped_column(StrEnumColumn(Role, 32))
     # The public part of a key ``dpk_<public_id>_<secret>`` (not secret), to tell keys apart;
     # None for keys made before keys had one (they show as ``key-<id>``).
     public_id: Mapped[str | None] = mapped_column(String(12), nullable=True, unique=True,

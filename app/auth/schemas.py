@@ -1,13 +1,12 @@
 """Request and response bodies of the keys and audit-log APIs."""
 
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import Field
 
+from app.auth.models import Role as Role  # defined there, once
 from app.auth.service import NAME_PATTERN
 from app.core.schemas import Page, RequestModel, ResponseModel, UtcDatetime
-
-Role = Literal["admin", "data_steward", "data_scientist", "privacy_officer", "clinician"]
 
 
 class KeyCreate(RequestModel):

@@ -1,6 +1,7 @@
 """Dataset table: what was registered and the privacy budget that guards it."""
 
 from datetime import datetime
+from enum import StrEnum
 from typing import Any
 
 from sqlalchemy import JSON, Boolean, DateTime, Float, Integer, String
@@ -8,15 +9,28 @@ from sqlalchemy.orm import Mapped, mapped_column
 
 from app.core.database import Base
 from app.core.time import utcnow
+from app.core.vocabulary import StrEnumColumn
 from app.datasets.record_coins import CURRENT_SCHEME
 from app.ledger.models import GENESIS_HASH
 
-AWAITING_DATA, READY, ERASED = "awaiting_data", "ready", "erased"
-# An upload's body is arriving: the dataset is claimed for that one upload (app.datasets.claims).
-RECEIVING = "receiving"
-# Deleted by its steward before any row arrived: gone from the API; its ledger (the budget
-# record) and audit events stay, append-only.
-WITHDRAWN = "withdrawn"
+
+class DatasetState(StrEnum):
+    """Where a dataset's rows are."""
+
+    AWAITING_DATA = "awaiting_data"
+    # An upload's body is arriving: the dataset is claimed for that one upload
+    # (app.datasets.claims).
+    RECEIVING = "receiving"
+    READY = "ready"
+    ERASED = "erased"
+    # Deleted by its steward before any row arrived: gone from the API; its ledger (the budget
+    # record) and audit events stay, append-only.
+    WITHDRAWN = "withdrawn"
+
+
+# The short names callers import (members, so equal to the strings they were).
+AWAITING_DATA, RECEIVING = DatasetState.AWAITING_DATA, DatasetState.RECEIVING
+READY, ERASED, WITHDRAWN = DatasetState.READY, DatasetState.ERASED, DatasetState.WITHDRAWN
 
 
 class Dataset(Base):
@@ -64,7 +78,8 @@ class Dataset(Base):
     schema_hash: Mapped[str | None] = mapped_column(String(64), nullable=True)
     # awaiting_data (an upload registered, no rows yet) | receiving (one upload's body is
     # arriving) | ready | erased (rows and secret gone) | withdrawn (deleted before any row)
-    state: Mapped[str] = mapped_column(String(16), default=READY, server_default=READY)
+    state: Mapped[DatasetState] = mapped_column(StrEnumColumn(DatasetState, 16), default=READY,
+                                                server_default=READY.value)
     # The upload that holds the dataset while its body arrives (app.datasets.claims), and when
     # it took it; both null outside ``receiving``.
     upload_claim: Mapped[str | None] = mapped_column(String(64), nullable=True)

@@ -13,7 +13,7 @@ from app.core.schemas import (
     register_ranges,
 )
 from app.datasets.dataset_schema import DatasetSchema
-from app.datasets.models import Dataset
+from app.datasets.models import Dataset, DatasetState
 
 MIN_ROWS, MAX_ROWS = 100, 2_000_000
 
@@ -82,7 +82,7 @@ class DatasetOut(ResponseModel):
     evaluation_rows: int = Field(validation_alias="n_evaluation")
     public: bool
     privacy_budget: BudgetOut
-    state: str = Field(
+    state: DatasetState = Field(
         description="awaiting_data | receiving (one upload is sending its rows) | ready | erased")
     dataset_schema: dict[str, Any] | None = Field(
         serialization_alias="schema", validation_alias="schema_json",

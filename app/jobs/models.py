@@ -1,6 +1,7 @@
 """Job table; it is also the queue the workers claim from."""
 
 from datetime import datetime
+from enum import StrEnum
 from typing import Any
 
 from sqlalchemy import JSON, Boolean, DateTime, Float, ForeignKey, Integer, String, Text
@@ -8,16 +9,31 @@ from sqlalchemy.orm import Mapped, mapped_column
 
 from app.core.database import Base
 from app.core.time import utcnow
+from app.core.vocabulary import StrEnumColumn
 
-QUEUED, RUNNING, SUCCEEDED, FAILED, CANCELLED = (
-    "queued",
-    "running",
-    "succeeded",
-    "failed",
-    "cancelled",
-)
+
+class JobStatus(StrEnum):
+    """Where a job is in the queue; the last three are final."""
+
+    QUEUED = "queued"
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+
+class JobKind(StrEnum):
+    """The kinds of job sharing the one queue."""
+
+    TRAIN = "train"
+    PRIVACY_AUDIT = "privacy_audit"
+
+
+# The short names callers import (members, so equal to the strings they were).
+QUEUED, RUNNING, SUCCEEDED = JobStatus.QUEUED, JobStatus.RUNNING, JobStatus.SUCCEEDED
+FAILED, CANCELLED = JobStatus.FAILED, JobStatus.CANCELLED
 FINISHED = (SUCCEEDED, FAILED, CANCELLED)
-TRAIN, PRIVACY_AUDIT = "train", "privacy_audit"  # job kinds sharing the one queue
+TRAIN, PRIVACY_AUDIT = JobKind.TRAIN, JobKind.PRIVACY_AUDIT
 
 
 class Job(Base):
@@ -25,8 +41,10 @@ class Job(Base):
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     dataset_id: Mapped[int] = mapped_column(ForeignKey("dataset.id"), index=True)
-    status: Mapped[str] = mapped_column(String(16), default=QUEUED, index=True)
-    kind: Mapped[str] = mapped_column(String(16), default=TRAIN, server_default=TRAIN)
+    status: Mapped[JobStatus] = mapped_column(StrEnumColumn(JobStatus, 16), default=QUEUED,
+                                              index=True)
+    kind: Mapped[JobKind] = mapped_column(StrEnumColumn(JobKind, 16), default=TRAIN,
+                                          server_default=TRAIN.value)
     # What the caller asked for (exactly one of the two is set) and what it resolved to.
     target_epsilon: Mapped[float | None] = mapped_column(Float, nullable=True)
     requested_noise_multiplier: Mapped[float | None] = mapped_column(Float, nullable=True)

@@ -15,7 +15,7 @@ from sqlalchemy.orm import Session
 from app.core.database import affected_rows
 from app.core.time import utcnow
 from app.jobs import results
-from app.jobs.models import CANCELLED, FAILED, QUEUED, RUNNING, SUCCEEDED, Job
+from app.jobs.models import CANCELLED, FAILED, QUEUED, RUNNING, SUCCEEDED, Job, JobStatus
 from app.ledger import service as ledger_service
 
 
@@ -123,7 +123,7 @@ def finish(
         return None
     if metrics is not None:
         results.check(job.kind, metrics)  # a key nobody classified is never stored
-    job.status = status
+    job.status = JobStatus(status)
     job.finished_at = utcnow()
     job.lease_until = None
     job.metrics = metrics

@@ -8,8 +8,10 @@ from pydantic_core import PydanticCustomError
 from app.core.ids import MAX_ID
 from app.core.schemas import Page, RequestModel, ResponseModel, UtcDatetime, register_ranges
 from app.families import DEFAULT_FAMILY, family_names
-from app.jobs.models import Job
+from app.jobs.models import Job, JobKind
+from app.jobs.models import JobStatus as JobStatus  # the route's filter imports it here
 from app.jobs.results import ServedResults
+from app.privacy.accountant_names import with_pld_key
 
 FULL_BATCH_EPOCHS = 1000  # one step per epoch at q = 1
 MINI_BATCH_EPOCHS = 20
@@ -120,8 +122,15 @@ class JobPrivacyOut(ResponseModel):
     steps: int
     max_grad_norm: float
     epsilon_planned: dict[str, float | None] = Field(
-        description="the planned mechanism's epsilon under each accountant (null: infinite)"
+        description="the planned mechanism's epsilon under each accountant (null: infinite): "
+        "rdp and pld (the headline PLD figure; its old key prv is kept, deprecated, for one "
+        "release)"
     )
+
+    @field_validator("epsilon_planned")
+    @classmethod
+    def _pld_key(cls, value: dict[str, float | None]) -> dict[str, float | None]:
+        return with_pld_key(value)
 
 
 class ProgressOut(ResponseModel):
@@ -142,9 +151,9 @@ class ErrorOut(ResponseModel):
 
 class JobOut(ResponseModel):
     id: int
-    kind: str = Field(description="train, or privacy_audit (details at /v1/audits/{id})")
+    kind: JobKind = Field(description="train, or privacy_audit (details at /v1/audits/{id})")
     dataset_id: int
-    status: str
+    status: JobStatus
     privacy: JobPrivacyOut
     training: dict[str, Any]
     progress: ProgressOut
@@ -175,5 +184,3 @@ class JobOut(ResponseModel):
 class JobPage(Page[JobOut]):
     pass
 
-
-JobStatus = Literal["queued", "running", "succeeded", "failed", "cancelled"]

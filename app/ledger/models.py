@@ -22,6 +22,7 @@ mechanism parameters and, from scheme 2, its event.
 """
 
 from datetime import datetime
+from enum import StrEnum
 from typing import Any
 
 from sqlalchemy import (
@@ -40,18 +41,40 @@ from sqlalchemy import (
     func,
     select,
     table,
+    type_coerce,
 )
 from sqlalchemy.orm import Mapped, column_property, mapped_column, object_session
 
 from app.core.database import Base
 from app.core.time import utcnow
+from app.core.vocabulary import StrEnumColumn
 from app.privacy.events import NON_PRIVATE as NON_PRIVATE
 from app.privacy.events import SUBSAMPLED_GAUSSIAN as SUBSAMPLED_GAUSSIAN
 
-RESERVED, COMMITTED, RELEASED = "reserved", "committed", "released"
-RESERVE, COMMIT, RELEASE, BUDGET = "reserve", "commit", "release", "budget"
-SCHEME = "scheme"
-KINDS = (RESERVE, COMMIT, RELEASE, BUDGET, SCHEME)
+
+class EntryStatus(StrEnum):
+    """An entry's state, derived from its events (``STATUS_AFTER``)."""
+
+    RESERVED = "reserved"
+    COMMITTED = "committed"
+    RELEASED = "released"
+
+
+class EventKind(StrEnum):
+    """A ledger record's kind (the ``kind`` CHECK constraint lists the same words)."""
+
+    RESERVE = "reserve"
+    COMMIT = "commit"
+    RELEASE = "release"
+    BUDGET = "budget"
+    SCHEME = "scheme"
+
+
+# The short names callers import (members, so equal to the strings they were).
+RESERVED, COMMITTED, RELEASED = EntryStatus.RESERVED, EntryStatus.COMMITTED, EntryStatus.RELEASED
+RESERVE, COMMIT, RELEASE = EventKind.RESERVE, EventKind.COMMIT, EventKind.RELEASE
+BUDGET, SCHEME = EventKind.BUDGET, EventKind.SCHEME
+KINDS = tuple(EventKind)
 STATUS_AFTER = {RESERVE: RESERVED, COMMIT: COMMITTED, RELEASE: RELEASED}
 GENESIS_HASH = "0" * 64
 # Scheme 1: records written before entries stored their event (their content is unchanged);
@@ -90,7 +113,7 @@ class LedgerEvent(Base):
     )
     # 1, 2, 3, ... per dataset: a gap shows a deleted record.
     seq: Mapped[int] = mapped_column(Integer)
-    kind: Mapped[str] = mapped_column(String(16))
+    kind: Mapped[EventKind] = mapped_column(StrEnumColumn(EventKind, 16))
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
     # commit: cumulative steps charged so far (None in records written before per-epoch
     # commits: the whole plan).
@@ -154,10 +177,13 @@ class LedgerEntry(Base):
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
     # Read-only, from the events: reserved | committed | released, and when it last changed.
     # A release after commits gives back only the unrun remainder: the entry stays committed.
-    status: Mapped[str] = column_property(
-        case(
-            (_has_event(COMMIT, id), COMMITTED),
-            else_=_latest_event(case(STATUS_AFTER, value=LedgerEvent.kind), id),
+    status: Mapped[EntryStatus] = column_property(
+        type_coerce(
+            case(
+                (_has_event(COMMIT, id), COMMITTED),
+                else_=_latest_event(case(STATUS_AFTER, value=LedgerEvent.kind), id),
+            ),
+            StrEnumColumn(EntryStatus, 16),
         )
     )
     updated_at: Mapped[datetime] = column_property(_latest_event(LedgerEvent.created_at, id))

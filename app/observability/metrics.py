@@ -57,7 +57,7 @@ JOB_STATUSES = (
 
 def jobs_by_status(session: Session) -> dict[str, int]:
     rows = session.execute(select(Job.status, func.count()).group_by(Job.status))
-    counts = dict.fromkeys(JOB_STATUSES, 0)
+    counts: dict[str, int] = dict.fromkeys(JOB_STATUSES, 0)
     counts.update({status: count for status, count in rows})
     return counts
 

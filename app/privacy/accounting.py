@@ -13,10 +13,12 @@ code here; one that no accountant supports counts as non-private (never under-re
 * ``rdp``: Rényi DP over a fixed grid of orders. Composition by adding RDP curves is sound even
   when each next job is chosen after seeing earlier results, so the ledger's admission (a privacy
   filter) uses it.
-* ``prv`` (registry key and database column kept from when this was Opacus' PRV accountant): the
-  job's headline epsilon, now dp-accounting's privacy loss distribution (PLD, pessimistic
-  connect-the-dots; ``app.privacy.pld``). An upper bound at any discretisation, within about
-  1% of dp-accounting's own PLDAccountant, where Opacus' PRV carried a fixed +0.01 (+5% at
+* ``pld`` (the name people read: API keys ``pld``; ``prv``, from when this was Opacus' PRV
+  accountant, is its deprecated alias in answers for one release and still its registry key,
+  its figure key inside and its database column ``epsilon_prv``): the job's headline epsilon,
+  now dp-accounting's privacy loss distribution (PLD, pessimistic connect-the-dots;
+  ``app.privacy.pld``). An upper bound at any discretisation, within about 1% of
+  dp-accounting's own PLDAccountant, where Opacus' PRV carried a fixed +0.01 (+5% at
   epsilon 0.2, +20% at 0.04). Reported beside RDP and used to pick noise for a target.
 """
 
@@ -35,6 +37,7 @@ from scipy.optimize import brentq
 from scipy.special import gammaln, log_ndtr, ndtr
 
 from app.privacy import events, mechanisms, pld
+from app.privacy.accountant_names import DEPRECATED_PLD_KEY, PLD_KEY
 
 # Fixed, public grid of Rényi orders (a filter must not pick orders after seeing the data).
 RDP_ORDERS: tuple[float, ...] = tuple(
@@ -270,7 +273,8 @@ class PLDAccountant:
     independent implementation referees it, the figure carries a stated margin, never beyond
     RDP (``rounding_margin``).
 
-    The registry key stays ``prv`` (stored columns, API fields); ``description`` names it.
+    The registry key stays ``prv`` (stored columns; ``create_accountant("pld")`` finds it too,
+    and answers name it ``pld`` beside the deprecated ``prv``); ``description`` names it.
     """
 
     name = "prv"
@@ -370,7 +374,10 @@ def epsilon_by_accountant(history: History, delta: float) -> dict[str, float]:
 
 
 def create_accountant(name: str) -> Accountant:
-    """Look an accountant up by name (``rdp``, or ``prv``: the headline PLD)."""
+    """Look an accountant up by name (``rdp``, or ``pld``: the headline PLD; ``prv`` is its
+    deprecated alias and, for now, its registry key)."""
+    if name == PLD_KEY:
+        name = DEPRECATED_PLD_KEY
     try:
         return _REGISTRY[name]()
     except KeyError as exc:
@@ -380,7 +387,7 @@ def create_accountant(name: str) -> Accountant:
 def search_accountant(name: str) -> Accountant:
     """A cheaper stand-in for ``name`` while searching noise: the PLD with SEARCH_PLD_POINTS
     (same figure where the PMF is small, a little looser where it is capped), else ``name``."""
-    if name == "prv":
+    if name in (PLD_KEY, DEPRECATED_PLD_KEY):
         return PLDAccountant(max_points=SEARCH_PLD_POINTS)
     return create_accountant(name)
 

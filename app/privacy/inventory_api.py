@@ -92,7 +92,8 @@ OPEN_OBJECTS: dict[str, str] = {
     # Maps keyed by public names.
     "DatasetOut.imputed": "imputed counts keyed by the declared schema's feature names "
     "(stewards and admins only)",
-    "JobPrivacyOut.epsilon_planned": "keyed by accountant name (rdp, prv)",
+    "JobPrivacyOut.epsilon_planned": "keyed by accountant name (rdp, pld; prv: pld's "
+    "deprecated alias for one release)",
     "ModelOut.band_thresholds": "keyed by the band cut-offs' names (low_medium, medium_high)",
     "RiskResult.band_thresholds": "keyed by the band cut-offs' names",
     "RiskBatchResult.band_thresholds": "keyed by the band cut-offs' names",
@@ -152,7 +153,7 @@ LEDGER_VIEWS = [
                                         "sample_rate steps committed_steps charged_steps "
                                         "remainder_released clip_norm delta accountant "
                                         "epsilon_text created_at updated_at"}),
-    *fields("EpsilonByAccountant", {LEDGER: "rdp prv"}),
+    *fields("EpsilonByAccountant", {LEDGER: "rdp pld prv"}),
     *fields("TimelinePointView", {LEDGER: "entry_id job_id at entry_epsilon composed_epsilon "
                                           "naive_epsilon non_private composed_epsilon_text"}),
     *fields("ChainVerification", {LEDGER: "dataset_id valid budget_anchored records head_hash"}),
@@ -184,7 +185,7 @@ JOB_REPORT = [
         (LEDGER, PUBLIC_BY_CONVENTION, DP_CALIBRATION): "statement",
     }),
     *fields("Accountants", {PUBLIC_INPUT: "reported composition"}),
-    *fields("EpochEpsilon", {LEDGER: "epoch prv rdp"}),
+    *fields("EpochEpsilon", {LEDGER: "epoch pld prv rdp"}),
     *fields("Coverage", {PUBLIC_INPUT: "covers does_not_cover"}),
     *fields("PrivacyTerms", {PUBLIC_INPUT: "neighbouring_relation parts filter noise_source",
                              LEDGER: "filter_order"}),

@@ -18,13 +18,22 @@ the L2 sensitivity; Laplace: scale b over the L1 sensitivity). From these alone:
 
 import math
 from collections.abc import Sequence
+from enum import StrEnum
 
 import numpy as np
 from scipy.optimize import brentq
 from scipy.special import log_ndtr, ndtr
 
-GAUSSIAN, LAPLACE = "gaussian", "laplace"
-KINDS = (GAUSSIAN, LAPLACE)
+
+class NoiseMechanism(StrEnum):
+    """The additive noise a one-shot release draws (statistics, held-out releases)."""
+
+    GAUSSIAN = "gaussian"
+    LAPLACE = "laplace"
+
+
+GAUSSIAN, LAPLACE = NoiseMechanism.GAUSSIAN, NoiseMechanism.LAPLACE
+KINDS = tuple(NoiseMechanism)
 
 
 def gaussian_multiplier(components: Sequence[float]) -> float:

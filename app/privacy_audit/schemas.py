@@ -6,6 +6,7 @@ from pydantic import Field
 
 from app.core.ids import MAX_ID
 from app.core.schemas import Page, RequestModel, ResponseModel, UtcDatetime, register_ranges
+from app.jobs.models import JobStatus
 from app.jobs.schemas import ErrorOut
 
 
@@ -40,7 +41,7 @@ class AuditOut(ResponseModel):
     id: int  # the audit's own job on the shared queue
     audited_job_id: int
     dataset_id: int
-    status: str
+    status: JobStatus
     request: dict[str, Any]
     accounted_epsilon: float | None
     audited_epsilon: float | None

@@ -51,7 +51,8 @@ class BandThresholds(RequestModel):
 class PrivacyStatementOut(ResponseModel):
     """A model's (epsilon, delta) guarantee; every score it gives repeats it."""
 
-    epsilon: float | None = Field(description="PLD accountant (key prv); null: trained without DP")
+    epsilon: float | None = Field(description="the PLD accountant's figure (accountant: prv, "
+                                  "the old name of pld); null: trained without DP")
     delta: float
     accountant: str
     epsilon_rdp: float | None

@@ -49,10 +49,10 @@ def epoch_chart(report: JobPrivacyReport) -> Chart:
     """PLD and RDP epsilon after each epoch, with the planned final epsilon and the target."""
     per_epoch = report.epsilon_per_epoch
     non_private = report.non_private
-    prv = [(e.epoch, _infinite_if(e.prv, non_private)) for e in per_epoch]
+    pld = [(e.epoch, _infinite_if(e.pld, non_private)) for e in per_epoch]
     rdp = [(e.epoch, _infinite_if(e.rdp, non_private)) for e in per_epoch]
     references = []
-    planned = report.epsilon.prv
+    planned = report.epsilon.pld
     if finite(planned):
         references.append(Reference(f"planned final ε (PLD) {epsilon_text(planned)}", planned))
     target = report.target_epsilon
@@ -69,7 +69,7 @@ def epoch_chart(report: JobPrivacyReport) -> Chart:
         x_label="epoch",
         y_label=f"ε at δ = {report.delta:g}",
         series=[
-            Series("ε, PLD accountant (reported)", prv, color=PALETTE[0]),
+            Series("ε, PLD accountant (reported)", pld, color=PALETTE[0]),
             Series("ε, RDP accountant", rdp, color=PALETTE[1], dash="6 4", marker="square"),
         ],
         references=references,
@@ -88,7 +88,7 @@ def _epoch_table(report: JobPrivacyReport) -> dict[str, Any]:
     rows = [
         [
             str(e.epoch),
-            eps(e.prv, non_private=non_private),
+            eps(e.pld, non_private=non_private),
             eps(e.rdp, non_private=non_private),
         ]
         for e in report.epsilon_per_epoch
@@ -102,7 +102,7 @@ def _epoch_table(report: JobPrivacyReport) -> dict[str, Any]:
 
 def _job_facts(report: JobPrivacyReport, root_path: str) -> list[tuple[str, str | Link]]:
     non_private = report.non_private
-    prv, rdp = report.epsilon.prv, report.epsilon.rdp
+    pld, rdp = report.epsilon.pld, report.epsilon.rdp
     return [
         ("Privacy unit", report.privacy_unit),
         ("Dataset", _dataset_link(report, root_path)),
@@ -116,7 +116,7 @@ def _job_facts(report: JobPrivacyReport, root_path: str) -> list[tuple[str, str 
         ("Steps", f"{report.steps} ({report.steps_per_epoch} per epoch, "
                   f"{report.epochs} epochs; {report.epochs_completed} completed)"),
         ("δ", num(report.delta, "g")),
-        ("ε, PLD accountant (reported)", eps(prv, non_private=non_private)),
+        ("ε, PLD accountant (reported)", eps(pld, non_private=non_private)),
         ("ε, RDP accountant (ledger composition)", eps(rdp, non_private=non_private)),
         ("Target ε", num(report.target_epsilon, "g")),
     ]
@@ -238,7 +238,7 @@ def _entries_table(report: DatasetPrivacyReport, root_path: str) -> dict[str, An
             num(e.delta, "g"),
             e.accountant,
             eps(e.epsilon.rdp, non_private=e.non_private),
-            eps(e.epsilon.prv, non_private=e.non_private),
+            eps(e.epsilon.pld, non_private=e.non_private),
         ]
         for e in report.entries
     ]

@@ -313,7 +313,8 @@ def entry_view(entry: LedgerEntry) -> LedgerEntryView:
         entry,
         non_private=non_private,
         remainder_released=entry.released and bool(entry.committed_steps),
-        epsilon=EpsilonByAccountant(rdp=entry.epsilon_rdp, prv=entry.epsilon_prv),
+        epsilon=EpsilonByAccountant(rdp=entry.epsilon_rdp, pld=entry.epsilon_prv,
+                                    prv=entry.epsilon_prv),  # prv: pld's deprecated alias
         epsilon_text=epsilon_text(entry.epsilon_rdp, non_private=non_private),
     )
 

@@ -13,10 +13,12 @@ reports always have.
 from datetime import datetime
 from typing import Annotated, Any
 
-from pydantic import Field, PlainSerializer, WithJsonSchema
+from pydantic import Field, PlainSerializer, WithJsonSchema, model_validator
 
 from app.core.schemas import ResponseModel, UtcDatetime
+from app.jobs.models import JobStatus
 from app.jobs.results import ServedResults
+from app.ledger.models import EntryStatus
 from app.privacy_audit.schemas import AuditOut
 
 ReportDatetime = Annotated[
@@ -29,11 +31,28 @@ ReportDatetime = Annotated[
 Epsilon = Annotated[float | None, Field(description="null: infinite (non-private)")]
 
 
+_PRV_DEPRECATED = "renamed pld (the same figure); prv is kept for one release"
+
+
+def _pld_from_prv(data: Any) -> Any:
+    """Fill ``pld`` from the old key ``prv`` (stored per-epoch records, older callers) and
+    ``prv`` from ``pld``: both keys carry the one figure while the alias lives."""
+    if isinstance(data, dict):
+        if "pld" not in data and "prv" in data:
+            data = {**data, "pld": data["prv"]}
+        if "prv" not in data and "pld" in data:
+            data = {**data, "prv": data["pld"]}
+    return data
+
+
 class EpsilonByAccountant(ResponseModel):
     """One mechanism's epsilon at its delta, by each accountant."""
 
     rdp: Epsilon
-    prv: Epsilon
+    pld: Epsilon = Field(description="the headline PLD accountant's figure; null: infinite")
+    prv: Epsilon = Field(deprecated=_PRV_DEPRECATED, description="the same figure as pld")
+
+    _pld = model_validator(mode="before")(_pld_from_prv)
 
 
 class Accountants(ResponseModel):
@@ -45,8 +64,11 @@ class EpochEpsilon(ResponseModel):
     """Epsilon spent after one finished epoch, as the worker recorded it."""
 
     epoch: int
-    prv: Epsilon
+    pld: Epsilon = Field(description="the headline PLD accountant's figure; null: infinite")
+    prv: Epsilon = Field(deprecated=_PRV_DEPRECATED, description="the same figure as pld")
     rdp: Epsilon
+
+    _pld = model_validator(mode="before")(_pld_from_prv)
 
 
 class Coverage(ResponseModel):
@@ -110,7 +132,7 @@ class JobPrivacyReport(ResponseModel):
     job_id: int
     dataset_id: int
     dataset_name: str
-    status: str
+    status: JobStatus
     privacy_unit: str
     dataset_rows: int
     training_rows: int
@@ -178,7 +200,7 @@ class LedgerEntryView(ResponseModel):
                                               "(null: a job)")
     components: list[float] | None = Field(description="a statistics release's noise "
                                            "multipliers, one per noisy vector (null: a job)")
-    status: str | None
+    status: EntryStatus | None
     mechanism: str
     non_private: bool
     noise_multiplier: float
@@ -309,7 +331,7 @@ class AuditReport(ResponseModel):
     audited_job_id: int
     dataset_id: int
     dataset_name: str
-    status: str
+    status: JobStatus
     alarm: bool
     error: ReportError | None
     privacy_unit: str

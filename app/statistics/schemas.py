@@ -11,6 +11,7 @@ from typing import Annotated, Any
 from pydantic import Field
 
 from app.core.schemas import Page, RequestModel, ResponseModel, UtcDatetime, register_ranges
+from app.privacy.mechanisms import NoiseMechanism as NoiseMechanism  # defined there, once
 
 MAX_QUERIES = 50
 MAX_CELLS = 10_000
@@ -28,11 +29,6 @@ class QueryKind(StrEnum):
     MEAN = "mean"
     HISTOGRAM = "histogram"
     PREVALENCE = "prevalence"
-
-
-class NoiseMechanism(StrEnum):
-    GAUSSIAN = "gaussian"
-    LAPLACE = "laplace"
 
 
 Edges = Annotated[list[float], Field(min_length=2, max_length=MAX_EDGES)]

@@ -57,7 +57,7 @@ def test_readme_walkthrough_default_job_under_30s(server: str, tmp_path: Path) -
     print(f"\nsubmission -> scoring model: {elapsed:.2f} s")
 
     report = http.get(f"{location}/privacy-report").json()
-    assert report["epsilon"]["prv"] <= 3.0
+    assert report["epsilon"]["pld"] <= 3.0
     metrics = report["metrics"]  # one DP release on the evaluation part (~1,200 rows)
     assert metrics["release"]["mechanism"] == "gaussian" and metrics["exact"] is False
     assert metrics["release"]["noise_std"] > 0

@@ -29,7 +29,7 @@ def test_register_train_report_score(any_client: TestClient, run_worker: Any) ->
     job = submitted.json()
     assert submitted.headers["location"] == f"/v1/jobs/{job['id']}"
     assert job["status"] == "queued" and job["model_id"] is None
-    assert job["privacy"]["epsilon_planned"]["prv"] <= 3.0
+    assert job["privacy"]["epsilon_planned"]["pld"] <= 3.0
 
     assert run_worker() == 1
     done = any_client.get(f"/v1/jobs/{job['id']}").json()
@@ -45,14 +45,14 @@ def test_register_train_report_score(any_client: TestClient, run_worker: Any) ->
     assert calibration["noise_multiplier"] > 0 and calibration["slope"] > 0
 
     report = any_client.get(f"/v1/jobs/{job['id']}/privacy-report").json()
-    assert report["epsilon"]["prv"] <= 3.0
-    assert report["epsilon"]["rdp"] >= report["epsilon"]["prv"]
+    assert report["epsilon"]["pld"] <= 3.0
+    assert report["epsilon"]["rdp"] >= report["epsilon"]["pld"]
     assert report["steps"] == FAST_TRAINING["epochs"] * report["steps_per_epoch"]
     assert report["sampling"] == "poisson"
     assert [e["epoch"] for e in report["epsilon_per_epoch"]] == [1, 2, 3]
-    per_epoch = [e["prv"] for e in report["epsilon_per_epoch"]]
+    per_epoch = [e["pld"] for e in report["epsilon_per_epoch"]]
     assert per_epoch == sorted(per_epoch) and per_epoch[-1] == pytest.approx(
-        report["epsilon"]["prv"], rel=1e-6
+        report["epsilon"]["pld"], rel=1e-6
     )
     for key in ("roc_auc", "pr_auc", "brier"):
         assert key in report["metrics"]
@@ -61,7 +61,7 @@ def test_register_train_report_score(any_client: TestClient, run_worker: Any) ->
     assert [e["status"] for e in ledger["entries"]] == ["committed"]
     # One release: the filter charges its own tight epsilon when that is below the RDP figure.
     assert ledger["spent"]["epsilon"] == pytest.approx(
-        min(report["epsilon"]["prv"], report["epsilon"]["rdp"]), rel=1e-9)
+        min(report["epsilon"]["pld"], report["epsilon"]["rdp"]), rel=1e-9)
     assert ledger["remaining"]["epsilon"] == pytest.approx(10.0 - ledger["spent"]["epsilon"])
 
     risk = any_client.post("/v1/risk", json={"features": PATIENT})
@@ -70,7 +70,7 @@ def test_register_train_report_score(any_client: TestClient, run_worker: Any) ->
     assert 0 < body["probability"] < 1
     assert body["band"] in {"low", "medium", "high"}
     assert body["model"]["id"] == done["model_id"]
-    assert body["model"]["epsilon"] == pytest.approx(report["epsilon"]["prv"])
+    assert body["model"]["epsilon"] == pytest.approx(report["epsilon"]["pld"])
     assert body["model"]["delta"] == 1e-5
     assert body["model"]["calibrated"] is True
     assert "calibrated on" in body["model"]["statement"]

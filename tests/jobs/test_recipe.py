@@ -124,7 +124,7 @@ def test_epsilon_half_with_defaults_is_accepted_and_reserved_as_planned(
     job = response.json()
     assert job["progress"]["epochs"] == job["training"]["epochs"] < FULL_BATCH_EPOCHS
     assert job["privacy"]["steps"] == job["training"]["epochs"]
-    assert job["privacy"]["epsilon_planned"]["prv"] <= 0.5
+    assert job["privacy"]["epsilon_planned"]["pld"] <= 0.5
     assert recipe.CLIP_MIN <= job["privacy"]["max_grad_norm"] <= recipe.CLIP_MAX
     report = client.get(f"/v1/datasets/{dataset_id}/privacy-report").json()
     assert report["spent"]["epsilon"] <= 0.5 + 1e-9

@@ -75,7 +75,7 @@ def test_a_first_job_whose_target_is_the_budget_is_admitted(client: TestClient) 
     dataset = _dataset(client, epsilon=1.0, seed=501)
     response = _job(client, dataset["id"], target=1.0)
     assert response.status_code == 202, response.text
-    assert response.json()["privacy"]["epsilon_planned"]["prv"] <= 1.0
+    assert response.json()["privacy"]["epsilon_planned"]["pld"] <= 1.0
     refused = _job(client, dataset["id"], target=0.5)  # nothing is left after the whole budget
     assert refused.status_code == 409, refused.text
 

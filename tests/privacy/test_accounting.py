@@ -228,6 +228,8 @@ def test_create_accountant() -> None:
     assert isinstance(create_accountant("prv"), PRVAccountant)
     assert create_accountant("rdp").name == "rdp"
     assert create_accountant("prv").name == "prv"
+    # "pld" is the headline figure's name people read; "prv" its deprecated alias (one release).
+    assert isinstance(create_accountant("pld"), PRVAccountant)
     with pytest.raises(ValueError, match="nope"):
         create_accountant("nope")
 

@@ -3,6 +3,7 @@ dicts, full of markup, never reach a page as markup (the templates autoescape; s
 ``app.reports.html``). Real reports: a public dataset, a trained job and a privacy audit."""
 
 from collections.abc import Iterator
+from enum import Enum
 from html import escape
 from html.parser import HTMLParser
 from typing import Any
@@ -46,7 +47,10 @@ def _assert_escaped(page: str, escaped: str = ESCAPED) -> None:
 
 
 def _hostile(value: Any) -> Any:
-    """``value`` with markup appended to every string in it (keys are left as they are)."""
+    """``value`` with markup appended to every string in it (keys are left as they are; so are
+    the words of a closed vocabulary, a ``StrEnum`` whose field refuses any other word)."""
+    if isinstance(value, Enum):
+        return value
     if isinstance(value, dict):
         return {key: _hostile(item) for key, item in value.items()}
     if isinstance(value, list | tuple):

@@ -165,7 +165,7 @@ def test_private_job_and_dataset_pages(
         "the choice of the budget",
     ):
         assert words in statement, words
-    assert float(report["epsilon_text"]) >= report["epsilon"]["prv"]  # rounded up, never down
+    assert float(report["epsilon_text"]) >= report["epsilon"]["pld"]  # rounded up, never down
     assert "every checkpoint and intermediate model of the run" in report["coverage"]["covers"]
     assert any("held-out metrics" in c for c in report["coverage"]["covers"])
     assert not any("held-out" in c for c in report["coverage"]["does_not_cover"])
@@ -241,7 +241,7 @@ def test_non_private_job_on_public_dataset_reads_infinity(
     assert "Infinity" not in response.text and "NaN" not in response.text  # valid JSON
     report = response.json()
     assert report["non_private"] is True and report["epsilon_text"] == "infinity"
-    assert report["epsilon"] == {"prv": None, "rdp": None}
+    assert report["epsilon"] == {"pld": None, "prv": None, "rdp": None}
     assert report["statement"].startswith("Non-private training: epsilon = infinity.")
     assert report["coverage"]["covers"] == []
     assert report["metrics"]["exact"] is True  # public data, no noise: marked exact

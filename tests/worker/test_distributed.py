@@ -131,7 +131,7 @@ def test_a_two_process_job_spends_and_learns_as_one_process(
     assert two["privacy"] == one["privacy"]  # the ledger's plan does not depend on W
     assert two["progress"]["epsilon_spent"] == one["progress"]["epsilon_spent"]
     assert two["progress"]["epsilon_spent"] == pytest.approx(
-        two["privacy"]["epsilon_planned"]["prv"], rel=1e-9
+        two["privacy"]["epsilon_planned"]["pld"], rel=1e-9
     )
     report = client.get(f"/v1/jobs/{ids[1]}/privacy-report").json()
     assert report["steps"] == 8 * report["steps_per_epoch"] == one["privacy"]["steps"]

@@ -1,0 +1,130 @@
+"""The worker's run of a job, as the steps that cross domains: claim, load, store, commit.
+
+A training run is six steps; the two that touch no other domain (train with DP-SGD, then
+calibrate and evaluate with DP releases) live in ``worker.tasks``, which calls these in order:
+
+1. ``claim``    take the oldest queued job (any kind) and time its wait in the queue;
+2. ``load``     the dataset's train / calibration / evaluation parts and the schema's encoder;
+3. train        DP-SGD (``worker.tasks.train_step``), committing spend at each report;
+4. evaluate     DP calibration and evaluation on the held-out parts (``worker.tasks``);
+5. ``store``    the model's artifact, content-addressed, outside any transaction;
+6. ``commit``   finish the job (which settles its ledger entry) and register its model, in one
+                transaction.
+"""
+
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy.orm import Session
+from torch import nn
+
+from app.bands import DEFAULT_BAND_THRESHOLDS
+from app.datasets import parts as dataset_parts
+from app.datasets import service as dataset_service
+from app.datasets.dataset_schema import DatasetSchema, schema_hash
+from app.datasets.encoding import Encoder, encoder_for
+from app.jobs import queue
+from app.jobs.models import SUCCEEDED, Job
+from app.observability import job_metrics
+from app.privacy.accounting import finite_or_none
+from app.registry import artifacts
+from app.registry import service as registry_service
+from app.registry.models import TrainedModel
+
+
+def claim(*, session: Session, worker_id: str, lease_seconds: float) -> Job | None:
+    """Take the oldest queued job for this worker (``queue.claim``) and record how long it
+    waited; None when the queue is empty."""
+    job = queue.claim(session=session, worker_id=worker_id, lease_seconds=lease_seconds)
+    if job is not None:
+        job_metrics.observe_claim(created_at=job.created_at, started_at=job.started_at)
+    return job
+
+
+@dataclass(frozen=True)
+class LoadedData:
+    """What a training run reads from its dataset, loaded in one short transaction."""
+
+    split: dataset_parts.Split  # the train / calibration / evaluation parts (keyed coins)
+    encoder: Encoder  # from the dataset's declared schema (public bounds only)
+    budget_delta: float | None  # the budget's delta (the held-out releases' noise reads it)
+
+
+def load(*, session: Session, dataset_id: int) -> LoadedData:
+    """The dataset's parts and the encoder of its declared schema.
+
+    Raises:
+        DatasetNotFound: the dataset is gone (the job fails).
+    """
+    dataset = dataset_service.get(session=session, dataset_id=dataset_id)
+    return LoadedData(split=dataset_parts.load_parts(dataset),
+                      encoder=encoder_for(dataset_parts.schema_of(dataset)),
+                      budget_delta=dataset.budget_delta)
+
+
+@dataclass(frozen=True)
+class TrainedNetwork:
+    """A finished run, calibrated and evaluated: what ``store`` and ``commit`` keep."""
+
+    network: nn.Module
+    kind: str  # a registered family's name (app.families)
+    hidden_units: int
+    calibration_method: str
+    metrics: dict[str, Any]  # held-out metrics (DP releases), the calibration record included
+    epsilon: float  # the headline PLD accountant (key prv); inf when non-private
+    epsilon_rdp: float  # RDP accountant; inf when non-private
+    delta: float
+    schema: DatasetSchema  # the declaration the network's inputs were encoded from
+
+
+def store(*, trained: TrainedNetwork) -> str:
+    """Save the network's artifact (content-addressed); returns its SHA-256.
+
+    Written before ``commit``: a crash in between leaves only an unreferenced file, which the
+    start-up sweep removes (``app.flows.sweep``).
+    """
+    return artifacts.save(
+        trained.network,
+        artifacts.artifact_config(kind=trained.kind, hidden_units=trained.hidden_units,
+                                  calibration=trained.calibration_method, schema=trained.schema),
+    )
+
+
+def commit(
+    *, session: Session, job_id: int, dataset_id: int, worker_id: str, trained: TrainedNetwork,
+    artifact_sha256: str,
+) -> TrainedModel | None:
+    """Finish the job (which commits its spend to the ledger), register the model with the
+    default band thresholds, and activate it if no model is active, in one transaction.
+
+    The first model of a fresh service scores at once (the zero-set-up flow); every later one
+    waits for an explicit activation.
+
+    Returns:
+        The registered model, or None when the job is no longer this worker's (its lease was
+        lost): then nothing but the content-addressed artifact was written.
+    """
+    job = queue.finish(
+        session=session, job_id=job_id, worker_id=worker_id, status=SUCCEEDED,
+        metrics=trained.metrics,
+    )
+    if job is None:
+        return None
+    model = TrainedModel(
+        job_id=job_id,
+        dataset_id=dataset_id,
+        kind=trained.kind,
+        artifact_sha256=artifact_sha256,
+        feature_names=trained.schema.feature_names,
+        schema_json=trained.schema.model_dump(mode="json"),
+        schema_hash=schema_hash(trained.schema),
+        epsilon=finite_or_none(trained.epsilon),
+        epsilon_rdp=finite_or_none(trained.epsilon_rdp),
+        delta=trained.delta,
+        accountant="prv",
+        metrics=trained.metrics,
+        band_thresholds=dict(DEFAULT_BAND_THRESHOLDS),
+    )
+    session.add(model)
+    registry_service.activate_if_none(session=session, model=model)
+    return model

@@ -1,0 +1,72 @@
+"""Scoring's steps that cross domains: score (the JSON, FHIR or CDS Hooks way), then record
+the call in the audit log before the answer leaves.
+
+The event names the endpoint, the model and the number of patients, never a feature
+(``audit.record_scoring``, which blocks until the event is committed: call these from a worker
+thread). The routes (``app.api.scoring``, ``app.api.fhir``, ``app.api.cdshooks``) call one of
+these and render its answer.
+"""
+
+from datetime import date, datetime
+from typing import Any
+
+from app.auth import audit
+from app.auth.principal import Principal
+from app.cdshooks import service as cds_service
+from app.cdshooks.schemas import CdsResponse, HookRequest
+from app.fhir import service as fhir_service
+from app.fhir.schemas import RiskFhirRequest
+from app.scoring import service as scoring_service
+from app.scoring.answer import RiskAnswer
+from app.scoring.schemas import RiskBatchRequest, RiskRequest, RiskResult
+
+
+def score(*, request: RiskRequest, principal: Principal) -> RiskResult:
+    """Score one patient and record the call.
+
+    Raises:
+        ModelNotFound (404), a conflict (409), or the features' validation errors (422).
+    """
+    answer = scoring_service.score(features=request.features, model_id=request.model_id)
+    audit.record_scoring(principal=principal, endpoint="risk", patients=1,
+                         model_id=answer.model.id)
+    return answer
+
+
+def score_batch(*, request: RiskBatchRequest, principal: Principal) -> RiskAnswer:
+    """Score 1 to 10,000 patients (results in request order) and record the call once."""
+    answer = scoring_service.score_batch(patients=[p.features for p in request.patients],
+                                         ids=[p.id for p in request.patients],
+                                         model_id=request.model_id)
+    audit.record_scoring(principal=principal, endpoint="risk/batch",
+                         patients=len(request.patients), model_id=answer.model.id)
+    return answer
+
+
+def assess_fhir(*, request: RiskFhirRequest, principal: Principal, now: datetime
+                ) -> dict[str, Any]:
+    """Score one patient, record the call, and answer a FHIR R4 RiskAssessment (never
+    stored)."""
+    scored, model = fhir_service.assess(features=request.features, model_id=request.model_id,
+                                        references=request.basis)
+    audit.record_scoring(principal=principal, endpoint="risk/fhir",
+                         patients=1, model_id=scored.model.id)
+    return fhir_service.risk_assessment(
+        scored=scored, model=model, subject=request.subject, features=request.features,
+        references=request.basis, now=now,
+    )
+
+
+def call_cds_service(*, service_id: str, request: HookRequest, principal: Principal,
+                     today: date) -> CdsResponse:
+    """Answer a patient-view hook with cards, recording the call when a patient was scored
+    (an insufficient-data card scores nobody and records nothing)."""
+    answer, model_id = cds_service.evaluate(
+        service_id=service_id, hook=request.hook,
+        patient_id=request.context.patientId, prefetch=request.prefetch, today=today,
+        min_band=None if request.extension is None else request.extension.min_band,
+    )
+    if model_id is not None:
+        audit.record_scoring(principal=principal, endpoint="cds-services",
+                             patients=1, model_id=model_id)
+    return answer
