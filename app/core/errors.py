@@ -1,6 +1,7 @@
 """Domain errors and their single mapping to RFC 9457 problem+json responses."""
 
 import logging
+from collections.abc import Sequence
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -188,9 +189,13 @@ def install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(RequestValidationError)
     async def _validation(request: Request, exc: RequestValidationError) -> JSONResponse:
-        literal = literal_methods(request)
-        if literal and request.method not in literal:  # GET /v1/models/rollback: a 405
-            return _method_not_allowed(request, literal)
+        # Only a path parameter that failed to parse as a word (a number is never a literal
+        # segment) can be a literal path asked with another method (GET /v1/models/rollback:
+        # a 405); other 422s never build the path table.
+        if _words_in_path(exc.errors()):
+            literal = literal_methods(request)
+            if literal and request.method not in literal:
+                return _method_not_allowed(request, literal)
         return _validation_problem(request, exc)
 
     @app.exception_handler(StarletteHTTPException)
@@ -217,6 +222,13 @@ def install_error_handlers(app: FastAPI) -> None:
         )
         response.headers["Retry-After"] = "2"
         return response
+
+
+def _words_in_path(errors: Sequence[Any]) -> bool:
+    """Whether every error is a path parameter whose value is a word, not a number."""
+    return bool(errors) and all(
+        error.get("loc", ("",))[0] == "path"
+        and not str(error.get("input", "")).lstrip("+-").isdigit() for error in errors)
 
 
 def _method_not_allowed(request: Request, methods: list[str]) -> JSONResponse:
