@@ -35,7 +35,8 @@ def _lookup(key_digest: str) -> key_cache.VerifiedKey | None:
     # the whole request nor opens the route's transaction early.
     with get_database().session_scope() as session:
         key = service.authenticate_digest(session=session, key_digest=key_digest)
-        return None if key is None else key_cache.VerifiedKey(key.id, key.name, key.role)
+        # The role as its plain word (the column reads back a Role member): messages quote it.
+        return None if key is None else key_cache.VerifiedKey(key.id, key.name, str(key.role))
 
 
 async def authenticate(

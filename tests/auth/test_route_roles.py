@@ -164,3 +164,13 @@ def test_the_readme_role_table_names_every_write_a_read_only_role_may_make() -> 
         if "read-only" in rows[role] and f"{method} {path}" not in rows[role]
     ]
     assert not unnamed, f"docs/api.md calls these roles read-only, yet they may call: {unnamed}"
+
+
+def test_a_refusal_quotes_the_role_as_its_plain_word(
+    client: TestClient, client_as: Callable[[str | None], TestClient]
+) -> None:
+    """The dashboard reads the role from a 403's detail: ``role 'clinician' may not call``,
+    never an enum's repr."""
+    refused = client_as("clinician").get("/v1/datasets")
+    assert refused.status_code == 403
+    assert refused.json()["detail"].startswith("role 'clinician' may not call GET")
