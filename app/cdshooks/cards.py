@@ -14,38 +14,38 @@ from typing import Any
 from app.bands import Band, cut_offs
 from app.cdshooks.schemas import Card, CardSource, Coding, Indicator
 from app.datasets.dataset_schema import FeatureSpec
-from app.fhir.codes import HORIZON_DAYS, TOPIC_CODE, TOPIC_SYSTEM, label_of
+from app.fhir.codes import TOPIC_CODE, TOPIC_SYSTEM, label_of
 from app.fhir.service import percent
 from app.scoring.patients import allowed_of
 from app.scoring.schemas import RiskResult
 
 INDICATOR: dict[Band, Indicator] = {Band.LOW: "info", Band.MEDIUM: "warning", Band.HIGH: "critical"}
-SOURCE_LABEL = "dpcrisis 30-day crisis risk (differentially private model)"
+SOURCE_LABEL = "dpcrisis risk model (differentially private)"
 SUMMARY_LIMIT = 140
 
 
 TOPIC = Coding(system=TOPIC_SYSTEM, code=TOPIC_CODE,
-               display=f"{HORIZON_DAYS}-day mental-health crisis risk")
+               display="Risk from a differentially private model")
 """Every card's ``source.topic``: the same whichever model or version scored (EHRs group and
-count cards by topic; the model is named in the detail)."""
+count cards by topic; the model and its declared outcome are named in the card)."""
 
 
 def _source() -> CardSource:
     return CardSource(label=SOURCE_LABEL, topic=TOPIC)
 
 
-def _summary(scored: RiskResult) -> str:
+def _summary(scored: RiskResult, outcome: str) -> str:
     text = (
-        f"{scored.band.capitalize()} {HORIZON_DAYS}-day crisis risk: "
+        f"{scored.band.capitalize()} risk ({outcome}): "
         f"{percent(scored.probability)} (DP model {scored.model.id})"
     )
     return text[: SUMMARY_LIMIT - 1]
 
 
-def _detail(scored: RiskResult) -> str:
+def _detail(scored: RiskResult, outcome: str) -> str:
     low, high = (100 * t for t in cut_offs(scored.band_thresholds))
     lines = [
-        f"**Probability of a mental-health crisis within {HORIZON_DAYS} days: "
+        f"**Probability of the model's outcome ({outcome}): "
         f"{percent(scored.probability)}**, risk band **{scored.band}** "
         f"(low < {low:g}% <= medium < {high:g}% <= high).",
         "",
@@ -64,12 +64,13 @@ def _detail(scored: RiskResult) -> str:
     return "\n".join(lines)
 
 
-def card(scored: RiskResult) -> Card:
+def card(scored: RiskResult, *, outcome: str) -> Card:
+    """A risk card; ``outcome``: the model's declared outcome in words (``outcome_words``)."""
     return Card(
         uuid=str(uuid.uuid4()),
-        summary=_summary(scored),
+        summary=_summary(scored, outcome),
         indicator=INDICATOR[Band(scored.band)],
-        detail=_detail(scored),
+        detail=_detail(scored, outcome),
         source=_source(),
     )
 
@@ -78,17 +79,18 @@ def _listed(features: Sequence[FeatureSpec]) -> list[str]:
     return [f"- {label_of(f)} (`{f.name}`, {allowed_of(f)})" for f in features]
 
 
-def insufficient_card(*, model: dict[str, Any], uncoded: Sequence[FeatureSpec],
+def insufficient_card(*, model: dict[str, Any], outcome: str, uncoded: Sequence[FeatureSpec],
                       lacking: Sequence[FeatureSpec]) -> Card:
     """The card for a patient the model cannot score from this call.
 
     Args:
         model: the active model's block (id, version, ...).
+        outcome: the model's declared outcome in words.
         uncoded: features without a code in the model's schema: no prefetch carries them.
         lacking: features that could be prefetched but were not in this call's prefetch.
     """
-    lines = [f"**{HORIZON_DAYS}-day crisis risk not scored: the model needs data this call "
-             "does not carry.**", ""]
+    lines = [f"**Risk ({outcome}) not scored: the model needs data this call does not "
+             "carry.**", ""]
     if uncoded:
         lines += ["No clinical code in the model's schema, so no prefetch carries them (give "
                   "them in a POST /v1/risk request or the dashboard form):", "",
@@ -98,7 +100,7 @@ def insufficient_card(*, model: dict[str, Any], uncoded: Sequence[FeatureSpec],
     lines.append(f"Model {model['id']} (version {model['version']}).")
     return Card(
         uuid=str(uuid.uuid4()),
-        summary=f"{HORIZON_DAYS}-day crisis risk not scored: insufficient data",
+        summary=f"Risk ({outcome}) not scored: insufficient data"[: SUMMARY_LIMIT - 1],
         indicator="info",
         detail="\n".join(lines),
         source=_source(),

@@ -35,8 +35,8 @@ NOT_RECORDED = {"refuted", "entered-in-error"}  # Condition.verificationStatus
 DID_NOT_HAPPEN = {"planned", "cancelled", "entered-in-error"}  # Encounter.status
 WINDOW_DAYS = 365
 """Sessions are counted over the 365 days before the call (the feature's "last 12 months")."""
-CRISIS_DIAGNOSES = {"substance_use": SUBSTANCE_USE_CODES, "prior_crisis": PRIOR_CRISIS_CODES}
-CRISIS_SESSIONS = "num_sessions"
+BUILT_IN_DIAGNOSES = {"substance_use": SUBSTANCE_USE_CODES, "prior_crisis": PRIOR_CRISIS_CODES}
+BUILT_IN_SESSIONS = "num_sessions"
 
 
 @dataclass(frozen=True, eq=False)
@@ -48,13 +48,13 @@ class DiagnosisFeature:
 
 
 def diagnosis_features(encoder: Encoder) -> tuple[DiagnosisFeature, ...]:
-    """The crisis schema's substance use and prior crisis (``app.fhir.codes``), and any yes/no
+    """The built-in schema's two coded diagnoses (``app.fhir.codes``), and any yes/no
     feature whose declared code is in SNOMED CT, ICD-10-CM or ICD-10."""
     legacy = encoder.hash == CRISIS_ENCODER.hash
     found = []
     for f in encoder.schema.features:
-        if legacy and f.name in CRISIS_DIAGNOSES:
-            found.append(DiagnosisFeature(f, CRISIS_DIAGNOSES[f.name]))
+        if legacy and f.name in BUILT_IN_DIAGNOSES:
+            found.append(DiagnosisFeature(f, BUILT_IN_DIAGNOSES[f.name]))
         elif (f.kind is FeatureKind.BINARY and f.code is not None
               and f.code.system in DIAGNOSIS_SYSTEMS):
             display = f.code.display or label_of(f)
@@ -64,10 +64,10 @@ def diagnosis_features(encoder: Encoder) -> tuple[DiagnosisFeature, ...]:
 
 
 def session_feature(encoder: Encoder) -> FeatureSpec | None:
-    """The crisis schema's sessions in the last 12 months: a count of Encounters."""
+    """The built-in schema's sessions in the last 12 months: a count of Encounters."""
     if encoder.hash != CRISIS_ENCODER.hash:
         return None
-    return next((f for f in encoder.schema.features if f.name == CRISIS_SESSIONS), None)
+    return next((f for f in encoder.schema.features if f.name == BUILT_IN_SESSIONS), None)
 
 
 def _coded(concepts: Any, codes: tuple[DiagnosisCode, ...]) -> bool:

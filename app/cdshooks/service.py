@@ -21,7 +21,7 @@ is named in the card's detail. Discovery changes when another model is activated
 read it again.
 
 When no model is active (none trained, or none activated yet), discovery still answers: it
-describes the built-in crisis schema, the one a model trained on the built-in generator uses,
+describes the built-in generator's schema, the one a model trained on the built-in generator uses,
 says so in its description and gives ``dev.dpcrisis.model-id`` as null; a call then answers
 the 404 / 409 that ``/v1/risk`` answers.
 """
@@ -44,8 +44,9 @@ from app.cdshooks.schemas import (
 )
 from app.core.errors import DomainError, InvalidRequest, NotFound
 from app.core.settings import settings
+from app.datasets.dataset_schema import outcome_words
 from app.datasets.encoding import CRISIS_ENCODER, Encoder
-from app.fhir.codes import HORIZON_DAYS, OUTCOME_TEXT, label_of
+from app.fhir.codes import label_of
 from app.scoring import model_cache
 from app.scoring import service as scoring_service
 from app.scoring.patients import allowed_of, features_model
@@ -110,8 +111,9 @@ def _needs(sources: Sources) -> str:
     return " and ".join(parts) or "nothing an EHR can send"
 
 
-def _description(sources: Sources, model_id: int | None) -> str:
-    text = (f"Probability of a {OUTCOME_TEXT}, its risk band and the features that drove it, "
+def _description(sources: Sources, model_id: int | None, outcome: str) -> str:
+    text = (f"Probability of the model's outcome ({outcome}), its risk band and the features "
+            "that drove it, "
             f"from a model trained with differential privacy (DP-SGD). Needs {_needs(sources)}. "
             "A key sent as null or an empty searchset is no data: the answer is an "
             "'insufficient data' card naming what is missing (no Condition is a no, no "
@@ -123,13 +125,13 @@ def _description(sources: Sources, model_id: int | None) -> str:
                  + " (no code in the model's schema): every call answers an 'insufficient "
                  "data' card; score such patients with POST /v1/risk.")
     if model_id is None:
-        text += (" No model is active: this describes the built-in crisis schema; read this "
+        text += (" No model is active: this describes the built-in generator's schema; read this "
                  "document again once a model is active.")
     return text
 
 
 def _active() -> tuple[Encoder, int | None]:
-    """The active model's encoder and id; the crisis schema's and None when none is active."""
+    """The active model's encoder and id; the built-in schema's and None when none is active."""
     try:
         model = model_cache.resolve(None)
     except DomainError:
@@ -144,8 +146,8 @@ def discovery() -> Discovery:
     service = CdsService(
         hook=HOOK,
         id=SERVICE_ID,
-        title=f"{HORIZON_DAYS}-day mental-health crisis risk",
-        description=_description(sources, model_id),
+        title=f"Risk: {outcome_words(encoder.schema)}"[:100],
+        description=_description(sources, model_id, outcome_words(encoder.schema)),
         prefetch=dict(sources.templates),
         usageRequirements="Send every prefetch key: the service does not query the FHIR server. "
         "The keys follow the active model's schema: read discovery again after a model is "
@@ -207,10 +209,13 @@ def evaluate(
     if got.absent and not sources.unavailable:
         raise incomplete(got.absent, sources)
     if sources.unavailable or got.missing:
-        answer = insufficient_card(model=model.block, uncoded=sources.unavailable,
+        answer = insufficient_card(model=model.block,
+                                   outcome=outcome_words(model.encoder.schema),
+                                   uncoded=sources.unavailable,
                                    lacking=(*got.missing, *got.absent))
         return CdsResponse(cards=[answer]), None
     features = _checked_features(model.encoder, got.values)
     scored = scoring_service.score(features=features, model_id=model.id)
-    cards = [card(scored)] if _shown(scored.band, min_band) else []
+    shown = _shown(scored.band, min_band)
+    cards = [card(scored, outcome=outcome_words(model.encoder.schema))] if shown else []
     return CdsResponse(cards=cards), scored.model.id

@@ -285,6 +285,15 @@ def _check_subgroups(schema: DatasetSchema, at: str) -> None:
             raise _fail(field, f"{name!r} is listed twice", "unique names")
 
 
+def outcome_words(schema: DatasetSchema) -> str:
+    """How a person reads the model's outcome: its declared label, else its column's name.
+
+    Every text that names what a model predicts (CDS cards, discovery) reads this, so a
+    clinic's model of another outcome is never described with the built-in schema's words.
+    """
+    return schema.outcome.label or schema.outcome.name
+
+
 def check_schema(schema: DatasetSchema, *, at: str = "schema") -> None:
     """Apply the declaration's rules; the first broken one is an ``InvalidRequest`` (422).
 
