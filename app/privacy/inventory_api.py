@@ -132,7 +132,7 @@ DATASETS = [
         PUBLIC_INPUT: "id name public created_at schema schema_hash state data_erased_at",
         PUBLIC_BY_CONVENTION: "rows training_rows holdout_rows calibration_rows evaluation_rows",
     }),
-    entry("DatasetOut.imputed", PUBLIC_INPUT,
+    entry("DatasetOut.imputed", Release.INTAKE,
           "exact counts of values imputed in an upload: served only to admins and data "
           "stewards, who hold the table; null for every other role"),
     *fields("SourceOut", {PUBLIC_INPUT: "kind", PUBLIC_BY_CONVENTION: "n_rows"}),
@@ -325,7 +325,7 @@ KEYS_AND_AUDIT_LOG = [
     *fields("KeyPage", {PUBLIC_INPUT: PAGE}),
     *fields("AuditEventOut", {PUBLIC_INPUT: "id at actor role api_key_id action target "
                                             "request_id"}),
-    entry("AuditEventOut.detail", (PUBLIC_INPUT, PUBLIC_BY_CONVENTION, LEDGER),
+    entry("AuditEventOut.detail", (PUBLIC_INPUT, PUBLIC_BY_CONVENTION, LEDGER, Release.INTAKE),
           "the action's request (budgets, targets, thresholds), a registration's n_rows, a "
           "ledger check's result, how many patients a scoring call scored (never a value); "
           "an upload's row count; its imputed counts and the SHA-256 of the clinic's file are "

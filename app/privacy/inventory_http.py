@@ -41,7 +41,7 @@ PROBLEM_MEMBERS = [
     entry("problem:state", OPERATIONAL,
           "the dataset's lifecycle state (awaiting data, uploading, ready, erased)"),
     entry("problem:max_bytes", PUBLIC_INPUT, "the configured request size limit (413)"),
-    *_members({PUBLIC_INPUT: "existing_dataset_id existing_dataset"},
+    *_members({Release.INTAKE: "existing_dataset_id existing_dataset"},
               "the dataset a registration collides with: an answer from its rows (equality), "
               "served only on the routes of data stewards and admins, who hold the tables"),
     *_members({PUBLIC_INPUT: "budget.epsilon budget.delta requested.epsilon requested.delta"},

@@ -23,6 +23,7 @@ class Release(StrEnum):
     PUBLIC_BY_CONVENTION = "public_by_convention"
     AUDIT = "audit"
     OPERATIONAL = "operational"
+    INTAKE = "intake"
 
 
 MECHANISMS: dict[Release, str] = {
@@ -79,6 +80,13 @@ MECHANISMS: dict[Release, str] = {
         "Service state: latency, queue waits, throughput, job and worker status, timings, error "
         "codes and exception types. No patient data; side channels such as training time are "
         "outside the guarantee."
+    ),
+    Release.INTAKE: (
+        "Exact facts of an uploaded table, computed from its private rows with no mechanism: "
+        "counts of imputed values, the SHA-256 of the clinic's file, which registered dataset "
+        "a new upload duplicates. Served only to admins and data stewards, who hold the table "
+        "itself; every other role gets null, a 403 or the member withheld. Not a DP release, "
+        "and never shown to a role that sees data only through DP releases."
     ),
 }
 
