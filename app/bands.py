@@ -1,15 +1,17 @@
-"""The risk bands: their names, default cut-offs, the cut-offs' rule, and which band a
+"""The risk bands: their names, legacy default cut-offs, the cut-offs' rule, and which band a
 probability falls in.
 
-A probability p (of a crisis within 30 days, on a 0-1 scale) is ``high`` from ``medium_high``
-on, ``medium`` from ``low_medium`` up to ``medium_high``, and ``low`` below ``low_medium``: each
-cut-off belongs to the band above it. Scoring, the held-out evaluation, the model registry, FHIR
-and CDS Hooks all read the rule here. Each model carries its own copy of the cut-offs, changed
-with ``PUT /v1/models/{id}/band-thresholds``.
+A probability p (of the model's declared outcome, on a 0-1 scale) is ``high`` from
+``medium_high`` on, ``medium`` from ``low_medium`` up to ``medium_high``, and ``low`` below
+``low_medium``: each cut-off belongs to the band above it. Scoring, the held-out evaluation, the
+model registry, FHIR and CDS Hooks all read the rule here. Each model carries its own copy of
+the cut-offs: its schema's declared ``outcome.bands`` when trained (``model_thresholds``),
+changed with ``PUT /v1/models/{id}/band-thresholds``.
 """
 
 from collections.abc import Mapping
 from enum import StrEnum
+from typing import Protocol
 
 import numpy as np
 
@@ -29,10 +31,37 @@ LOW_MEDIUM, MEDIUM_HIGH = "low_medium", "medium_high"
 """The keys of a thresholds mapping, as each model stores it and the API sends it."""
 
 DEFAULT_BAND_THRESHOLDS = {LOW_MEDIUM: 0.05, MEDIUM_HIGH: 0.20}
-"""Defaults for a rare outcome (~2% prevalence): medium from 2.5x, high from 10x the base rate.
+"""Legacy cut-offs, set for a rare outcome (~2% prevalence): medium from 2.5x, high from 10x the
+base rate (0 < low_medium < medium_high < 1).
 
-Every newly trained model starts with a copy (0 < low_medium < medium_high < 1).
+A model starts with its schema's declared ``outcome.bands``; only a schema stored before outcomes
+declared bands falls back to these (the built-in crisis schema declares the same values).
 """
+
+
+class DeclaredBands(Protocol):
+    """A schema's ``outcome.bands`` (``app.datasets.dataset_schema.OutcomeBands``)."""
+
+    @property
+    def low_medium(self) -> float: ...
+
+    @property
+    def medium_high(self) -> float: ...
+
+
+def model_thresholds(declared: DeclaredBands | None) -> dict[str, float]:
+    """The cut-offs a newly trained model starts with: its schema's declared ``outcome.bands``
+    (public clinical policy), else, for a schema stored before outcomes declared bands,
+    ``DEFAULT_BAND_THRESHOLDS``.
+
+    The one rule for a new model's cut-offs: the worker's DP evaluation bins at them and the
+    registered model stores this copy. A data scientist's override,
+    ``PUT /v1/models/{id}/band-thresholds``, replaces the copy later and wins from then on.
+    """
+    if declared is None:
+        return dict(DEFAULT_BAND_THRESHOLDS)
+    return validate_thresholds({LOW_MEDIUM: declared.low_medium,
+                                MEDIUM_HIGH: declared.medium_high})
 
 
 def cut_offs(thresholds: Mapping[str, float]) -> tuple[float, float]:
@@ -41,7 +70,7 @@ def cut_offs(thresholds: Mapping[str, float]) -> tuple[float, float]:
 
 
 def validate_thresholds(thresholds: Mapping[str, float]) -> dict[str, float]:
-    """0 < low_medium < medium_high < 1 (probabilities of a crisis within 30 days).
+    """0 < low_medium < medium_high < 1 (probabilities of the model's declared outcome).
 
     Returns:
         The two cut-offs as floats, as a model stores them.

@@ -56,7 +56,8 @@ import pyarrow.parquet as pq
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from app.datasets import ingest  # noqa: E402
-from app.datasets.dataset_schema import CRISIS_SCHEMA, DatasetSchema, FeatureKind  # noqa: E402
+from app.datasets.crisis_schema import CRISIS_SCHEMA
+from app.datasets.dataset_schema import DatasetSchema, FeatureKind  # noqa: E402
 from bench import service  # noqa: E402
 from bench.scoring_latency import cpu_seconds  # noqa: E402
 
@@ -74,7 +75,8 @@ SCHEMA_DOC: dict[str, Any] = {
         {"name": "sex", "kind": "categorical", "categories": ["female", "male", "other"],
          "reference": "female"},
     ],
-    "outcome": {"name": "crisis_30d"},
+    "outcome": {"name": "crisis_30d", "label": "Crisis within 30 days",
+                "bands": {"low_medium": 0.1, "medium_high": 0.25}},  # 5% in make_table
     "subgroups": ["sex"],
     "id_column": "patient_id",
 }

@@ -28,8 +28,8 @@ GOAL_SECONDS, GOAL_MB = 2.0, 500.0
 
 
 def _dataset(n_rows: int, delta: float) -> Dataset:
-    return Dataset(id=1, n_rows=n_rows, n_train=int(n_rows * 0.7), budget_delta=delta,
-                   public=False)
+    return Dataset(id=1, n_rows=n_rows, n_train=int(n_rows * 0.7),
+                   n_calibration=int(n_rows * 0.15), budget_delta=delta, public=False)
 
 
 def _plan(n_rows: int, delta: float, training: dict, epsilon: float) -> str:

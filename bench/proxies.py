@@ -39,7 +39,8 @@ from typing import Any
 import numpy as np
 
 from app.datasets import synthetic
-from app.datasets.dataset_schema import CRISIS_SCHEMA, DatasetSchema
+from app.datasets.crisis_schema import CRISIS_SCHEMA
+from app.datasets.dataset_schema import DatasetSchema
 
 RADIUS_CAP = 40.0
 
@@ -69,8 +70,14 @@ def _categorical(name: str, categories: list[str], reference: str) -> dict[str, 
             "reference": reference}
 
 
-def _schema(features: list[dict[str, Any]], outcome: str) -> DatasetSchema:
-    return DatasetSchema.model_validate({"features": features, "outcome": {"name": outcome}})
+def _schema(features: list[dict[str, Any]], outcome: str, label: str,
+            bands: tuple[float, float]) -> DatasetSchema:
+    """An upload's declaration: the outcome is labelled and declares its risk bands (public
+    policy chosen from the stated prevalence, never read off the rows)."""
+    low_medium, medium_high = bands
+    return DatasetSchema.model_validate({"features": features, "outcome": {
+        "name": outcome, "label": label,
+        "bands": {"low_medium": low_medium, "medium_high": medium_high}}})
 
 
 _SIZE_CAPS = {"radius": RADIUS_CAP, "texture": 128.0, "perimeter": 260.0, "area": 5000.0,
@@ -93,7 +100,8 @@ def breast_cancer() -> Proxy:
         columns.append(j)
     x = data.data[:, columns].astype(np.float64)
     y = (data.target == 0).astype(np.float64)  # sklearn codes malignant as 0
-    return Proxy("breast_cancer", _schema(features, "malignant"), x, y, True,
+    schema = _schema(features, "malignant", "Malignant (biopsy)", (0.2, 0.5))
+    return Proxy("breast_cancer", schema, x, y, True,
                  "sklearn Wisconsin diagnostic; bounds from feature definitions")
 
 
@@ -119,7 +127,7 @@ def fair() -> Proxy:
         ("rate_marriage", "age", "yrs_married", "children", "religious", "educ")
     ] + [frame["occupation"].to_numpy(float) - 1, frame["occupation_husb"].to_numpy(float) - 1])
     y = (frame["affairs"].to_numpy() > 0).astype(np.float64)
-    return Proxy("fair", _schema(features, "affair"), x, y, True,
+    return Proxy("fair", _schema(features, "affair", "Any time in affairs", (0.2, 0.5)), x, y, True,
                  "statsmodels Fair (1978) survey; bounds from its codebook")
 
 
@@ -175,7 +183,7 @@ def mixed(n_rows: int) -> Proxy:
         _numeric("phq9", 0, 27, 5, "integer"),
     ]
     x = np.column_stack([age, bmi, sbp, hr, crp, visits, smoker, diabetes, region, phq9])
-    return Proxy("mixed", _schema(features, "event"), x.astype(np.float64),
+    return Proxy("mixed", _schema(features, "event", "Event", (0.1, 0.3)), x.astype(np.float64),
                  _outcome(rng, logit, 0.15), False, "built: 10 features, one categorical")
 
 
@@ -200,7 +208,8 @@ def wide(n_rows: int) -> Proxy:
            _categorical("plan", ["p0", "p1", "p2", "p3", "p4", "p5"], "p0")]
     )
     x = np.column_stack([labs, counts, flags, cat_a, cat_b]).astype(np.float64)
-    return Proxy("wide", _schema(features, "event"), x, _outcome(rng, logit, 0.01), False,
+    schema = _schema(features, "event", "Event", (0.025, 0.1))
+    return Proxy("wide", schema, x, _outcome(rng, logit, 0.01), False,
                  "built: 30 features, two categorical")
 
 

@@ -31,6 +31,7 @@ import torch
 from torch import nn
 
 from app.datasets.encoding import CRISIS_ENCODER, Encoder
+from app.jobs import size_floor
 from app.privacy.accounting import Mechanism
 from app.privacy.parallel import dominated_gaussian_noise
 from worker.training import predict_log_odds
@@ -190,3 +191,43 @@ def calibrate_model(
     calibration = calibrate(log_odds, y_holdout, noise, generator)
     fold_into(network, calibration)
     return calibration
+
+
+def size_floor_rows(noise_multiplier: float) -> int:
+    """The calibration rows a meaningful release needs at this noise (``app.jobs.size_floor``:
+    the rarer outcome, at most half the rows, summed over the 24 bins, at least NOISE_FLOOR
+    noise stds)."""
+    return size_floor.calibration_floor(noise_multiplier=noise_multiplier, bins=len(EDGES) + 1)
+
+
+def withheld(rows: int, noise_multiplier: float) -> Calibration:
+    """The record of a calibration not released: nothing counted, nothing fitted, the model's
+    own probabilities kept (the identity map)."""
+    return Calibration(
+        method=size_floor.CALIBRATION_WITHHELD, rows=int(rows),
+        noise_multiplier=float(noise_multiplier), slope=1.0, intercept=0.0,
+        bin_edges_logit=[float(e) for e in EDGES], noisy_counts=[], noisy_positives=[],
+    )
+
+
+def calibrate_if_meaningful(
+    network: nn.Module,
+    x_holdout: np.ndarray,
+    y_holdout: np.ndarray,
+    *,
+    history: list[Mechanism],
+    delta: float,
+    training_epsilon: float,
+    noise_multiplier: float,
+    encoder: Encoder = CRISIS_ENCODER,
+) -> Calibration:
+    """``calibrate_model`` when the calibration part meets its size floor at this noise; else
+    no release at all (``withheld``): below the floor the DP fit is the noise's and the prior's,
+    and it hurt the log-loss more often than it helped (``bench/calibration_floor.py``). The
+    floor reads public quantities only (the part's row count and the noise), so the choice
+    releases nothing either."""
+    if len(y_holdout) < size_floor_rows(noise_multiplier):
+        return withheld(len(y_holdout), noise_multiplier)
+    return calibrate_model(network, x_holdout, y_holdout, history=history, delta=delta,
+                           training_epsilon=training_epsilon, encoder=encoder,
+                           noise_multiplier=noise_multiplier)

@@ -244,7 +244,8 @@ def evaluate(
         probability: (n,) calibrated predicted probabilities in [0, 1].
         groups: grouping -> ((n,) codes in [0, k), k public labels); an empty group is answered.
         noise_multiplier: noise std over the release's L2 sensitivity; 0 = exact (public data).
-        band_thresholds: {"low_medium", "medium_high"}; both become bin edges.
+        band_thresholds: {"low_medium", "medium_high"}; the score bins follow them
+            (``worker.dp_histogram.bin_edges``) and both are bin edges.
         rng: the generator of the noise and of the bootstrap (OS entropy in the worker).
         n_bootstrap: bootstrap replicates per interval (0: no intervals).
 

@@ -28,7 +28,8 @@ DEFINITIONS = {
     "predicts the (noisy) prevalence for every row; a model must beat it. No expected "
     "calibration error: its absolute gaps would turn the noise into a bias.",
     "reliability": "Per public bin: its edges and midpoint, noisy rows and positives, and the "
-    "observed rate positives / rows with its interval. The edges are fixed in advance, never "
+    "observed rate positives / rows with its interval. The edges are public: evenly spaced in "
+    "log-odds around the model's declared band cut-offs (which are edges), never "
     "taken from the data.",
     "roc_curve": "False and true positive rates when flagging every row whose probability is at "
     "or above each bin edge.",

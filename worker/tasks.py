@@ -24,7 +24,7 @@ from typing import Any, Protocol
 import numpy as np
 import torch
 
-from app.bands import DEFAULT_BAND_THRESHOLDS
+from app.bands import model_thresholds
 from app.core.database import Database
 from app.flows import job_run
 from app.flows.job_run import LoadedData, TrainedNetwork
@@ -34,9 +34,10 @@ from app.jobs.schemas import TrainingConfig
 from app.observability import job_metrics
 from app.privacy.accounting import Mechanism, finite_or_none
 from app.privacy.parallel import held_out_noise
-from worker.calibration import calibrate_model
+from worker.calibration import calibrate_if_meaningful
 from worker.evaluation import evaluate
 from worker.heartbeat import Heartbeat
+from worker.held_out_floors import held_out_warnings
 from worker.launch import train_distributed
 from worker.privacy_audit.job import run_audit_job
 from worker.training import (
@@ -206,7 +207,7 @@ def evaluate_step(spec: TrainingSpec, result: TrainingResult, loaded: LoadedData
     deltas = [spec.delta] if budget_delta is None else [spec.delta, budget_delta]
     noise = held_out_noise(history, deltas,
                            lambda delta: _epsilons(result.history, delta)[0])
-    calibration = calibrate_model(
+    calibration = calibrate_if_meaningful(
         result.network, split.calibration.x, split.calibration.y,
         history=history, delta=spec.delta, training_epsilon=eps_prv, encoder=encoder,
         noise_multiplier=noise,
@@ -217,10 +218,13 @@ def evaluate_step(spec: TrainingSpec, result: TrainingResult, loaded: LoadedData
         predict_proba(result.network, evaluation.x, encoder),
         groups=evaluation.groups,
         noise_multiplier=noise,
-        band_thresholds=DEFAULT_BAND_THRESHOLDS,
+        band_thresholds=model_thresholds(encoder.schema.outcome.bands),  # as job_run.commit
         rng=np.random.default_rng(),
     )
     metrics["calibration"] = calibration.as_dict()
+    metrics["held_out_warnings"] = held_out_warnings(  # parts below their size floor
+        calibration=calibration, metrics=metrics, evaluation_rows=len(evaluation.y),
+        epsilon=eps_prv)
     return TrainedNetwork(
         network=result.network, kind=spec.kind, hidden_units=spec.hidden_units,
         calibration_method=calibration.method, metrics=metrics, epsilon=eps_prv,

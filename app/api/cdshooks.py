@@ -81,7 +81,7 @@ router = APIRouter(prefix="/cds-services", tags=["cds-hooks"], route_class=JsonR
 
 def known_service(service_id: str) -> str:
     """404 before the body is read: an unknown id is not a malformed request."""
-    if service_id != service.SERVICE_ID:
+    if service_id not in service.SERVICE_IDS:
         raise service.UnknownService(
             f"no CDS service {service_id!r}; this server has {service.SERVICE_ID!r}"
         )
@@ -98,7 +98,7 @@ def discover_cds_services() -> Discovery:
 def call_cds_service(
     principal: Caller, service_id: Annotated[str, Depends(known_service)], body: HookRequest,
 ) -> CdsResponse:
-    """Call the crisis-risk service for a patient-view hook; answers CDS Hooks cards."""
+    """Call the risk service for a patient-view hook; answers CDS Hooks cards."""
     return scoring_flow.call_cds_service(service_id=service_id, request=body,
                                          principal=principal, today=utcnow().date())
 

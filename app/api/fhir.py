@@ -1,4 +1,5 @@
-"""FHIR R4 faces: the risk endpoint as a RiskAssessment, and the service's CodeSystems.
+"""FHIR R4 faces: the risk endpoint as a RiskAssessment, and the service's CodeSystems (its
+bands, card topics, and the local codes of each model's schema's uncoded features).
 
 Their errors are ``OperationOutcome`` resources (``app.fhir.outcome``), made from the same
 problem document every other route answers with.
@@ -16,6 +17,7 @@ from starlette.responses import Response
 from app.api.scoring_route import ScoringRoute
 from app.auth.dependencies import require_roles
 from app.auth.principal import Principal
+from app.core.database import SessionDep
 from app.core.openapi import problems
 from app.core.time import utcnow
 from app.fhir import outcome, service, terminology
@@ -79,14 +81,17 @@ def score_patient_fhir(
 @terminology_router.get("/CodeSystem", response_class=JSONResponse,
                         responses=_fhir("a searchset Bundle of CodeSystems"))
 def search_code_systems(
+    session: SessionDep,
     url: Annotated[str | None, Query(max_length=300, description="a canonical URL")] = None,
 ) -> JSONResponse:
     """Find the service's CodeSystems (by canonical URL); public, no key."""
-    return JSONResponse(terminology.search(url), media_type=service.FHIR_JSON)
+    return JSONResponse(terminology.search(session=session, url=url),
+                        media_type=service.FHIR_JSON)
 
 
 @terminology_router.get("/CodeSystem/{code_system_id}", response_class=JSONResponse,
                         responses=_fhir("a FHIR R4 CodeSystem"))
-def read_code_system(code_system_id: str) -> JSONResponse:
-    """One of the service's CodeSystems (risk-band, cds-topic); public, no key."""
-    return JSONResponse(terminology.read(code_system_id), media_type=service.FHIR_JSON)
+def read_code_system(code_system_id: str, session: SessionDep) -> JSONResponse:
+    """One of the service's CodeSystems (risk-band, cds-topic, features); public, no key."""
+    return JSONResponse(terminology.read(session=session, code_system_id=code_system_id),
+                        media_type=service.FHIR_JSON)

@@ -1,10 +1,13 @@
 """CDS Hooks cards: a risk card per scored patient, or an "insufficient data" card.
 
-Both are informational (no suggestions, no links). A risk card's summary stays under 140
-characters, its indicator follows the band (low -> info, medium -> warning, high -> critical)
-and its markdown detail gives the probability, the reasons (exact Shapley contributions) and
-the model's privacy statement. An insufficient-data card (indicator info: it is no alert) names
-the features the call could not carry and says where to give them; it holds no patient value.
+Both are informational (no suggestions, no links) and both read the scoring model's declared
+outcome (``outcome_words``, its horizon, its topic: ``app.fhir.codes.topic_of``): nothing here
+names an outcome of its own. A risk card's summary stays under 140 characters (the outcome's
+words are shortened, never the probability), its indicator follows the band (``INDICATOR``)
+and its markdown detail gives the probability, the outcome and its window, the reasons (exact
+Shapley contributions) and the model's privacy statement. An insufficient-data card (indicator
+info: it is no alert) names the features the call could not carry and says where to give
+them; it holds no patient value.
 """
 
 import uuid
@@ -13,41 +16,56 @@ from typing import Any
 
 from app.bands import Band, cut_offs
 from app.cdshooks.schemas import Card, CardSource, Coding, Indicator
-from app.datasets.dataset_schema import FeatureSpec
-from app.fhir.codes import TOPIC_CODE, TOPIC_SYSTEM, label_of
+from app.datasets.dataset_schema import DatasetSchema, FeatureSpec, outcome_words
+from app.fhir.codes import label_of, topic_of
 from app.fhir.service import percent
 from app.scoring.patients import allowed_of
 from app.scoring.schemas import RiskResult
 
-INDICATOR: dict[Band, Indicator] = {Band.LOW: "info", Band.MEDIUM: "warning", Band.HIGH: "critical"}
-SOURCE_LABEL = "dpcrisis risk model (differentially private)"
+INDICATOR: dict[Band, Indicator] = {Band.LOW: "info", Band.MEDIUM: "info", Band.HIGH: "warning"}
+"""Band -> CDS Hooks indicator. Never ``critical``: CDS Hooks keeps that for cards an EHR should
+interrupt for, and a band is a clinic's declared policy on a DP model's probability, a prompt
+to review, not an alarm (``warning`` for high; low and medium are ``info``)."""
 SUMMARY_LIMIT = 140
+SOURCE_OUTCOME_CHARS = 80
+"""The most of the outcome's words a card's source label shows."""
 
 
-TOPIC = Coding(system=TOPIC_SYSTEM, code=TOPIC_CODE,
-               display="Risk from a differentially private model")
-"""Every card's ``source.topic``: the same whichever model or version scored (EHRs group and
-count cards by topic; the model and its declared outcome are named in the card)."""
+def shortened(text: str, limit: int) -> str:
+    """``text`` in at most ``limit`` characters, an ellipsis where it was cut."""
+    return text if len(text) <= limit else text[: limit - 1].rstrip() + "\u2026"
 
 
-def _source() -> CardSource:
-    return CardSource(label=SOURCE_LABEL, topic=TOPIC)
+def _source(schema: DatasetSchema) -> CardSource:
+    topic = topic_of(schema)
+    words = shortened(outcome_words(schema), SOURCE_OUTCOME_CHARS)
+    return CardSource(label=f"dpcrisis risk model: {words} (differentially private)",
+                      topic=Coding(system=topic.system, code=topic.code, display=topic.display))
 
 
 def _summary(scored: RiskResult, outcome: str) -> str:
-    text = (
-        f"{scored.band.capitalize()} risk ({outcome}): "
-        f"{percent(scored.probability)} (DP model {scored.model.id})"
-    )
-    return text[: SUMMARY_LIMIT - 1]
+    head = f"{scored.band.capitalize()} risk ("
+    tail = f"): {percent(scored.probability)} (DP model {scored.model.id})"
+    room = SUMMARY_LIMIT - 1 - len(head) - len(tail)
+    return head + shortened(outcome, room) + tail
 
 
-def _detail(scored: RiskResult, outcome: str) -> str:
+def window(schema: DatasetSchema) -> str:
+    """The outcome's prediction window, in words."""
+    days = schema.outcome.horizon_days
+    if days is None:
+        return "no time window declared"
+    return f"within {days} day{'s' if days != 1 else ''} of this assessment"
+
+
+def _detail(scored: RiskResult, schema: DatasetSchema) -> str:
     low, high = (100 * t for t in cut_offs(scored.band_thresholds))
     lines = [
-        f"**Probability of the model's outcome ({outcome}): "
+        f"**Probability of the model's outcome ({outcome_words(schema)}): "
         f"{percent(scored.probability)}**, risk band **{scored.band}** "
         f"(low < {low:g}% <= medium < {high:g}% <= high).",
+        "",
+        f"Outcome: {outcome_words(schema)}, {window(schema)}.",
         "",
         "Why, largest contribution first (exact Shapley values against the public reference "
         f"patient, {percent(scored.reference.probability)}):",
@@ -64,14 +82,14 @@ def _detail(scored: RiskResult, outcome: str) -> str:
     return "\n".join(lines)
 
 
-def card(scored: RiskResult, *, outcome: str) -> Card:
-    """A risk card; ``outcome``: the model's declared outcome in words (``outcome_words``)."""
+def card(scored: RiskResult, *, schema: DatasetSchema) -> Card:
+    """A risk card; ``schema``: the scoring model's, whose outcome the card names."""
     return Card(
         uuid=str(uuid.uuid4()),
-        summary=_summary(scored, outcome),
+        summary=_summary(scored, outcome_words(schema)),
         indicator=INDICATOR[Band(scored.band)],
-        detail=_detail(scored, outcome),
-        source=_source(),
+        detail=_detail(scored, schema),
+        source=_source(schema),
     )
 
 
@@ -79,16 +97,17 @@ def _listed(features: Sequence[FeatureSpec]) -> list[str]:
     return [f"- {label_of(f)} (`{f.name}`, {allowed_of(f)})" for f in features]
 
 
-def insufficient_card(*, model: dict[str, Any], outcome: str, uncoded: Sequence[FeatureSpec],
-                      lacking: Sequence[FeatureSpec]) -> Card:
+def insufficient_card(*, model: dict[str, Any], schema: DatasetSchema,
+                      uncoded: Sequence[FeatureSpec], lacking: Sequence[FeatureSpec]) -> Card:
     """The card for a patient the model cannot score from this call.
 
     Args:
         model: the active model's block (id, version, ...).
-        outcome: the model's declared outcome in words.
+        schema: the active model's declared schema (its outcome names the card).
         uncoded: features without a code in the model's schema: no prefetch carries them.
         lacking: features that could be prefetched but were not in this call's prefetch.
     """
+    outcome = outcome_words(schema)
     lines = [f"**Risk ({outcome}) not scored: the model needs data this call does not "
              "carry.**", ""]
     if uncoded:
@@ -98,10 +117,11 @@ def insufficient_card(*, model: dict[str, Any], outcome: str, uncoded: Sequence[
     if lacking:
         lines += ["Not in this call's prefetch:", "", *_listed(lacking), ""]
     lines.append(f"Model {model['id']} (version {model['version']}).")
+    tail = ") not scored: insufficient data"
     return Card(
         uuid=str(uuid.uuid4()),
-        summary=f"Risk ({outcome}) not scored: insufficient data"[: SUMMARY_LIMIT - 1],
+        summary="Risk (" + shortened(outcome, SUMMARY_LIMIT - 1 - len("Risk (" + tail)) + tail,
         indicator="info",
         detail="\n".join(lines),
-        source=_source(),
+        source=_source(schema),
     )

@@ -45,7 +45,7 @@ from app.cdshooks.values import EXPECTED, Value, observation_value
 from app.core.errors import DomainError, InvalidRequest
 from app.datasets.dataset_schema import FeatureKind, FeatureSpec
 from app.datasets.encoding import CRISIS_ENCODER, Encoder
-from app.fhir.codes import AGE_LOINC, LOINC, FeatureCode, code_of, label_of
+from app.fhir.codes import AGE_LOINC, LOINC, FeatureCode, code_of, label_of, local_system
 from app.scoring.patients import allowed_of
 
 USABLE_STATUSES = {"final", "amended", "corrected"}
@@ -138,7 +138,9 @@ def sources_of(encoder: Encoder) -> Sources:
     if found is None:
         features = tuple(encoder.schema.features)
         legacy = encoder.hash == CRISIS_ENCODER.hash
-        observed = tuple(code_of(f) for f in features if f.code is not None or legacy)
+        local = local_system(encoder.schema)
+        observed = tuple(code_of(f, local=local) for f in features
+                         if f.code is not None or legacy)
         age = _age_feature(features)
         diagnoses = clinical.diagnosis_features(encoder)
         sessions = clinical.session_feature(encoder)

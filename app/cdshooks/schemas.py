@@ -94,7 +94,7 @@ class ServiceExtension(BaseModel):
     model_id: int | None = Field(
         serialization_alias="dev.dpcrisis.model-id",
         description="the active model whose schema this describes; null when none is active "
-        "(the built-in crisis schema is described then)",
+        "(the built-in generator's schema is described then)",
     )
     feature_codes: list[FeatureCode] = Field(serialization_alias="dev.dpcrisis.feature-codes")
     min_band: str = Field(
@@ -130,8 +130,9 @@ class Coding(BaseModel):
 
 
 class CardSource(BaseModel):
-    label: str
-    topic: Coding
+    label: str = Field(description="the model and the outcome it predicts")
+    topic: Coding = Field(description="the outcome's coding when it declares one, else a "
+                          "cds-topic code: the same for every model of that outcome")
 
 
 Indicator = Literal["info", "warning", "critical"]
@@ -143,9 +144,10 @@ class Card(BaseModel):
     uuid: str
     summary: str = Field(description="under 140 characters")
     indicator: Indicator = Field(
-        description="by band: low -> info, medium -> warning, high -> critical"
+        description="by band: low -> info, medium -> info, high -> warning (never critical)"
     )
-    detail: str = Field(description="markdown: probability, reasons and privacy statement")
+    detail: str = Field(description="markdown: probability, the outcome and its window, "
+                        "reasons and privacy statement")
     source: CardSource
 
 

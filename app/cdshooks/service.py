@@ -16,9 +16,9 @@ What a call gets:
   below it, no card (an empty list), unless the request's ``extension`` asks for a lower one:
   ``{"dev.dpcrisis.min-band": "low"}`` shows every patient.
 
-Card topics (``source.topic``) are stable across models and versions; the model that scored
-is named in the card's detail. Discovery changes when another model is activated: EHRs should
-read it again.
+Card topics (``source.topic``) follow the outcome, not the model (``app.fhir.codes.topic_of``):
+stable across the models and versions of one outcome; the model that scored is named in the
+card's detail. Discovery changes when another model is activated: EHRs should read it again.
 
 When no model is active (none trained, or none activated yet), discovery still answers: it
 describes the built-in generator's schema, the one a model trained on the built-in generator uses,
@@ -51,7 +51,14 @@ from app.scoring import model_cache
 from app.scoring import service as scoring_service
 from app.scoring.patients import allowed_of, features_model
 
-SERVICE_ID = "dpcrisis-crisis-risk"
+SERVICE_ID = "dpcrisis-risk"
+"""The service's id, as discovery lists it: the product's name and nothing of an outcome, since
+the active model may predict any declared outcome (the title, the description and the cards
+name it)."""
+LEGACY_SERVICE_IDS = ("dpcrisis-crisis-risk",)
+"""Ids discovery listed before outcomes were declared: still answered (hooks and feedback), so
+no EHR registration breaks, but no longer listed."""
+SERVICE_IDS = (SERVICE_ID, *LEGACY_SERVICE_IDS)
 HOOK = "patient-view"
 
 
@@ -198,7 +205,7 @@ def evaluate(
         PrefetchIncomplete: features whose prefetch keys were all left out (412).
         InvalidRequest: a prefetched value the model cannot use (422).
     """
-    if service_id != SERVICE_ID:
+    if service_id not in SERVICE_IDS:
         raise UnknownService(f"no CDS service {service_id!r}; this server has {SERVICE_ID!r}")
     if hook != HOOK:
         raise WrongHook(f"service {SERVICE_ID} answers {HOOK!r}, not {hook!r}", field="hook",
@@ -209,13 +216,12 @@ def evaluate(
     if got.absent and not sources.unavailable:
         raise incomplete(got.absent, sources)
     if sources.unavailable or got.missing:
-        answer = insufficient_card(model=model.block,
-                                   outcome=outcome_words(model.encoder.schema),
+        answer = insufficient_card(model=model.block, schema=model.encoder.schema,
                                    uncoded=sources.unavailable,
                                    lacking=(*got.missing, *got.absent))
         return CdsResponse(cards=[answer]), None
     features = _checked_features(model.encoder, got.values)
     scored = scoring_service.score(features=features, model_id=model.id)
     shown = _shown(scored.band, min_band)
-    cards = [card(scored, outcome=outcome_words(model.encoder.schema))] if shown else []
+    cards = [card(scored, schema=model.encoder.schema)] if shown else []
     return CdsResponse(cards=cards), scored.model.id

@@ -207,9 +207,10 @@ def register_param_range(name: str, info: FieldInfo) -> FieldInfo:
 
 
 def register_ranges(model: type[BaseModel], prefix: str = "") -> type[BaseModel]:
-    """Record the allowed range of every bounded field of ``model`` (recursively)."""
+    """Record the allowed range of every bounded field of ``model`` (recursively), under the
+    name a request spells it (its alias: ``schema.outcome.bands.low_medium``)."""
     for name, info in model.model_fields.items():
-        path = f"{prefix}{name}"
+        path = f"{prefix}{info.alias or name}"
         allowed = _range_of(info)
         if allowed:
             ALLOWED_RANGES[path] = allowed

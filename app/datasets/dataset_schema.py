@@ -28,8 +28,6 @@ from pydantic import ConfigDict, Field, field_serializer
 
 from app.core.errors import InvalidRequest
 from app.core.schemas import NO_CONTROL_CHARACTERS, RequestModel
-from app.datasets import synthetic
-from app.features import FEATURES, Feature
 
 NAME_PATTERN = r"^[a-z][a-z0-9_]{0,63}$"
 MAX_FEATURES, MAX_CATEGORIES, MAX_CATEGORY_CHARS, MAX_ATTRIBUTES = 200, 50, 64, 20
@@ -138,12 +136,38 @@ class Attribute(RequestModel):
     categories: list[str]
 
 
+class OutcomeBands(RequestModel):
+    """The model's risk-band policy: the probabilities from which a patient is medium, and high.
+
+    Public clinical policy declared with the outcome (never a statistic of the rows); every model
+    trained on the schema starts with a copy, which ``PUT /v1/models/{id}/band-thresholds`` can
+    change later. 0 < low_medium < medium_high < 1.
+    """
+
+    low_medium: float = Field(gt=0.0, lt=1.0)
+    medium_high: float = Field(gt=0.0, lt=1.0)
+
+
 class Outcome(RequestModel):
-    """The binary outcome column (values 0/1); ``positive`` is the value that means the event."""
+    """The binary outcome column (values 0/1) and how every output names and bands it.
+
+    ``positive`` is the value that means the event. ``label`` names the event as a person reads it
+    ("Readmission within 90 days"); ``horizon_days`` is the prediction window, when the outcome
+    has one (FHIR ``whenPeriod`` is sent only then); ``code`` is its clinical coding (FHIR
+    ``RiskAssessment.prediction.outcome`` and ``code``); ``bands`` the risk-band cut-offs.
+    An upload must declare ``label`` and ``bands`` (``check_schema(..., upload=True)``).
+    """
 
     name: str
     label: str | None = _free_text()
     positive: Literal[0, 1] = 1
+    horizon_days: int | None = Field(default=None, ge=1, le=3660,
+                                     description="prediction window in days, when there is one")
+    code: Code | None = None
+    description: str | None = _free_text(1000)
+    bands: OutcomeBands | None = Field(
+        default=None, description="risk-band cut-offs; required for uploads"
+    )
 
 
 class DatasetSchema(RequestModel):
@@ -168,10 +192,20 @@ class DatasetSchema(RequestModel):
         return [*ids, *self.feature_names, *(a.name for a in self.attributes), self.outcome.name]
 
 
+OUTCOME_ADDITIONS = ("horizon_days", "code", "description", "bands")
+"""Outcome fields added after schemas were first hashed: left out of the hash while unset, so
+every declaration stored before them (datasets, artifacts, tables) keeps its hash."""
+
+
 def schema_hash(schema: DatasetSchema) -> str:
     """SHA-256 of the canonical JSON (sorted keys, defaults included, no whitespace): the same
-    declaration always hashes the same, whatever key order or defaults it was sent with."""
+    declaration always hashes the same, whatever key order or defaults it was sent with
+    (``OUTCOME_ADDITIONS`` count only when declared)."""
     document = schema.model_dump(mode="json")
+    outcome = document["outcome"]
+    for key in OUTCOME_ADDITIONS:
+        if outcome.get(key) is None:
+            outcome.pop(key, None)
     text = json.dumps(document, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
@@ -294,12 +328,32 @@ def outcome_words(schema: DatasetSchema) -> str:
     return schema.outcome.label or schema.outcome.name
 
 
-def check_schema(schema: DatasetSchema, *, at: str = "schema") -> None:
+def _check_outcome(outcome: Outcome, at: str, *, upload: bool) -> None:
+    """An upload names its outcome and declares its bands: nothing else would say what the model
+    predicts or when a patient is high risk (the built-in crisis wording must never stand in)."""
+    if upload and outcome.label is None:
+        raise _fail(f"{at}.label", "an upload names its outcome as a person reads it "
+                    "(it titles FHIR assessments, CDS cards and reports)",
+                    "1 to 200 printable characters")
+    if upload and outcome.bands is None:
+        raise _fail(f"{at}.bands", "an upload declares its risk bands (public clinical policy: "
+                    "the probabilities from which a patient is medium, and high risk)",
+                    '{"low_medium": p1, "medium_high": p2}, 0 < p1 < p2 < 1')
+    bands = outcome.bands
+    if bands is not None and not bands.low_medium < bands.medium_high:
+        raise _fail(f"{at}.bands.medium_high",
+                    f"must lie above low_medium ({bands.low_medium:g})",
+                    f"({bands.low_medium:g}, 1)")
+
+
+def check_schema(schema: DatasetSchema, *, at: str = "schema", upload: bool = False) -> None:
     """Apply the declaration's rules; the first broken one is an ``InvalidRequest`` (422).
 
     Args:
         schema: the parsed declaration.
         at: the path of the schema in the request body, prefixed to every field named.
+        upload: a new upload's declaration, which must also label its outcome and declare its
+            bands (schemas stored before those fields existed still read).
     """
     if not 1 <= len(schema.features) <= MAX_FEATURES:
         raise _fail(f"{at}.features", "needs 1 to 200 features", f"[1, {MAX_FEATURES}] features")
@@ -313,40 +367,7 @@ def check_schema(schema: DatasetSchema, *, at: str = "schema") -> None:
         _check_name(attribute.name, f"{at}.attributes[{i}].name", taken)
         _check_categories(attribute.categories, f"{at}.attributes[{i}].categories")
     _check_name(schema.outcome.name, f"{at}.outcome.name", taken)
+    _check_outcome(schema.outcome, f"{at}.outcome", upload=upload)
     if schema.id_column is not None:
         _check_name(schema.id_column, f"{at}.id_column", taken, reserved=False)
     _check_subgroups(schema, at)
-
-
-def _crisis_feature(f: Feature) -> FeatureSpec:
-    spec: dict[str, object] = {
-        "name": f.name, "label": f.label, "kind": f.kind, "unit": f.unit or None,
-        "reference": f.reference,
-    }
-    if f.kind == "integer":
-        spec |= {"lower": f.lower, "upper": f.upper, "model_upper": f.model_upper}
-    if f.severities:
-        spec["severity_bands"] = [
-            {"from": s.lower, "to": s.upper, "label": s.label} for s in f.severities
-        ]
-    if f.loinc:
-        spec["code"] = {"system": LOINC, "code": f.loinc, "display": LOINC_DISPLAY[f.loinc]}
-    return FeatureSpec.model_validate(spec)
-
-
-LOINC = "http://loinc.org"
-LOINC_DISPLAY = {
-    "30525-0": "Age",
-    "44261-6": "Patient Health Questionnaire 9 item (PHQ-9) total score [Reported]",
-}
-
-CRISIS_SCHEMA = DatasetSchema(
-    features=[_crisis_feature(f) for f in FEATURES],
-    outcome=Outcome(name="crisis_30d", label="Crisis within 30 days", positive=1),
-    attributes=[Attribute(name="sex", label="Sex", categories=list(synthetic.SEX_CATEGORIES))],
-    subgroups=["sex"],
-)
-"""The built-in generator's schema (``app.features`` as a declaration). ``sex`` is a
-subgroup-only attribute: the generator draws it apart from the outcome and the model never sees
-it. The generator's age-band subgroup needs public bins on an integer feature, which this
-contract does not have yet; its ids are the generated table's indices, so no ``id_column``."""

@@ -20,7 +20,8 @@ from functools import cached_property
 
 import numpy as np
 
-from app.datasets.dataset_schema import CRISIS_SCHEMA, DatasetSchema, FeatureKind, schema_hash
+from app.datasets.crisis_schema import CRISIS_SCHEMA, LEGACY_CRISIS_HASH
+from app.datasets.dataset_schema import DatasetSchema, FeatureKind, schema_hash
 
 SCALING = "schema-v3"
 """Recorded in every artifact: the encoding above, keyed by the schema's hash."""
@@ -96,6 +97,8 @@ _BUILT: dict[str, Encoder] = {}
 def encoder_for(schema: DatasetSchema) -> Encoder:
     """The schema's encoder, one per declaration (by its hash), shared by every caller."""
     digest = schema_hash(schema)
+    if digest == LEGACY_CRISIS_HASH:  # stored before the crisis outcome declared its wording
+        return CRISIS_ENCODER
     encoder = _BUILT.get(digest)
     if encoder is None:  # its own copy: the caller's schema object may be changed later
         encoder = _BUILT.setdefault(digest, Encoder(schema.model_copy(deep=True)))

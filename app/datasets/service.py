@@ -7,7 +7,8 @@ from sqlalchemy.orm import Session
 from app.core.database import affected_rows
 from app.core.errors import Conflict, InvalidRequest, NotFound
 from app.datasets import identity, synthetic, table_store
-from app.datasets.dataset_schema import CRISIS_SCHEMA, check_schema, schema_hash
+from app.datasets.crisis_schema import CRISIS_SCHEMA
+from app.datasets.dataset_schema import check_schema, schema_hash
 from app.datasets.models import AWAITING_DATA, READY, WITHDRAWN, Dataset
 from app.datasets.rules import check_delta, check_new_source, upload_fingerprint
 from app.datasets.schemas import DatasetCreate, PrivacyBudget, SyntheticSource
@@ -89,7 +90,7 @@ def _upload(request: DatasetCreate) -> Dataset:
     if declared is None:
         raise InvalidRequest("an upload needs its declared schema (features with public "
                              "bounds, outcome, subgroups, id column)", field="schema")
-    check_schema(declared)
+    check_schema(declared, upload=True)
     return Dataset(
         source_kind="upload", n_rows=0, n_train=0, n_calibration=0, seed=0,
         schema_json=declared.model_dump(mode="json", by_alias=True),

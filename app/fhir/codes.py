@@ -2,10 +2,17 @@
 
 A feature is coded by the ``code`` its declared schema gives it (system, code, display): the
 built-in crisis schema declares LOINC 30525-0 for age and 44261-6 for the PHQ-9 total score. A
-feature without a declared code is coded in this service's local code system
-``FEATURE_SYSTEM``, its code the feature's name (``...crisis-features|gaf``): that names it
-in a RiskAssessment, but no EHR records Observations in it on its own, so CDS Hooks does not
-prefetch it (``app.cdshooks.prefetch`` says which features it reads, and the one exception).
+feature without a declared code is coded in a local code system of its schema, its code the
+feature's name (``local_system``): the built-in crisis schema keeps ``FEATURE_SYSTEM``
+(``...crisis-features|gaf``), which EHRs have mapped since the first release; any other
+declaration gets ``.../CodeSystem/schema-features-<the first 16 hex digits of its schema
+hash>``, the same for every model trained on that declaration, never another's, and served
+at that URL (``app.fhir.terminology``). That names the feature in a RiskAssessment, but no EHR
+records Observations in it on its own, so CDS Hooks does not prefetch it
+(``app.cdshooks.prefetch`` says which features it reads, and the one exception).
+
+What a model predicts is its schema's declared outcome (``outcome_concept``): its coding when
+declared, its label as text; nothing here says what that outcome is.
 
 The crisis schema as an example, and where CDS Hooks finds each feature in an EHR (the one
 table of the mapping; ``app.cdshooks.prefetch`` reads it):
@@ -41,19 +48,31 @@ A categorical feature's value is one of its declared categories: ``valueCodeable
 """
 
 from dataclasses import dataclass
+from typing import Any
 
-from app.datasets.dataset_schema import LOINC as LOINC  # re-exported with the other systems
-from app.datasets.dataset_schema import DatasetSchema, FeatureSpec
+from app.datasets.crisis_schema import CRISIS_SCHEMA, LEGACY_CRISIS_HASH
+from app.datasets.crisis_schema import LOINC as LOINC  # re-exported with the other systems
+from app.datasets.dataset_schema import DatasetSchema, FeatureSpec, outcome_words, schema_hash
 
 AGE_LOINC = "30525-0"
 FEATURE_SYSTEM = "https://dpcrisis.dev/fhir/CodeSystem/crisis-features"
+"""The built-in crisis schema's local code system (its features without a declared code)."""
+SCHEMA_FEATURES = "https://dpcrisis.dev/fhir/CodeSystem/schema-features-"
+"""Any other declaration's local code system: this, then ``SCHEMA_KEY_DIGITS`` of its hash."""
+SCHEMA_KEY_DIGITS = 16
+"""64 bits of the schema's SHA-256: FHIR ids are at most 64 characters, so not all 64 digits."""
+BUILT_IN_HASHES = frozenset({schema_hash(CRISIS_SCHEMA), LEGACY_CRISIS_HASH})
 MODEL_SYSTEM = "https://dpcrisis.dev/fhir/CodeSystem/model"
 MODEL_ID_SYSTEM = "https://dpcrisis.dev/fhir/sid/model-id"
 ARTIFACT_SYSTEM = "https://dpcrisis.dev/fhir/sid/model-artifact-sha256"
 BAND_SYSTEM = "https://dpcrisis.dev/fhir/CodeSystem/risk-band"
 TOPIC_SYSTEM = "https://dpcrisis.dev/fhir/CodeSystem/cds-topic"
-"""CDS Hooks card topics (``source.topic``): stable across models and their versions."""
+"""CDS Hooks card topics (``source.topic``) of outcomes with no code of their own."""
 TOPIC_CODE = "crisis-risk-30d"
+"""The built-in crisis schema's card topic, which EHRs have filtered on since the first
+release: an identifier, kept (``topic_of``)."""
+OUTCOME_TOPIC_CODE = "outcome-risk"
+"""The topic of a card about an outcome declared without a code: the same for all of them."""
 RISK_PROBABILITY = "http://terminology.hl7.org/CodeSystem/risk-probability"
 SNOMED = "http://snomed.info/sct"
 ICD10CM = "http://hl7.org/fhir/sid/icd-10-cm"
@@ -65,9 +84,6 @@ FEATURE_CODE_EXTENSION = "https://dpcrisis.dev/fhir/StructureDefinition/feature-
 FEATURE_VALUE_EXTENSION = "https://dpcrisis.dev/fhir/StructureDefinition/feature-value"
 """On each RiskAssessment.basis item: the value scored (valueInteger, valueDecimal,
 valueBoolean, or valueString for a categorical feature's category)."""
-
-OUTCOME_TEXT = "mental-health crisis within 30 days"
-HORIZON_DAYS = 30
 
 
 @dataclass(frozen=True)
@@ -133,7 +149,7 @@ class FeatureCode:
     system: str
     code: str
     display: str
-    declared: bool  # the schema's own code (False: the local FEATURE_SYSTEM code)
+    declared: bool  # the schema's own code (False: the schema's local code system)
 
     @property
     def token(self) -> str:
@@ -141,14 +157,79 @@ class FeatureCode:
         return f"{self.system}|{self.code}"
 
 
-def code_of(feature: FeatureSpec) -> FeatureCode:
+def schema_key(digest: str) -> str:
+    """The part of a schema's hash that names its local code system (``SCHEMA_KEY_DIGITS``)."""
+    return digest[:SCHEMA_KEY_DIGITS]
+
+
+def local_system(schema: DatasetSchema) -> str:
+    """The code system of the schema's features without a declared code: the crisis schema's
+    published one for the built-in schema, else one of the declaration's own."""
+    digest = schema_hash(schema)
+    return FEATURE_SYSTEM if digest in BUILT_IN_HASHES else SCHEMA_FEATURES + schema_key(digest)
+
+
+def code_of(feature: FeatureSpec, *, local: str) -> FeatureCode:
+    """The feature's declared code, else its name in ``local`` (its schema's ``local_system``)."""
     declared = feature.code
     if declared is not None:
         return FeatureCode(feature, declared.system, declared.code,
                            declared.display or label_of(feature), declared=True)
-    return FeatureCode(feature, FEATURE_SYSTEM, feature.name, label_of(feature), declared=False)
+    return FeatureCode(feature, local, feature.name, label_of(feature), declared=False)
 
 
 def codes_of(schema: DatasetSchema) -> tuple[FeatureCode, ...]:
     """Every feature's coding, in the schema's order."""
-    return tuple(code_of(f) for f in schema.features)
+    local = local_system(schema)
+    return tuple(code_of(f, local=local) for f in schema.features)
+
+
+def outcome_concept(schema: DatasetSchema) -> dict[str, Any]:
+    """The model's declared outcome as a CodeableConcept: its coding when one is declared, and
+    its label (else its column's name) as text."""
+    concept: dict[str, Any] = {"text": outcome_words(schema)}
+    code = schema.outcome.code
+    if code is not None:
+        coding = {"system": code.system, "code": code.code,
+                  "display": code.display or outcome_words(schema)}
+        concept = {"coding": [coding], **concept}
+    return concept
+
+
+@dataclass(frozen=True)
+class Topic:
+    """A CDS Hooks card topic (``source.topic``), as a coding."""
+
+    system: str
+    code: str
+    display: str
+
+
+OUTCOME_TOPIC = Topic(TOPIC_SYSTEM, OUTCOME_TOPIC_CODE, "Risk of a model's declared outcome")
+
+
+def _crisis_topic() -> Topic:
+    """The topic EHRs know the built-in crisis schema's cards by; its words are that schema's."""
+    return Topic(TOPIC_SYSTEM, TOPIC_CODE, f"Risk: {outcome_words(CRISIS_SCHEMA)}")
+
+
+CRISIS_TOPIC = _crisis_topic()
+
+
+def topic_of(schema: DatasetSchema) -> Topic:
+    """The topic of a card about the schema's outcome: per outcome, never one topic for all.
+
+    EHRs group, filter and count cards by topic, so cards about different outcomes must not
+    share one, and one outcome's must keep theirs whichever model or version scored: an
+    outcome declared with a code is its topic (that coding); the built-in crisis outcome keeps
+    ``cds-topic|crisis-risk-30d``, which EHRs have filtered on since the first release; an
+    outcome declared without a code gets the neutral ``cds-topic|outcome-risk``, which names
+    no outcome (the card does).
+    """
+    code = schema.outcome.code
+    crisis = CRISIS_SCHEMA.outcome.code
+    if code is None:
+        return OUTCOME_TOPIC
+    if crisis is not None and (code.system, code.code) == (crisis.system, crisis.code):
+        return CRISIS_TOPIC
+    return Topic(code.system, code.code, code.display or outcome_words(schema))

@@ -5,8 +5,12 @@ Choices worth knowing:
 - ``prediction[0].probabilityDecimal`` is the probability on a 0-1 scale (0.25 = 25%). R4's
   element comment speaks of percentages while its own examples use fractions, so a ``note``
   says which scale this is.
-- ``whenPeriod`` (from the assessment to 30 days later) carries the horizon: R4 reads
-  ``whenRange`` as an age range of the subject, so 0-30 days there would mean something else.
+- ``code`` and ``prediction[0].outcome`` are the model's declared outcome (its schema's
+  ``outcome``: its coding when declared, its label as text; ``app.fhir.codes``); nothing here
+  names an outcome of its own.
+- ``whenPeriod`` (from the assessment to ``horizon_days`` later) carries the outcome's declared
+  horizon, and is left out when none is declared: R4 reads ``whenRange`` as an age range of
+  the subject, so 0-30 days there would mean something else.
 - ``probabilityDecimal`` has 3 significant digits, the model's real precision.
 - ``qualitativeRisk`` has two codings: the HL7 risk-probability code read from the probability
   itself (``HL7_LIKELIHOOD``: ``high`` means more likely than not), then the service's own band
@@ -38,12 +42,11 @@ from app.fhir.codes import (
     BAND_SYSTEM,
     FEATURE_CODE_EXTENSION,
     FEATURE_VALUE_EXTENSION,
-    HORIZON_DAYS,
     MODEL_ID_SYSTEM,
     MODEL_SYSTEM,
-    OUTCOME_TEXT,
     RISK_PROBABILITY,
     codes_of,
+    outcome_concept,
 )
 from app.scoring import model_cache
 from app.scoring import service as scoring_service
@@ -216,7 +219,7 @@ def model_device(model: ScoringModel) -> dict[str, Any]:
         "identifier": [{"system": MODEL_ID_SYSTEM, "value": str(model.id)},
                        {"system": ARTIFACT_SYSTEM, "value": model.artifact_sha256}],
         "deviceName": [{"name": name, "type": "model-name"}],
-        "type": {"text": "crisis-risk model trained with differential privacy (DP-SGD)"},
+        "type": {"text": "risk model trained with differential privacy (DP-SGD)"},
         "version": [{"type": {"text": "model version"}, "value": str(block["version"])},
                     {"type": {"text": "artifact SHA-256"}, "value": model.artifact_sha256}],
     }
@@ -235,7 +238,8 @@ def risk_assessment(
 
     Args:
         scored: the single-patient score (probability, band, contributions, model, reference).
-        model: the model that scored (``basis``: its schema's features and codes; the Device).
+        model: the model that scored (``basis``: its schema's features and codes; ``code`` and
+            the prediction: its schema's outcome; the Device).
         subject: ``Patient/<id>`` (or ``Group/<id>``); without it the subject is display-only.
         features: the features as the request gave them (the identifier's content).
         references: feature name -> ``Observation/<id>`` the value came from, when known.
@@ -244,6 +248,7 @@ def risk_assessment(
     statement = scored.model
     occurred = _timestamp(now)
     references = references or {}
+    schema = model.encoder.schema
     method_text = (
         f"dpcrisis {statement.kind} model {statement.id} (version {statement.version}), "
         f"DP-SGD; exact Shapley explanations"
@@ -259,13 +264,13 @@ def risk_assessment(
                         "display": method_text}],
             "text": method_text,
         },
-        "code": {"text": f"{HORIZON_DAYS}-day mental-health crisis risk"},
+        "code": outcome_concept(schema),
         "subject": {"reference": subject} if subject else {"display": "patient not identified"},
         "occurrenceDateTime": occurred,
         "performer": {"reference": f"#{DEVICE_ID}",
                       "display": f"dpcrisis model {statement.id}"},
-        "basis": _basis(scored.contributions, model.encoder.schema, references),
-        "prediction": [_prediction(scored, occurred, now)],
+        "basis": _basis(scored.contributions, schema, references),
+        "prediction": [_prediction(scored, schema, now)],
         "note": [
             {"text": statement.statement},
             {"text": "probabilityDecimal is a probability on a 0-1 scale (0.25 means 25%), "
@@ -274,13 +279,23 @@ def risk_assessment(
     }
 
 
-def _prediction(scored: RiskResult, occurred: str, now: datetime) -> dict[str, Any]:
-    return {
-        "outcome": {"text": OUTCOME_TEXT},
+def when_period(horizon_days: int | None, now: datetime) -> dict[str, str] | None:
+    """The prediction's window: from ``now`` to ``horizon_days`` later; None without a declared
+    horizon (an outcome with no window gets no ``whenPeriod``, never a made-up one)."""
+    if horizon_days is None:
+        return None
+    return {"start": _timestamp(now), "end": _timestamp(now + timedelta(days=horizon_days))}
+
+
+def _prediction(scored: RiskResult, schema: DatasetSchema, now: datetime) -> dict[str, Any]:
+    prediction: dict[str, Any] = {
+        "outcome": outcome_concept(schema),
         "probabilityDecimal": rounded(scored.probability),
         "qualitativeRisk": _qualitative_risk(scored.probability, Band(scored.band),
                                              scored.band_thresholds),
-        "whenPeriod": {"start": occurred,
-                       "end": _timestamp(now + timedelta(days=HORIZON_DAYS))},
-        "rationale": _rationale(scored.contributions, scored.reference.probability),
     }
+    period = when_period(schema.outcome.horizon_days, now)
+    if period is not None:
+        prediction["whenPeriod"] = period
+    prediction["rationale"] = _rationale(scored.contributions, scored.reference.probability)
+    return prediction

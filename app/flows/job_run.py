@@ -18,7 +18,7 @@ from typing import Any
 from sqlalchemy.orm import Session
 from torch import nn
 
-from app.bands import DEFAULT_BAND_THRESHOLDS
+from app.bands import model_thresholds
 from app.datasets import parts as dataset_parts
 from app.datasets import service as dataset_service
 from app.datasets.dataset_schema import DatasetSchema, schema_hash
@@ -94,8 +94,9 @@ def commit(
     *, session: Session, job_id: int, dataset_id: int, worker_id: str, trained: TrainedNetwork,
     artifact_sha256: str,
 ) -> TrainedModel | None:
-    """Finish the job (which commits its spend to the ledger), register the model with the
-    default band thresholds, and activate it if no model is active, in one transaction.
+    """Finish the job (which commits its spend to the ledger), register the model with its
+    schema's band thresholds (``app.bands.model_thresholds``: the outcome's declared bands, the
+    ones its DP evaluation binned at), and activate it if no model is active, in one transaction.
 
     The first model of a fresh service scores at once (the zero-set-up flow); every later one
     waits for an explicit activation.
@@ -123,7 +124,7 @@ def commit(
         delta=trained.delta,
         accountant="prv",
         metrics=trained.metrics,
-        band_thresholds=dict(DEFAULT_BAND_THRESHOLDS),
+        band_thresholds=model_thresholds(trained.schema.outcome.bands),
     )
     session.add(model)
     registry_service.activate_if_none(session=session, model=model)

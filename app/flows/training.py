@@ -31,7 +31,7 @@ def submit_training(*, session: Session, request: JobCreate) -> Job:
         session=session,
         dataset=dataset,
         job_id=job.id,
-        mechanism=job_service.mechanism_of(job),
+        event=job_service.training_event(job),
         clip_norm=job.max_grad_norm,
         delta=job.delta,
     )

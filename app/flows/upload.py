@@ -11,8 +11,10 @@ from app.auth.principal import Principal
 from app.core.database import get_database
 from app.datasets import claims, uploads
 from app.datasets.claims import ClaimedUpload
+from app.datasets.encoding import encoder_for
 from app.datasets.models import Dataset
 from app.datasets.uploads import ReceivedUpload
+from app.jobs import size_floor
 
 
 def claim(*, dataset_id: int) -> ClaimedUpload:
@@ -31,8 +33,12 @@ def accept(*, received: ReceivedUpload, principal: Principal) -> Dataset:
     """Keep the rows and record who sent them, in one transaction.
 
     Raises:
+        DatasetTooSmall: fewer rows than any job could use (``size_floor.upload_floor``: the
+            row count is public by convention), before a session is taken (nothing stored).
         UploadInProgress, DatasetAlreadyRegistered: as ``uploads.accept`` (nothing stored).
     """
+    size_floor.check_upload(rows=received.upload.n_rows,
+                            inputs=encoder_for(received.claimed.schema).n_inputs)
     with get_database().session_scope() as session:
         dataset = uploads.accept(session=session, received=received)
         audit.record(session=session, principal=principal, action=Action.DATA_UPLOADED,

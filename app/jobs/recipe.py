@@ -62,7 +62,8 @@ it (``app.privacy.noise.epochs_for_target``) instead of refusing; the job shows 
 
 import math
 
-from app.datasets.dataset_schema import CRISIS_SCHEMA, DatasetSchema
+from app.datasets.crisis_schema import CRISIS_SCHEMA
+from app.datasets.dataset_schema import DatasetSchema
 from app.datasets.encoding import encoder_for
 from app.datasets.models import Dataset
 from app.families import create_family

@@ -14,7 +14,7 @@ Non-private jobs on public datasets store the same shape, with exact counts (``e
 """
 
 import logging
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import (
     BaseModel,
@@ -169,6 +169,17 @@ class CalibrationRecord(_Stored):
     noisy_positives: list[float]
 
 
+class HeldOutWarning(_Stored):
+    """A held-out part below its size floor at the job's noise (``app.jobs.size_floor``)."""
+
+    release: Literal["calibration", "evaluation"]
+    rows: int = Field(description="the part's rows")
+    minimum_rows: int = Field(description="its floor at the job's noise (a public rule)")
+    released: bool = Field(description="false: nothing was released (the calibration); true: "
+                           "released, but mostly noise (the evaluation)")
+    message: str
+
+
 class HeldOutEvaluation(_GroupMetrics):
     """A training job's held-out metrics: one DP release on the evaluation part, every figure
     post-processing of it, and the calibration record."""
@@ -185,6 +196,10 @@ class HeldOutEvaluation(_GroupMetrics):
     notes: list[str]
     definitions: HeldOutDefinitions
     calibration: CalibrationRecord
+    held_out_warnings: list[HeldOutWarning] = Field(
+        default_factory=list,
+        description="held-out parts below their size floor at the job's noise, in words "
+        "(empty: both releases meaningful; absent before the floors existed)")
 
 
 class AuditSettings(_Stored):

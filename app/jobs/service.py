@@ -1,7 +1,9 @@
 """Job rules: plan the DP mechanism, admit through the ledger, cancel."""
 
+import math
 from typing import Any
 
+from dp_accounting import DpEvent
 from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session
 
@@ -10,7 +12,8 @@ from app.core.errors import Conflict, InvalidRequest, NotFound
 from app.core.time import utcnow
 from app.datasets.models import AWAITING_DATA, READY, Dataset
 from app.datasets.rules import max_delta
-from app.jobs import notify, recipe
+from app.families import DEFAULT_FAMILY, create_family
+from app.jobs import notify, recipe, size_floor
 from app.jobs.models import CANCELLED, FINISHED, QUEUED, RUNNING, TRAIN, Job
 from app.jobs.schemas import (
     FULL_BATCH_EPOCHS,
@@ -202,20 +205,26 @@ def plan(*, dataset: Dataset, request: JobCreate) -> Job:
     rule of ``app.jobs.recipe``. Nothing is stored: ``app.flows.training.submit_training`` queues
     the job and reserves its spend in one transaction.
 
+    The size floors (``app.jobs.size_floor``) come first, before any planning: a dataset too
+    small for the job is refused before the ledger is touched.
+
     Raises:
         InvalidRequest: a parameter is outside what this dataset allows.
+        DatasetTooSmall: a part of the dataset is below its size floor (a 422).
     """
+    delta = _resolve_delta(dataset, request.privacy.delta)
+    inputs = recipe.n_inputs(dataset)
+    _check_size(dataset, request, delta, inputs)
     training = _resolve_training(request.training, dataset)
     assert training.batch_size is not None and training.epochs is not None
     sample_rate, steps = _plan_sampling(dataset, training.batch_size, training.epochs)
-    delta = _resolve_delta(dataset, request.privacy.delta)
     training, sample_rate, steps, sigma = _plan_noise(request, dataset, delta, training,
                                                       sample_rate, steps)
     if training.max_grad_norm is None:
         training = training.model_copy(update={"max_grad_norm": recipe.default_clip(
             noise_multiplier=sigma, sample_rate=sample_rate, steps=steps,
-            n_train=dataset.n_train, inputs=recipe.n_inputs(dataset))})
-    return Job(
+            n_train=dataset.n_train, inputs=inputs)})
+    job = Job(
         dataset_id=dataset.id,
         status=QUEUED,
         target_epsilon=request.privacy.target_epsilon,
@@ -231,6 +240,27 @@ def plan(*, dataset: Dataset, request: JobCreate) -> Job:
         epsilon_per_epoch=[],
         cancel_requested=False,
     )
+    if request.privacy.target_epsilon is None:  # a noise multiplier: its planned epsilon
+        planned = planned_epsilon(job)["prv"]
+        size_floor.check_training(dataset=dataset, epsilon=math.inf if planned is None
+                                  else planned, delta=delta, inputs=inputs,
+                                  field=size_floor.NOISE_FIELD)
+    return job
+
+
+def _check_size(dataset: Dataset, request: JobCreate, delta: float, inputs: int) -> None:
+    """The held-out parts at no noise, and the training part at the target epsilon (at no
+    noise for a noise-multiplier job, whose planned epsilon ``plan`` checks once planned).
+
+    Raises:
+        DatasetTooSmall: naming the dataset's rows and the minimum.
+    """
+    size_floor.check_held_out(dataset)
+    target = request.privacy.target_epsilon
+    size_floor.check_training(
+        dataset=dataset, epsilon=math.inf if target is None else target, delta=delta,
+        inputs=inputs,
+        field=size_floor.NOISE_FIELD if target is None else size_floor.TARGET_FIELD)
 
 
 def enqueue(*, session: Session, job: Job) -> Job:
@@ -244,6 +274,15 @@ def enqueue(*, session: Session, job: Job) -> Job:
 def mechanism_of(job: Job) -> accounting.Mechanism:
     """The job's planned mechanism: (noise multiplier, sample rate, steps)."""
     return accounting.Mechanism(job.noise_multiplier, job.sample_rate, job.steps)
+
+
+def training_event(job: Job) -> DpEvent:
+    """What the job's training spends, as its family declares it (``Family.training_event``):
+    the event the ledger reserves and the planned figures compose, so a family whose training
+    spends otherwise changes no branch here or in the ledger."""
+    family = create_family(str(job.training.get("model", DEFAULT_FAMILY)))
+    return family.training_event(noise_multiplier=job.noise_multiplier,
+                                 sample_rate=job.sample_rate, steps=job.steps)
 
 
 def get(*, session: Session, job_id: int) -> Job:
@@ -314,5 +353,5 @@ def _update_if(session: Session, job: Job, *conditions: Any, **values: Any) -> b
 
 def planned_epsilon(job: Job) -> dict[str, float | None]:
     """The job's planned epsilon by every accountant; None where it is infinite (non-private)."""
-    figures = accounting.epsilon_by_accountant([mechanism_of(job)], job.delta)
+    figures = accounting.epsilon_by_accountant([training_event(job)], job.delta)
     return {name: accounting.finite_or_none(eps) for name, eps in figures.items()}

@@ -13,6 +13,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, NoReturn, TypeGuard
 
+from dp_accounting import DpEvent
 from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
@@ -74,34 +75,43 @@ def reserve(
     session: Session,
     dataset: Budgeted,
     job_id: int,
-    mechanism: accounting.Mechanism,
+    event: DpEvent | accounting.Mechanism,
     clip_norm: float,
     delta: float,
 ) -> LedgerEntry:
-    """Admit job ``job_id``'s ``mechanism`` if the composition of all charged entries plus it
-    stays within budget.
+    """Admit job ``job_id``'s training ``event`` if the composition of all charged entries plus
+    it stays within budget.
 
     Must run in the transaction that inserts the job; takes the dataset lock first so the check
     and the insert are atomic with respect to other submissions, and admits against the budget
     read under that lock (``dataset`` supplies only its id).
 
     Args:
+        event: what the training spends, as its family declares it (``Family.training_event``;
+            a ``Mechanism`` stands for the DP-SGD event). A job entry is charged by steps
+            (a run that stops early commits the steps that touched data), so the event must be
+            step-composed: ``steps`` self-compositions of one Poisson-subsampled step.
         clip_norm: the job's per-sample clip norm C (recorded with the mechanism).
         delta: the job's own delta (its reported epsilon is at this delta).
 
     Raises:
         BudgetExceeded: the composed spend including this job would exceed the budget.
+        ValueError: the event is not step-composed (a family bug, not a request's).
     """
+    event = event.event if isinstance(event, accounting.Mechanism) else event
+    said = events.describe(event)
+    if said.noise_multiplier is None or said.sample_rate is None or said.steps is None:
+        raise ValueError(f"a job's training event must be step-composed, not {said.mechanism}")
     budget = lock_dataset(session=session, dataset_id=dataset.id)
-    figures = accounting.epsilon_by_accountant([mechanism], delta)
+    figures = accounting.epsilon_by_accountant([event], delta)
     entry = LedgerEntry(
         dataset_id=dataset.id,
         job_id=job_id,
-        event=events.to_json(mechanism.event),
-        mechanism=events.describe(mechanism.event).mechanism,
-        noise_multiplier=mechanism.noise_multiplier,
-        sample_rate=mechanism.sample_rate,
-        steps=mechanism.steps,
+        event=events.to_json(event),
+        mechanism=said.mechanism,
+        noise_multiplier=said.noise_multiplier,
+        sample_rate=said.sample_rate,
+        steps=said.steps,
         clip_norm=clip_norm,
         delta=delta,
         accountant=COMPOSITION_ACCOUNTANT,

@@ -18,3 +18,13 @@ def with_pld_key(figures: dict[str, V]) -> dict[str, V]:
     if DEPRECATED_PLD_KEY in figures and PLD_KEY not in figures:
         return {**figures, PLD_KEY: figures[DEPRECATED_PLD_KEY]}
     return figures
+
+
+# How a person reads each accountant's registry key: the PLD figure's key is still ``prv``.
+_WORDS = {DEPRECATED_PLD_KEY: "PLD", PLD_KEY: "PLD"}
+
+
+def accountant_word(name: str) -> str:
+    """The accountant as statements, reports and the dashboard name it: 'PLD' for the
+    registry's ``prv`` key (Opacus' PRV accountant is gone), else the key in capitals."""
+    return _WORDS.get(name, name.upper())

@@ -61,6 +61,13 @@ HELD_OUT = [  # app.jobs.results: what a training job stores, served with its mo
         DP_CALIBRATION: "slope intercept noisy_counts noisy_positives",
     }, note="DP Platt scaling: one Gaussian release of binned counts of the calibration part; "
        "exact only on a public dataset trained non-privately"),
+    *fields("HeldOutWarning", {
+        PUBLIC_INPUT: "release",
+        PUBLIC_BY_CONVENTION: "rows",
+        LEDGER: "minimum_rows",
+        (PUBLIC_BY_CONVENTION, LEDGER): "released message",
+    }, note="a held-out part's row count against its size floor, a public rule of the noise "
+       "multiplier and the public bins (app.jobs.size_floor)"),
 ]
 
 AUDIT_RESULTS = [  # app.jobs.results: what a privacy-audit job stores (public synthetic data)
@@ -144,15 +151,18 @@ DATASETS = [
 ]
 
 LEDGER_VIEWS = [
-    *fields("DatasetPrivacyReport", {PUBLIC_INPUT: "dataset_id dataset_name public privacy_unit"}),
+    *fields("DatasetPrivacyReport", {PUBLIC_INPUT: "dataset_id dataset_name public privacy_unit "
+                                                   "rows_erased_at erasure"}),
     *fields("Budget", {PUBLIC_INPUT: "epsilon delta limited"}),
     *fields("Spend", {LEDGER: "epsilon epsilon_text non_private composition naive_sum_epsilon "
-                              "naive_sum_epsilon_text saved_by_composition_epsilon accountant"}),
+                              "naive_sum_epsilon_text saved_by_composition_epsilon accountant "
+                              "composition_cost_epsilon composition_note filter_rdp "
+                              "filter_rdp_bound figures_note"}),
     *fields("Remaining", {LEDGER: "epsilon"}),
     *fields("LedgerEntryView", {LEDGER: "id job_id status mechanism non_private noise_multiplier "
                                         "sample_rate steps committed_steps charged_steps "
                                         "remainder_released clip_norm delta accountant "
-                                        "epsilon_text created_at updated_at"}),
+                                        "epsilon_text filter_rdp created_at updated_at"}),
     *fields("EpsilonByAccountant", {LEDGER: "rdp pld prv"}),
     *fields("TimelinePointView", {LEDGER: "entry_id job_id at entry_epsilon composed_epsilon "
                                           "naive_epsilon non_private composed_epsilon_text"}),
@@ -176,12 +186,12 @@ JOBS = [
 
 JOB_REPORT = [
     *fields("JobPrivacyReport", {
-        PUBLIC_INPUT: "job_id dataset_id dataset_name privacy_unit metrics_note",
+        PUBLIC_INPUT: "job_id dataset_id dataset_name privacy_unit metrics_note rows_erased_at",
         OPERATIONAL: "status",
         PUBLIC_BY_CONVENTION: "dataset_rows training_rows holdout_rows",
         LEDGER: "mechanism non_private sampling sample_rate expected_batch_size "
                 "noise_multiplier clip_norm clipping steps steps_per_epoch epochs "
-                "epochs_completed delta target_epsilon epsilon_text epsilon_spent",
+                "epochs_completed delta target_epsilon epsilon_text epsilon_spent filter_rdp",
         (LEDGER, PUBLIC_BY_CONVENTION, DP_CALIBRATION): "statement",
     }),
     *fields("Accountants", {PUBLIC_INPUT: "reported composition"}),
@@ -189,11 +199,11 @@ JOB_REPORT = [
     *fields("Coverage", {PUBLIC_INPUT: "covers does_not_cover"}),
     *fields("PrivacyTerms", {PUBLIC_INPUT: "neighbouring_relation parts filter noise_source",
                              LEDGER: "filter_order"}),
-    *fields("ModelCard", {PUBLIC_INPUT: "caveats"}),
+    *fields("ModelCard", {PUBLIC_INPUT: "outcome caveats erasure"}),
     *fields("IntendedUse", {PUBLIC_INPUT: "purpose users decision_support_not_diagnosis "
                                           "out_of_scope"}),
     *fields("TrainingData", {
-        PUBLIC_INPUT: "dataset_id dataset_name source synthetic public note",
+        PUBLIC_INPUT: "dataset_id dataset_name source synthetic public note rows_erased_at",
         PUBLIC_BY_CONVENTION: "rows training_rows holdout_rows",
     }),
     *fields("HeldOutMetrics", {PUBLIC_INPUT: "note"}),
@@ -239,14 +249,16 @@ DECLARED_SCHEMA = [
                                                  "model_upper categories reference missing"}),
     *fields("SeverityBand-Output", {PUBLIC_INPUT: "from to label"}),
     *fields("Code", {PUBLIC_INPUT: "system code display"}),
-    *fields("Outcome", {PUBLIC_INPUT: "name label positive"}),
+    *fields("Outcome", {PUBLIC_INPUT: "name label positive horizon_days description"}),
+    *fields("OutcomeBands", {PUBLIC_INPUT: "low_medium medium_high"},
+            note="the declared risk-band policy, never a statistic of the rows"),
     *fields("Attribute", {PUBLIC_INPUT: "name label categories"}),
 ]
 
 MODELS = [
     *fields("ModelOut", {
         PUBLIC_INPUT: "id active job_id dataset_id kind features band_thresholds created_at "
-                      "schema_hash",
+                      "schema_hash training_rows_erased_at",
         DP_TRAINING: "version artifact_sha256",
     }),
     *fields("PrivacyStatementOut", {
@@ -297,9 +309,11 @@ SCORING = [
           "a FHIR RiskAssessment: the model's risk for the caller's patient, the caller's "
           "values as its basis, and the model's statement"),
     entry("response:searchCodeSystems", PUBLIC_INPUT,
-          "the service's own code systems (risk bands, card topic): fixed definitions"),
+          "the service's own code systems (risk bands, card topics, the built-in schema's "
+          "features): fixed definitions; a model's schema's by its URL"),
     entry("response:readCodeSystem", PUBLIC_INPUT,
-          "one of the service's own code systems: fixed definitions"),
+          "one of the service's own code systems: fixed definitions, or the uncoded features "
+          "of a stored model's declared schema (names, labels, public bounds)"),
 ]
 
 CDS_HOOKS = [

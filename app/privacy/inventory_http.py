@@ -18,6 +18,7 @@ from app.privacy.releases import Entry, Release, entry
 PUBLIC_INPUT = Release.PUBLIC_INPUT
 LEDGER = Release.LEDGER
 OPERATIONAL = Release.OPERATIONAL
+PUBLIC_BY_CONVENTION = Release.PUBLIC_BY_CONVENTION
 
 BUDGET_409 = "a refused release's 409 (app.ledger.service.over_budget)"
 
@@ -41,6 +42,12 @@ PROBLEM_MEMBERS = [
     entry("problem:state", OPERATIONAL,
           "the dataset's lifecycle state (awaiting data, uploading, ready, erased)"),
     entry("problem:max_bytes", PUBLIC_INPUT, "the configured request size limit (413)"),
+    *_members({PUBLIC_BY_CONVENTION: "rows training_rows calibration_rows evaluation_rows"},
+              "a dataset's (or an upload's) row counts, whole and per part, in a "
+              "dataset-too-small 422 (app.jobs.size_floor)"),
+    *_members({(PUBLIC_INPUT, LEDGER): "minimum_rows minimum_training_rows"},
+              "the size floor a job needs: a public rule of the schema's inputs, epsilon and "
+              "delta (app.jobs.size_floor)"),
     *_members({Release.INTAKE: "existing_dataset_id existing_dataset"},
               "the dataset a registration collides with: an answer from its rows (equality), "
               "served only on the routes of data stewards and admins, who hold the tables"),

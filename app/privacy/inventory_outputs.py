@@ -37,6 +37,8 @@ TEMPLATES = [
         "card.metrics": DP_EVALUATION,
         "card.metrics_note": PUBLIC_INPUT,
         "card.caveats": PUBLIC_INPUT,
+        "card.erasure": PUBLIC_INPUT,
+        "figures_note": LEDGER,
     }),
     see("template:dataset.html:report", "DatasetPrivacyReport"),
     *_page("dataset.html", {

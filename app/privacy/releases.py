@@ -35,16 +35,17 @@ MECHANISMS: dict[Release, str] = {
     ),
     Release.DP_TRAINING: (
         "The DP-SGD model: Poisson-subsampled Gaussian mechanism (per-sample clipping to C, "
-        "noise sigma * C per step), accounted by PRV and RDP and charged to the ledger; anything "
+        "noise sigma * C per step), accounted by PLD and RDP and charged to the ledger; anything "
         "computed from the model and public inputs alone is post-processing (its artifact hash, "
         "a patient's risk, band and Shapley contributions). Noise 0 (non_private: true) only "
         "on a dataset marked public."
     ),
     Release.DP_CALIBRATION: (
-        "Platt calibration: one Gaussian release of per-bin row and crisis counts of the "
-        "calibration part (fixed public logit bins, L2 sensitivity sqrt 2), no costlier than "
-        "the training at every RDP order: parallel composition, no extra spend; slope and "
-        "intercept are post-processing. Exact only on a public dataset trained non-privately."
+        "Platt calibration: one Gaussian release of per-bin counts of rows and of positives "
+        "(rows with the model's outcome) in the calibration part (fixed public logit bins, L2 "
+        "sensitivity sqrt 2), no costlier than the training at every RDP order: parallel "
+        "composition, no extra spend; slope and intercept are post-processing. Exact only on a "
+        "public dataset trained non-privately."
     ),
     Release.DP_EVALUATION: (
         "The held-out evaluation: one noisy histogram release on the evaluation part "

@@ -10,7 +10,8 @@ from torch import nn
 
 from app.core.errors import Conflict
 from app.core.settings import settings
-from app.datasets.dataset_schema import CRISIS_SCHEMA, DatasetSchema, schema_hash
+from app.datasets.crisis_schema import CRISIS_SCHEMA
+from app.datasets.dataset_schema import DatasetSchema, schema_hash
 from app.datasets.encoding import LEGACY_SCALING, SCALING, encoder_for
 from app.families import create_family, legacy_family_of
 

@@ -13,11 +13,13 @@ from sqlalchemy import (
     Integer,
     String,
     UniqueConstraint,
+    select,
 )
-from sqlalchemy.orm import Mapped, mapped_column
+from sqlalchemy.orm import Mapped, column_property, mapped_column
 
 from app.core.database import Base
 from app.core.time import utcnow
+from app.datasets.models import Dataset
 
 
 class TrainedModel(Base):
@@ -40,6 +42,13 @@ class TrainedModel(Base):
     metrics: Mapped[dict[str, Any]] = mapped_column(JSON)
     band_thresholds: Mapped[dict[str, float]] = mapped_column(JSON)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    # When the training dataset's rows were erased (null: they were not): the model, a DP
+    # release of them, stays in use. Read from the dataset, loaded only when asked for (the
+    # model list undefers it; scoring never reads it).
+    training_rows_erased_at: Mapped[datetime | None] = column_property(
+        select(Dataset.data_erased_at).where(Dataset.id == dataset_id).scalar_subquery(),
+        deferred=True,
+    )
 
 
 class ModelActivation(Base):

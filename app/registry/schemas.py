@@ -26,7 +26,8 @@ Probability = Annotated[float, Field(gt=0, lt=1), BeforeValidator(_real_number)]
 
 @register_ranges
 class BandThresholds(RequestModel):
-    """Risk-band cut-offs on the 30-day crisis probability: 0 < low_medium < medium_high < 1."""
+    """Risk-band cut-offs on the probability of the model's declared outcome:
+    0 < low_medium < medium_high < 1 (a model starts with its schema's ``outcome.bands``)."""
 
     low_medium: Probability = Field(description="probability from which a patient is medium")
     medium_high: Probability = Field(description="probability from which a patient is high")
@@ -85,6 +86,10 @@ class ModelOut(ResponseModel):
         description="held-out metrics: the evaluation's DP release and the calibration record")
     band_thresholds: dict[str, float]
     created_at: UtcDatetime
+    training_rows_erased_at: UtcDatetime | None = Field(
+        default=None,
+        description="when the training dataset's rows were erased (null: they were not); the "
+        "model is a DP release of them and stays in use under its guarantee")
 
 
 class ModelPage(Page[ModelOut]):

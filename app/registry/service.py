@@ -17,16 +17,19 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import func, select, text
+from sqlalchemy import func, or_, select, text
 from sqlalchemy.exc import IntegrityError
-from sqlalchemy.orm import Session, load_only
+from sqlalchemy.orm import Session, load_only, undefer
 from torch import nn
 
 from app import bands
 from app.core.errors import Conflict, NotFound
 from app.core.recent import RecentMemory
-from app.datasets.dataset_schema import CRISIS_SCHEMA, DatasetSchema, schema_hash
+from app.datasets.crisis_schema import CRISIS_SCHEMA, LEGACY_CRISIS_HASH
+from app.datasets.dataset_schema import DatasetSchema, schema_hash
+from app.jobs import size_floor
 from app.jobs.models import SUCCEEDED, Job
+from app.privacy.accountant_names import accountant_word
 from app.privacy.figures import epsilon_text
 from app.registry import artifacts
 from app.registry.models import ModelActivation, TrainedModel
@@ -137,6 +140,27 @@ def schema_of(model: TrainedModel) -> DatasetSchema:
 
 def schema_hash_of(model: TrainedModel) -> str:
     return model.schema_hash or schema_hash(CRISIS_SCHEMA)
+
+
+def built_in_schema_in_use(*, session: Session) -> bool:
+    """Whether any stored model was trained on the built-in crisis schema (a model from before
+    schemas has no hash and is one): only then does the service describe that outcome."""
+    hashes = (schema_hash(CRISIS_SCHEMA), LEGACY_CRISIS_HASH)
+    found = session.scalar(select(TrainedModel.id).where(
+        or_(TrainedModel.schema_hash.in_(hashes), TrainedModel.schema_hash.is_(None))).limit(1))
+    return found is not None
+
+
+def schema_hashed(*, session: Session, prefix: str) -> DatasetSchema | None:
+    """The declared schema of a stored model whose schema hash starts with ``prefix`` (hex), if
+    any: FHIR names a declaration's local code system by the start of its hash."""
+    model = session.scalars(
+        select(TrainedModel)
+        .options(load_only(TrainedModel.schema_json, TrainedModel.schema_hash))
+        .where(TrainedModel.schema_hash.startswith(prefix, autoescape=True))
+        .order_by(TrainedModel.id).limit(1)
+    ).first()
+    return None if model is None else schema_of(model)
 
 
 def load_network(model: TrainedModel) -> nn.Module:
@@ -256,7 +280,8 @@ def set_band_thresholds(
 
 def list_page(*, session: Session, limit: int, offset: int) -> tuple[list[TrainedModel], int]:
     total = session.scalar(select(func.count()).select_from(TrainedModel)) or 0
-    stmt = select(TrainedModel).order_by(TrainedModel.id.desc()).limit(limit).offset(offset)
+    stmt = (select(TrainedModel).options(undefer(TrainedModel.training_rows_erased_at))
+            .order_by(TrainedModel.id.desc()).limit(limit).offset(offset))
     return list(session.scalars(stmt)), total
 
 
@@ -284,8 +309,8 @@ def privacy_sentence(model: TrainedModel) -> str:
         )
     return (
         f"Model {model.id} was trained with DP-SGD: ({epsilon_text(model.epsilon)}, "
-        f"{model.delta:g})-differential privacy per patient record ({model.accountant.upper()} "
-        f"accountant).{_calibration_clause(model)}"
+        f"{model.delta:g})-differential privacy per patient record "
+        f"({accountant_word(model.accountant)} accountant).{_calibration_clause(model)}"
     )
 
 
@@ -293,8 +318,9 @@ def privacy_sentence(model: TrainedModel) -> str:
 class HeldOut:
     """What the model's stored metrics say about its held-out releases."""
 
-    calibrated: bool  # a calibration record is stored (absent for models stored before it)
+    calibrated: bool  # a calibration was released (absent before it; withheld below its floor)
     evaluation_dp: bool  # the metrics are a DP evaluation release (absent: computed exactly)
+    warnings: tuple[str, ...] = ()  # held-out parts below their size floor (app.jobs.size_floor)
 
 
 _held_out: dict[tuple[int, str], HeldOut] = {}
@@ -306,8 +332,12 @@ def held_out(model: TrainedModel) -> HeldOut:
     key = (model.id, model.artifact_sha256)
     if key not in _held_out:
         metrics = model.metrics or {}
-        _held_out[key] = HeldOut(calibrated=metrics.get("calibration") is not None,
-                                 evaluation_dp=isinstance(metrics.get("release"), dict))
+        calibration = metrics.get("calibration")
+        _held_out[key] = HeldOut(
+            calibrated=calibration is not None
+            and calibration.get("method") != size_floor.CALIBRATION_WITHHELD,
+            evaluation_dp=isinstance(metrics.get("release"), dict),
+            warnings=tuple(w["message"] for w in metrics.get("held_out_warnings") or ()))
     return _held_out[key]
 
 
@@ -315,6 +345,8 @@ def _calibration_clause(model: TrainedModel) -> str:
     """How the probabilities were calibrated and the metrics computed; no row count (the parts'
     sizes are not released, the evaluation's counts are noisy)."""
     facts = held_out(model)
+    if facts.warnings:
+        return _shortfall_clause(model, facts)
     if not facts.calibrated:
         return " Its probabilities are uncalibrated (stored before held-out calibration)."
     if model.epsilon is None:
@@ -326,6 +358,16 @@ def _calibration_clause(model: TrainedModel) -> str:
     return (" Its probabilities were calibrated on a held-out part and its metrics computed on "
             "another: calibration and evaluation are DP releases on disjoint held-out parts, "
             "composed in parallel with training under the same guarantee.")
+
+
+def _shortfall_clause(model: TrainedModel, facts: HeldOut) -> str:
+    """A held-out part below its size floor: its warning first, then what was released."""
+    what = ("Its probabilities were calibrated on a held-out part and its metrics computed on "
+            "another: both are releases on disjoint held-out parts"
+            if facts.calibrated else "The evaluation is a release on a held-out part")
+    how = (" with exact counts (public dataset)." if model.epsilon is None
+           else ", composed in parallel with training under the same guarantee.")
+    return f" Warning: {' '.join(facts.warnings)} {what}{how}"
 
 
 def privacy_statement(model: TrainedModel) -> PrivacyStatementOut:

@@ -15,7 +15,7 @@ from app.reports.svg_plot import PALETTE, Chart, Series
 CHANCE = "#777777"
 HEADLINE = (
     ("rows", "evaluation rows (noisy count)"),
-    ("positives", "positives, crisis within 30 days (noisy count)"),
+    ("positives", "positives: {outcome} (noisy count)"),
     ("prevalence", "prevalence"),
     ("roc_auc", "ROC-AUC (scores binned)"),
     ("pr_auc", "PR-AUC (average precision, scores binned)"),
@@ -50,8 +50,9 @@ def _release_table(release: dict[str, Any]) -> dict[str, Any]:
                  "computed from its noisy counts)", [("Parameter", False), ("Value", False)], rows)
 
 
-def _headline_table(metrics: dict[str, Any]) -> dict[str, Any]:
-    rows = [[label, with_ci(metrics, key)] for key, label in HEADLINE if key in metrics]
+def _headline_table(metrics: dict[str, Any], outcome: str) -> dict[str, Any]:
+    rows = [[label.format(outcome=outcome), with_ci(metrics, key)]
+            for key, label in HEADLINE if key in metrics]
     return table("Held-out metrics (95% interval, noise included, where computed)",
                  [("Metric", False), ("Value", True)], rows)
 
@@ -73,7 +74,7 @@ def _reliability_rows(curve: list[Any]) -> list[dict[str, Any]]:
     return [b for b in curve if isinstance(b, dict)]
 
 
-def reliability_chart(curve: list[Any]) -> Chart:
+def reliability_chart(curve: list[Any], outcome: str) -> Chart:
     """Observed rate against each public bin's midpoint, its interval, and the diagonal."""
     bins = _reliability_rows(curve)
     observed = [(b.get("p_representative"), b.get("observed_rate")) for b in bins]
@@ -85,9 +86,9 @@ def reliability_chart(curve: list[Any]) -> Chart:
     return Chart(
         chart_id="reliability",
         title="Reliability of the probabilities (DP, binned)",
-        description="Observed rate of crises in each fixed public probability bin, against the "
-        "bin's midpoint, from the noisy counts; dashed: 95% interval; dotted: perfect "
-        "calibration.",
+        description=f"Observed rate of the outcome ({outcome}) in each fixed public probability "
+        "bin, against the bin's midpoint, from the noisy counts; dashed: 95% interval; dotted: "
+        "perfect calibration.",
         x_label="predicted probability (bin midpoint)",
         y_label="observed rate",
         series=[
@@ -168,18 +169,20 @@ def _block(table_: dict[str, Any] | None = None, chart: Chart | None = None,
     return {"table": table_, "svg": chart_svg(chart) if chart else None, "caption": caption}
 
 
-def metrics_section(metrics: dict[str, Any]) -> dict[str, Any]:
-    """The stored metrics as ordered blocks and notes for ``job.html``."""
+def metrics_section(metrics: dict[str, Any], *, outcome: str) -> dict[str, Any]:
+    """The stored metrics as ordered blocks and notes for ``job.html``; ``outcome`` names what
+    the positives are (the model card's outcome, from the model's schema)."""
     blocks = []
     release = metrics.get("release")
     if isinstance(release, dict):
         blocks.append(_block(_release_table(release)))
-    blocks.append(_block(_headline_table(metrics)))
+    blocks.append(_block(_headline_table(metrics, outcome)))
     if isinstance(bands := metrics.get("bands"), dict):
         blocks.append(_block(_bands_table(bands)))
     if isinstance(curve := metrics.get("reliability"), list) and curve:
-        blocks.append(_block(chart=reliability_chart(curve), caption="Observed rate per fixed "
-                             "probability bin; dotted: perfect calibration."))
+        blocks.append(_block(chart=reliability_chart(curve, outcome),
+                             caption="Observed rate per fixed probability bin; dotted: perfect "
+                             "calibration."))
         blocks.append(_block(_reliability_table(curve)))
     if isinstance(points := metrics.get("roc_curve"), list) and points:
         blocks.append(_block(chart=roc_chart(points, metrics.get("roc_auc")),

@@ -11,7 +11,8 @@ the templates escape (see ``app.reports.html``).
 import math
 from typing import Any
 
-from app.privacy.figures import epsilon_text, round_down
+from app.privacy.figures import epsilon_text, round_down, round_up
+from app.reports import ledger_words
 from app.reports.html import MISSING, Link, chart_svg, finite, num, render, table, when
 from app.reports.metrics_html import metrics_section
 from app.reports.schemas import DatasetPrivacyReport, JobPrivacyReport, ModelCard
@@ -46,11 +47,11 @@ def _owner_link(job_id: int | None, release_id: int | None, root_path: str) -> L
 
 
 def epoch_chart(report: JobPrivacyReport) -> Chart:
-    """PLD and RDP epsilon after each epoch, with the planned final epsilon and the target."""
+    """The headline (PLD) epsilon after each epoch, with the planned final epsilon and the
+    target (the RDP figures stay in the JSON: one epsilon per release is what a person reads)."""
     per_epoch = report.epsilon_per_epoch
     non_private = report.non_private
     pld = [(e.epoch, _infinite_if(e.pld, non_private)) for e in per_epoch]
-    rdp = [(e.epoch, _infinite_if(e.rdp, non_private)) for e in per_epoch]
     references = []
     planned = report.epsilon.pld
     if finite(planned):
@@ -64,13 +65,12 @@ def epoch_chart(report: JobPrivacyReport) -> Chart:
         title=f"Epsilon per epoch, job {report.job_id}",
         description=(
             f"Epsilon after each of {len(per_epoch)} finished epochs of {report.epochs} "
-            f"planned, by the PLD and RDP accountants at delta {report.delta:g}."
+            f"planned, by the PLD accountant at delta {report.delta:g}."
         ),
         x_label="epoch",
         y_label=f"ε at δ = {report.delta:g}",
         series=[
-            Series("ε, PLD accountant (reported)", pld, color=PALETTE[0]),
-            Series("ε, RDP accountant", rdp, color=PALETTE[1], dash="6 4", marker="square"),
+            Series("ε, PLD accountant (the headline guarantee)", pld, color=PALETTE[0]),
         ],
         references=references,
         x_domain=(0, max(last_epoch, 1)),
@@ -89,20 +89,19 @@ def _epoch_table(report: JobPrivacyReport) -> dict[str, Any]:
         [
             str(e.epoch),
             eps(e.pld, non_private=non_private),
-            eps(e.rdp, non_private=non_private),
         ]
         for e in report.epsilon_per_epoch
     ]
     return table(
         "Epsilon per epoch (data of the plot above)",
-        [("Epoch", True), ("ε, PLD (reported)", True), ("ε, RDP", True)],
+        [("Epoch", True), ("ε, PLD (the headline guarantee)", True)],
         rows,
     )
 
 
 def _job_facts(report: JobPrivacyReport, root_path: str) -> list[tuple[str, str | Link]]:
     non_private = report.non_private
-    pld, rdp = report.epsilon.pld, report.epsilon.rdp
+    pld = report.epsilon.pld
     return [
         ("Privacy unit", report.privacy_unit),
         ("Dataset", _dataset_link(report, root_path)),
@@ -116,10 +115,18 @@ def _job_facts(report: JobPrivacyReport, root_path: str) -> list[tuple[str, str 
         ("Steps", f"{report.steps} ({report.steps_per_epoch} per epoch, "
                   f"{report.epochs} epochs; {report.epochs_completed} completed)"),
         ("δ", num(report.delta, "g")),
-        ("ε, PLD accountant (reported)", eps(pld, non_private=non_private)),
-        ("ε, RDP accountant (ledger composition)", eps(rdp, non_private=non_private)),
+        ("ε, PLD accountant (the headline guarantee)", eps(pld, non_private=non_private)),
+        *_filter_fact(report.filter_rdp, report.terms.filter_order),
         ("Target ε", num(report.target_epsilon, "g")),
     ]
+
+
+def _filter_fact(rdp: float | None, order: float | None) -> list[tuple[str, str]]:
+    """The filter's working figure, where admission uses it (a dataset with a filter)."""
+    if rdp is None or order is None:
+        return []
+    return [("The filter's working figure", f"RDP at order {order:g}: {rdp_text(rdp)} (what the "
+             "dataset's filter adds up against its bound)")]
 
 
 def _dataset_name(report: JobPrivacyReport | DatasetPrivacyReport) -> str:
@@ -144,9 +151,10 @@ def _model_card(card: ModelCard) -> dict[str, Any]:
             ("Held-out rows", str(data.holdout_rows)),
         ],
         "data_note": data.note,
-        "metrics": metrics_section(metrics) if metrics else None,
+        "metrics": metrics_section(metrics, outcome=card.outcome) if metrics else None,
         "metrics_note": card.metrics.note,
         "caveats": card.caveats,
+        "erasure": card.erasure,
     }
 
 
@@ -163,12 +171,15 @@ def render_job_page(report: JobPrivacyReport, *, root_path: str = "") -> str:
         plot=chart_svg(epoch_chart(report)),
         epoch_table=_epoch_table(report),
         card=_model_card(report.model_card),
+        figures_note=(ledger_words.figures_note(report.terms.filter_order)
+                      if report.filter_rdp is not None else ""),
     )
 
 
 def spend_chart(report: DatasetPrivacyReport) -> Chart:
-    """Composed (RDP) and naive cumulative spend after each charged entry (a job or a
-    statistics release), against the budget."""
+    """Composed (the filter's figure) and naive (the sum of the releases' tight figures)
+    cumulative spend after each charged entry (a job or a statistics release), against the
+    budget."""
     timeline = report.timeline
     composed: list[tuple[float, float | None]] = [(0.0, 0.0)] if timeline else []
     naive: list[tuple[float, float | None]] = [(0.0, 0.0)] if timeline else []
@@ -183,18 +194,18 @@ def spend_chart(report: DatasetPrivacyReport) -> Chart:
         title=f"Cumulative privacy spend, dataset {report.dataset_id}",
         description=(
             f"Spend after each of {len(timeline)} charged jobs and statistics releases: "
-            "composed by RDP "
-            f"({report.spent.epsilon_text}) and the naive sum of per-job epsilons "
-            f"({report.spent.naive_sum_epsilon_text})"
+            f"composed by the filter ({report.spent.epsilon_text}) and the sum of each "
+            f"release's tight ε ({report.spent.naive_sum_epsilon_text})"
             + (f", against a budget of {budget:g}." if finite(budget) else "; no budget.")
         ),
         x_label="charged jobs and statistics releases (ledger order)",
         y_label="cumulative ε",
         series=[
             # step-after: the spend rises at the entry that charged it, not one entry early.
-            Series("composed spend (RDP)", composed, color=PALETTE[0], shape="step-after"),
+            Series("spent, composed (the filter's figure)", composed, color=PALETTE[0],
+                   shape="step-after"),
             Series(
-                "naive sum of per-job ε", naive, color=PALETTE[1], shape="step-after",
+                "sum of each release's tight ε (PLD)", naive, color=PALETTE[1], shape="step-after",
                 dash="6 4", marker="square",
             ),
         ],
@@ -212,19 +223,21 @@ def _timeline_table(report: DatasetPrivacyReport, root_path: str) -> dict[str, A
             str(p.entry_id),
             _owner_link(p.job_id, p.statistics_release_id, root_path),
             when(p.at),
-            eps(p.entry_epsilon, non_private=p.non_private),
             eps(p.composed_epsilon, non_private=p.composed_epsilon is None),
             eps(p.naive_epsilon, non_private=p.naive_epsilon is None),
         ]
         for i, p in enumerate(report.timeline, start=1)
     ]
     headers = [("#", True), ("Ledger entry", True), ("Job or release", False),
-               ("Charged at", False), ("Own ε", True), ("Composed ε (RDP)", True),
-               ("Naive sum ε", True)]
+               ("Charged at", False), ("Spent ε after (composed)", True),
+               ("Sum of tight ε after", True)]
     return table("Cumulative spend (data of the plot above)", headers, rows)
 
 
 def _entries_table(report: DatasetPrivacyReport, root_path: str) -> dict[str, Any]:
+    """One headline ε per release (its PLD figure) and, with a filter, the filter's working
+    figure beside it (the page says why they differ)."""
+    order = report.terms.filter_order if report.spent.filter_rdp_bound is not None else None
     rows = [
         [
             str(e.id),
@@ -236,17 +249,28 @@ def _entries_table(report: DatasetPrivacyReport, root_path: str) -> dict[str, An
             f"{num(e.charged_steps)} of {num(e.steps)}",
             num(e.clip_norm, "g"),
             num(e.delta, "g"),
-            e.accountant,
-            eps(e.epsilon.rdp, non_private=e.non_private),
             eps(e.epsilon.pld, non_private=e.non_private),
+            *([] if order is None else [_filter_cell(e.filter_rdp, e.non_private)]),
         ]
         for e in report.entries
     ]
     headers = [("Entry", True), ("Job or release", False), ("Status", False),
                ("Mechanism", False),
                ("σ", True), ("q", True), ("Steps charged", True), ("C", True), ("δ", True),
-               ("Accountant", False), ("ε (RDP)", True), ("ε (PLD)", True)]
+               ("ε (PLD)", True),
+               *([] if order is None else [(f"Filter's RDP at order {order:g}", True)])]
     return table("Ledger entries (only charged steps count against the budget)", headers, rows)
+
+
+def _filter_cell(rdp: float | None, non_private: bool) -> str:
+    if non_private:
+        return INFINITY_LABEL
+    return MISSING if rdp is None else rdp_text(rdp)
+
+
+def rdp_text(value: float) -> str:
+    """An RDP charge, rounded up to 4 digits like every spend (never understated)."""
+    return f"{round_up(value, 4):.4g}"
 
 
 def _dataset_facts(report: DatasetPrivacyReport) -> list[tuple[str, str]]:
@@ -257,19 +281,31 @@ def _dataset_facts(report: DatasetPrivacyReport) -> list[tuple[str, str]]:
     else:
         budget_text = "none (public dataset)"
         remaining = "unlimited (no budget)"
-    saved = spent.saved_by_composition_epsilon
-    naive = eps(spent.naive_sum_epsilon, non_private=spent.non_private)
-    if finite(saved):
-        naive += f" (composition saves ε = {num(saved)})"
+    filtered = spent.filter_rdp_bound is not None
     return [
         ("Privacy unit", report.privacy_unit),
         ("Public", "yes" if report.public else "no"),
         ("Budget", budget_text),
-        ("Spent, composed (RDP)", eps(spent.epsilon, non_private=spent.non_private)),
-        ("Naive sum of per-job ε", naive),
+        ("Spent ε, composed" + (" (the filter's figure)" if filtered else " (RDP, information)"),
+         eps(spent.epsilon, non_private=spent.non_private)),
+        ("Sum of each release's tight ε (PLD)",
+         eps(spent.naive_sum_epsilon, non_private=spent.non_private)),
+        *([("Composition against the sum", spent.composition_note)]
+          if spent.composition_note else []),
+        *_filter_facts(report),
         ("Remaining ε", remaining),
         ("Composition", spent.composition),
     ]
+
+
+def _filter_facts(report: DatasetPrivacyReport) -> list[tuple[str, str]]:
+    """What the filter compares with its bound: the releases' RDP at its order, summed."""
+    spent, order = report.spent, report.terms.filter_order
+    if spent.filter_rdp_bound is None or order is None:
+        return []
+    total = INFINITY_LABEL if spent.filter_rdp is None else rdp_text(spent.filter_rdp)
+    return [("The filter's working figure", f"RDP at order {order:g}: {total} of its bound "
+             f"{num(spent.filter_rdp_bound)}")]
 
 
 def _statistics_table(report: DatasetPrivacyReport, root_path: str) -> dict[str, Any] | None:
@@ -282,7 +318,6 @@ def _statistics_table(report: DatasetPrivacyReport, root_path: str) -> dict[str,
             Link(f"{root_path}{r.href}", f"statistics {r.id}"),
             when(r.created_at),
             r.mechanism,
-            num(r.target_epsilon, "g"),
             num(r.delta, "g") if r.delta is not None else "0 (pure ε)",
             eps(r.epsilon),
             "; ".join(r.queries),
@@ -292,7 +327,7 @@ def _statistics_table(report: DatasetPrivacyReport, root_path: str) -> dict[str,
         for r in releases
     ]
     headers = [("Release", False), ("Released at", False), ("Mechanism", False),
-               ("Target ε", True), ("δ", True), ("Own ε", True), ("Queries", False),
+               ("δ", True), ("ε (its headline)", True), ("Queries", False),
                ("Cells", True), ("Ledger entry", True)]
     return table("Statistics releases (every record; charged in the ledger above)", headers,
                  rows)

@@ -10,21 +10,22 @@ are never emitted as numbers (JSON has no Infinity): the numeric field is null, 
 import math
 from typing import Any
 
-from pydantic import TypeAdapter
 from sqlalchemy.orm import Session
 
+from app.datasets.crisis_schema import CRISIS_SCHEMA
+from app.datasets.dataset_schema import DatasetSchema
 from app.datasets.models import Dataset
 from app.jobs import service as job_service
 from app.jobs.models import SUCCEEDED, Job
-from app.jobs.results import ServedResults
 from app.ledger import spend as ledger_spend
 from app.ledger.models import NON_PRIVATE, LedgerEntry
 from app.privacy.accounting import finite_or_none
 from app.privacy.figures import PRIVACY_UNIT, epsilon_text
-from app.privacy.filter import CITATION
+from app.privacy.filter import CITATION, RenyiFilter
 from app.privacy.terms import terms
 from app.privacy_audit import service as privacy_audit_service
-from app.reports import statistics_report
+from app.registry import service as registry_service
+from app.reports import held_out_words, ledger_words, model_card, statistics_report
 from app.reports.schemas import (
     Accountants,
     AuditSummary,
@@ -33,28 +34,15 @@ from app.reports.schemas import (
     DatasetPrivacyReport,
     EpochEpsilon,
     EpsilonByAccountant,
-    HeldOutMetrics,
-    IntendedUse,
     JobPrivacyReport,
     LedgerEntryView,
-    ModelCard,
     PrivacyTerms,
     Remaining,
     Spend,
     TimelinePointView,
-    TrainingData,
 )
 
 REPORTED_ACCOUNTANT = "prv"
-METRICS_NOTE = (
-    "computed from one differentially private release on the evaluation part of the held-out "
-    "rows (never used for training or calibration): noisy counts of rows and crises per fixed "
-    "public score bin, overall and per subgroup, with Gaussian noise no costlier than the "
-    "training (parallel composition, no extra spend). Every figure, interval included, is "
-    "computed from those noisy counts alone, so it is covered by the guarantee; counts are "
-    "estimates, and the intervals include the noise. They are exact only for a non-private "
-    "job on a public dataset (marked exact)"
-)
 LEGACY_METRICS = (
     "held-out metrics stored before the evaluation was a DP release (exact, not covered)"
 )
@@ -70,6 +58,8 @@ def calibration_text(calibration: dict[str, Any] | None) -> str:
     """The calibration step in words, or '' for a model stored before calibration existed."""
     if not calibration:
         return ""
+    if held_out_words.withheld(calibration):
+        return held_out_words.WITHHELD_CALIBRATION_TEXT
     noise = calibration["noise_multiplier"]
     release = (
         f"with Gaussian noise (noise multiplier {noise:.4g}, L2 sensitivity sqrt(2))"
@@ -78,7 +68,7 @@ def calibration_text(calibration: dict[str, Any] | None) -> str:
     return (
         f" Calibration: the probabilities were calibrated by Platt scaling (slope "
         f"{calibration['slope']:.3g}, intercept {calibration['intercept']:.3g}) fitted to the "
-        f"number of calibration rows and of crises per bin of the model's score, released "
+        f"number of calibration rows and of positives per bin of the model's score, released "
         f"{release}. The calibration rows are a per-record random part of the held-out rows, "
         "disjoint from the training rows and from the evaluation rows, and the release is no "
         "costlier than the training at every RDP order and at this delta, so the two compose in "
@@ -99,12 +89,10 @@ def evaluation_text(metrics: dict[str, Any] | None) -> str:
                 "job on a public dataset).")
     return (
         " Evaluation: the held-out metrics are one Gaussian release on the evaluation rows "
-        "(noisy counts of rows and crises per fixed public score bin, overall and per subgroup; "
-        f"noise multiplier {release['noise_multiplier']:.4g}, L2 sensitivity "
+        "(noisy counts of rows and positives per fixed public score bin, overall and per "
+        f"subgroup; noise multiplier {release['noise_multiplier']:.4g}, L2 sensitivity "
         f"{release['l2_sensitivity']:.4g}); every metric is computed from those noisy counts "
-        "(post-processing). Calibration and evaluation are DP releases on disjoint held-out "
-        "parts, each no costlier than the training, composed in parallel with it: no extra "
-        "spend."
+        f"(post-processing). {held_out_words.parallel_sentence(metrics)}"
     )
 
 
@@ -122,8 +110,10 @@ def _statement(job: Job, dataset: Dataset, planned: dict[str, float | None]) -> 
         "timing, and the choice of the budget itself."
     )
     calibration = calibration_text((job.metrics or {}).get("calibration")) + evaluation_text(
-        job.metrics)
+        job.metrics) + held_out_words.warnings_text(job.metrics)
     releases = "the calibration release" if legacy else "the calibration and evaluation releases"
+    if held_out_words.calibration_withheld(job.metrics):
+        releases = "the evaluation release"
     if job.non_private:
         return (
             f"Non-private training: epsilon = infinity. No noise was added to the gradients, so "
@@ -146,14 +136,22 @@ def _statement(job: Job, dataset: Dataset, planned: dict[str, float | None]) -> 
         f"{job.max_grad_norm:g}) is added; {job.steps} steps over {job.epochs} epochs."
         f"{calibration} Accounting: epsilon = {epsilon_text(planned['prv'])} at delta = "
         f"{job.delta:g} by the "
-        "PLD accountant (dp-accounting's privacy loss distribution, the reported figure); "
-        "the RDP accountant, which the dataset ledger's Rényi filter composes across jobs at "
-        f"one fixed order, gives epsilon = {epsilon_text(planned['rdp'])}. "
+        "PLD accountant (dp-accounting's privacy loss distribution): the headline figure."
+        f"{_admission_text(dataset)} "
         f"Guarantee: ({epsilon_text(planned['prv'])}, {job.delta:g})-differential privacy "
         f"for adding or removing one patient's record, covering the released model, every "
         f"checkpoint or intermediate model, and {releases} (anything computed from them alone "
         f"inherits it by post-processing).{status} {limits}"
     )
+
+
+def _admission_text(dataset: Dataset) -> str:
+    """How the ledger admits the job, and why its figure differs from the headline one."""
+    if dataset.budget_epsilon is None:
+        return " The dataset is public without a budget: no filter admits the job."
+    return (" The dataset's Rényi filter admits the job by its RDP at the filter's one fixed "
+            "order, which it adds up across jobs and converts to epsilon once at the budget "
+            "delta, a looser account than this figure.")
 
 
 def _coverage(job: Job) -> Coverage:
@@ -176,7 +174,8 @@ def _coverage(job: Job) -> Coverage:
     return Coverage(
         covers=[
             "the released model",
-            "its probability calibration on the calibration rows (parallel composition)",
+            *([] if held_out_words.calibration_withheld(job.metrics) else
+              ["its probability calibration on the calibration rows (parallel composition)"]),
             "its held-out metrics: one noisy histogram release on the evaluation rows, every "
             "metric computed from it (parallel composition)",
             "every checkpoint and intermediate model of the run",
@@ -187,80 +186,16 @@ def _coverage(job: Job) -> Coverage:
     )
 
 
-def _training_data(dataset: Dataset) -> TrainingData:
-    if dataset.source_kind == "synthetic":
-        source = (
-            "synthetic: the seed article's logistic crisis generator (its seed, which "
-            "regenerates every row, is shown to admins and data stewards only); no real "
-            "patient is in it"
-        )
-    else:
-        source = f"uploaded table ({dataset.source_kind})"
-    return TrainingData(
-        dataset_id=dataset.id,
-        dataset_name=dataset.name,
-        source=source,
-        synthetic=dataset.source_kind == "synthetic",
-        public=dataset.public,
-        rows=dataset.n_rows,
-        training_rows=dataset.n_train,
-        holdout_rows=dataset.n_holdout,
-        note="Only public facts about the data are reported; no statistic of the private "
-        "training rows (such as their prevalence) is computed or shown.",
-    )
-
-
-def model_card(job: Job, dataset: Dataset) -> ModelCard:
-    """Model-card fields: intended use, training data, metrics and caveats."""
-    caveats = [
-        "Differential privacy adds noise to training and lowers accuracy; compare the metrics "
-        "with a non-private baseline before relying on the scores.",
-        "Calibration is not guaranteed: probabilities may be off, more so for rare outcomes; "
-        "check the Brier score and recalibrate on local data before setting risk bands.",
-        "Performance in subgroups is not guaranteed: only the schema's subgroups (age bands, "
-        "sex) are reported, from noisy counts, with wide intervals in small groups; ethnicity "
-        "and diagnoses are not measured, and noise tends to hurt small subgroups most.",
-        "Held-out metrics come from a finite sample (a few dozen positives) and from noisy "
-        "counts: read the 95% intervals (they include the DP noise), not only the point "
-        "estimates; a metric resting on too few noisy positives is not reported.",
-        "The model sees six features only; crisis risk depends on much it does not see.",
-        "The guarantee assumes one row per patient; a patient with several rows is protected "
-        "less.",
-    ]
-    if dataset.source_kind == "synthetic":
-        caveats.insert(
-            0,
-            "Trained on synthetic data: it learns the generator's assumptions, not a real "
-            "population, and is not clinically validated (the generator's Bayes-optimal ROC-AUC "
-            "is about 0.845, the ceiling for any model).",
-        )
-    if job.non_private:
-        caveats.insert(0, "Trained without differential privacy (epsilon = infinity).")
-    return ModelCard(
-        intended_use=IntendedUse(
-            purpose="Flag patients at elevated 30-day crisis risk for clinician review.",
-            users="clinicians, as decision support inside their own assessment",
-            decision_support_not_diagnosis=True,
-            out_of_scope=[
-                "diagnosis",
-                "automated decisions (granting, denying or prioritising care without a "
-                "clinician)",
-                "populations unlike the training data",
-            ],
-        ),
-        training_data=_training_data(dataset),
-        metrics=HeldOutMetrics(values=served_results(job.metrics), note=METRICS_NOTE),
-        caveats=caveats,
-    )
-
-
-_SERVED_RESULTS: TypeAdapter[ServedResults] = TypeAdapter(ServedResults)
-
-
-def served_results(stored: dict[str, Any] | None) -> ServedResults:
-    """A job's stored result as its typed model; None when there is none, or when it matches no
-    model (an untyped legacy result is withheld, as the response field itself would)."""
-    return _SERVED_RESULTS.validate_python(stored)
+def _trained_schema(*, session: Session, job: Job, dataset: Dataset) -> DatasetSchema:
+    """The schema the job's model was trained on (its model's, once there is one; else the
+    dataset's; a registration from before schemas is the built-in generator's)."""
+    model_id = registry_service.model_id_for_job(session=session, job_id=job.id)
+    if model_id is not None:
+        return registry_service.schema_of(registry_service.get(session=session,
+                                                               model_id=model_id))
+    if dataset.schema_json is None:
+        return CRISIS_SCHEMA
+    return DatasetSchema.model_validate(dataset.schema_json)
 
 
 def job_report(*, session: Session, job: Job, dataset: Dataset) -> JobPrivacyReport:
@@ -276,6 +211,7 @@ def job_report(*, session: Session, job: Job, dataset: Dataset) -> JobPrivacyRep
         dataset_rows=dataset.n_rows,
         training_rows=dataset.n_train,
         holdout_rows=dataset.n_holdout,
+        rows_erased_at=dataset.data_erased_at,
         mechanism="non-private" if job.non_private else "DP-SGD (Poisson-subsampled Gaussian)",
         non_private=job.non_private,
         sampling="poisson",
@@ -292,22 +228,25 @@ def job_report(*, session: Session, job: Job, dataset: Dataset) -> JobPrivacyRep
         target_epsilon=job.target_epsilon,
         epsilon=EpsilonByAccountant.model_validate(planned),
         epsilon_text=epsilon_text(planned[REPORTED_ACCOUNTANT], non_private=job.non_private),
+        filter_rdp=ledger_words.job_filter_rdp(session=session, job_id=job.id, dataset=dataset),
         accountants=Accountants(
             reported=REPORTED_ACCOUNTANT, composition=ledger_spend.COMPOSITION_ACCOUNTANT
         ),
         epsilon_spent=job.epsilon_spent,
         epsilon_per_epoch=[EpochEpsilon.model_validate(e) for e in job.epsilon_per_epoch],
-        metrics=served_results(job.metrics),
-        metrics_note=METRICS_NOTE,
+        metrics=model_card.served_results(job.metrics),
+        metrics_note=model_card.METRICS_NOTE,
         statement=_statement(job, dataset, planned),
         terms=PrivacyTerms.model_validate(terms(dataset.filter_order)),
         coverage=_coverage(job),
-        model_card=model_card(job, dataset),
+        model_card=model_card.build(job, dataset,
+                              _trained_schema(session=session, job=job, dataset=dataset)),
     )
 
 
-def entry_view(entry: LedgerEntry) -> LedgerEntryView:
-    """The entry's own columns, with what the report derives from them."""
+def entry_view(entry: LedgerEntry, guard: RenyiFilter | None = None) -> LedgerEntryView:
+    """The entry's own columns, with what the report derives from them (with the dataset's
+    filter ``guard``: the filter's working figure too)."""
     non_private = entry.mechanism == NON_PRIVATE
     return LedgerEntryView.from_row(
         entry,
@@ -316,6 +255,7 @@ def entry_view(entry: LedgerEntry) -> LedgerEntryView:
         epsilon=EpsilonByAccountant(rdp=entry.epsilon_rdp, pld=entry.epsilon_prv,
                                     prv=entry.epsilon_prv),  # prv: pld's deprecated alias
         epsilon_text=epsilon_text(entry.epsilon_rdp, non_private=non_private),
+        filter_rdp=ledger_words.filter_rdp(entry, guard),
     )
 
 
@@ -338,8 +278,10 @@ def _composition(dataset: Dataset) -> str:
             "release at its own tight epsilon when that is smaller")
 
 
-def _spent(spend: ledger_spend.Spend, dataset: Dataset) -> Spend:
+def _spent(spend: ledger_spend.Spend, dataset: Dataset, entries: list[LedgerEntry]) -> Spend:
     composed, naive = finite_or_none(spend.composed_epsilon), finite_or_none(spend.naive_epsilon)
+    charged = ledger_spend.charged(entries)
+    guard = ledger_spend.filter_of(dataset)
     return Spend(
         epsilon=composed,
         epsilon_text=epsilon_text(spend.composed_epsilon),
@@ -350,6 +292,16 @@ def _spent(spend: ledger_spend.Spend, dataset: Dataset) -> Spend:
         saved_by_composition_epsilon=(
             None if composed is None or naive is None else max(naive - composed, 0.0)
         ),
+        composition_cost_epsilon=(
+            None if composed is None or naive is None else max(composed - naive, 0.0)
+        ),
+        composition_note=ledger_words.composition_note(
+            composed=spend.composed_epsilon, naive=spend.naive_epsilon, releases=len(charged),
+            filtered=guard is not None),
+        filter_rdp=(None if guard is None
+                    else finite_or_none(ledger_spend.spent_rdp(charged, guard.order))),
+        filter_rdp_bound=None if guard is None else guard.rdp_bound,
+        figures_note=ledger_words.figures_note(None if guard is None else guard.order),
         accountant=ledger_spend.COMPOSITION_ACCOUNTANT,
     )
 
@@ -366,15 +318,17 @@ def dataset_report(*, session: Session, dataset: Dataset) -> DatasetPrivacyRepor
         dataset_name=dataset.name,
         public=dataset.public,
         privacy_unit=PRIVACY_UNIT,
+        rows_erased_at=dataset.data_erased_at,
+        erasure=ledger_words.dataset_erasure(dataset.data_erased_at),
         terms=PrivacyTerms.model_validate(terms(dataset.filter_order)),
         budget=Budget(
             epsilon=dataset.budget_epsilon,
             delta=dataset.budget_delta,
             limited=dataset.budget_epsilon is not None,
         ),
-        spent=_spent(spend, dataset),
+        spent=_spent(spend, dataset, entries),
         remaining=Remaining(epsilon=spend.remaining_epsilon),
-        entries=[entry_view(e) for e in entries],
+        entries=[entry_view(e, ledger_spend.filter_of(dataset)) for e in entries],
         timeline=[_timeline_view(p) for p in timeline],
         statistics_releases=statistics_report.summaries(session=session, dataset_id=dataset.id),
         # Empirical checks of the accounting (public datasets only; they charge nothing).

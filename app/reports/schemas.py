@@ -29,6 +29,11 @@ ReportDatetime = Annotated[
 """A UTC timestamp written with ``+00:00`` (pydantic would write ``Z``)."""
 
 Epsilon = Annotated[float | None, Field(description="null: infinite (non-private)")]
+Erased = Annotated[
+    ReportDatetime | None,
+    Field(description="when the dataset's rows were erased (null: they were not); the ledger "
+          "and the DP releases made from them remain"),
+]
 
 
 _PRV_DEPRECATED = "renamed pld (the same figure); prv is kept for one release"
@@ -97,6 +102,7 @@ class TrainingData(ResponseModel):
     training_rows: int
     holdout_rows: int
     note: str
+    rows_erased_at: Erased = None
 
 
 class HeldOutMetrics(ResponseModel):
@@ -109,10 +115,15 @@ class HeldOutMetrics(ResponseModel):
 
 
 class ModelCard(ResponseModel):
+    outcome: str = Field(description="what the model predicts: its schema's outcome label "
+                         "(else the outcome column's name), as every text of the card names it")
     intended_use: IntendedUse
     training_data: TrainingData
     metrics: HeldOutMetrics
     caveats: list[str]
+    erasure: str | None = Field(
+        default=None, description="that the training rows were erased, and when; the model, a "
+        "DP release of them, remains in use under its guarantee (null: they were not)")
 
 
 class PrivacyTerms(ResponseModel):
@@ -137,6 +148,7 @@ class JobPrivacyReport(ResponseModel):
     dataset_rows: int
     training_rows: int
     holdout_rows: int
+    rows_erased_at: Erased
     mechanism: str
     non_private: bool
     sampling: str
@@ -153,6 +165,10 @@ class JobPrivacyReport(ResponseModel):
     target_epsilon: float | None
     epsilon: EpsilonByAccountant = Field(description="the full planned run's epsilon")
     epsilon_text: str = Field(description="the reported epsilon rounded up, or 'infinity'")
+    filter_rdp: float | None = Field(
+        description="the filter's working figure: the job's charge (charged steps) as RDP at the "
+        "dataset filter's order, what admission adds up (null: no filter, nothing charged, or "
+        "non-private)")
     accountants: Accountants
     epsilon_spent: float | None
     epsilon_per_epoch: list[EpochEpsilon]
@@ -172,8 +188,9 @@ class Budget(ResponseModel):
 
 
 class Spend(ResponseModel):
-    """The dataset's spend composed by its accountant, beside the naive sum of per-job
-    epsilons (shown only to make the gain from composition visible)."""
+    """The dataset's spend composed by its filter, beside the naive sum of each release's tight
+    epsilon (shown to compare: composition saves, or, at one order, may cost more), and the
+    filter's working figure (RDP at its order) against its bound."""
 
     epsilon: Epsilon
     epsilon_text: str
@@ -181,7 +198,21 @@ class Spend(ResponseModel):
     composition: str
     naive_sum_epsilon: Epsilon
     naive_sum_epsilon_text: str
-    saved_by_composition_epsilon: float | None
+    saved_by_composition_epsilon: float | None = Field(
+        description="how much less the composed spend is than the naive sum (0 when it is more)")
+    composition_cost_epsilon: float | None = Field(
+        description="how much more the composed spend is than the naive sum (0 when it is less)")
+    composition_note: str = Field(
+        description="the comparison in words: composition saves, or costs more, and why; empty "
+        "when there is nothing to compare")
+    filter_rdp: float | None = Field(
+        description="the charged releases' RDP at the filter's order, summed: what admission "
+        "compares with its bound (null: no filter, or infinite: non-private)")
+    filter_rdp_bound: float | None = Field(
+        description="the filter's bound on that sum (null: no filter)")
+    figures_note: str = Field(
+        description="why a release's headline epsilon (PLD) and the filter's figure differ; "
+        "empty without a filter")
     accountant: str
 
 
@@ -214,6 +245,9 @@ class LedgerEntryView(ResponseModel):
     accountant: str
     epsilon: EpsilonByAccountant
     epsilon_text: str
+    filter_rdp: float | None = Field(
+        description="the filter's working figure: the charged part as RDP at the filter's "
+        "order, what admission adds up (null: no filter, nothing charged, or non-private)")
     created_at: ReportDatetime
     updated_at: ReportDatetime | None  # null (like status) for an entry with no ledger record
 
@@ -277,6 +311,10 @@ class DatasetPrivacyReport(ResponseModel):
     dataset_name: str
     public: bool
     privacy_unit: str
+    rows_erased_at: Erased
+    erasure: str | None = Field(
+        description="that the rows were erased, and when; the ledger and the DP releases remain "
+        "(null: they were not)")
     terms: PrivacyTerms
     budget: Budget
     spent: Spend

@@ -23,7 +23,8 @@ PatientFeatures = Annotated[
     dict[str, Any],
     Field(description=(
         "the scoring model's features, by name (GET /v1/features?model_id=... lists them with "
-        "their allowed values; the active model's when no model_id is named)"
+        "their allowed values; the active model's when no model_id is named). The example is a "
+        "patient of the built-in synthetic generator's schema; another model's differ"
     ), examples=[{"age": 34, "phq9": 22, "gaf": 45, "num_sessions": 12, "substance_use": 1,
                   "prior_crisis": 1}]),
 ]
@@ -115,7 +116,9 @@ class ModelStatementOut(BaseModel):
 
 
 class ScoreOut(BaseModel):
-    probability: float = Field(description="probability of a crisis within 30 days, 0-1")
+    probability: float = Field(
+        description="probability of the model's declared outcome (its schema's outcome.label, "
+        "within outcome.horizon_days when declared), 0-1")
     log_odds: float
     band: Band = Field(description="low | medium | high")
     band_thresholds: dict[str, float]

@@ -223,7 +223,9 @@ def test_format_characters_in_dataset_names_are_422(
 def test_format_characters_in_schema_labels_are_422(client: TestClient) -> None:
     schema = {"features": [{"name": "phq9", "label": "PHQ\u202e-9", "kind": "integer",
                             "lower": 0, "upper": 27, "reference": 5}],
-              "outcome": {"name": "crisis_30d", "positive": 1}, "id_column": "patient_id"}
+              "outcome": {"name": "crisis_30d", "label": "Crisis within 30 days", "positive": 1,
+                          "bands": {"low_medium": 0.05, "medium_high": 0.2}},
+              "id_column": "patient_id"}
     response = client.post("/v1/datasets", json=small_dataset(
         source={"kind": "upload"}, schema=schema))
     assert_problem(response, 422, field="schema.features.0.label")

@@ -122,6 +122,7 @@ def test_score_a_patient_with_the_keyboard(service: dict[str, Any], page: Page) 
     assert f"model {model['id']}" in statement and "differential privacy" in statement
     assert f"ε = {epsilon_text(model['epsilon'])}" in statement
     assert "record (one patient)" in statement
+    assert "by the PLD accountant." in statement and "RDP" not in statement  # one epsilon
     report = f"/v1/jobs/{service['job']['id']}/privacy-report"
     assert page.locator("#privacy-statement a").get_attribute("href") == (
         f"/dashboard/privacy#report={report}"

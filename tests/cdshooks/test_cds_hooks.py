@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from app.cdshooks.service import SERVICE_ID
+from app.cdshooks.service import LEGACY_SERVICE_IDS, SERVICE_ID
 from app.fhir.codes import FEATURE_SYSTEM, LOINC, TOPIC_CODE, TOPIC_SYSTEM
 from app.fhir.service import percent
 from tests.api.scoring_helpers import problem, train_models
@@ -103,18 +103,21 @@ def test_card_for_patient_view(any_client: TestClient, run_worker: Any) -> None:
     assert response.status_code == 200, response.text
     (card,) = response.json()["cards"]
     assert len(card["summary"]) < 140
-    assert card["indicator"] == {"low": "info", "medium": "warning",
-                                 "high": "critical"}[plain["band"]]
+    assert card["indicator"] == {"low": "info", "medium": "info",
+                                 "high": "warning"}[plain["band"]]  # never critical
     assert percent(plain["probability"]) in card["summary"]
     assert card["source"]["label"]
     assert plain["model"]["statement"] in card["detail"]
     assert "PHQ-9 22: severe depressive symptoms (20-27)" in card["detail"]  # the newest PHQ-9
     assert "substance use recorded" in card["detail"] and "prior crisis recorded" in card["detail"]
     uuid.UUID(card["uuid"])
-    # The topic is the same for every model and version; the model is named in the detail.
+    # The built-in outcome keeps its topic (EHRs filter on it) and its words; the model is
+    # named in the detail.
     assert card["source"]["topic"]["code"] == TOPIC_CODE
     assert card["source"]["topic"]["system"] == TOPIC_SYSTEM
     assert f"Model {model_id} (" in card["detail"]
+    assert "Crisis within 30 days" in card["summary"]
+    assert "within 30 days of this assessment" in card["detail"]
 
 
 @pytest.mark.parametrize(
@@ -152,6 +155,24 @@ def test_age_observation_is_used_without_birth_date(client: TestClient, run_work
     response = client.post(URL, json=hook_call(prefetch=data))
     assert response.status_code == 200, response.text
     assert "Age 34 years" in response.json()["cards"][0]["detail"]
+
+
+def test_the_id_registered_before_outcomes_were_declared_still_answers(
+        client: TestClient, run_worker: Any) -> None:
+    """Discovery lists the outcome-neutral id; an EHR registered with the old one keeps its
+    cards and its feedback."""
+    train_models(client, run_worker)
+    listed = [s["id"] for s in client.get("/cds-services").json()["services"]]
+    assert listed == [SERVICE_ID] and LEGACY_SERVICE_IDS[0] not in listed
+    old = f"/cds-services/{LEGACY_SERVICE_IDS[0]}"
+    answered = client.post(old, json=hook_call())
+    assert answered.status_code == 200, answered.text
+    (card,) = answered.json()["cards"]
+    assert card["summary"] == client.post(URL, json=hook_call()).json()["cards"][0]["summary"]
+    feedback = {"card": card["uuid"], "outcome": "accepted",
+                "outcomeTimestamp": "2026-01-01T00:00:00Z", "acceptedSuggestions": []}
+    assert client.post(f"{old}/feedback", json={"feedback": [feedback]}).status_code == 200
+    assert client.post("/cds-services/another-id", json=hook_call()).status_code == 404
 
 
 def test_malformed_hook_calls(client: TestClient, run_worker: Any) -> None:

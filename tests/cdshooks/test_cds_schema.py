@@ -9,7 +9,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from app.core.settings import settings
-from app.fhir.codes import LOINC, TOPIC_CODE
+from app.fhir.codes import LOINC, OUTCOME_TOPIC_CODE, TOPIC_SYSTEM
 from tests.cdshooks.test_cds_hooks import PATIENT_ID, URL, birth_date_for, bundle, hook_call
 from tests.cdshooks.test_cds_hooks import observation as obs
 from tests.fhir.clinic_model import CLINIC, SLEEP_CODE, train_clinic_model
@@ -80,7 +80,9 @@ def test_an_uncoded_feature_gets_an_insufficient_data_card(
     assert "POST /v1/risk" in card["detail"]
     assert "Not in this call's prefetch" not in card["detail"]
     assert "alone" not in card["detail"].lower() and "4.5" not in card["detail"]  # no values
-    assert card["source"]["topic"]["code"] == TOPIC_CODE  # the same for every model
+    # An outcome declared without a code: the neutral topic, whichever model scored.
+    assert (card["source"]["topic"]["system"], card["source"]["topic"]["code"]) == (
+        TOPIC_SYSTEM, OUTCOME_TOPIC_CODE)
     assert f"Model {model_id} (" in card["detail"]
     assert scored_events(client) == []  # nobody was scored
 

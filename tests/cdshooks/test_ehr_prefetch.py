@@ -191,7 +191,7 @@ def test_a_patient_below_the_minimum_band_gets_no_card_unless_asked(
     assert svc["extension"]["dev.dpcrisis.min-band"] == "high"
     asks = hook_call(prefetch=ehr_prefetch(), extension={"dev.dpcrisis.min-band": "medium"})
     (card,) = client.post(URL, json=asks).json()["cards"]
-    assert card["indicator"] == "warning"
+    assert card["indicator"] == "info" and card["summary"].startswith("Medium risk")
     bad = hook_call(prefetch=ehr_prefetch(), extension={"dev.dpcrisis.min-band": "lowest"})
     assert client.post(URL, json=bad).status_code == 422
     # Scored patients are audited whether or not a card is shown.

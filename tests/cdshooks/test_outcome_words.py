@@ -5,9 +5,12 @@ import re
 from types import SimpleNamespace
 from typing import cast
 
+import pytest
+
 from app.bands import DEFAULT_BAND_THRESHOLDS
-from app.cdshooks.cards import card, insufficient_card
-from app.datasets.dataset_schema import CRISIS_SCHEMA, DatasetSchema, outcome_words
+from app.cdshooks.cards import SUMMARY_LIMIT, card, insufficient_card
+from app.datasets.crisis_schema import CRISIS_SCHEMA
+from app.datasets.dataset_schema import DatasetSchema, outcome_words
 from app.scoring.schemas import RiskResult
 
 CRISIS = re.compile(r"\bcrisis\b", re.IGNORECASE)  # the word, not the product's name
@@ -25,17 +28,39 @@ def test_the_words_are_the_declared_label_or_the_column() -> None:
     assert "risis" in outcome_words(CRISIS_SCHEMA)  # the built-in schema keeps its own words
 
 
-def test_a_card_for_another_outcome_says_nothing_of_a_crisis() -> None:
-    scored = SimpleNamespace(  # what a card reads of a RiskResult
-        probability=0.41, band="high", band_thresholds=DEFAULT_BAND_THRESHOLDS,
+def scored(band: str = "high", probability: float = 0.41) -> RiskResult:
+    return cast(RiskResult, SimpleNamespace(  # what a card reads of a RiskResult
+        probability=probability, band=band, band_thresholds=DEFAULT_BAND_THRESHOLDS,
         contributions=[], reference=SimpleNamespace(probability=0.1),
-        model=SimpleNamespace(id=3, kind="logistic", version="v", statement="s"))
-    words = outcome_words(_schema("Readmission within a year"))
-    shown = card(cast(RiskResult, scored), outcome=words)
-    texts = [shown.summary, shown.detail, shown.source.label or "",
-             shown.source.topic.display or ""]  # type: ignore[union-attr]
-    assert "Readmission within a year" in shown.summary
+        model=SimpleNamespace(id=3, kind="logistic", version="v", statement="s")))
+
+
+def test_a_card_for_another_outcome_says_nothing_of_a_crisis() -> None:
+    schema = _schema("Readmission within a year")
+    shown = card(scored(), schema=schema)
+    texts = [shown.summary, shown.detail, shown.source.label, shown.source.topic.display,
+             shown.source.topic.code]
+    assert "Readmission within a year" in shown.summary and "41.0%" in shown.summary
+    assert "Readmission within a year" in shown.source.label
+    assert "no time window declared" in shown.detail
     assert not [t for t in texts if CRISIS.search(t)], texts
-    empty = insufficient_card(model={"id": 3, "version": "v"}, outcome=words, uncoded=[],
+    empty = insufficient_card(model={"id": 3, "version": "v"}, schema=schema, uncoded=[],
                               lacking=[])
-    assert not CRISIS.search(empty.summary + empty.detail)
+    assert not CRISIS.search(empty.summary + empty.detail + empty.source.label)
+
+
+@pytest.mark.parametrize(("band", "indicator"), [
+    ("low", "info"), ("medium", "info"), ("high", "warning")])
+def test_the_indicator_follows_the_band_and_is_never_critical(band: str,
+                                                              indicator: str) -> None:
+    assert card(scored(band), schema=CRISIS_SCHEMA).indicator == indicator
+
+
+def test_a_long_label_is_shortened_never_the_probability() -> None:
+    label = "Readmission " + "x" * 180
+    shown = card(scored(probability=0.1234), schema=_schema(label))
+    assert len(shown.summary) < SUMMARY_LIMIT
+    assert shown.summary.endswith(": 12.3% (DP model 3)") and "\u2026" in shown.summary
+    empty = insufficient_card(model={"id": 3, "version": "v"}, schema=_schema(label),
+                              uncoded=[], lacking=[])
+    assert len(empty.summary) < SUMMARY_LIMIT and empty.summary.endswith("insufficient data")

@@ -10,10 +10,11 @@ from fastapi import FastAPI
 from fastapi.testclient import TestClient
 from pydantic import ValidationError
 
+from app.bands import model_thresholds
 from app.core.errors import InvalidRequest, install_error_handlers
 from app.datasets import synthetic
+from app.datasets.crisis_schema import CRISIS_SCHEMA
 from app.datasets.dataset_schema import (
-    CRISIS_SCHEMA,
     NAME_PATTERN,
     DatasetSchema,
     FeatureKind,
@@ -31,7 +32,8 @@ CONTRACT: dict[str, Any] = {
          "reference": "female"},
         {"name": "prior_crisis", "kind": "binary", "reference": 0},
     ],
-    "outcome": {"name": "crisis_30d", "positive": 1},
+    "outcome": {"name": "crisis_30d", "label": "Crisis within 30 days", "positive": 1,
+                "bands": {"low_medium": 0.05, "medium_high": 0.2}},
     "subgroups": ["sex"],
     "id_column": "patient_id",
 }
@@ -192,7 +194,8 @@ def test_the_hash_ignores_key_order_number_spelling_and_defaults() -> None:
         "id_column": "patient_id",
         "attributes": [],
         "subgroups": ["sex"],
-        "outcome": {"positive": 1, "name": "crisis_30d"},
+        "outcome": {"bands": {"medium_high": 0.20, "low_medium": 0.050}, "positive": 1,
+                    "label": "Crisis within 30 days", "name": "crisis_30d"},
         "features": [
             {**CONTRACT["features"][0], "lower": 0.0, "reference": 5.0, "missing": "error"},
             *CONTRACT["features"][1:],
@@ -203,6 +206,22 @@ def test_the_hash_ignores_key_order_number_spelling_and_defaults() -> None:
     changed["features"][0]["upper"] = 26
     assert schema_hash(_parse(changed)) != schema_hash(_parse(CONTRACT))
     assert len(schema_hash(CRISIS_SCHEMA)) == 64
+
+
+def test_a_models_thresholds_are_the_declared_bands_else_the_legacy_default() -> None:
+    declared = copy.deepcopy(CONTRACT)
+    declared["outcome"]["bands"] = {"low_medium": 0.1, "medium_high": 0.3}
+    assert model_thresholds(_parse(declared).outcome.bands) == {"low_medium": 0.1,
+                                                                "medium_high": 0.3}
+    stored_before_bands = copy.deepcopy(CONTRACT)
+    del stored_before_bands["outcome"]["bands"]
+    legacy = _parse(stored_before_bands).outcome.bands
+    assert model_thresholds(legacy) == {"low_medium": 0.05, "medium_high": 0.2}
+    assert model_thresholds(CRISIS_SCHEMA.outcome.bands) == {"low_medium": 0.05,
+                                                             "medium_high": 0.2}
+    copied = model_thresholds(legacy)
+    copied["low_medium"] = 0.9  # each model gets its own copy, never the default itself
+    assert model_thresholds(legacy)["low_medium"] == 0.05
 
 
 def test_the_generator_schema_is_the_feature_spec() -> None:

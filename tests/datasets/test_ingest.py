@@ -424,7 +424,9 @@ def test_a_real_public_table_ingests(tmp_path: Path) -> None:
     schema = DatasetSchema.model_validate({
         "features": [{"name": name, "kind": "numeric", "lower": 0, "upper": cap(name),
                       "reference": 0} for name in names],
-        "outcome": {"name": "malignant", "positive": 0},  # sklearn: 0 = malignant
+        "outcome": {"name": "malignant", "label": "Malignant (biopsy)",
+                    "positive": 0,  # sklearn: 0 = malignant
+                    "bands": {"low_medium": 0.2, "medium_high": 0.5}},  # 37% malignant
     })
     columns = {name: data.data[:, j] for j, name in enumerate(names)}
     path = tmp_path / "breast_cancer.csv"

@@ -18,7 +18,7 @@ from httpx import Response
 
 from app.core.settings import settings
 from app.datasets import synthetic
-from app.datasets.dataset_schema import CRISIS_SCHEMA
+from app.datasets.crisis_schema import CRISIS_SCHEMA
 from tests.api.scoring_helpers import problem
 from tests.datasets.test_upload_api import _csv, _put, _register, _rows
 

@@ -183,6 +183,44 @@ def test_schema_rules_at_registration(client: TestClient) -> None:
     assert response.status_code == 422 and "features[0]" in response.text
 
 
+def _outcome(**changes: Any) -> dict[str, Any]:
+    """SCHEMA's outcome with ``changes`` (a value of None removes the key)."""
+    outcome = {**SCHEMA["outcome"], **changes}
+    return {**SCHEMA, "outcome": {k: v for k, v in outcome.items() if v is not None}}
+
+
+BANDS_RULE = '{"low_medium": p1, "medium_high": p2}, 0 < p1 < p2 < 1'
+OUTCOME_REFUSALS = [  # (schema, field named, allowed)
+    (_outcome(label=None), "schema.outcome.label", "1 to 200 printable characters"),
+    (_outcome(bands=None), "schema.outcome.bands", BANDS_RULE),
+    (_outcome(bands={"low_medium": 0.3, "medium_high": 0.1}),
+     "schema.outcome.bands.medium_high", "(0.3, 1)"),
+    (_outcome(bands={"low_medium": 0.2, "medium_high": 0.2}),
+     "schema.outcome.bands.medium_high", "(0.2, 1)"),
+    (_outcome(bands={"low_medium": 0, "medium_high": 0.3}),
+     "schema.outcome.bands.low_medium", "(0, 1)"),
+    (_outcome(bands={"low_medium": -0.1, "medium_high": 0.3}),
+     "schema.outcome.bands.low_medium", "(0, 1)"),
+    (_outcome(bands={"low_medium": 0.1, "medium_high": 1}),
+     "schema.outcome.bands.medium_high", "(0, 1)"),
+    (_outcome(bands={"low_medium": 0.1}), "schema.outcome.bands.medium_high", "(0, 1)"),
+]
+
+
+@pytest.mark.parametrize(("schema", "field", "allowed"), OUTCOME_REFUSALS,
+                         ids=[f"{f}:{i}" for i, (_, f, _a) in enumerate(OUTCOME_REFUSALS)])
+def test_an_upload_must_label_its_outcome_and_declare_its_bands(
+    client: TestClient, schema: dict[str, Any], field: str, allowed: str
+) -> None:
+    """A 422 naming the field and its range, and no dataset, budget or ledger is created."""
+    before = client.get("/v1/datasets").json()["total"]
+    body = {"name": "clinic", "source": {"kind": "upload"}, "schema": schema,
+            "privacy_budget": {"epsilon": 3, "delta": 1e-5}}
+    problem(client.post("/v1/datasets", json=body), 422, field=field, allowed=allowed)
+    assert client.get("/v1/datasets").json()["total"] == before
+    assert client.post("/v1/datasets", json={**body, "schema": SCHEMA}).status_code == 201
+
+
 def test_the_synthetic_generator_declares_the_crisis_schema(client: TestClient) -> None:
     response = client.post("/v1/datasets", json={
         "name": "gen", "source": {"kind": "synthetic", "n_rows": 500, "seed": 901},

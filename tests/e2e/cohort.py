@@ -104,7 +104,8 @@ def breast_cancer_schema() -> dict[str, Any]:
         for name, sk_name, upper in breast_cancer_columns()
     ]
     return {"features": features,
-            "outcome": {"name": "malignant", "label": "Malignant (biopsy)", "positive": 1},
+            "outcome": {"name": "malignant", "label": "Malignant (biopsy)", "positive": 1,
+                        "bands": {"low_medium": 0.2, "medium_high": 0.5}},  # 37% malignant
             "id_column": "specimen_id"}
 
 
@@ -148,7 +149,8 @@ CLINIC_SCHEMA: dict[str, Any] = {
          "model_upper": 14, "reference": 7.5, "unit": "h"},
         {"name": "prior_crisis", "label": "Prior crisis", "kind": "binary", "reference": 0},
     ],
-    "outcome": {"name": "crisis_30d", "positive": 1},
+    "outcome": {"name": "crisis_30d", "label": "Crisis within 30 days", "positive": 1,
+                "bands": {"low_medium": 0.25, "medium_high": 0.6}},  # ~45% prevalence
     "subgroups": ["site"],
     "id_column": "patient_id",
 }

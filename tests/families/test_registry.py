@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from app.datasets.dataset_schema import CRISIS_SCHEMA
+from app.datasets.crisis_schema import CRISIS_SCHEMA
 from app.families import (
     UnknownFamily,
     create_family,

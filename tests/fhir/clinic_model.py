@@ -34,7 +34,8 @@ SCHEMA: dict[str, Any] = {
         {"name": "prior_crisis", "label": "Prior crisis", "kind": "binary", "reference": 0,
          "code": {"system": CLINIC, "code": "prior-crisis", "display": "Prior crisis"}},
     ],
-    "outcome": {"name": "crisis_30d", "positive": 1},
+    "outcome": {"name": "crisis_30d", "label": "Crisis within 30 days", "positive": 1,
+                "bands": {"low_medium": 0.25, "medium_high": 0.6}},  # ~42% prevalence
     "id_column": "patient_id",
 }
 PATIENT = {"age": 52, "phq9": 19, "living": "alone", "sleep_hours": 4.5, "prior_crisis": 1}

@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
+from app.datasets.crisis_schema import CRISIS_SCHEMA
 from app.fhir.codes import BAND_SYSTEM, FEATURE_SYSTEM, RISK_PROBABILITY
 from app.fhir.service import likelihood, rounded
 from tests.api.scoring_helpers import problem, train_models
@@ -56,8 +57,13 @@ def test_risk_assessment_resource(any_client: TestClient, run_worker: Any) -> No
     other = any_client.post("/v1/risk/fhir", json={**body, "subject": "Patient/124"}).json()
     assert other["identifier"] != ra["identifier"]
 
+    # The built-in schema's outcome keeps its own words, its coding and its 30-day window.
+    assert CRISIS_SCHEMA.outcome.code is not None
+    crisis = {"coding": [CRISIS_SCHEMA.outcome.code.model_dump()],
+              "text": "Crisis within 30 days"}
+    assert ra["code"] == crisis
     (prediction,) = ra["prediction"]
-    assert prediction["outcome"]["text"] == "mental-health crisis within 30 days"
+    assert prediction["outcome"] == crisis
     p = prediction["probabilityDecimal"]
     assert p == float(f"{plain['probability']:.3g}") and p == pytest.approx(
         plain["probability"], rel=5e-3)

@@ -9,7 +9,13 @@ import pytest
 from fastapi.testclient import TestClient
 
 from app.core.settings import settings
-from app.fhir.codes import FEATURE_CODE_EXTENSION, FEATURE_SYSTEM, FEATURE_VALUE_EXTENSION, LOINC
+from app.fhir.codes import (
+    FEATURE_CODE_EXTENSION,
+    FEATURE_SYSTEM,
+    FEATURE_VALUE_EXTENSION,
+    LOINC,
+    SCHEMA_FEATURES,
+)
 from tests.conftest import PATIENT as CRISIS_PATIENT
 from tests.fhir.clinic_model import CLINIC, PATIENT, train_clinic_model
 from tests.fhir.r4 import outcome, valid
@@ -53,10 +59,13 @@ def test_basis_follows_the_models_schema(client: TestClient, clinic: int) -> Non
     assert value[1] == {"valueInteger": 19} and basis[1]["reference"] == "Observation/phq-1"
     assert coding[0]["code"] == "30525-0" and value[0] == {"valueInteger": 52}
     assert "reference" not in basis[0]
-    # No declared code: the local code system, the feature's name as the code.
-    assert coding[3] == {"system": FEATURE_SYSTEM, "code": "sleep_hours", "display": "Sleep"}
+    # No declared code: the schema's own local code system, the feature's name as the code
+    # (the built-in crisis schema's published system is its own, never another schema's).
+    local = SCHEMA_FEATURES + client.get(f"/v1/models/{clinic}").json()["schema_hash"][:16]
+    assert coding[3] == {"system": local, "code": "sleep_hours", "display": "Sleep"}
+    assert local != FEATURE_SYSTEM
     assert value[3] == {"valueDecimal": 4.5}
-    assert f"({FEATURE_SYSTEM}|sleep_hours)" in basis[3]["display"]
+    assert f"({local}|sleep_hours)" in basis[3]["display"]
     assert coding[4]["code"] == "prior-crisis" and value[4] == {"valueBoolean": True}
     assert basis[4]["display"].startswith("prior crisis recorded")
 

@@ -30,7 +30,8 @@ SCHEMA: dict[str, Any] = {
          "model_upper": 45, "reference": 24.5, "unit": "kg/m2"},
         {"name": "prior_crisis", "label": "Prior crisis", "kind": "binary", "reference": 0},
     ],
-    "outcome": {"name": "crisis_30d", "positive": 1},
+    "outcome": {"name": "crisis_30d", "label": "Crisis within 30 days", "positive": 1,
+                "bands": {"low_medium": 0.1, "medium_high": 0.3}},
     "subgroups": ["sex"],
     "id_column": "patient_id",
 }
@@ -140,6 +141,47 @@ def test_the_model_schema_decides_what_a_patient_must_give(
     assert features[1]["categories"] == SEXES and features[2]["model_range"] == [10, 45]
     by_dataset = client.get("/v1/features", params={"dataset_id": dataset["id"]}).json()
     assert by_dataset == features
+
+
+def _bands_of(client: TestClient, model_id: int
+              ) -> tuple[dict[str, float], list[tuple[float, str]]]:
+    """The batch answer's thresholds, and (probability, band) for a grid of patients."""
+    grid = [{**ONE, "phq9": phq9, "sex": sex, "prior_crisis": prior}
+            for phq9 in range(28) for sex in ("female", "male") for prior in (0, 1)]
+    answer = client.post("/v1/risk/batch?view=compact", json={"model_id": model_id, "patients": [
+        {"id": str(i), "features": f} for i, f in enumerate(grid)]})
+    assert answer.status_code == 200, answer.text
+    body = answer.json()
+    return body["band_thresholds"], [(r["probability"], r["band"]) for r in body["results"]]
+
+
+def _band(probability: float, low: float, high: float) -> str:
+    return "high" if probability >= high else "medium" if probability >= low else "low"
+
+
+def test_the_models_bands_are_the_schemas_declared_bands_until_overridden(
+    client: TestClient, run_worker: Any
+) -> None:
+    """Declared 0.1 / 0.3: the model, its DP evaluation and its scores band by them, not by the
+    legacy 0.05 / 0.20; a data scientist's PUT still replaces them."""
+    dataset = _ready_dataset(client)
+    model = _train(client, run_worker, dataset["id"], "logistic")
+    declared = {"low_medium": 0.1, "medium_high": 0.3}
+    assert model["band_thresholds"] == declared
+    assert model["metrics"]["band_thresholds"] == declared  # the DP evaluation's bin edges
+    thresholds, scored = _bands_of(client, model["id"])
+    assert thresholds == declared
+    assert all(band == _band(p, 0.1, 0.3) for p, band in scored)
+    assert any(_band(p, 0.1, 0.3) != _band(p, 0.05, 0.2) for p, _ in scored)
+
+    override = {"low_medium": 0.4, "medium_high": 0.7}
+    put = client.put(f"/v1/models/{model['id']}/band-thresholds", json=override)
+    assert put.status_code == 200, put.text
+    assert client.get(f"/v1/models/{model['id']}").json()["band_thresholds"] == override
+    thresholds, scored = _bands_of(client, model["id"])
+    assert thresholds == override
+    assert all(band == _band(p, 0.4, 0.7) for p, band in scored)
+    assert any(_band(p, 0.4, 0.7) != _band(p, 0.1, 0.3) for p, _ in scored)
 
 
 def test_erasing_the_rows_keeps_the_model_and_refuses_new_jobs(

@@ -20,7 +20,8 @@ def _request(training: dict) -> JobCreate:
 
 
 def test_a_plan_training_could_never_finish_is_refused_with_the_epochs_that_fit() -> None:
-    dataset = Dataset(id=1, n_rows=2_000_000, n_train=1_400_000, budget_delta=5e-8, public=False)
+    dataset = Dataset(id=1, n_rows=2_000_000, n_train=1_400_000, n_calibration=300_000,
+                      budget_delta=5e-8, public=False)
     request = _request({"batch_size": 8, "epochs": 1000, "model": "mlp", "hidden_units": 256})
     with pytest.raises(InvalidRequest) as refused:
         job_service.plan(dataset=dataset, request=request)
@@ -30,7 +31,8 @@ def test_a_plan_training_could_never_finish_is_refused_with_the_epochs_that_fit(
 
 
 def test_the_largest_plan_that_fits_is_planned() -> None:
-    dataset = Dataset(id=1, n_rows=2_000_000, n_train=1_400_000, budget_delta=5e-8, public=False)
+    dataset = Dataset(id=1, n_rows=2_000_000, n_train=1_400_000, n_calibration=300_000,
+                      budget_delta=5e-8, public=False)
     epochs = job_service.MAX_TOTAL_STEPS // 175_000
     job = job_service.plan(dataset=dataset, request=_request({"batch_size": 8, "epochs": epochs}))
     assert job.steps == epochs * 175_000 <= job_service.MAX_TOTAL_STEPS

@@ -24,8 +24,9 @@ from worker.tasks import spec_of
 
 
 def _dataset(n_rows: int = 8000, schema: dict[str, Any] | None = None) -> Dataset:
-    return Dataset(id=1, n_rows=n_rows, n_train=int(0.7 * n_rows), budget_delta=None,
-                   public=False, schema_json=schema)
+    return Dataset(id=1, n_rows=n_rows, n_train=int(0.7 * n_rows),
+                   n_calibration=int(0.15 * n_rows), budget_delta=None, public=False,
+                   schema_json=schema)
 
 
 def _plan(dataset: Dataset, privacy: dict[str, Any], training: dict[str, Any] | None = None):

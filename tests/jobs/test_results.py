@@ -19,6 +19,7 @@ from app.jobs.models import SUCCEEDED, Job
 from tests.jobs.test_queue import _submit
 from worker.calibration import Calibration
 from worker.evaluation import evaluate
+from worker.held_out_floors import held_out_warnings
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -31,10 +32,13 @@ def held_out_metrics(noise_multiplier: float = 1.0) -> dict[str, Any]:
     metrics = evaluate(y, p, groups={"sex": (rng.integers(0, 2, 400), ["female", "male"])},
                        noise_multiplier=noise_multiplier, band_thresholds=DEFAULT_BAND_THRESHOLDS,
                        rng=rng, n_bootstrap=20)
-    metrics["calibration"] = Calibration(
+    calibration = Calibration(
         method="dp-platt-binned-v2", rows=120, noise_multiplier=noise_multiplier, slope=0.98,
         intercept=-0.4, bin_edges_logit=[-1.0, 0.0, 1.0], noisy_counts=[30.2, 50.1, 20.0, 19.7],
-        noisy_positives=[1.1, 4.9, 8.0, 9.9]).as_dict()
+        noisy_positives=[1.1, 4.9, 8.0, 9.9])
+    metrics["calibration"] = calibration.as_dict()
+    metrics["held_out_warnings"] = held_out_warnings(  # the evaluation's 400 rows: none
+        calibration=calibration, metrics=metrics, evaluation_rows=400, epsilon=2.0)
     return metrics
 
 

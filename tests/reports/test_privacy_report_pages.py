@@ -149,7 +149,8 @@ def test_private_job_and_dataset_pages(
         f"L2 norm {report['clip_norm']:g}",
         f"{report['steps']} steps over 3 epochs",
         "PLD accountant",
-        "RDP accountant",
+        "the headline figure",
+        "Rényi filter admits the job by its RDP at the filter's one fixed order",
         f"delta = {report['delta']:g}",
         f"epsilon = {report['epsilon_text']}",
         "every checkpoint or intermediate model",
@@ -170,6 +171,8 @@ def test_private_job_and_dataset_pages(
     assert any("held-out metrics" in c for c in report["coverage"]["covers"])
     assert not any("held-out" in c for c in report["coverage"]["does_not_cover"])
     assert "without noise" not in statement
+    assert "gives epsilon" not in statement  # one epsilon: the headline (PLD) figure
+    assert report["filter_rdp"] > 0  # the filter's working figure: RDP at its order
     release = report["metrics"]["release"]  # the evaluation is one DP release
     assert release["mechanism"] == "gaussian" and release["exact"] is False
     assert release["noise_std"] > 0 and report["metrics"]["exact"] is False
@@ -190,7 +193,7 @@ def test_private_job_and_dataset_pages(
 
     page = _assert_page(client.get(f"/v1/jobs/{first}/privacy-report", headers=BROWSER))
     svg = _svg(page, "epsilon-per-epoch")
-    assert _points(svg, 0) == 3 and _points(svg, 1) == 3  # PRV and RDP, one per epoch
+    assert _points(svg, 0) == 3 and _points(svg, 1) == 0  # the headline (PLD) only
     assert "planned final ε (PLD)" in svg and "target ε 3" in svg
     assert "<table><caption>Epsilon per epoch" in page
     for escaped in (report["statement"].replace("'", "&#x27;"), "Model card", "Intended use",
@@ -198,6 +201,7 @@ def test_private_job_and_dataset_pages(
                     "Does not cover", f'href="/v1/datasets/{dataset["id"]}/privacy-report"'):
         assert escaped in page, escaped
     assert "∞" not in page
+    assert "The filter&#x27;s working figure" in page and "ε, RDP" not in page
     for words in ("The evaluation release", "Noise multiplier σ", "L2 sensitivity",
                   "Reliability by public bin", "Held-out metrics by subgroup"):
         assert words in page, words
@@ -208,6 +212,8 @@ def test_private_job_and_dataset_pages(
     assert [p["job_id"] for p in ledger["timeline"]] == [first, second]
     assert ledger["timeline"][-1]["composed_epsilon"] == pytest.approx(ledger["spent"]["epsilon"])
     assert ledger["spent"]["saved_by_composition_epsilon"] > 0
+    assert ledger["spent"]["composition_cost_epsilon"] == 0
+    assert ledger["spent"]["composition_note"].startswith("Composition saves ε = ")
     assert ledger["budget"]["limited"] is True
 
     page = _assert_page(client.get(f"/v1/datasets/{dataset['id']}/privacy-report", headers=HTML))
@@ -217,7 +223,8 @@ def test_private_job_and_dataset_pages(
     composed = re.search(r'<g class="series series-0"[^>]*>\s*<path d="([^"]+)"', svg)
     assert composed and re.fullmatch(r"M\S+ \S+ H\S+ V\S+ H\S+ V\S+", composed.group(1))
     assert re.search(r'<line class="reference"[^>]*><title>budget ε 10: 10</title>', svg)
-    for words in ("Spent, composed (RDP)", "Naive sum of per-job ε", "composition saves",
+    for words in ("Spent ε, composed (the filter&#x27;s figure)",
+                  "Sum of each release&#x27;s tight ε (PLD)", "Composition saves ε = ",
                   "Remaining ε", "ε = 10, δ = 1e-05", "Ledger entries"):
         assert words in page, words
     for job_id in (first, second):
@@ -253,7 +260,7 @@ def test_non_private_job_on_public_dataset_reads_infinity(
     svg = _svg(page, "epsilon-per-epoch")
     assert svg.count('class="off-scale series-0"') == 3  # one ∞ mark per epoch, off the axis
     assert _points(svg, 0) == 0
-    assert page.count("<td class=\"num\">∞ (non-private)</td>") == 6  # PRV and RDP per epoch
+    assert page.count("<td class=\"num\">∞ (non-private)</td>") == 3  # the headline per epoch
 
     ledger_response = client.get(f"/v1/datasets/{public['id']}/privacy-report")
     assert "Infinity" not in ledger_response.text
@@ -271,6 +278,11 @@ def test_non_private_job_on_public_dataset_reads_infinity(
     assert _points(svg, 0) == 2  # the origin and the private job; the open one is off scale
     assert 'class="off-scale series-0"' in svg and 'class="reference"' not in svg
     assert f'href="/v1/jobs/{private_job}/privacy-report"' in page
+    private = client.get(f"/v1/jobs/{private_job}/privacy-report").json()
+    assert "public without a budget: no filter admits the job" in private["statement"]
+    assert private["filter_rdp"] is None  # no filter, so no working figure beside the headline
+    assert "working figure" not in _assert_page(
+        client.get(f"/v1/jobs/{private_job}/privacy-report", headers=HTML))
 
 
 def test_pages_before_any_training(client: TestClient, dataset: dict[str, Any]) -> None:

@@ -97,7 +97,9 @@ def test_an_unknown_dataset_is_a_404(client: TestClient) -> None:
 def test_a_dataset_without_data_is_a_409_naming_it(client: TestClient) -> None:
     schema = {"features": [{"name": "phq9", "kind": "integer", "lower": 0, "upper": 27,
                             "reference": 5}],
-              "outcome": {"name": "crisis_30d"}, "id_column": "patient_id"}
+              "outcome": {"name": "crisis_30d", "label": "Crisis within 30 days",
+                          "bands": {"low_medium": 0.05, "medium_high": 0.2}},
+              "id_column": "patient_id"}
     created = client.post("/v1/datasets", json={
         "name": "clinic", "source": {"kind": "upload"}, "schema": schema,
         "privacy_budget": {"epsilon": 3, "delta": 1e-6}}).json()

@@ -13,7 +13,7 @@ from sklearn.metrics import average_precision_score, roc_auc_score
 
 from app.bands import BANDS, DEFAULT_BAND_THRESHOLDS
 from app.datasets import synthetic
-from worker.dp_histogram import GRID, all_edges, bin_edges, bin_of, histogram, release
+from worker.dp_histogram import all_edges, bin_edges, bin_of, histogram, release
 from worker.evaluation import evaluate
 from worker.histogram_metrics import project_nonnegative, representatives
 
@@ -40,7 +40,7 @@ def _run(y: np.ndarray, p: np.ndarray, groups: dict[str, Any] | None = None, noi
 
 def test_bins_are_public_and_hold_the_band_cut_offs() -> None:
     edges = bin_edges(T)
-    assert 15 <= len(edges) + 1 <= 25 and set(GRID) <= set(edges)
+    assert 15 <= len(edges) + 1 <= 25  # bins per rule: tests/worker/test_dp_histogram.py
     assert {0.05, 0.2} <= set(edges) and np.all(np.diff(edges) > 0)
     custom = bin_edges({"low_medium": 0.1, "medium_high": 0.33})
     assert {0.1, 0.33} <= set(custom)
@@ -179,9 +179,12 @@ def test_few_noisy_positives_give_none_with_notes() -> None:
     assert exact["brier"] is not None
     y, p, _ = _holdout(3000, 17)  # ~60 positives: enough exactly, too few under heavy noise
     assert _run(y, p)["roc_auc"] is not None
-    heavy = _run(y, p, noise=8.0)
-    assert heavy["roc_auc"] is None and any("ROC-AUC and PR-AUC not reported" in n
-                                            for n in heavy["notes"])
+    # 54 positives against a floor of 2 noise stds of their noisy sum: withheld unless the noise
+    # on that sum is over 1.4 stds up (about 8% of draws), whatever the number of bins
+    heavy = [_run(y, p, noise=20.0, seed=s, n_bootstrap=0) for s in range(10)]
+    withheld = [h for h in heavy if h["roc_auc"] is None]
+    assert len(withheld) >= 8 and all(any("ROC-AUC and PR-AUC not reported" in n
+                                           for n in h["notes"]) for h in withheld)
 
 
 def test_projection_keeps_totals_unbiased_and_counts_non_negative() -> None:

@@ -122,6 +122,12 @@ export function deltaText(value) {
   return value < 0.001 ? value.toExponential().replace("e-", "e\u2212") : String(value);
 }
 
+/** An accountant as a person reads it: the PLD figure's key is still "prv" in the API. */
+export function accountantName(name) {
+  const key = String(name ?? "").toLowerCase();
+  return key === "prv" || key === "pld" ? "PLD" : key.toUpperCase();
+}
+
 export function dateText(iso) {
   return iso ? String(iso).slice(0, 10) : "\u2014";
 }

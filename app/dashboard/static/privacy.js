@@ -51,8 +51,9 @@ function datasetRow(report) {
   const href = reportHref(`v1/datasets/${report.dataset_id}/privacy-report`);
   return h(
     "tr",
-    { "data-dataset": report.dataset_id },
-    h("th", { scope: "row", text: `${report.dataset_name} (#${report.dataset_id})` }),
+    { "data-dataset": report.dataset_id, "data-erased": report.erasure ? "true" : null },
+    h("th", { scope: "row" }, `${report.dataset_name} (#${report.dataset_id})`,
+      report.erasure ? h("span", { className: "erased", text: report.erasure }) : null),
     h("td", { className: "num", text: budget.limited ? String(budget.epsilon) : "no limit" }),
     h("td", { className: "num", text: deltaText(budget.delta) }),
     h("td", { className: "num", text: spentText }),
@@ -62,8 +63,19 @@ function datasetRow(report) {
   );
 }
 
+/** A release's RDP at the filter's order: the figure the filter adds up (rounded up). */
+function filterCell(entry) {
+  if (entry.non_private) return "\u221E";
+  return entry.filter_rdp === null || entry.filter_rdp === undefined ? "\u2014"
+    : epsilonText(entry.filter_rdp);
+}
+
+/** One headline epsilon per release (its PLD figure), the filter's working figure where the
+ * dataset has a filter, and the spend after each charged release, with why they differ. */
 function ledgerDetails(report) {
   const composedAfter = new Map(report.timeline.map((t) => [t.entry_id, t.composed_epsilon_text]));
+  const filtered = report.spent.filter_rdp_bound !== null
+    && report.spent.filter_rdp_bound !== undefined;
   const rows = report.entries.map((e) => h(
     "tr",
     {},
@@ -77,36 +89,58 @@ function ledgerDetails(report) {
     h("td", { className: "num", text: e.sample_rate === null ? "\u2014"
       : Number(e.sample_rate).toPrecision(4) }),
     h("td", { className: "num", text: `${e.charged_steps ?? 0} of ${e.steps}` }),
-    h("td", { className: "num", text: e.epsilon_text }),
+    h("td", { className: "num", text: epsilonText(e.epsilon.pld, e.non_private) }),
+    filtered ? h("td", { className: "num", text: filterCell(e) }) : null,
     h("td", { className: "num", text: composedAfter.get(e.id) ?? "\u2014" }),
   ));
   const headers = [["Entry", true], ["Job", false], ["Status", false], ["Mechanism", false],
     ["Noise \u03C3", true], ["Sample rate", true], ["Steps charged", true],
-    ["Entry \u03B5 (RDP)", true], ["Composed \u03B5 after", true]];
+    ["\u03B5 (PLD)", true],
+    ...(filtered ? [[`Filter's RDP at order ${report.terms.filter_order}`, true]] : []),
+    ["Spent \u03B5 after (composed)", true]];
+  const notes = [report.spent.figures_note, report.spent.composition_note].filter(Boolean);
   return h(
     "details",
-    {},
+    { "data-dataset": report.dataset_id },
     h("summary", {}, `Ledger of ${report.dataset_name} (#${report.dataset_id}): `
       + `${report.entries.length} ${report.entries.length === 1 ? "entry" : "entries"}`),
+    report.erasure ? h("p", { className: "erased", text: report.erasure }) : null,
     h("div", { className: "table-wrap" }, table(`Ledger entries of dataset ${report.dataset_id}`,
       headers, rows)),
+    ...notes.map((text) => h("p", { className: "note", text })),
   );
+}
+
+/** Whether the model's training rows are still held; erased, the model (a DP release of them)
+ * stays in use under its guarantee. */
+function trainingRows(model) {
+  const erased = model.training_rows_erased_at;
+  if (!erased) return h("td", { text: "not erased" });
+  return h("td", { className: "erased", text: `erased on ${dateText(erased)}: the model, a DP `
+    + "release of them, remains in use under its guarantee" });
+}
+
+/** What the model could not release meaningfully (app.jobs.size_floor), shown in its row. */
+function modelWarning(model) {
+  const messages = (model.metrics?.held_out_warnings || []).map((w) => w.message);
+  return messages.length
+    ? h("span", { className: "warning", text: `Warning: ${messages.join(" ")}` }) : null;
 }
 
 function modelRow(model) {
   const p = model.privacy || {};
   return h(
     "tr",
-    { "data-model": model.id },
-    h("th", { scope: "row", text: `Model ${model.id}${model.active ? " (active: scores by "
-      + "default)" : ""}` }),
+    { "data-model": model.id, "data-erased": model.training_rows_erased_at ? "true" : null },
+    h("th", { scope: "row" }, `Model ${model.id}${model.active ? " (active: scores by "
+      + "default)" : ""}`, modelWarning(model)),
     h("td", { text: model.version ?? "\u2014" }),
     h("td", { text: model.kind }),
     h("td", { className: "num", text: model.dataset_id }),
     h("td", { text: dateText(model.created_at) }),
     h("td", { className: "num", text: epsilonText(p.epsilon, p.non_private) }),
     h("td", { className: "num", text: deltaText(p.delta) }),
-    h("td", { className: "num", text: p.non_private ? "\u221E" : epsilonText(p.epsilon_rdp) }),
+    trainingRows(model),
     h("td", {}, model.job_id ? h("a", { href: reportHref(`v1/jobs/${model.job_id}/privacy-report`) },
       `Report of job ${model.job_id}`) : "\u2014"),
   );
@@ -157,7 +191,7 @@ async function showOverview() {
   try {
     const [models] = await Promise.all([getJSON("v1/models?limit=200"), showDatasets()]);
     const modelHeaders = [["Model", false], ["Version", false], ["Kind", false], ["Dataset", true],
-      ["Trained", false], ["\u03B5 (PLD)", true], ["\u03B4", true], ["\u03B5 (RDP)", true],
+      ["Trained", false], ["\u03B5 (PLD)", true], ["\u03B4", true], ["Training rows", false],
       ["Privacy report (\u03B5 per epoch)", false]];
     document.getElementById("models").replaceChildren(table(
       "Trained models, newest first, with their (\u03B5, \u03B4) guarantee per patient",

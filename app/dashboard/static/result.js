@@ -3,6 +3,7 @@
 
 import { contributionChart } from "./chart.js";
 import {
+  accountantName,
   badge,
   dateText,
   deltaText,
@@ -94,12 +95,9 @@ function privacyStatement(model, info) {
     text = `The ${trained}, was trained without differential privacy (\u03B5 = \u221E): its `
       + "scores carry no privacy guarantee for the patients it was trained on.";
   } else {
-    const rdp = model.epsilon_rdp === null || model.epsilon_rdp === undefined
-      ? ""
-      : ` (the RDP accountant gives \u03B5 = ${epsilonText(model.epsilon_rdp)})`;
     text = `The ${trained}, satisfies (\u03B5 = ${epsilonText(model.epsilon)}, \u03B4 = `
       + `${deltaText(model.delta)})-differential privacy per ${model.unit} by the `
-      + `${String(model.accountant).toUpperCase()} accountant${rdp}. The guarantee covers the `
+      + `${accountantName(model.accountant)} accountant. The guarantee covers the `
       + "model and everything computed from it alone, this score included.";
   }
   const link = info?.job_id
@@ -107,7 +105,19 @@ function privacyStatement(model, info) {
       `Privacy report of job ${info.job_id} (\u03B5 per epoch, model card)`)
     : null;
   return h("div", { className: "statement", id: "privacy-statement" },
-    h("p", { text }), link ? h("p", {}, link) : null);
+    h("p", { text }), heldOutWarning(model, info), link ? h("p", {}, link) : null);
+}
+
+/**
+ * What the model could not release meaningfully (a held-out part below its size floor, or no
+ * calibration at all), as a visible warning beside its guarantee; null when it could.
+ */
+function heldOutWarning(model, info) {
+  const messages = (info?.metrics?.held_out_warnings || []).map((w) => w.message);
+  if (!messages.length && model.calibrated !== false) return null;
+  const text = messages.length ? messages.join(" ")
+    : "Its probabilities were not calibrated on held-out data.";
+  return h("p", { className: "warning", id: "held-out-warning", text: `Warning: ${text}` });
 }
 
 /**

@@ -26,7 +26,8 @@ export function featuresOf(schema) {
   }));
 }
 
-/** What the outcome of a schema is called: "crisis within 30 days". */
+/** What the outcome of a schema is called, inside a sentence: its label ("Readmission within
+ * 90 days" reads "readmission within 90 days"), else its column's name. */
 export function outcomeText(schema) {
   const outcome = schema?.outcome || {};
   const text = outcome.label || outcome.name || "the outcome";

@@ -71,7 +71,10 @@ function modelOption(model) {
   const active = model.id === state.active?.id;
   const text = `Model ${model.id}${active ? " (active)" : ""}: ${model.kind}, dataset `
     + `${model.dataset_id}, \u03B5 ${eps}, \u03B4 ${deltaText(privacy.delta)}, `
-    + `trained ${dateText(model.created_at)}`;
+    + `trained ${dateText(model.created_at)}`
+    + (model.training_rows_erased_at
+      ? `; training rows erased ${dateText(model.training_rows_erased_at)} (the model remains)`
+      : "");
   return h("option", { value: model.id, text });
 }
 
