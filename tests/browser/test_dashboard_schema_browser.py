@@ -70,7 +70,7 @@ def test_a_model_of_another_schema_gets_its_own_form(
     page.click("#score-button")
     page.locator("#result .bar-row").first.wait_for()
     assert percent(expected["probability"]) in page.locator("#probability").inner_text()
-    assert "crisis_30d" in page.locator("#probability").inner_text()  # the schema's outcome
+    assert "crisis within 30 days" in page.locator("#probability").inner_text()  # its label
     rows = page.locator("#result .bar-row")
     assert rows.count() == 4 == len(expected["contributions"])
     for i, item in enumerate(expected["contributions"]):

@@ -18,7 +18,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from fastapi.testclient import TestClient
 
-from tests.conftest import FAST_TRAINING
+from tests.declared_upload import train_declared
 
 CLINIC = "https://clinic.example/fhir/CodeSystem/utilisation"
 HOUSING = ["own home", "rented", "supported housing"]
@@ -81,23 +81,7 @@ def train_utilisation_model(client: TestClient, run_worker: Any, *, horizon: boo
                             coded: bool = False, visits_coded: bool = False,
                             seed: int = 0) -> int:
     """Register an upload with the declaration, train on it, activate the model; its id."""
-    created = client.post("/v1/datasets", json={
-        "name": f"utilisation-{seed}", "source": {"kind": "upload"},
-        "schema": schema(horizon=horizon, coded=coded, visits_coded=visits_coded),
-        "privacy_budget": {"epsilon": 8, "delta": 1e-5}})
-    assert created.status_code == 201, created.text
-    dataset_id = created.json()["id"]
-    uploaded = client.put(f"/v1/datasets/{dataset_id}/data", content=_parquet(3000, seed),
-                          headers={"Content-Type": "application/vnd.apache.parquet"})
-    assert uploaded.status_code == 200, uploaded.text
-    job = client.post("/v1/jobs", json={"dataset_id": dataset_id,
-                                        "privacy": {"target_epsilon": 3},
-                                        "training": {**FAST_TRAINING, "model": "logistic"}})
-    assert job.status_code == 202, job.text
-    assert run_worker() == 1
-    done = client.get(f"/v1/jobs/{job.json()['id']}").json()
-    assert done["status"] == "succeeded", done
-    model_id = int(done["model_id"])
-    activated = client.post(f"/v1/models/{model_id}/activate")
-    assert activated.status_code == 200, activated.text
-    return model_id
+    return train_declared(
+        client, run_worker, name=f"utilisation-{seed}",
+        schema=schema(horizon=horizon, coded=coded, visits_coded=visits_coded),
+        table=_parquet(3000, seed)).model_id

@@ -24,7 +24,7 @@ from fastapi.testclient import TestClient
 from app.core.settings import settings
 from app.dashboard.router import ASSETS
 from app.datasets.crisis_schema import CRISIS_SCHEMA
-from tests.conftest import FAST_TRAINING
+from tests.declared_upload import train_declared
 
 PRODUCT = re.compile(r"dpcrisis", re.IGNORECASE)
 CRISIS = re.compile(r"cris[ie]s", re.IGNORECASE)  # crisis, crises
@@ -85,24 +85,9 @@ def _parquet(n: int, seed: int = 0) -> bytes:
 
 def _train(client: TestClient, run_worker: Any) -> tuple[int, int, int]:
     """Register, upload, train and activate the readmission model: dataset, job, model ids."""
-    created = client.post("/v1/datasets", json={
-        "name": "readmissions", "source": {"kind": "upload"}, "schema": SCHEMA,
-        "privacy_budget": {"epsilon": 8, "delta": 1e-5}})
-    assert created.status_code == 201, created.text
-    dataset_id = created.json()["id"]
-    uploaded = client.put(f"/v1/datasets/{dataset_id}/data", content=_parquet(3000),
-                          headers={"Content-Type": "application/vnd.apache.parquet"})
-    assert uploaded.status_code == 200, uploaded.text
-    job = client.post("/v1/jobs", json={"dataset_id": dataset_id,
-                                        "privacy": {"target_epsilon": 3},
-                                        "training": {**FAST_TRAINING, "model": "logistic"}})
-    assert job.status_code == 202, job.text
-    assert run_worker() == 1
-    done = client.get(f"/v1/jobs/{job.json()['id']}").json()
-    assert done["status"] == "succeeded", done
-    activated = client.post(f"/v1/models/{done['model_id']}/activate")
-    assert activated.status_code == 200, activated.text
-    return dataset_id, done["id"], int(done["model_id"])
+    trained = train_declared(client, run_worker, name="readmissions", schema=SCHEMA,
+                             table=_parquet(3000))
+    return trained.dataset_id, trained.job_id, trained.model_id
 
 
 def _observation(obs_id: str, code: str, **value: Any) -> dict[str, Any]:
