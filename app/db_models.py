@@ -7,10 +7,13 @@ from app.core.idempotency import IdempotencyRecord
 from app.datasets.models import Dataset
 from app.jobs.models import Job
 from app.ledger.models import LedgerEntry, LedgerEvent
+from app.ledger.space_chain import PatientSpaceEvent
+from app.ledger.spaces import PatientBlock, PatientSpace
 from app.registry.models import TrainedModel
 from app.statistics.models import StatisticsRelease
 
 __all__ = [
     "ApiKey", "AuditEvent", "Base", "CdsFeedback", "CdsTokenSeen", "Dataset",
-    "IdempotencyRecord", "Job", "LedgerEntry", "LedgerEvent", "StatisticsRelease", "TrainedModel",
+    "IdempotencyRecord", "Job", "LedgerEntry", "LedgerEvent", "PatientBlock", "PatientSpace",
+    "PatientSpaceEvent", "StatisticsRelease", "TrainedModel",
 ]

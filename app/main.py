@@ -14,6 +14,7 @@ from app.api.fhir import router as fhir_router
 from app.api.fhir import terminology_router
 from app.api.jobs import router as jobs_router
 from app.api.ledger import router as ledger_router
+from app.api.patient_budget import router as patient_budget_router
 from app.api.privacy_audit import router as privacy_audit_router
 from app.api.privacy_inventory import router as privacy_inventory_router
 from app.api.registry import router as models_router
@@ -79,9 +80,9 @@ def create_app(*, embedded_worker: bool = False) -> FastAPI:
     app.include_router(terminology_router)  # FHIR CodeSystems: public definitions, no key
     app.include_router(cds_hooks_router)  # its own authentication: an EHR's JWT, or a key
     # Every other route needs a valid key; each names the roles it admits (app/auth/).
-    routers = (datasets_router, ledger_router, jobs_router, models_router, scoring_router,
-               fhir_router, keys_router, audit_router, privacy_audit_router,
-               privacy_inventory_router, statistics_router)
+    routers = (datasets_router, ledger_router, patient_budget_router, jobs_router,
+               models_router, scoring_router, fhir_router, keys_router, audit_router,
+               privacy_audit_router, privacy_inventory_router, statistics_router)
     for router in routers:
         app.include_router(router, dependencies=[Depends(authenticate)],
                            responses=AUTH_RESPONSES)

@@ -178,13 +178,14 @@ def change_privacy_budget(
 
 
 @router.get("/{dataset_id}/privacy-report", response_model=DatasetPrivacyReport,
-            response_class=JSONResponse, responses=REPORT_RESPONSES, dependencies=[READERS])
+            response_class=JSONResponse, responses=REPORT_RESPONSES)
 def get_dataset_privacy_report(
     dataset_id: DatasetIdPath, session: SessionDep, html: PrefersHtml, request: Request,
-    response: Response,
+    response: Response, principal: Annotated[Principal, READERS],
 ) -> DatasetPrivacyReport | HTMLResponse:
     """Budget, composed spend, remaining budget and the ledger entries (JSON or HTML page)."""
-    report = dataset_flow.privacy_report(session=session, dataset_id=dataset_id)
+    report = dataset_flow.privacy_report(session=session, dataset_id=dataset_id,
+                                         principal=principal)
     root_path = request.scope.get("root_path", "")
     return negotiated(report, html=html, response=response,
                       render=lambda r: report_html.render_dataset_page(r, root_path=root_path))

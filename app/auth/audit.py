@@ -33,6 +33,8 @@ class Action(StrEnum):
     MODEL_ROLLED_BACK = "model.rolled_back"
     BAND_THRESHOLDS_CHANGED = "model.band_thresholds_changed"
     LEDGER_VERIFIED = "ledger.verified"
+    PATIENT_BUDGET_CHANGED = "patient_budget.changed"
+    PATIENT_BUDGET_VERIFIED = "patient_budget.verified"
     STATISTICS_RELEASED = "statistics.released"
     KEY_CREATED = "key.created"
     KEY_REVOKED = "key.revoked"
@@ -94,8 +96,10 @@ def list_page(
 
 
 # Exact facts about a table's rows that an upload's event keeps (counts of imputed values, the
-# SHA-256 of the clinic's file): readable by those who hold the tables, withheld from others.
-INTAKE_FACTS = frozenset({"imputed", "table_sha256"})
+# SHA-256 of the clinic's file, how many of its patients earlier datasets hold:
+# app.datasets.patient_index.Overlap, with the earlier dataset whose rows its rows equal, if
+# any): readable by those who hold the tables, withheld from others.
+INTAKE_FACTS = frozenset({"imputed", "table_sha256", "patients"})
 TABLE_HOLDERS = frozenset({"admin", "data_steward"})
 
 

@@ -4,13 +4,14 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
-from sqlalchemy import JSON, Boolean, DateTime, Float, Integer, String
+from sqlalchemy import JSON, Boolean, DateTime, Float, ForeignKey, Integer, String
 from sqlalchemy.orm import Mapped, mapped_column
 
 from app.core.database import Base
 from app.core.time import utcnow
 from app.core.vocabulary import StrEnumColumn
 from app.datasets.record_coins import CURRENT_SCHEME
+from app.ledger import spaces as _spaces  # noqa: F401  (patient_space: the FK's table)
 from app.ledger.models import GENESIS_HASH
 
 
@@ -61,6 +62,10 @@ class Dataset(Base):
     public: Mapped[bool] = mapped_column(Boolean, default=False)
     budget_epsilon: Mapped[float | None] = mapped_column(Float, nullable=True)
     budget_delta: Mapped[float | None] = mapped_column(Float, nullable=True)
+    # The patient space whose per-patient budget its releases also charge (app.ledger.spaces):
+    # the organisation's for a private upload, its own for a generator; none when public.
+    patient_space_id: Mapped[int | None] = mapped_column(
+        ForeignKey("patient_space.id"), nullable=True, index=True)
     # The Rényi filter's order, fixed at registration from the budget (app.privacy.filter).
     filter_order: Mapped[float | None] = mapped_column(Float, nullable=True)
     # Bumped by every ledger write: the UPDATE is the row lock that serialises admissions.
@@ -91,6 +96,11 @@ class Dataset(Base):
     table_sha256: Mapped[str | None] = mapped_column(String(64), nullable=True)
     table_media_type: Mapped[str | None] = mapped_column(String(64), nullable=True)
     imputed: Mapped[dict[str, int] | None] = mapped_column(JSON, nullable=True)
+    # An upload's patients against the organisation's earlier tables (patient_index.Overlap:
+    # patients, already_known, new, shared_with), and the earlier dataset whose rows its rows
+    # equal (they share their patients' spend): exact intake facts, for the tables' holders.
+    patient_overlap: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
+    rows_equal_dataset_id: Mapped[int | None] = mapped_column(Integer, nullable=True)
     data_erased_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True),
                                                            nullable=True)
 

@@ -71,6 +71,23 @@ class BudgetOut(ResponseModel):
     )
 
 
+class PatientOverlapOut(ResponseModel):
+    """An upload's patients against the organisation's earlier tables
+    (``app.datasets.patient_index.Overlap``): exact counts about private data."""
+
+    patients: int = Field(description="patients (rows) in this upload")
+    already_known: int = Field(description="of them, patients an earlier dataset of the "
+                               "organisation holds (they share their spend with it)")
+    new: int = Field(description="patients no earlier dataset holds")
+    shared_with: dict[str, int] = Field(description="by earlier dataset id, how many of this "
+                                        "upload's patients it holds")
+
+
+def same_rows_warning(dataset_id: int) -> str:
+    return (f"this table's rows equal dataset {dataset_id}'s: its patients share their spend "
+            "with that dataset (no second budget); register it again only if you meant to")
+
+
 class DatasetOut(ResponseModel):
     id: int
     name: str
@@ -93,6 +110,13 @@ class DatasetOut(ResponseModel):
         description="values imputed with the reference, per feature: an exact count of the "
         "uploaded table, shown to admins and data stewards only (null for other roles)"
     )
+    patients: PatientOverlapOut | None = Field(
+        default=None, description="the upload's patients against the organisation's earlier "
+        "tables: exact counts, shown to admins and data stewards only (null for other roles, "
+        "before the rows arrive, and outside the organisation's patient space)")
+    warnings: list[str] | None = Field(
+        default=None, description="what the tables' holders should know of the upload (that "
+        "its rows equal an earlier dataset's): admins and data stewards only (null for others)")
     data_erased_at: UtcDatetime | None
     created_at: UtcDatetime
 
@@ -103,8 +127,8 @@ class DatasetOut(ResponseModel):
         """The dataset's columns; ``source`` and ``privacy_budget`` group some of them.
 
         The seed regenerates every row, so it is shown only when ``show_seed``; the imputed
-        counts are exact facts of the rows, shown only when ``show_intake`` (both: to the roles
-        that hold the tables).
+        counts, the patient overlap and the warnings are exact facts of the rows, shown only
+        when ``show_intake`` (both: to the roles that hold the tables).
         """
         synthetic = dataset.source_kind == "synthetic"
         source = SourceOut.model_validate({
@@ -112,8 +136,13 @@ class DatasetOut(ResponseModel):
             "n_rows": dataset.n_rows if synthetic or dataset.state != "awaiting_data" else None,
             "seed": dataset.seed if show_seed and synthetic else None,
         })
-        return cls.from_row(dataset, source=source, privacy_budget=dataset,
-                            imputed=dataset.imputed if show_intake else None)
+        overlap = dataset.patient_overlap if show_intake else None
+        same = dataset.rows_equal_dataset_id
+        return cls.from_row(
+            dataset, source=source, privacy_budget=dataset,
+            imputed=dataset.imputed if show_intake else None,
+            patients=None if overlap is None else PatientOverlapOut.model_validate(overlap),
+            warnings=([] if same is None else [same_rows_warning(same)]) if show_intake else None)
 
 
 class DatasetPage(Page[DatasetOut]):

@@ -13,6 +13,7 @@ from app.datasets.models import AWAITING_DATA, READY, WITHDRAWN, Dataset
 from app.datasets.rules import check_delta, check_new_source, upload_fingerprint
 from app.datasets.schemas import DatasetCreate, PrivacyBudget, SyntheticSource
 from app.ledger import service as ledger_service
+from app.ledger import space_chain, spaces
 from app.privacy.filter import filter_order
 
 CRISIS_SCHEMA_JSON = CRISIS_SCHEMA.model_dump(mode="json", by_alias=True)
@@ -45,10 +46,27 @@ def create(*, session: Session, request: DatasetCreate) -> Dataset:
     if budget is not None:
         dataset.budget_epsilon, dataset.budget_delta = budget.epsilon, budget.delta
         dataset.filter_order = filter_order(budget.epsilon, budget.delta)
+        dataset.patient_space_id = _space_for(session, dataset).id
     session.add(dataset)
     session.flush()
+    if dataset.source_kind == "synthetic" and dataset.patient_space_id is not None:
+        spaces.open_block(session=session, space_id=dataset.patient_space_id,
+                          datasets=[dataset.id], size=dataset.n_rows)
     ledger_service.record_budget(session=session, dataset=dataset)
     return dataset
+
+
+def _space_for(session: Session, dataset: Dataset) -> spaces.PatientSpace:
+    """The patient space a private dataset's releases charge: the organisation's for an upload
+    (its ids are keyed into it when its rows arrive), a new one of its own for the generator
+    (its patients are row numbers of its own seed, nobody else's), with the dataset's budget."""
+    if dataset.source_kind == "upload":
+        return spaces.organisation(session=session)
+    assert dataset.budget_epsilon is not None and dataset.budget_delta is not None
+    space = spaces.new_space(session=session, kind=spaces.SpaceKind.DATASET,
+                             epsilon=dataset.budget_epsilon, delta=dataset.budget_delta)
+    space_chain.append_budget(session=session, space=space)  # its budget chain's first record
+    return space
 
 
 def _synthetic(session: Session, request: DatasetCreate) -> Dataset:
@@ -91,6 +109,12 @@ def _upload(request: DatasetCreate) -> Dataset:
         raise InvalidRequest("an upload needs its declared schema (features with public "
                              "bounds, outcome, subgroups, id column)", field="schema")
     check_schema(declared, upload=True)
+    if declared.id_column is None and not request.public:
+        raise InvalidRequest(
+            "a private upload declares its id_column (pseudonymous patient ids): the budget "
+            "belongs to the patient, and only a stable id finds a patient again in the "
+            "organisation's other tables", field="schema.id_column",
+            allowed="the name of the table's patient-id column")
     return Dataset(
         source_kind="upload", n_rows=0, n_train=0, n_calibration=0, seed=0,
         schema_json=declared.model_dump(mode="json", by_alias=True),

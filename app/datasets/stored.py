@@ -18,7 +18,7 @@ from app.core.settings import settings
 from app.datasets import ingest, table_format, table_store
 from app.datasets.dataset_schema import DatasetSchema
 from app.datasets.models import Dataset
-from app.datasets.rules import upload_fingerprint
+from app.datasets.rules import source_identity
 
 
 class StoredTableMismatch(ValueError):
@@ -54,7 +54,7 @@ def load_table(dataset: Dataset) -> table_store.IngestedTable:
     except ValueError as exc:
         raise StoredTableMismatch(str(exc)) from None
     table = ingest.ingest_file(path, media_type=table_format.format_of(path), schema=schema)
-    if upload_fingerprint(table.fingerprint) != dataset.source_fingerprint:
+    if source_identity(dataset, table.fingerprint) != dataset.source_fingerprint:
         raise StoredTableMismatch(
             f"{path.name} no longer reads as the rows dataset {dataset.id} accepted")
     return table

@@ -5,15 +5,19 @@ An upload runs in three steps so that no database connection is held while its b
 ``receive`` validates the table against the dataset's declared schema as the body arrives
 (``app.datasets.ingest``), with no session at all; ``accept`` then, in one short transaction,
 checks the size-dependent rules (delta at most 1/(10 n)) and the data identity (the same rows,
-in any order, cannot be registered twice: one budget per data), keeps the file as sent, named by
-its bytes' SHA-256, and counts the parts by the record secret drawn for it. Nothing is stored
-when any check fails, and the claim is given back (``claims.give_back``). ``erase_data``
+in any order, cannot be registered twice where that would be a second budget; a private upload
+whose rows equal an earlier one's in the organisation's patient space shares its patients'
+spend instead, and its steward is told: ``rules.check_new_source``), keeps the file as sent,
+named by its bytes' SHA-256, and counts the parts by the record secret drawn for it. Nothing is
+stored when any check fails, and the claim is given back (``claims.give_back``). ``erase_data``
 removes the rows and the secret; the ledger, the models and the reports stay, and the
-fingerprint stays too, so erased data cannot come back under a fresh budget.
+fingerprint and the patient index stay too, so erased data cannot come back under a fresh
+budget.
 """
 
 from dataclasses import dataclass
 
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from app.core.settings import settings
@@ -22,9 +26,15 @@ from app.datasets import claims, identity, record_coins
 from app.datasets.claims import ClaimedUpload
 from app.datasets.ingest import MediaType, PendingUpload, ingest_and_store
 from app.datasets.models import ERASED, READY, Dataset
-from app.datasets.rules import check_delta, check_new_source, upload_fingerprint
+from app.datasets.rules import (
+    check_delta,
+    check_new_source,
+    source_identity,
+    upload_fingerprint,
+)
 from app.datasets.stored import table_path
 from app.datasets.table_readers import Source
+from app.ledger import spaces
 
 
 @dataclass(frozen=True)
@@ -59,18 +69,29 @@ def accept(*, session: Session, received: ReceivedUpload) -> Dataset:
 
     Raises:
         UploadInProgress: the claim expired and was taken over (409, nothing stored).
-        DatasetAlreadyRegistered: the same rows are registered as another dataset (409).
+        DatasetAlreadyRegistered: the same rows are registered as another dataset, where
+            that would be a second budget (409; see ``rules.check_new_source``).
     """
+    space_id = session.scalar(select(Dataset.patient_space_id)
+                              .where(Dataset.id == received.claimed.dataset_id))
+    keyed = None  # the organisation's space, where a re-upload shares its patients' spend
+    if space_id is not None:  # the space's lock before the dataset's, as every admission;
+        # the flow then keys the patients into the space (``patient_index.add_dataset``)
+        space = spaces.lock_space(session=session, space_id=space_id)
+        check_delta(space.budget_delta, received.upload.n_rows,
+                    field="the organisation's per-patient delta")
+        keyed = space.id if space.kind == spaces.SpaceKind.ORGANISATION else None
     dataset = claims.hold(session=session, claimed=received.claimed)
     upload = received.upload
-    fingerprint = upload_fingerprint(upload.fingerprint)
-    check_new_source(session, fingerprint)
+    dataset.rows_equal_dataset_id = check_new_source(
+        session, upload_fingerprint(upload.fingerprint), patient_space_id=keyed)
     stored = upload.commit()  # the file as sent, named by its bytes
     counts = identity.part_counts(identity.parts_of_words(upload.id_words))
     dataset.n_rows = upload.n_rows
     dataset.n_train = counts[identity.Part.TRAIN]
     dataset.n_calibration = counts[identity.Part.CALIBRATION]
-    dataset.record_secret, dataset.source_fingerprint = received.secret, fingerprint
+    dataset.record_secret = received.secret
+    dataset.source_fingerprint = source_identity(dataset, upload.fingerprint)
     dataset.table_sha256, dataset.imputed = stored.sha256, upload.imputed
     dataset.table_media_type = upload.media_type
     dataset.state = READY
@@ -82,9 +103,18 @@ def erase_data(*, session: Session, dataset: Dataset) -> Dataset:
     """Remove the dataset's rows and record secret (idempotent); everything else stays."""
     if dataset.state == ERASED:
         return dataset
-    if dataset.table_sha256 is not None:
+    if dataset.table_sha256 is not None and not _file_shared(session, dataset):
         table_path(dataset).unlink(missing_ok=True)
     dataset.record_secret, dataset.table_sha256 = None, None
     dataset.state, dataset.data_erased_at = ERASED, utcnow()
     session.flush()
     return dataset
+
+
+def _file_shared(session: Session, dataset: Dataset) -> bool:
+    """Whether another dataset keeps the same file (the same bytes uploaded twice into the
+    organisation's space): erasing this one's rows leaves that one's (a file both erased
+    leave behind is an orphan the start-up sweep removes, ``app.flows.sweep``)."""
+    return session.scalar(select(Dataset.id).where(
+        Dataset.table_sha256 == dataset.table_sha256, Dataset.id != dataset.id).limit(1)
+    ) is not None

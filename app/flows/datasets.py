@@ -75,11 +75,13 @@ def change_budget(*, session: Session, dataset_id: int, budget: PrivacyBudget,
     return dataset
 
 
-def privacy_report(*, session: Session, dataset_id: int) -> DatasetPrivacyReport:
-    """The dataset's budget, composed spend, remaining budget and ledger entries.
+def privacy_report(*, session: Session, dataset_id: int,
+                   principal: Principal) -> DatasetPrivacyReport:
+    """The dataset's budget, composed spend, remaining budget, ledger entries and per-patient
+    budget (its blocks as the principal's role may read them).
 
     Raises:
         DatasetNotFound.
     """
     dataset = dataset_service.get(session=session, dataset_id=dataset_id)
-    return reports.dataset_report(session=session, dataset=dataset)
+    return reports.dataset_report(session=session, dataset=dataset, role=principal.role)

@@ -5,16 +5,22 @@ The route calls these; a database connection is taken only for the claim and for
 never while the body arrives, so slow clients cannot exhaust the pool that scoring needs.
 """
 
+import dataclasses
+from typing import Any
+
+from sqlalchemy.orm import Session
+
 from app.auth import audit
 from app.auth.audit import Action
 from app.auth.principal import Principal
 from app.core.database import get_database
-from app.datasets import claims, uploads
+from app.datasets import claims, patient_index, uploads
 from app.datasets.claims import ClaimedUpload
 from app.datasets.encoding import encoder_for
 from app.datasets.models import Dataset
 from app.datasets.uploads import ReceivedUpload
 from app.jobs import size_floor
+from app.ledger import spaces
 
 
 def claim(*, dataset_id: int) -> ClaimedUpload:
@@ -29,6 +35,15 @@ def give_back(*, claimed: ClaimedUpload) -> None:
         claims.give_back(session=session, claimed=claimed)
 
 
+def _own_space(session: Session, dataset: Dataset) -> spaces.PatientSpace | None:
+    """The dataset's space when it is its own (an upload registered before spaces, migration
+    0019): no organisation key, so its patients are one block of its own rows."""
+    if dataset.patient_space_id is None:
+        return None
+    space = session.get(spaces.PatientSpace, dataset.patient_space_id)
+    return space if space is not None and space.kind == spaces.SpaceKind.DATASET else None
+
+
 def accept(*, received: ReceivedUpload, principal: Principal) -> Dataset:
     """Keep the rows and record who sent them, in one transaction.
 
@@ -41,8 +56,23 @@ def accept(*, received: ReceivedUpload, principal: Principal) -> Dataset:
                             inputs=encoder_for(received.claimed.schema).n_inputs)
     with get_database().session_scope() as session:
         dataset = uploads.accept(session=session, received=received)
+        detail: dict[str, Any] = {"rows": dataset.n_rows, "imputed": dataset.imputed,
+                                  "table_sha256": dataset.table_sha256}
+        own_space = _own_space(session, dataset)
+        if own_space is not None:  # registered before spaces: its rows are its own patients
+            spaces.open_block(session=session, space_id=own_space.id, datasets=[dataset.id],
+                              size=dataset.n_rows)
+        elif dataset.patient_space_id is not None and dataset.source_kind == "upload":
+            overlap = patient_index.add_dataset(
+                session=session, space_id=dataset.patient_space_id, dataset_id=dataset.id,
+                ids=received.upload.ids)
+            dataset.patient_overlap = {
+                **dataclasses.asdict(overlap),
+                "shared_with": {str(k): v for k, v in overlap.shared_with.items()}}
+            # Always present (null or an id), so that even which member is withheld from
+            # others says nothing of a re-upload.
+            detail["patients"] = {**dataset.patient_overlap,
+                                  "rows_equal_dataset": dataset.rows_equal_dataset_id}
         audit.record(session=session, principal=principal, action=Action.DATA_UPLOADED,
-                     target=f"dataset/{dataset.id}",
-                     detail={"rows": dataset.n_rows, "imputed": dataset.imputed,
-                             "table_sha256": dataset.table_sha256})
+                     target=f"dataset/{dataset.id}", detail=detail)
         return dataset

@@ -94,6 +94,7 @@ dataset_ledger = table(
     column("budget_epsilon"),
     column("budget_delta"),
     column("filter_order"),
+    column("patient_space_id"),
 )
 
 

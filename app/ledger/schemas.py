@@ -1,6 +1,8 @@
 """Response shapes of the ledger API."""
 
-from app.core.schemas import ResponseModel
+from pydantic import Field
+
+from app.core.schemas import RequestModel, ResponseModel, register_ranges
 
 
 class InvalidRecord(ResponseModel):
@@ -18,3 +20,38 @@ class ChainVerification(ResponseModel):
     records: int
     first_invalid: InvalidRecord | None
     head_hash: str
+
+
+class SpaceChainVerification(ResponseModel):
+    """A patient space's budget chain, recomputed (``app.ledger.space_chain.verify``)."""
+
+    valid: bool
+    budget_anchored: bool = Field(description="the last record is the budget the space has now")
+    records: int
+    first_invalid: InvalidRecord | None
+    head_hash: str
+
+
+@register_ranges
+class PatientBudgetChange(RequestModel):
+    """The organisation's per-patient budget (``PUT /v1/patient-budget``)."""
+
+    epsilon: float = Field(gt=0, le=100, description="each patient's total epsilon, across "
+                           "every release on every table of the organisation that holds them")
+    delta: float = Field(gt=0, lt=1, description="must also be at most 1 / (10 n) for the "
+                         "largest private upload n the organisation holds")
+
+
+class PatientBudgetOut(ResponseModel):
+    """The organisation's per-patient budget and what its most-spent patients have used."""
+
+    epsilon: float
+    delta: float
+    filter_order: float = Field(description="the per-patient Rényi filter's fixed order")
+    spent_epsilon: float | None = Field(
+        description="the composed spend, by the per-patient filter, of the most-spent patients "
+        "(the live block of patients with the most spent; 0 before any release; null: "
+        "infinite)")
+    remaining_epsilon: float = Field(description="what those patients have left")
+    chain_records: int = Field(description="budget records in the space's hash chain")
+    chain_head_hash: str = Field(description="the hash of its last record")

@@ -11,16 +11,20 @@ release append events, never update rows. Every event extends the dataset's hash
 
 import math
 from dataclasses import dataclass
-from typing import Any, NoReturn, TypeGuard
+from typing import Any, TypeGuard
 
 from dp_accounting import DpEvent
 from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
 from app.core.time import utcnow
-from app.ledger import chain
+from app.ledger import admission, chain, space_chain, spaces
 from app.ledger import spend as ledger_spend
-from app.ledger.errors import BudgetBelowSpend, BudgetExceeded
+from app.ledger.admission import PATIENTS as PATIENTS
+from app.ledger.admission import Shortfall as Shortfall
+from app.ledger.admission import over_budget as over_budget
+from app.ledger.admission import shortfall as shortfall
+from app.ledger.errors import BudgetBelowSpend
 from app.ledger.models import (
     BUDGET,
     COMMIT,
@@ -32,9 +36,7 @@ from app.ledger.models import (
 )
 from app.ledger.spend import Budgeted
 from app.privacy import accounting, events
-from app.privacy import noise as noise_search
-from app.privacy.figures import round_down
-from app.privacy.filter import CITATION, RenyiFilter, filter_order
+from app.privacy.filter import RenyiFilter, filter_order
 
 COMPOSITION_ACCOUNTANT = ledger_spend.COMPOSITION_ACCOUNTANT
 
@@ -50,11 +52,20 @@ class LockedBudget:
     budget_epsilon: float | None
     budget_delta: float | None
     filter_order: float | None
+    patient_space_id: int | None = None
 
 
 def lock_dataset(*, session: Session, dataset_id: int) -> LockedBudget:
     """Serialise ledger writers on this dataset until the transaction ends; return its budget
-    as of now, read after the lock was taken."""
+    as of now, read after the lock was taken.
+
+    A dataset in a patient space takes the space's lock first (always space, then dataset):
+    a release on it charges patients that other datasets of the space share.
+    """
+    space_id = session.execute(select(dataset_ledger.c.patient_space_id)
+                               .where(dataset_ledger.c.id == dataset_id)).scalar()
+    if space_id is not None:
+        spaces.lock_space(session=session, space_id=space_id)
     session.execute(
         update(dataset_ledger)
         .where(dataset_ledger.c.id == dataset_id)
@@ -67,7 +78,7 @@ def lock_dataset(*, session: Session, dataset_id: int) -> LockedBudget:
         .where(dataset_ledger.c.id == dataset_id)
         .execution_options(populate_existing=True)
     ).one()
-    return LockedBudget(dataset_id, epsilon, delta, order)
+    return LockedBudget(dataset_id, epsilon, delta, order, space_id)
 
 
 def reserve(
@@ -119,126 +130,11 @@ def reserve(
         epsilon_rdp=accounting.finite_or_none(figures["rdp"]),
         epsilon_prv=accounting.finite_or_none(figures["prv"]),
     )
-    _admit(session, budget, entry)
+    admission.admit(session, budget, entry)
     session.add(entry)
     session.flush()
     chain.append(session=session, dataset_id=dataset.id, entry=entry, kind=RESERVE)
     return entry
-
-
-@dataclass(frozen=True)
-class Shortfall:
-    """Why the filter refuses an entry: its filter, the charged entries and their RDP."""
-
-    guard: RenyiFilter
-    entries: list[LedgerEntry]
-    spent: float  # RDP of the charged entries at the filter's order
-
-    def spend_after(self, entry: LedgerEntry) -> float:
-        """The (epsilon, delta) the filter would give the entries plus ``entry``."""
-        return self.guard.epsilon_of(self.spent + ledger_spend.spent_rdp([entry],
-                                                                         self.guard.order))
-
-    @property
-    def spent_epsilon(self) -> float:
-        return ledger_spend.filtered_epsilon(self.guard, self.entries)
-
-
-def shortfall(*, session: Session, dataset: Budgeted, entry: LedgerEntry) -> Shortfall | None:
-    """The filter (``app.privacy.filter``), for any entry (a job's or a statistics release's):
-    None (admitted) if the RDP of every charged entry plus ``entry``, at the dataset's fixed
-    order, stays within the budget's bound, or if it is the first charged entry and its own
-    tight epsilon fits the budget; else what the refusal reports.
-
-    The caller holds the dataset lock. A dataset without a budget (public) admits everything.
-    """
-    guard = ledger_spend.filter_of(dataset)
-    if guard is None:
-        return None
-    entries = ledger_spend.charged_entries(session=session, dataset_id=dataset.id)
-    spent = ledger_spend.spent_rdp(entries, guard.order)
-    if guard.admits(spent, ledger_spend.spent_rdp([entry], guard.order)):
-        return None
-    if not entries and ledger_spend.single_release_epsilon(entry, guard.delta) <= guard.epsilon:
-        return None
-    return Shortfall(guard, entries, spent)
-
-
-def _admit(session: Session, dataset: Budgeted, entry: LedgerEntry) -> None:
-    """Admit a job's ``entry`` by the filter (``shortfall``).
-
-    Raises:
-        BudgetExceeded: with the spend so far, what remains, and the largest target epsilon
-            (at the job's delta, for the same sample rate and steps) that would fit now.
-    """
-    refused = shortfall(session=session, dataset=dataset, entry=entry)
-    if refused is not None:
-        _refuse(refused, entry)
-
-
-def _largest_fitting_target(
-    guard: RenyiFilter, entries: list[LedgerEntry], entry: LedgerEntry, spent: float
-) -> float | None:
-    """The largest target epsilon (at the entry's delta, same sample rate and steps) that the
-    filter would admit now, rounded down; None when no allowed noise fits."""
-    noise = guard.largest_fitting_noise(spent, entry.sample_rate, entry.steps)
-    if not entries:  # the first-release rule may allow less noise
-        alone = noise_search.noise_for_target(
-            target_epsilon=guard.epsilon, delta=guard.delta, sample_rate=entry.sample_rate,
-            steps=entry.steps, accountant=ledger_spend.TIGHT_ACCOUNTANT,
-        ) if _reachable(guard, entry) else None
-        noise = alone if noise is None else noise if alone is None else min(noise, alone)
-    if noise is None:
-        return None
-    mechanism = accounting.Mechanism(noise, entry.sample_rate, entry.steps)
-    target = accounting.create_accountant(ledger_spend.TIGHT_ACCOUNTANT).epsilon(
-        [mechanism], entry.delta
-    )
-    return round_down(target) if math.isfinite(target) else None
-
-
-def _reachable(guard: RenyiFilter, entry: LedgerEntry) -> bool:
-    largest = accounting.Mechanism(accounting.MAX_NOISE_MULTIPLIER, entry.sample_rate, entry.steps)
-    tight = accounting.create_accountant(ledger_spend.TIGHT_ACCOUNTANT)
-    return tight.epsilon([largest], guard.delta) <= guard.epsilon
-
-
-def over_budget(refused: Shortfall, entry: LedgerEntry, *, release: str,
-                largest: float | None, fits: str) -> BudgetExceeded:
-    """The 409 of a refused release (a job, a statistics release): what the dataset has spent,
-    what remains, what the release would bring it to, and the largest target that fits.
-
-    Args:
-        release: what is refused, in words: "job" (its members ``job_epsilon`` and
-            ``composed_epsilon_with_job``) or "statistics release" (``release_epsilon`` and
-            ``composed_epsilon_with_release``). Every member is a literal keyword: the release
-            inventory's test enumerates each error body's members from the source.
-    """
-    guard = refused.guard
-    after, before = refused.spend_after(entry), refused.spent_epsilon
-    remaining = max(guard.epsilon - before, 0.0)
-    own, composed = entry.epsilon_prv, accounting.finite_or_none(after)
-    figures: dict[str, Any] = (
-        {"job_epsilon": own, "composed_epsilon_with_job": composed} if release == "job"
-        else {"release_epsilon": own, "composed_epsilon_with_release": composed})
-    return BudgetExceeded(
-        f"this {release} would bring the dataset's composed spend to {after:.4g} (budget "
-        f"{guard.epsilon:g}); remaining epsilon is {remaining:.4g}; {fits}",
-        budget={"epsilon": guard.epsilon, "delta": guard.delta},
-        spent_epsilon=before,
-        remaining_epsilon=remaining,
-        largest_fitting_target_epsilon=largest,
-        **figures,
-        accountant=COMPOSITION_ACCOUNTANT,
-        filter={"kind": "renyi", "order": guard.order, "citation": CITATION},
-    )
-
-
-def _refuse(refused: Shortfall, entry: LedgerEntry) -> NoReturn:
-    largest = _largest_fitting_target(refused.guard, refused.entries, entry, refused.spent)
-    fits = (f"the largest target epsilon that fits now is {largest:g}" if largest is not None
-            else "no noise level up to the maximum fits this plan: take fewer steps")
-    raise over_budget(refused, entry, release="job", largest=largest, fits=fits)
 
 
 def _entry_for(session: Session, job_id: int) -> LedgerEntry | None:
@@ -354,8 +250,22 @@ def change_budget(*, session: Session, dataset: Budgeted, epsilon: float, delta:
         )
     dataset.budget_epsilon, dataset.budget_delta = epsilon, delta
     dataset.filter_order = guard.order
+    _follow_in_own_space(session, dataset, epsilon, delta)
     session.flush()
     _append_budget(session, dataset)
+
+
+def _follow_in_own_space(session: Session, dataset: Budgeted, epsilon: float,
+                         delta: float) -> None:
+    """A dataset alone in its space (a generator's, one from before spaces) is its patients'
+    only table: its budget is their per-patient budget, and moves with it (the change is
+    chained in the dataset's ledger). An organisation's budget does not move with one table."""
+    space_id = getattr(dataset, "patient_space_id", None)
+    space = None if space_id is None else session.get(spaces.PatientSpace, space_id)
+    if space is not None and space.kind == spaces.SpaceKind.DATASET:
+        space.budget_epsilon, space.budget_delta = epsilon, delta
+        session.flush()
+        space_chain.append_budget(session=session, space=space)  # the space's chain too
 
 
 def verify_chain(*, session: Session, dataset: Budgeted) -> dict[str, Any]:

@@ -222,6 +222,19 @@ def charged_entries(*, session: Session, dataset_id: int) -> list[LedgerEntry]:
     return charged(list_entries(session=session, dataset_id=dataset_id))
 
 
+def charged_by_dataset(*, session: Session,
+                       dataset_ids: set[int]) -> dict[int, list[LedgerEntry]]:
+    """The charged entries of several datasets (one query), by dataset id."""
+    if not dataset_ids:
+        return {}
+    stmt = (select(LedgerEntry).where(LedgerEntry.dataset_id.in_(sorted(dataset_ids)))
+            .order_by(LedgerEntry.id))
+    found: dict[int, list[LedgerEntry]] = {}
+    for entry in charged(list(session.scalars(stmt))):
+        found.setdefault(entry.dataset_id, []).append(entry)
+    return found
+
+
 def list_entries(*, session: Session, dataset_id: int) -> list[LedgerEntry]:
     stmt = select(LedgerEntry).where(LedgerEntry.dataset_id == dataset_id).order_by(LedgerEntry.id)
     return list(session.scalars(stmt))

@@ -115,9 +115,16 @@ def largest_fitting_target(refused: ledger_service.Shortfall, charge: ReleaseCha
     return None if best is None else round_down(best)
 
 
+def _largest_of_all(refused: ledger_service.Shortfall, charge: ReleaseCharge) -> float | None:
+    """What both filters admit (the dataset's and its patients'): the smaller of each
+    refusing filter's largest target."""
+    found = [largest_fitting_target(r, charge) for r in (refused, *refused.also)]
+    return None if None in found else min(f for f in found if f is not None)
+
+
 def _refuse(refused: ledger_service.Shortfall, entry: LedgerEntry, charge: ReleaseCharge
             ) -> NoReturn:
-    largest = largest_fitting_target(refused, charge)
+    largest = _largest_of_all(refused, charge)
     fits = (f"the largest target epsilon that fits now is {largest:g}" if largest is not None
             else "no target epsilon fits now")
     raise ledger_service.over_budget(

@@ -20,6 +20,7 @@ from pydantic import BaseModel, Field
 from app.privacy.inventory_api import API_ENTRIES
 from app.privacy.inventory_http import HTTP_ENTRIES
 from app.privacy.inventory_outputs import OUTPUT_ENTRIES
+from app.privacy.inventory_patients import PATIENT_ENTRIES
 from app.privacy.inventory_statistics import STATISTICS_ENTRIES
 from app.privacy.releases import MECHANISMS, Entry, Release
 
@@ -31,8 +32,8 @@ RULE = (
     "patient's value; patient features sent for scoring are never logged."
 )
 
-ENTRIES: tuple[Entry, ...] = (*API_ENTRIES, *STATISTICS_ENTRIES, *HTTP_ENTRIES,
-                               *OUTPUT_ENTRIES)
+ENTRIES: tuple[Entry, ...] = (*API_ENTRIES, *STATISTICS_ENTRIES, *PATIENT_ENTRIES,
+                               *HTTP_ENTRIES, *OUTPUT_ENTRIES)
 BY_WHERE: dict[str, Entry] = {e.where: e for e in ENTRIES}
 
 

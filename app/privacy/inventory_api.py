@@ -99,6 +99,8 @@ OPEN_OBJECTS: dict[str, str] = {
     # Maps keyed by public names.
     "DatasetOut.imputed": "imputed counts keyed by the declared schema's feature names "
     "(stewards and admins only)",
+    "PatientOverlapOut.shared_with": "keyed by earlier dataset ids (public ids); exact counts "
+    "of shared patients, served to stewards and admins only",
     "JobPrivacyOut.epsilon_planned": "keyed by accountant name (rdp, pld; prv: pld's "
     "deprecated alias for one release)",
     "ModelOut.band_thresholds": "keyed by the band cut-offs' names (low_medium, medium_high)",

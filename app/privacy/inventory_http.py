@@ -55,7 +55,7 @@ PROBLEM_MEMBERS = [
               "the dataset's configured budget, or the budget a PUT asked for"),
     *_members({LEDGER: "spent_epsilon remaining_epsilon largest_fitting_target_epsilon "
                        "job_epsilon composed_epsilon_with_job release_epsilon "
-                       "composed_epsilon_with_release accountant filter.order"},
+                       "composed_epsilon_with_release accountant filter.order budget_scope"},
               BUDGET_409 + ": spend, what remains and what fits, from the ledger's mechanism "
               "parameters"),
     *_members({PUBLIC_INPUT: "budget requested filter filter.kind filter.citation"},

@@ -50,6 +50,9 @@ TEMPLATES = [
         "timeline_table": LEDGER,
         "entries_table": LEDGER,
         "audits_table": (PUBLIC_INPUT, OPERATIONAL, LEDGER, AUDIT),
+        "patient_facts": (PUBLIC_INPUT, LEDGER),
+        "blocks_table": (PUBLIC_INPUT, LEDGER, Release.INTAKE),
+        "block_timeline_table": (PUBLIC_INPUT, LEDGER),
     }),
     see("template:audit.html:report", "AuditReport"),
     *_page("audit.html", {

@@ -49,3 +49,19 @@ def terms(filter_order: float | None) -> dict[str, str | float | None]:
         "filter_order": filter_order,
         "noise_source": NOISE_SOURCE,
     }
+
+
+def per_patient(space_kind: str | None, epsilon: float | None, delta: float | None) -> str:
+    """The per-patient guarantee in words (the dataset report, every model statement): for the
+    organisation's patient space (``space_kind`` "organisation"), or a dataset whose patients
+    are in no other table; '' without a space (a public dataset)."""
+    if space_kind is None or epsilon is None or delta is None:
+        return ""
+    budget, how = f"(epsilon {epsilon:g}, delta {delta:g})", ("a per-patient Rényi filter, "
+                                                            "Feldman and Zrnic 2021")
+    if space_kind != "organisation":
+        return (f"Each patient's record is protected at {budget} per patient across every "
+                f"release on this dataset, the only table that holds its patients ({how}).")
+    return (f"Each patient's records across the organisation's tables are protected at {budget} "
+            "per patient: every release on any table that holds a patient counts against that "
+            f"one budget ({how}).")

@@ -20,6 +20,14 @@ from sqlalchemy.orm import Mapped, column_property, mapped_column
 from app.core.database import Base
 from app.core.time import utcnow
 from app.datasets.models import Dataset
+from app.ledger.spaces import PatientSpace
+
+
+def _space_column(column: Any, dataset_id: Any) -> Any:
+    """One column of the patient space of the dataset ``dataset_id``, as a scalar subquery."""
+    return (select(column).join(Dataset, Dataset.patient_space_id == PatientSpace.id)
+            .where(Dataset.id == dataset_id).correlate_except(PatientSpace, Dataset)
+            .scalar_subquery())
 
 
 class TrainedModel(Base):
@@ -49,6 +57,15 @@ class TrainedModel(Base):
         select(Dataset.data_erased_at).where(Dataset.id == dataset_id).scalar_subquery(),
         deferred=True,
     )
+    # The per-patient budget of the training dataset's patient space (app.ledger.spaces), as it
+    # is now: every statement of the model names it (null: a public dataset, no space). Loaded
+    # together, when first read.
+    patient_budget_epsilon: Mapped[float | None] = column_property(
+        _space_column(PatientSpace.budget_epsilon, dataset_id), deferred=True, group="patient")
+    patient_budget_delta: Mapped[float | None] = column_property(
+        _space_column(PatientSpace.budget_delta, dataset_id), deferred=True, group="patient")
+    patient_space_kind: Mapped[str | None] = column_property(
+        _space_column(PatientSpace.kind, dataset_id), deferred=True, group="patient")
 
 
 class ModelActivation(Base):

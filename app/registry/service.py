@@ -19,7 +19,7 @@ from typing import Any
 
 from sqlalchemy import func, or_, select, text
 from sqlalchemy.exc import IntegrityError
-from sqlalchemy.orm import Session, load_only, undefer
+from sqlalchemy.orm import Session, load_only, undefer, undefer_group
 from torch import nn
 
 from app import bands
@@ -31,6 +31,7 @@ from app.jobs import size_floor
 from app.jobs.models import SUCCEEDED, Job
 from app.privacy.accountant_names import accountant_word
 from app.privacy.figures import epsilon_text
+from app.privacy.terms import per_patient
 from app.registry import artifacts
 from app.registry.models import ModelActivation, TrainedModel
 from app.registry.schemas import ModelOut, PrivacyStatementOut
@@ -280,7 +281,8 @@ def set_band_thresholds(
 
 def list_page(*, session: Session, limit: int, offset: int) -> tuple[list[TrainedModel], int]:
     total = session.scalar(select(func.count()).select_from(TrainedModel)) or 0
-    stmt = (select(TrainedModel).options(undefer(TrainedModel.training_rows_erased_at))
+    stmt = (select(TrainedModel).options(undefer(TrainedModel.training_rows_erased_at),
+                                         undefer_group("patient"))
             .order_by(TrainedModel.id.desc()).limit(limit).offset(offset))
     return list(session.scalars(stmt)), total
 
@@ -307,10 +309,13 @@ def privacy_sentence(model: TrainedModel) -> str:
             f"Model {model.id} was trained without differential privacy (epsilon = infinity) "
             f"on a public dataset.{_calibration_clause(model)}"
         )
+    patients = per_patient(model.patient_space_kind, model.patient_budget_epsilon,
+                           model.patient_budget_delta)  # the training dataset's space, now
     return (
         f"Model {model.id} was trained with DP-SGD: ({epsilon_text(model.epsilon)}, "
         f"{model.delta:g})-differential privacy per patient record "
         f"({accountant_word(model.accountant)} accountant).{_calibration_clause(model)}"
+        f"{' ' + patients if patients else ''}"
     )
 
 

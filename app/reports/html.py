@@ -27,6 +27,7 @@ from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescap
 from markupsafe import Markup
 from pydantic import BaseModel
 
+from app.privacy.figures import epsilon_text
 from app.reports import svg_plot
 from app.reports.svg_plot import Chart
 
@@ -119,6 +120,16 @@ def chart_svg(chart: Chart) -> Markup:
 
 def finite(value: Any) -> TypeGuard[float]:
     return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
+INFINITY_LABEL = "∞ (non-private)"
+
+
+def eps(value: Any, *, non_private: bool = False) -> str:
+    """An epsilon, rounded up to 4 digits; non-private spend reads "∞ (non-private)"."""
+    if non_private or (isinstance(value, float) and math.isinf(value)):
+        return INFINITY_LABEL
+    return epsilon_text(value, digits=4) if finite(value) else MISSING
 
 
 def num(value: Any, fmt: str = ".4g") -> str:

@@ -12,20 +12,22 @@ import math
 from typing import Any
 
 from app.privacy.figures import epsilon_text, round_down, round_up
-from app.reports import ledger_words
-from app.reports.html import MISSING, Link, chart_svg, finite, num, render, table, when
+from app.reports import ledger_words, patient_html
+from app.reports.html import (
+    INFINITY_LABEL,
+    MISSING,
+    Link,
+    chart_svg,
+    eps,
+    finite,
+    num,
+    render,
+    table,
+    when,
+)
 from app.reports.metrics_html import metrics_section
 from app.reports.schemas import DatasetPrivacyReport, JobPrivacyReport, ModelCard
 from app.reports.svg_plot import PALETTE, Chart, Reference, Series
-
-INFINITY_LABEL = "∞ (non-private)"
-
-
-def eps(value: Any, *, non_private: bool = False) -> str:
-    """An epsilon, rounded up to 4 digits; non-private spend reads "∞ (non-private)"."""
-    if non_private or (isinstance(value, float) and math.isinf(value)):
-        return INFINITY_LABEL
-    return epsilon_text(value, digits=4) if finite(value) else MISSING
 
 
 def report_href(kind: str, ident: int, root_path: str = "") -> str:
@@ -374,4 +376,7 @@ def render_dataset_page(report: DatasetPrivacyReport, *, root_path: str = "") ->
         entries_table=_entries_table(report, root_path),
         statistics_table=_statistics_table(report, root_path),
         audits_table=_audits_table(report, root_path),
+        patient_facts=patient_html.patient_facts(report.patient_budget),
+        blocks_table=patient_html.blocks_table(report.patient_budget),
+        block_timeline_table=patient_html.block_timeline_table(report.patient_budget),
     )

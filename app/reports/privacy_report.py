@@ -25,7 +25,13 @@ from app.privacy.filter import CITATION, RenyiFilter
 from app.privacy.terms import terms
 from app.privacy_audit import service as privacy_audit_service
 from app.registry import service as registry_service
-from app.reports import held_out_words, ledger_words, model_card, statistics_report
+from app.reports import (
+    held_out_words,
+    ledger_words,
+    model_card,
+    patient_report,
+    statistics_report,
+)
 from app.reports.schemas import (
     Accountants,
     AuditSummary,
@@ -306,9 +312,11 @@ def _spent(spend: ledger_spend.Spend, dataset: Dataset, entries: list[LedgerEntr
     )
 
 
-def dataset_report(*, session: Session, dataset: Dataset) -> DatasetPrivacyReport:
+def dataset_report(*, session: Session, dataset: Dataset,
+                   role: str | None = None) -> DatasetPrivacyReport:
     """Budget, composed spend (RDP), the naive sum for comparison, remaining, all entries
-    (jobs' and statistics releases'), and the statistics releases."""
+    (jobs' and statistics releases'), the statistics releases, and the per-patient budget
+    (its blocks as ``role`` may read them: ``patient_report``; None: none)."""
     entries = ledger_spend.list_entries(session=session, dataset_id=dataset.id)
     timeline = ledger_spend.timeline_of(dataset, entries)
     spend = ledger_spend.spend_of(dataset, entries)
@@ -333,4 +341,6 @@ def dataset_report(*, session: Session, dataset: Dataset) -> DatasetPrivacyRepor
         statistics_releases=statistics_report.summaries(session=session, dataset_id=dataset.id),
         # Empirical checks of the accounting (public datasets only; they charge nothing).
         privacy_audits=[AuditSummary.model_validate(a) for a in audits],
+        patient_budget=patient_report.patient_budget(session=session, dataset=dataset,
+                                                     role=role),
     )

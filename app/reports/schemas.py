@@ -10,25 +10,19 @@ null means. Timestamps are written as ``datetime.isoformat()`` gives them (``+00
 reports always have.
 """
 
-from datetime import datetime
 from typing import Annotated, Any
 
-from pydantic import Field, PlainSerializer, WithJsonSchema, model_validator
+from pydantic import Field, model_validator
 
-from app.core.schemas import ResponseModel, UtcDatetime
+from app.core.schemas import ResponseModel
 from app.jobs.models import JobStatus
 from app.jobs.results import ServedResults
 from app.ledger.models import EntryStatus
 from app.privacy_audit.schemas import AuditOut
+from app.reports.patient_schemas import PatientBudgetView
+from app.reports.report_types import Epsilon as Epsilon
+from app.reports.report_types import ReportDatetime as ReportDatetime
 
-ReportDatetime = Annotated[
-    UtcDatetime,
-    PlainSerializer(datetime.isoformat, return_type=str, when_used="json"),
-    WithJsonSchema({"type": "string", "format": "date-time"}),
-]
-"""A UTC timestamp written with ``+00:00`` (pydantic would write ``Z``)."""
-
-Epsilon = Annotated[float | None, Field(description="null: infinite (non-private)")]
 Erased = Annotated[
     ReportDatetime | None,
     Field(description="when the dataset's rows were erased (null: they were not); the ledger "
@@ -328,6 +322,9 @@ class DatasetPrivacyReport(ResponseModel):
         description="empirical checks of the accounting (public datasets only; they charge "
         "nothing)"
     )
+    patient_budget: PatientBudgetView | None = Field(
+        default=None, description="the per-patient budget of the dataset's patient space and "
+        "what its next release can use (null: a public dataset)")
 
 
 class AuditEpsilons(ResponseModel):

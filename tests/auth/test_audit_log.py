@@ -164,5 +164,6 @@ def test_an_uploads_intake_facts_reach_only_the_tables_holders(
     assert _put(client, dataset["id"], _csv(rows)).status_code == 200
     steward = _one(client_as("data_steward"), "dataset.data_uploaded")["detail"]
     assert steward["imputed"]["prior_crisis"] == 1 and len(steward["table_sha256"]) == 64
+    assert steward["patients"]["patients"] == 400  # its overlap with earlier uploads
     officer = _one(client_as("privacy_officer"), "dataset.data_uploaded")["detail"]
-    assert officer == {"rows": 400, "withheld": ["imputed", "table_sha256"]}
+    assert officer == {"rows": 400, "withheld": ["imputed", "patients", "table_sha256"]}

@@ -41,6 +41,12 @@ TABLE: dict[tuple[str, str], frozenset[str] | str] = {
     ("PUT", "/v1/datasets/{dataset_id}/privacy-budget"): ADMIN_ONLY,
     ("GET", "/v1/datasets/{dataset_id}/privacy-report"): frozenset({ST, DS, PO}),
     ("GET", "/v1/datasets/{dataset_id}/ledger/verify"): frozenset({PO}),
+    # The organisation's per-patient budget: the tables' holders and privacy officers read it
+    # (the most-spent patients' spend); only admins change it; privacy officers verify its
+    # chain.
+    ("GET", "/v1/patient-budget"): frozenset({ST, PO}),
+    ("PUT", "/v1/patient-budget"): ADMIN_ONLY,
+    ("GET", "/v1/patient-budget/verify"): frozenset({PO}),
     # Jobs: data scientists submit and cancel; the job's report is also the model card
     # clinicians may read.
     ("POST", "/v1/jobs"): frozenset({DS}),

@@ -19,7 +19,7 @@ from httpx import Response
 from app.core.settings import settings
 from app.datasets import synthetic
 from app.datasets.crisis_schema import CRISIS_SCHEMA
-from tests.api.scoring_helpers import problem
+from app.datasets.schemas import same_rows_warning
 from tests.datasets.test_upload_api import _csv, _put, _register, _rows
 
 VICTIM = 17  # the one patient whose outcome the attacker does not know
@@ -71,10 +71,12 @@ def test_a_data_scientist_cannot_ask_whether_a_table_is_registered(
     assert listed["total"] == 3 and {d["state"] for d in listed["items"][1:]} == {
         "awaiting_data"}
 
-    # The holders of the tables still get the duplicate answer: one budget per data.
+    # The holders of the tables still get the duplicate answer: a private re-upload shares
+    # its patients' spend (issue 29, no second budget), and the steward is warned.
     steward = client_as("data_steward")
-    refused = problem(_put(steward, empty[truth], guesses[truth]), 409, field="source")
-    assert refused["existing_dataset_id"] == registered["id"]
+    shared = _put(steward, empty[truth], guesses[truth])
+    assert shared.status_code == 200, shared.text
+    assert shared.json()["warnings"] == [same_rows_warning(registered["id"])]
 
 
 def test_a_data_scientist_cannot_probe_a_synthetic_source_or_read_its_seed(
@@ -98,7 +100,7 @@ def test_a_data_scientist_cannot_probe_a_synthetic_source_or_read_its_seed(
 def test_a_generators_rows_reuploaded_are_the_registered_source(
     client: TestClient, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A private synthetic dataset's rows, written out and uploaded as a public upload under
+    """A private synthetic dataset's rows, written out and uploaded (public or private) under
     the generator's schema, are the same source: refused, not given a budget of their own."""
     monkeypatch.setattr(settings, "data_dir", tmp_path / "data")
     private = client.post("/v1/datasets", json={
@@ -113,11 +115,14 @@ def test_a_generators_rows_reuploaded_are_the_registered_source(
         values = [str(int(v)) if float(v).is_integer() else repr(float(v)) for v in table.x[i]]
         lines.append(",".join([f"r{i}", *values, synthetic.SEX_CATEGORIES[table.sex[i]],
                                str(int(table.y[i]))]))
-    upload = client.post("/v1/datasets", json={
-        "name": "re-upload", "source": {"kind": "upload"}, "schema": schema, "public": True})
-    assert upload.status_code == 201, upload.text
-    answer = client.put(f"/v1/datasets/{upload.json()['id']}/data",
-                        content=("\n".join(lines) + "\n").encode(),
-                        headers={"Content-Type": "text/csv"})
-    assert answer.status_code == 409, answer.text
-    assert answer.json()["existing_dataset_id"] == private.json()["id"]
+    for made in ({"public": True}, {"privacy_budget": {"epsilon": 1, "delta": 1e-6}}):
+        # Public, or private into the organisation's patient space: the generator's patients
+        # are its own space's, so either would be a second budget for them.
+        upload = client.post("/v1/datasets", json={
+            "name": "re-upload", "source": {"kind": "upload"}, "schema": schema, **made})
+        assert upload.status_code == 201, upload.text
+        answer = client.put(f"/v1/datasets/{upload.json()['id']}/data",
+                            content=("\n".join(lines) + "\n").encode(),
+                            headers={"Content-Type": "text/csv"})
+        assert answer.status_code == 409, answer.text
+        assert answer.json()["existing_dataset_id"] == private.json()["id"]

@@ -17,6 +17,7 @@ from app.core.settings import settings
 from app.datasets import record_coins
 from app.datasets.models import Dataset
 from app.datasets.parts import load_parts
+from app.datasets.schemas import same_rows_warning
 from app.datasets.stored import StoredTableMismatch, load_table
 from tests.api.scoring_helpers import problem
 from tests.datasets.test_dataset_schema import CONTRACT
@@ -79,28 +80,66 @@ def test_register_then_upload_csv_makes_the_dataset_ready(
     problem(_put(client, created["id"], _csv(rows)), 409, field="dataset_id")
 
 
-def test_the_same_rows_in_another_order_are_the_same_source(client: TestClient) -> None:
+def test_the_same_rows_in_another_order_share_their_patients_spend(
+    client: TestClient, client_as: Callable[[str | None], TestClient]
+) -> None:
+    """Issue 29, item 6: a private re-upload into the organisation's space is no second budget
+    (its patients are the same patients, keyed into one space), so it is accepted; only its
+    steward is told that its rows equal an earlier dataset's."""
     rows = _rows(1500, seed=1)
     first = _register(client)
     assert _put(client, first["id"], _csv(rows)).status_code == 200
     second = _register(client, name="twin")
-    body = problem(_put(client, second["id"], _csv(rows[::-1])), 409, field="source")
-    assert body["existing_dataset_id"] == first["id"]
-    assert client.get(f"/v1/datasets/{second['id']}").json()["state"] == "awaiting_data"
+    answer = _put(client_as("data_steward"), second["id"], _csv(rows[::-1]))
+    assert answer.status_code == 200, answer.text
+    body = answer.json()
+    assert body["warnings"] == [same_rows_warning(first["id"])]
+    assert body["patients"] == {"patients": 1500, "already_known": 1500, "new": 0,
+                                "shared_with": {str(first["id"]): 1500}}
+    scientist = client_as("data_scientist").get(f"/v1/datasets/{second['id']}").json()
+    assert scientist["warnings"] is None and scientist["patients"] is None
+    assert client.get(f"/v1/datasets/{first['id']}").json()["warnings"] == []
+    with get_database().session_scope() as session:  # the twin's rows read back as accepted
+        twin = session.get(Dataset, second["id"])
+        assert twin is not None and load_table(twin).n_rows == 1500
 
 
-def test_a_refused_twin_of_the_same_bytes_leaves_the_first_file_alone(
+def test_a_twin_of_the_same_bytes_shares_the_file_and_an_erasure_leaves_the_other(
     client: TestClient, _data_dir: Path
 ) -> None:
-    """The twin's file would have the first's name (same bytes): it is discarded before it
-    gets one, so the first dataset keeps its rows."""
+    """The twin's file has the first's name (same bytes): both keep it, and erasing one
+    dataset's rows leaves the other's."""
     rows = _rows(1500, seed=6)
     first = _register(client)
     assert _put(client, first["id"], _csv(rows)).status_code == 200
-    stored = sorted(p.name for p in _data_dir.iterdir())
-    problem(_put(client, _register(client, name="twin")["id"], _csv(rows)), 409, field="source")
-    assert sorted(p.name for p in _data_dir.iterdir()) == stored
+    stored = sorted(p.name for p in _kept(_data_dir))
+    twin = _register(client, name="twin")
+    assert _put(client, twin["id"], _csv(rows)).status_code == 200
+    assert sorted(p.name for p in _kept(_data_dir)) == stored
     assert _no_temporary_files(_data_dir)
+    assert client.delete(f"/v1/datasets/{twin['id']}/data").status_code == 200
+    assert sorted(p.name for p in _kept(_data_dir)) == stored
+    with get_database().session_scope() as session:
+        kept = session.get(Dataset, first["id"])
+        assert kept is not None and load_table(kept).n_rows == 1500
+    assert client.delete(f"/v1/datasets/{first['id']}/data").status_code == 200
+    assert not _kept(_data_dir)
+
+
+def test_a_private_tables_rows_made_public_are_still_refused(client: TestClient) -> None:
+    """A public upload has no budget at all: a private table's rows uploaded as public (or a
+    public table's uploaded as private) are refused, naming the dataset, as before."""
+    rows = _rows(1500, seed=7)
+    private = _register(client)
+    assert _put(client, private["id"], _csv(rows)).status_code == 200
+    public = _register(client, name="public", public=True, privacy_budget=None)
+    body = problem(_put(client, public["id"], _csv(rows[::-1])), 409, field="source")
+    assert body["existing_dataset_id"] == private["id"]
+    published = _register(client, name="published", public=True, privacy_budget=None)
+    assert _put(client, published["id"], _csv(_rows(1500, seed=9))).status_code == 200
+    again = _register(client, name="made-private")
+    body = problem(_put(client, again["id"], _csv(_rows(1500, seed=9))), 409, field="source")
+    assert body["existing_dataset_id"] == published["id"]
 
 
 def _no_temporary_files(data_dir: Path) -> bool:
@@ -108,8 +147,10 @@ def _no_temporary_files(data_dir: Path) -> bool:
 
 
 def _kept(data_dir: Path) -> list[Path]:
-    """The tables the service keeps (named by their bytes; not the dot-named spools)."""
-    return [p for p in data_dir.glob("*") if not p.name.startswith(".")]
+    """The tables the service keeps (named by their bytes; not the dot-named spools, nor the
+    organisation's patient index, which outlives an erasure as the ledger does)."""
+    return [p for p in data_dir.glob("*")
+            if not p.name.startswith(".") and p.name != "patients"]
 
 
 def test_parquet_upload(client: TestClient) -> None:
@@ -166,9 +207,13 @@ def test_jobs_wait_for_rows_and_erasure_keeps_the_ledger(
     problem(client.post("/v1/jobs", json=job), 409, field="dataset_id")
     report = client.get(f"/v1/datasets/{created['id']}/privacy-report")
     assert report.status_code == 200
-    # The fingerprint stays: the erased rows cannot come back under a fresh budget.
+    # The patient index stays: the erased rows come back sharing their patients' spend (no
+    # fresh budget), and the steward is told.
     other = _register(client, name="again")
-    problem(_put(client, other["id"], _csv(_rows(2000, seed=5))), 409, field="source")
+    again = _put(client, other["id"], _csv(_rows(2000, seed=5)))
+    assert again.status_code == 200, again.text
+    assert again.json()["warnings"] == [same_rows_warning(created["id"])]
+    assert again.json()["patients"]["already_known"] == 2000
 
 
 def test_schema_rules_at_registration(client: TestClient) -> None:
@@ -247,7 +292,9 @@ def test_the_parts_counted_at_upload_are_the_parts_training_reads(
     recomputes them from the stored ids (app.datasets.parts): the two must agree, with or
     without an id column (then the ids are row numbers)."""
     schema = SCHEMA if with_ids else {**SCHEMA, "id_column": None}
-    created = _register(client, schema=schema)
+    # A private upload needs its ids (the patient budget): without them, a public table.
+    created = _register(client, schema=schema) if with_ids else _register(
+        client, schema=schema, public=True, privacy_budget=None)
     rows = _rows(3000, seed=8)
     body = _csv(rows) if with_ids else (
         "\n".join([HEADER.split(",", 1)[1], *(r.split(",", 1)[1] for r in rows)]) + "\n"

@@ -33,7 +33,8 @@ def _data_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def _tables(data_dir: Path) -> list[Path]:
-    return [p for p in data_dir.iterdir() if not p.name.startswith(".")]
+    """Kept tables: files, not the spools (dot-named) nor the patient index's folder."""
+    return [p for p in data_dir.iterdir() if not p.name.startswith(".") and p.is_file()]
 
 
 def test_six_parallel_uploads_to_one_dataset_let_exactly_one_through(

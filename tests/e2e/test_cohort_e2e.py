@@ -95,10 +95,11 @@ def test_uploads_are_ready_split_and_stored_once(
     # no missing value in the public table (the PUT's answer counts imputations per feature)
     assert not any(cohorts["wdbc"].dataset["imputed"].values())
     with live_server.client() as http:
-        # The same rows again, under a new registration: one budget per data, so a 409.
+        # The same rows again, made public: a public table has no budget at all, so a 409 (a
+        # private re-upload would share its patients' spend instead: issue 29).
         again = http.post("/v1/datasets", json={
             "name": "wdbc-again", "source": {"kind": "upload"},
-            "schema": breast_cancer_schema(), "privacy_budget": {"epsilon": 8, "delta": 1e-5}})
+            "schema": breast_cancer_schema(), "public": True})
         assert again.status_code == 201, again.text
         refused = http.put(f"/v1/datasets/{again.json()['id']}/data",
                            content=breast_cancer_csv(), headers={"Content-Type": CSV})

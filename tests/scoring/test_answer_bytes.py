@@ -54,6 +54,8 @@ def _model(kind: str, schema: DatasetSchema | None = None) -> ScoringModel:
         epsilon_rdp=2.9, metrics={"calibration": {"rows": 600}},
         schema_json=None if schema is None else schema.model_dump(mode="json", by_alias=True),
         schema_hash=None if schema is None else "mixed",
+        # no patient space (as a public dataset's): the statement names no per-patient budget
+        patient_space_kind=None, patient_budget_epsilon=None, patient_budget_delta=None,
     )
     model = ScoringModel.of(row)  # type: ignore[arg-type]
     network = build_network(kind, 16, model.encoder.n_inputs).eval()

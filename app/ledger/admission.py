@@ -1,0 +1,207 @@
+"""Admission: the filters that decide whether a release may be charged, and the 409 of a refusal.
+
+Two filters, both Rényi filters at one fixed order (``app.privacy.filter``): the dataset's own
+(its budget) and, for a dataset in a patient space, the per-patient filter of every block of
+patients it holds (``app.ledger.spaces``). The caller holds the dataset's lock, which is taken
+after the space's (``app.ledger.service.lock_dataset``).
+"""
+
+import dataclasses
+import math
+from dataclasses import dataclass
+from typing import Any, NoReturn
+
+from sqlalchemy.orm import Session
+
+from app.ledger import spaces
+from app.ledger import spend as ledger_spend
+from app.ledger.errors import BudgetExceeded
+from app.ledger.models import LedgerEntry
+from app.ledger.spend import Budgeted
+from app.privacy import accounting
+from app.privacy import noise as noise_search
+from app.privacy.figures import round_down
+from app.privacy.filter import CITATION, RenyiFilter
+
+COMPOSITION_ACCOUNTANT = ledger_spend.COMPOSITION_ACCOUNTANT
+
+PATIENTS = "patients"
+"""A refusal's scope when a block of the dataset's patient space refuses: the per-patient budget
+of patients the dataset shares with other datasets (``app.ledger.spaces``)."""
+
+
+@dataclass(frozen=True)
+class Shortfall:
+    """Why the filter refuses an entry: its filter, the charged entries and their RDP."""
+
+    guard: RenyiFilter
+    entries: list[LedgerEntry]
+    spent: float  # RDP of the charged entries at the filter's order
+    scope: str = "dataset"  # whose budget refuses: the dataset's, or its PATIENTS' (a block)
+    also: tuple["Shortfall", ...] = ()  # the other filter, when both refuse
+
+    def spend_after(self, entry: LedgerEntry) -> float:
+        """The (epsilon, delta) the filter would give the entries plus ``entry``."""
+        return self.guard.epsilon_of(self.spent + ledger_spend.spent_rdp([entry],
+                                                                         self.guard.order))
+
+    @property
+    def spent_epsilon(self) -> float:
+        return ledger_spend.filtered_epsilon(self.guard, self.entries)
+
+
+def shortfall(*, session: Session, dataset: Budgeted, entry: LedgerEntry) -> Shortfall | None:
+    """The filters (``app.privacy.filter``), for any entry (a job's or a statistics release's):
+    None (admitted) if both admit it, else what the refusal reports.
+
+    - The dataset's own filter: the RDP of its charged entries plus ``entry``, at its fixed
+      order, within its budget's bound (or, for its first charged entry, that entry's own
+      tight epsilon within the budget).
+    - The per-patient filter of its patient space (``app.ledger.spaces``), for every live
+      block of patients in the dataset: the RDP of the charged entries of every dataset the
+      block's patients are in, plus ``entry``, at the space's order, within the space's
+      per-patient budget (the same first-release rule, per block). The refusal names the
+      binding block's spend: the one with the least room.
+
+    The caller holds the dataset lock (and so the space's). A dataset without a budget (public)
+    admits everything.
+    """
+    guard = ledger_spend.filter_of(dataset)
+    if guard is None:
+        return None
+    entries = ledger_spend.charged_entries(session=session, dataset_id=dataset.id)
+    space_id = getattr(dataset, "patient_space_id", None)
+    refusals = [r for r in (
+        _refusal(guard, entries, entry),
+        None if space_id is None else _block_refusal(session, space_id, dataset.id, entry),
+    ) if r is not None]
+    if not refusals:
+        return None
+    return dataclasses.replace(refusals[0], also=tuple(refusals[1:]))
+
+
+def _refusal(guard: RenyiFilter, entries: list[LedgerEntry], entry: LedgerEntry,
+             spent: float | None = None, own: float | None = None) -> Shortfall | None:
+    """One filter's decision on ``entry`` next to the charged ``entries``; ``spent`` and
+    ``own`` (their RDP and the entry's at the filter's order) when the caller has them."""
+    spent = ledger_spend.spent_rdp(entries, guard.order) if spent is None else spent
+    own = ledger_spend.spent_rdp([entry], guard.order) if own is None else own
+    if guard.admits(spent, own):
+        return None
+    if not entries and ledger_spend.single_release_epsilon(entry, guard.delta) <= guard.epsilon:
+        return None
+    return Shortfall(guard, entries, spent)
+
+
+def _block_refusal(session: Session, space_id: int, dataset_id: int,
+                   entry: LedgerEntry) -> Shortfall | None:
+    """The per-patient filter over every live block in the dataset; the tightest refusal."""
+    space = session.get(spaces.PatientSpace, space_id)
+    if space is None:
+        raise ledger_spend.LedgerIntegrityError(
+            f"dataset {dataset_id} names a missing patient space")
+    guard = space.guard
+    patterns = spaces.patterns_of(session=session, space_id=space_id, dataset_id=dataset_id)
+    by_dataset = ledger_spend.charged_by_dataset(
+        session=session, dataset_ids={d for p in patterns for d in p})
+    # Each entry is checked and its RDP computed once, not once per block it charges (a
+    # dataset is in thousands of blocks: bench/patient_budget.py); a block's RDP is then the
+    # same fsum of the same figures as ``spent_rdp`` of its entries.
+    rdp = {d: [ledger_spend.spent_rdp([e], guard.order) for e in found]
+           for d, found in by_dataset.items()}
+    own = ledger_spend.spent_rdp([entry], guard.order)
+    refusals = []
+    for pattern in patterns:
+        charged = [e for d in pattern for e in by_dataset.get(d, [])]
+        spent = math.fsum(r for d in pattern for r in rdp.get(d, []))
+        refused = _refusal(guard, charged, entry, spent, own)
+        if refused is not None:
+            refusals.append(dataclasses.replace(refused, scope=PATIENTS))
+    return max(refusals, key=lambda r: r.spent, default=None)
+
+
+def admit(session: Session, dataset: Budgeted, entry: LedgerEntry) -> None:
+    """Admit a job's ``entry`` by the filter (``shortfall``).
+
+    Raises:
+        BudgetExceeded: with the spend so far, what remains, and the largest target epsilon
+            (at the job's delta, for the same sample rate and steps) that would fit now.
+    """
+    refused = shortfall(session=session, dataset=dataset, entry=entry)
+    if refused is not None:
+        _refuse(refused, entry)
+
+
+def _largest_fitting_target(
+    guard: RenyiFilter, entries: list[LedgerEntry], entry: LedgerEntry, spent: float
+) -> float | None:
+    """The largest target epsilon (at the entry's delta, same sample rate and steps) that the
+    filter would admit now, rounded down; None when no allowed noise fits."""
+    noise = guard.largest_fitting_noise(spent, entry.sample_rate, entry.steps)
+    if not entries:  # the first-release rule may allow less noise
+        alone = noise_search.noise_for_target(
+            target_epsilon=guard.epsilon, delta=guard.delta, sample_rate=entry.sample_rate,
+            steps=entry.steps, accountant=ledger_spend.TIGHT_ACCOUNTANT,
+        ) if _reachable(guard, entry) else None
+        noise = alone if noise is None else noise if alone is None else min(noise, alone)
+    if noise is None:
+        return None
+    mechanism = accounting.Mechanism(noise, entry.sample_rate, entry.steps)
+    target = accounting.create_accountant(ledger_spend.TIGHT_ACCOUNTANT).epsilon(
+        [mechanism], entry.delta
+    )
+    return round_down(target) if math.isfinite(target) else None
+
+
+def _largest_target_of_all(refused: Shortfall, entry: LedgerEntry) -> float | None:
+    """The largest target both filters admit: the smaller of each refusing filter's."""
+    found = [_largest_fitting_target(r.guard, r.entries, entry, r.spent)
+             for r in (refused, *refused.also)]
+    return None if None in found else min(f for f in found if f is not None)
+
+
+def _reachable(guard: RenyiFilter, entry: LedgerEntry) -> bool:
+    largest = accounting.Mechanism(accounting.MAX_NOISE_MULTIPLIER, entry.sample_rate, entry.steps)
+    tight = accounting.create_accountant(ledger_spend.TIGHT_ACCOUNTANT)
+    return tight.epsilon([largest], guard.delta) <= guard.epsilon
+
+
+def over_budget(refused: Shortfall, entry: LedgerEntry, *, release: str,
+                largest: float | None, fits: str) -> BudgetExceeded:
+    """The 409 of a refused release (a job, a statistics release): what the dataset has spent,
+    what remains, what the release would bring it to, and the largest target that fits.
+
+    Args:
+        release: what is refused, in words: "job" (its members ``job_epsilon`` and
+            ``composed_epsilon_with_job``) or "statistics release" (``release_epsilon`` and
+            ``composed_epsilon_with_release``). Every member is a literal keyword: the release
+            inventory's test enumerates each error body's members from the source.
+    """
+    guard = refused.guard
+    after, before = refused.spend_after(entry), refused.spent_epsilon
+    remaining = max(guard.epsilon - before, 0.0)
+    own, composed = entry.epsilon_prv, accounting.finite_or_none(after)
+    figures: dict[str, Any] = (
+        {"job_epsilon": own, "composed_epsilon_with_job": composed} if release == "job"
+        else {"release_epsilon": own, "composed_epsilon_with_release": composed})
+    whose = ("the composed spend of patients this dataset shares with others (per-patient "
+             "budget" if refused.scope == PATIENTS else "the dataset's composed spend (budget")
+    return BudgetExceeded(
+        f"this {release} would bring {whose} {guard.epsilon:g}) to {after:.4g}; remaining "
+        f"epsilon is {remaining:.4g}; {fits}",
+        budget_scope=refused.scope,
+        budget={"epsilon": guard.epsilon, "delta": guard.delta},
+        spent_epsilon=before,
+        remaining_epsilon=remaining,
+        largest_fitting_target_epsilon=largest,
+        **figures,
+        accountant=COMPOSITION_ACCOUNTANT,
+        filter={"kind": "renyi", "order": guard.order, "citation": CITATION},
+    )
+
+
+def _refuse(refused: Shortfall, entry: LedgerEntry) -> NoReturn:
+    largest = _largest_target_of_all(refused, entry)
+    fits = (f"the largest target epsilon that fits now is {largest:g}" if largest is not None
+            else "no noise level up to the maximum fits this plan: take fewer steps")
+    raise over_budget(refused, entry, release="job", largest=largest, fits=fits)

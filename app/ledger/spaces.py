@@ -1,0 +1,257 @@
+"""Patient spaces and blocks: the budget belongs to the patient, not to a table.
+
+A **patient space** holds the patients that one key identifies: the organisation's space for
+its private uploads (ids keyed by a PRF under the space's secret, ``app.datasets.patient_index``),
+or a space of its own for a generator dataset or a dataset registered before spaces (its ids
+are row numbers of its own source). The space holds the per-patient budget (epsilon, delta)
+and its Rényi filter's fixed order.
+
+A **block** is the set of a space's patients that are in exactly the same datasets (its
+``datasets``, sorted ids); only its size is stored. Every release on dataset D charges every
+patient in D, so a block's spend is the composition of the charged releases on its datasets,
+and admitting a release on D checks, with the space's filter, every live block that contains
+D (Feldman and Zrnic 2021 apply the same filter per individual; patients of one block have
+identical histories, so one check per block is the check per patient). The cost grows with the
+number of distinct membership patterns, not with patients.
+
+Blocks are never edited: an upload that splits a block closes it (``closed_at``) and opens its
+parts, so the blocks over time are kept (reports show their spend as it grew). Block sizes are
+exact counts about private data: only data stewards read them.
+
+Locking: admission on any dataset of a space takes the space's row lock first (an UPDATE of
+``patient_space.version``), then the dataset's (``app.ledger.service.lock_dataset``), and an
+upload that changes the blocks takes the same space lock; so admissions and block changes of
+one space are serialised on SQLite and PostgreSQL alike.
+"""
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime
+from enum import StrEnum
+
+from sqlalchemy import (
+    JSON,
+    ColumnElement,
+    DateTime,
+    Float,
+    ForeignKey,
+    Integer,
+    String,
+    cast,
+    exists,
+    func,
+    insert,
+    select,
+    true,
+    update,
+)
+from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy.orm import Mapped, Session, mapped_column
+
+from app.core.database import Base
+from app.core.time import utcnow
+from app.core.vocabulary import StrEnumColumn
+from app.ledger.models import GENESIS_HASH
+from app.privacy.filter import RenyiFilter, filter_order
+
+
+class SpaceKind(StrEnum):
+    ORGANISATION = "organisation"
+    """The organisation's private uploads: ids keyed into one space."""
+    DATASET = "dataset"
+    """One dataset's own patients (a generator's rows, a dataset from before spaces)."""
+
+
+class PatientSpace(Base):
+    __tablename__ = "patient_space"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    kind: Mapped[SpaceKind] = mapped_column(StrEnumColumn(SpaceKind, 16))
+    # The PRF key of the organisation's patient ids (hex): server-side only, never served.
+    secret: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    budget_epsilon: Mapped[float] = mapped_column(Float)
+    budget_delta: Mapped[float] = mapped_column(Float)
+    filter_order: Mapped[float] = mapped_column(Float)
+    # Bumped by every admission and block change: the UPDATE is the space's row lock.
+    version: Mapped[int] = mapped_column(Integer, default=0)
+    # The patient index (app.datasets.patient_index): its file's SHA-256 and its rows.
+    index_sha256: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    index_rows: Mapped[int] = mapped_column(Integer, default=0)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    # The head (seq, hash) of the space's budget chain (app.ledger.space_chain), moved under
+    # the space lock: a chain that ends before it shows that trailing records were deleted.
+    chain_head_seq: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    chain_head_hash: Mapped[str] = mapped_column(String(64), default=GENESIS_HASH,
+                                                 server_default=GENESIS_HASH)
+
+    @property
+    def guard(self) -> RenyiFilter:
+        """The per-patient filter: the space's budget at its fixed order."""
+        return RenyiFilter(self.budget_epsilon, self.budget_delta, self.filter_order)
+
+
+class PatientBlock(Base):
+    __tablename__ = "patient_block"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    space_id: Mapped[int] = mapped_column(ForeignKey("patient_space.id"), index=True)
+    datasets: Mapped[list[int]] = mapped_column(JSON)  # sorted dataset ids
+    size: Mapped[int] = mapped_column(Integer)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    closed_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+
+
+def new_space(*, session: Session, kind: SpaceKind, epsilon: float, delta: float,
+              secret: str | None = None) -> PatientSpace:
+    """A space with its budget and the filter order fixed from it, once (``filter_order``)."""
+    space = PatientSpace(kind=kind, secret=secret, budget_epsilon=epsilon, budget_delta=delta,
+                         filter_order=filter_order(epsilon, delta), version=0, index_rows=0)
+    session.add(space)
+    session.flush()
+    return space
+
+
+def organisation(*, session: Session) -> PatientSpace:
+    """The organisation's space (created by migration 0019): every private upload joins it."""
+    space = session.scalars(select(PatientSpace).where(
+        PatientSpace.kind == SpaceKind.ORGANISATION).order_by(PatientSpace.id).limit(1)).first()
+    if space is None:
+        raise LookupError("the organisation's patient space is missing (migration 0019)")
+    return space
+
+
+def lock_space(*, session: Session, space_id: int) -> PatientSpace:
+    """Serialise admissions and block changes of the space until the transaction ends; the
+    space as read after the lock was taken."""
+    session.execute(update(PatientSpace).where(PatientSpace.id == space_id)
+                    .values(version=PatientSpace.version + 1)
+                    .execution_options(synchronize_session=False))
+    space = session.get(PatientSpace, space_id, populate_existing=True)
+    if space is None:
+        raise LookupError(f"no patient space {space_id}")
+    return space
+
+
+def _live(space_id: int) -> tuple[ColumnElement[bool], ...]:
+    return (PatientBlock.space_id == space_id, PatientBlock.closed_at.is_(None),
+            PatientBlock.size > 0)
+
+
+def live_blocks(*, session: Session, space_id: int) -> list[PatientBlock]:
+    """The space's current blocks (not closed, not empty), oldest first."""
+    return list(session.scalars(
+        select(PatientBlock).where(*_live(space_id)).order_by(PatientBlock.id)))
+
+
+def _holds(session: Session, dataset_id: int) -> ColumnElement[bool]:
+    """SQL: the block's ``datasets`` hold ``dataset_id``. Filtered by the database, since a
+    space has thousands of live blocks and an admission reads only its dataset's
+    (``bench/patient_budget.py``); callers check the lists again."""
+    dialect = session.get_bind().dialect.name
+    if dialect == "postgresql":
+        return cast(PatientBlock.datasets, JSONB).contains([dataset_id])
+    if dialect == "sqlite":
+        listed = func.json_each(PatientBlock.datasets).table_valued("value")
+        return exists().where(listed.c.value == dataset_id)
+    return true()
+
+
+def blocks_of(*, session: Session, space_id: int, dataset_id: int) -> list[PatientBlock]:
+    """The live blocks whose patients are in ``dataset_id``: those a release on it charges."""
+    found = session.scalars(select(PatientBlock).where(*_live(space_id),
+                                                       _holds(session, dataset_id))
+                            .order_by(PatientBlock.id))
+    return [b for b in found if dataset_id in b.datasets]
+
+
+def patterns_of(*, session: Session, space_id: int,
+                dataset_id: int) -> set[tuple[int, ...]]:
+    """The dataset lists of ``blocks_of``, each once: all that admission reads of them (the
+    patients of two blocks with the same datasets have spent the same)."""
+    found = session.scalars(select(PatientBlock.datasets).where(*_live(space_id),
+                                                                _holds(session, dataset_id)))
+    return {tuple(datasets) for datasets in found if dataset_id in datasets}
+
+
+def open_block(*, session: Session, space_id: int, datasets: Iterable[int],
+               size: int) -> PatientBlock:
+    block = PatientBlock(space_id=space_id, datasets=sorted(set(datasets)), size=int(size))
+    session.add(block)
+    return block
+
+
+@dataclass(frozen=True)
+class BlockChange:
+    """How an upload of ``dataset_id`` splits one live block: ``joined`` of its patients are in
+    the new dataset (they move to the block with it added), the rest stay."""
+
+    block_id: int
+    joined: int
+
+
+@dataclass(frozen=True)
+class UploadBlocks:
+    """Where an upload's patients now are: by each split block's id, the block of its patients
+    that joined and of those that stayed (None: none stayed); ``fresh``, the block of the
+    patients first seen in this upload (None: none was)."""
+
+    joined: dict[int, int]
+    stayed: dict[int, int | None]
+    fresh: int | None
+
+
+def apply_upload(*, session: Session, space: PatientSpace, dataset_id: int,
+                 changes: list[BlockChange], new_patients: int) -> UploadBlocks:
+    """Close every block the upload splits and open its parts; open the block of patients
+    seen first in this upload. The caller holds the space lock.
+
+    Raises:
+        ValueError: a change names a block that is not live in this space, or more patients
+            than it has (the index and the blocks disagree: nothing is written).
+    """
+    now = utcnow()
+    live = {block: (datasets, size) for block, datasets, size in session.execute(
+        select(PatientBlock.id, PatientBlock.datasets, PatientBlock.size)
+        .where(*_live(space.id)))}  # columns, not objects: an upload may split thousands
+    for change in changes:
+        if change.block_id not in live:
+            raise ValueError(f"block {change.block_id} is not a live block of space {space.id}")
+        if not 0 < change.joined <= live[change.block_id][1]:
+            raise ValueError(f"block {change.block_id} of {live[change.block_id][1]} patients "
+                             f"cannot give {change.joined}")
+    opened: list[tuple[list[int], int]] = []  # every change checked, then all written
+    for change in changes:
+        datasets, size = live[change.block_id]
+        opened.append(([*datasets, dataset_id], change.joined))
+        if change.joined < size:
+            opened.append((datasets, size - change.joined))
+    if new_patients:
+        opened.append(([dataset_id], new_patients))
+    ids = iter(_insert_blocks(session, space.id, opened, now))
+    joined: dict[int, int] = {}
+    stayed: dict[int, int | None] = {}
+    for change in changes:
+        joined[change.block_id] = next(ids)
+        stayed[change.block_id] = next(ids) if change.joined < live[change.block_id][1] else None
+    fresh = next(ids) if new_patients else None
+    _close(session, [change.block_id for change in changes], now)
+    return UploadBlocks(joined, stayed, fresh)
+
+
+def _close(session: Session, block_ids: list[int], now: datetime) -> None:
+    """Close blocks, a few thousand per UPDATE (within SQLite's bound on parameters)."""
+    for start in range(0, len(block_ids), 5000):
+        session.execute(update(PatientBlock)
+                        .where(PatientBlock.id.in_(block_ids[start:start + 5000]))
+                        .values(closed_at=now))
+
+
+def _insert_blocks(session: Session, space_id: int, opened: list[tuple[list[int], int]],
+                   now: datetime) -> list[int]:
+    """Open blocks (their datasets and sizes) in one batched INSERT; their ids, in order."""
+    if not opened:
+        return []
+    rows = [{"space_id": space_id, "datasets": sorted(set(datasets)), "size": int(size),
+             "created_at": now} for datasets, size in opened]
+    return list(session.scalars(
+        insert(PatientBlock).returning(PatientBlock.id, sort_by_parameter_order=True), rows))

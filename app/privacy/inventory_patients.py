@@ -1,0 +1,52 @@
+"""The release inventory of the per-patient budget (issue 29): the organisation's budget, an
+upload's overlap with earlier tables, and the dataset report's blocks.
+
+Which blocks exist depends on which patients the organisation's tables share: block sizes and
+overlaps are exact counts (``Release.INTAKE``, served only to data stewards and admins); the
+spends are the ledger's functions of mechanism parameters over the blocks' datasets
+(``LEDGER``), as admission computes them (docs/privacy.md, "Patient budget").
+"""
+
+from app.privacy.releases import Entry, Release, entry, fields
+
+PUBLIC_INPUT = Release.PUBLIC_INPUT
+LEDGER = Release.LEDGER
+INTAKE = Release.INTAKE
+
+UPLOAD_OVERLAP = [
+    *fields("PatientOverlapOut", {INTAKE: "patients already_known new shared_with"},
+            note="exact counts of an upload's patients known to the organisation's earlier "
+            "tables (DatasetOut.patients): served only to admins and data stewards, who hold "
+            "the tables; null for others"),
+    entry("DatasetOut.warnings", (INTAKE, PUBLIC_INPUT),
+          "that the upload's rows equal an earlier dataset's (an equality of private tables): "
+          "served only to admins and data stewards; null for others"),
+]
+
+ORGANISATION_BUDGET = [  # GET and PUT /v1/patient-budget, GET /v1/patient-budget/verify
+    *fields("PatientBudgetOut", {
+        PUBLIC_INPUT: "epsilon delta filter_order",
+        LEDGER: "spent_epsilon remaining_epsilon chain_records chain_head_hash",
+    }, note="the spend of the most-spent live block: a function of the ledger's mechanism "
+       "parameters and of which blocks exist (what a 409 also reflects; docs/privacy.md)"),
+    *fields("SpaceChainVerification", {LEDGER: "valid budget_anchored records head_hash"}),
+]
+
+DATASET_REPORT = [
+    *fields("PatientBudgetView", {
+        PUBLIC_INPUT: "space epsilon delta filter_order statement",
+        LEDGER: "spent_epsilon spent_epsilon_text remaining_epsilon",
+    }, note="the per-patient budget of the dataset's patient space and the spend of the "
+       "dataset's most-spent live block of patients (ledger and which blocks exist)"),
+    *fields("PatientBlockView", {
+        PUBLIC_INPUT: "id datasets created_at closed_at live",
+        LEDGER: "spent_epsilon spent_epsilon_text",
+    }, note="which datasets a block's patients share (a block exists only where patients "
+       "are; PatientBudgetView.blocks): data stewards, privacy officers and admins only, null "
+       "for others"),
+    entry("PatientBlockView.size", INTAKE,
+          "a block's exact patient count: admins and data stewards only (null for others)"),
+    *fields("BlockPointView", {LEDGER: "entry_id dataset_id at epsilon"}),
+]
+
+PATIENT_ENTRIES: list[Entry] = [*UPLOAD_OVERLAP, *ORGANISATION_BUDGET, *DATASET_REPORT]

@@ -1,0 +1,204 @@
+"""The patient index (``app.datasets.patient_index.add_dataset``): uploads split the blocks
+exactly as set algebra over their ids says, the index file is a sorted set that hashes to its
+record, a tampered or missing index is refused with nothing changed, an id repeated in one
+upload is a 422, and digests are keyed by the space's secret."""
+
+import hashlib
+import io
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from sqlalchemy import select
+
+from app.core.database import Database
+from app.core.errors import InvalidRequest
+from app.core.settings import settings as app_settings
+from app.datasets import identity, patient_index
+from app.datasets.patient_index import IndexCorrupted
+from app.ledger import spaces
+from app.ledger.spaces import PatientBlock, PatientSpace, SpaceKind
+
+CASES = settings(max_examples=20, deadline=None, derandomize=True, database=None,
+                 suppress_health_check=[HealthCheck.function_scoped_fixture])
+
+
+@pytest.fixture(autouse=True)
+def _data_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    path = tmp_path / "data"
+    monkeypatch.setattr(app_settings, "data_dir", path)
+    return path
+
+
+def _space(db: Database) -> int:
+    """A fresh space with a secret of its own (examples share the database, not patients)."""
+    with db.session_scope() as session:
+        return spaces.new_space(session=session, kind=SpaceKind.ORGANISATION, epsilon=8.0,
+                                delta=1e-6, secret=identity.new_secret()).id
+
+
+def _ids(patients: set[int] | list[int]) -> pa.Array:
+    return pa.array([f"patient-{p}" for p in patients])
+
+
+def _add(db: Database, space_id: int, dataset_id: int,
+         patients: set[int] | list[int]) -> patient_index.Overlap:
+    with db.session_scope() as session:
+        return patient_index.add_dataset(session=session, space_id=space_id,
+                                         dataset_id=dataset_id, ids=_ids(patients))
+
+
+def _live(db: Database, space_id: int) -> dict[tuple[int, ...], int]:
+    with db.session_scope() as session:
+        found = Counter[tuple[int, ...]]()
+        for block in spaces.live_blocks(session=session, space_id=space_id):
+            found[tuple(block.datasets)] += block.size
+        return dict(found)
+
+
+def _state(db: Database, space_id: int) -> tuple[str | None, int, list[tuple]]:
+    """What an upload may change: the index's record and every block row."""
+    with db.session_scope() as session:
+        space = session.get(PatientSpace, space_id)
+        assert space is not None
+        blocks = session.scalars(select(PatientBlock).where(PatientBlock.space_id == space_id)
+                                 .order_by(PatientBlock.id))
+        return space.index_sha256, space.index_rows, [
+            (b.id, tuple(b.datasets), b.size, b.closed_at is None) for b in blocks]
+
+
+def _index_file(db: Database, space_id: int) -> Path:
+    with db.session_scope() as session:
+        space = session.get(PatientSpace, space_id)
+        assert space is not None and space.index_sha256 is not None
+        return app_settings.data_dir / "patients" / f"space-{space.id}-{space.index_sha256}.npz"
+
+
+uploads = st.lists(st.sets(st.integers(0, 59), min_size=1, max_size=40), min_size=1, max_size=5)
+
+
+@CASES
+@given(cohorts=uploads)
+def test_uploads_split_blocks_exactly_as_set_algebra_says(
+        db: Database, cohorts: list[set[int]]) -> None:
+    """Each upload's Overlap and the live blocks after it equal a brute-force computation over
+    the id sets; the index file holds every patient once, sorted, in the block of their
+    membership pattern, and hashes to the space row's SHA-256."""
+    space_id = _space(db)
+    datasets = [100 + k for k in range(len(cohorts))]
+    for k, (dataset_id, cohort) in enumerate(zip(datasets, cohorts, strict=True)):
+        earlier = set().union(*cohorts[:k])
+        overlap = _add(db, space_id, dataset_id, cohort)
+        assert overlap.patients == len(cohort)
+        assert overlap.already_known == len(cohort & earlier)
+        assert overlap.new == len(cohort - earlier)
+        assert overlap.shared_with == {
+            datasets[j]: len(cohort & cohorts[j]) for j in range(k) if cohort & cohorts[j]}
+        patterns = {p: tuple(d for d, c in zip(datasets[:k + 1], cohorts, strict=False) if p in c)
+                    for p in earlier | cohort}
+        assert _live(db, space_id) == dict(Counter(patterns.values()))
+
+    path = _index_file(db, space_id)
+    data = path.read_bytes()
+    with db.session_scope() as session:
+        space = session.get(PatientSpace, space_id)
+        assert space is not None
+        assert hashlib.sha256(data).hexdigest() == space.index_sha256
+        secret, rows = space.secret, space.index_rows
+        block_of = {b.id: tuple(b.datasets) for b in spaces.live_blocks(
+            session=session, space_id=space_id)}
+    assert secret is not None
+    with np.load(io.BytesIO(data)) as stored:
+        keys, blocks = stored["digests"], stored["blocks"]
+    assert len(keys) == rows == len(patterns)
+    assert np.all(keys[1:] > keys[:-1])  # a sorted set: each patient once
+    everyone = sorted(patterns)
+    digest = dict(zip(patient_index.digests(_ids(everyone), secret).tolist(), everyone,
+                      strict=True))
+    assert sorted(digest) == keys.tolist()
+    for key, block in zip(keys.tolist(), blocks.tolist(), strict=True):
+        assert block_of[block] == patterns[digest[key]]
+
+
+def test_a_split_block_is_closed_and_its_parts_opened(db: Database) -> None:
+    """Blocks are never edited: the split block keeps its size and gets ``closed_at``."""
+    space_id = _space(db)
+    _add(db, space_id, 1, range(10))
+    (_, _, [(first, pattern, size, live)]) = _state(db, space_id)
+    assert (pattern, size, live) == ((1,), 10, True)
+    _add(db, space_id, 2, range(7, 12))
+    _, _, rows = _state(db, space_id)
+    assert rows[0] == (first, (1,), 10, False)
+    assert sorted(r[1:] for r in rows[1:]) == [((1,), 7, True), ((1, 2), 3, True),
+                                               ((2,), 2, True)]
+
+
+def test_a_re_upload_of_the_same_patients_moves_the_whole_block(db: Database) -> None:
+    """No patient stays behind: no empty block is opened for the rest."""
+    space_id = _space(db)
+    _add(db, space_id, 1, range(20))
+    _add(db, space_id, 2, range(20))
+    assert _live(db, space_id) == {(1, 2): 20}
+    _, _, rows = _state(db, space_id)
+    assert len(rows) == 2 and all(size > 0 for _, _, size, _ in rows)
+
+
+@pytest.mark.parametrize("damage", ["tampered", "missing", "unsorted"])
+def test_a_damaged_index_is_refused_and_nothing_changes(db: Database, damage: str) -> None:
+    space_id = _space(db)
+    _add(db, space_id, 1, range(30))
+    _add(db, space_id, 2, range(20, 40))
+    path = _index_file(db, space_id)
+    if damage == "tampered":  # one more byte: the file no longer hashes to its record
+        path.write_bytes(path.read_bytes() + b"\0")
+    elif damage == "missing":
+        path.unlink()
+    else:  # a file that matches a record but is no sorted set (two digests swapped)
+        with np.load(path) as stored:
+            keys, blocks = stored["digests"].copy(), stored["blocks"]
+        keys[[0, 1]] = keys[[1, 0]]
+        buffer = io.BytesIO()
+        np.savez(buffer, digests=keys, blocks=blocks)
+        sha = hashlib.sha256(buffer.getvalue()).hexdigest()
+        (path.parent / f"space-{space_id}-{sha}.npz").write_bytes(buffer.getvalue())
+        with db.session_scope() as session:
+            space = session.get(PatientSpace, space_id)
+            assert space is not None
+            space.index_sha256 = sha
+    before, files = _state(db, space_id), sorted(path.parent.iterdir())
+    with pytest.raises(IndexCorrupted):
+        _add(db, space_id, 3, range(35, 50))
+    assert _state(db, space_id) == before
+    assert sorted(path.parent.iterdir()) == files  # no new index written
+
+
+def test_an_id_repeated_in_one_upload_is_a_422_and_changes_nothing(db: Database) -> None:
+    space_id = _space(db)
+    _add(db, space_id, 1, range(5))
+    before = _state(db, space_id)
+    with pytest.raises(InvalidRequest) as refused:
+        _add(db, space_id, 2, [7, 8, 7])
+    assert refused.value.status == 422 and refused.value.field == "body"
+    assert "same patient id" in refused.value.detail
+    assert _state(db, space_id) == before
+
+
+def test_digests_are_keyed_by_the_space_secret() -> None:
+    ids = _ids(range(1000))
+    one, other = identity.new_secret(), identity.new_secret()
+    mine = patient_index.digests(ids, one)
+    assert mine.dtype == np.uint64 and len(np.unique(mine)) == 1000
+    assert np.array_equal(mine, patient_index.digests(ids, one))  # stable: a patient is found
+    assert not set(mine.tolist()) & set(patient_index.digests(ids, other).tolist())
+
+
+def test_a_space_of_one_dataset_keys_no_ids(db: Database) -> None:
+    with db.session_scope() as session:
+        space_id = spaces.new_space(session=session, kind=SpaceKind.DATASET, epsilon=8.0,
+                                    delta=1e-6).id
+    with pytest.raises(ValueError, match="keys no ids"):
+        _add(db, space_id, 1, range(3))
