@@ -28,7 +28,7 @@ from sqlalchemy.orm import Session
 from app.core.errors import InvalidRequest
 from app.core.settings import settings
 from app.datasets import record_coins
-from app.ledger import spaces
+from app.ledger import space_chain, spaces
 from app.ledger.spaces import BlockChange, PatientSpace
 
 EMPTY = np.zeros(0, np.uint64)
@@ -142,6 +142,7 @@ def add_dataset(*, session: Session, space_id: int, dataset_id: int,
     shared = _shared(session, space.id, changes)
     placed = spaces.apply_upload(session=session, space=space, dataset_id=dataset_id,
                                  changes=changes, new_patients=int((~known).sum()))
+    space_chain.append_upload(session=session, space=space, dataset_id=dataset_id, placed=placed)
     moved = np.zeros(len(keys), bool)
     moved[at[known]] = True
     fresh = new[~known]

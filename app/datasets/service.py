@@ -50,8 +50,11 @@ def create(*, session: Session, request: DatasetCreate) -> Dataset:
     session.add(dataset)
     session.flush()
     if dataset.source_kind == "synthetic" and dataset.patient_space_id is not None:
-        spaces.open_block(session=session, space_id=dataset.patient_space_id,
-                          datasets=[dataset.id], size=dataset.n_rows)
+        space = spaces.lock_space(session=session, space_id=dataset.patient_space_id)
+        block = spaces.open_block(session=session, space_id=space.id, datasets=[dataset.id],
+                                  size=dataset.n_rows)
+        space_chain.append_opened(session=session, space=space, dataset_id=dataset.id,
+                                  block=block)
     ledger_service.record_budget(session=session, dataset=dataset)
     return dataset
 

@@ -20,7 +20,7 @@ from app.datasets.encoding import encoder_for
 from app.datasets.models import Dataset
 from app.datasets.uploads import ReceivedUpload
 from app.jobs import size_floor
-from app.ledger import spaces
+from app.ledger import space_chain, spaces
 
 
 def claim(*, dataset_id: int) -> ClaimedUpload:
@@ -60,8 +60,11 @@ def accept(*, received: ReceivedUpload, principal: Principal) -> Dataset:
                                   "table_sha256": dataset.table_sha256}
         own_space = _own_space(session, dataset)
         if own_space is not None:  # registered before spaces: its rows are its own patients
-            spaces.open_block(session=session, space_id=own_space.id, datasets=[dataset.id],
-                              size=dataset.n_rows)
+            own_space = spaces.lock_space(session=session, space_id=own_space.id)
+            block = spaces.open_block(session=session, space_id=own_space.id,
+                                      datasets=[dataset.id], size=dataset.n_rows)
+            space_chain.append_opened(session=session, space=own_space, dataset_id=dataset.id,
+                                      block=block)
         elif dataset.patient_space_id is not None and dataset.source_kind == "upload":
             overlap = patient_index.add_dataset(
                 session=session, space_id=dataset.patient_space_id, dataset_id=dataset.id,

@@ -53,5 +53,6 @@ class PatientBudgetOut(ResponseModel):
         "(the live block of patients with the most spent; 0 before any release; null: "
         "infinite)")
     remaining_epsilon: float = Field(description="what those patients have left")
-    chain_records: int = Field(description="budget records in the space's hash chain")
+    chain_records: int = Field(description="records (budgets and block changes) in the "
+                                     "space's hash chain")
     chain_head_hash: str = Field(description="the hash of its last record")

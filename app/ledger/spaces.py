@@ -175,6 +175,7 @@ def patterns_of(*, session: Session, space_id: int,
 
 def open_block(*, session: Session, space_id: int, datasets: Iterable[int],
                size: int) -> PatientBlock:
+    """A dataset's own block; the caller chains it (``space_chain.append_opened``)."""
     block = PatientBlock(space_id=space_id, datasets=sorted(set(datasets)), size=int(size))
     session.add(block)
     return block
@@ -193,17 +194,21 @@ class BlockChange:
 class UploadBlocks:
     """Where an upload's patients now are: by each split block's id, the block of its patients
     that joined and of those that stayed (None: none stayed); ``fresh``, the block of the
-    patients first seen in this upload (None: none was)."""
+    patients first seen in this upload (None: none was); ``closed`` and ``opened`` (id,
+    datasets, size), what the space's chain records (``space_chain.append_upload``)."""
 
     joined: dict[int, int]
     stayed: dict[int, int | None]
     fresh: int | None
+    closed: list[int]
+    opened: list[tuple[int, list[int], int]]
 
 
 def apply_upload(*, session: Session, space: PatientSpace, dataset_id: int,
                  changes: list[BlockChange], new_patients: int) -> UploadBlocks:
     """Close every block the upload splits and open its parts; open the block of patients
-    seen first in this upload. The caller holds the space lock.
+    seen first in this upload. The caller holds the space lock and chains the answer
+    (``space_chain.append_upload``: that module imports this one).
 
     Raises:
         ValueError: a change names a block that is not live in this space, or more patients
@@ -227,7 +232,8 @@ def apply_upload(*, session: Session, space: PatientSpace, dataset_id: int,
             opened.append((datasets, size - change.joined))
     if new_patients:
         opened.append(([dataset_id], new_patients))
-    ids = iter(_insert_blocks(session, space.id, opened, now))
+    inserted = _insert_blocks(session, space.id, opened, now)
+    ids = iter(inserted)
     joined: dict[int, int] = {}
     stayed: dict[int, int | None] = {}
     for change in changes:
@@ -235,7 +241,9 @@ def apply_upload(*, session: Session, space: PatientSpace, dataset_id: int,
         stayed[change.block_id] = next(ids) if change.joined < live[change.block_id][1] else None
     fresh = next(ids) if new_patients else None
     _close(session, [change.block_id for change in changes], now)
-    return UploadBlocks(joined, stayed, fresh)
+    return UploadBlocks(joined, stayed, fresh, [change.block_id for change in changes],
+                        [(block, sorted(set(datasets)), int(size))
+                         for block, (datasets, size) in zip(inserted, opened, strict=True)])
 
 
 def _close(session: Session, block_ids: list[int], now: datetime) -> None:

@@ -383,6 +383,7 @@ print(json.dumps({"rows": table.n_rows, "peak": python_peak + pool.max_memory() 
 """
 
 
+@pytest.mark.slow  # seconds of hypothesis or I/O: the full suite runs it
 def test_a_200k_row_csv_ingests_in_bounded_memory(tmp_path: Path) -> None:
     """Peak allocation (Python and numpy by tracemalloc, plus Arrow's pool high-water mark) in
     a fresh process, against the table's size in memory (Arrow's ``read_csv``)."""

@@ -71,6 +71,7 @@ def _trickle(host: str, key: str, dataset_id: int, answers: list[bytes],
         answers.append(answer)
 
 
+@pytest.mark.slow  # seconds of hypothesis or I/O: the full suite runs it
 def test_trickling_uploads_leave_the_service_answering(server: str, db: Database) -> None:
     admin = bearer(new_key("admin"))
     base = f"http://{server}"

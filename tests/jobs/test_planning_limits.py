@@ -39,6 +39,7 @@ def test_the_largest_plan_that_fits_is_planned() -> None:
     assert job.noise_multiplier > 0
 
 
+@pytest.mark.slow  # seconds of hypothesis or I/O: the full suite runs it
 def test_the_request_that_took_the_api_down_is_a_422(client: TestClient) -> None:
     """2,000,000 rows, batch 8, 1000 epochs, an MLP: was 79 s of PRV and an OOM kill."""
     created = client.post("/v1/datasets", json={

@@ -52,6 +52,7 @@ def close_or_above(a: float, b: float) -> bool:
 # --------------------------------------------------------------------------- RDP composition
 
 
+@pytest.mark.slow  # seconds of hypothesis or I/O: the full suite runs it
 @FAST
 @given(histories=st.lists(st.lists(mechanisms, max_size=4), min_size=2, max_size=3))
 def test_rdp_curves_add_over_entries(histories: list[list[Mechanism]]) -> None:
@@ -62,6 +63,7 @@ def test_rdp_curves_add_over_entries(histories: list[list[Mechanism]]) -> None:
     assert RDP.epsilon(joined, DELTA) == pytest.approx(RDP.epsilon(joined[::-1], DELTA), 1e-12)
 
 
+@pytest.mark.slow  # seconds of hypothesis or I/O: the full suite runs it
 @FAST
 @given(sigma=sigmas, q=rates, a=steps, b=steps)
 def test_rdp_is_additive_in_steps(sigma: float, q: float, a: int, b: int) -> None:
@@ -72,6 +74,7 @@ def test_rdp_is_additive_in_steps(sigma: float, q: float, a: int, b: int) -> Non
                           RDP.epsilon([Mechanism(sigma, q, a)], DELTA))
 
 
+@pytest.mark.slow  # seconds of hypothesis or I/O: the full suite runs it
 @FAST
 @given(sigma=sigmas, q=rates, t=steps, more=st.integers(0, 5_000), history=st.lists(mechanisms,
                                                                                  max_size=3))
@@ -84,6 +87,7 @@ def test_epsilon_grows_with_steps(
     assert close_or_above(long, RDP.epsilon(history, DELTA))  # composing never lowers spend
 
 
+@pytest.mark.slow  # seconds of hypothesis or I/O: the full suite runs it
 @FAST
 @given(sigma=sigmas, q=rates, factor=st.floats(1.0, 10.0), t=steps)
 def test_epsilon_grows_with_sample_rate(sigma: float, q: float, factor: float, t: int) -> None:
@@ -92,6 +96,7 @@ def test_epsilon_grows_with_sample_rate(sigma: float, q: float, factor: float, t
                           RDP.epsilon([Mechanism(sigma, q, t)], DELTA))
 
 
+@pytest.mark.slow  # seconds of hypothesis or I/O: the full suite runs it
 @FAST
 @given(sigma=sigmas, factor=st.floats(1.0, 10.0), q=rates, t=steps)
 def test_epsilon_shrinks_with_noise(sigma: float, factor: float, q: float, t: int) -> None:
@@ -162,6 +167,7 @@ submissions = st.tuples(
 operations = st.lists(st.one_of(submissions, st.just("cancel")), min_size=1, max_size=8)
 
 
+@pytest.mark.slow  # seconds of hypothesis or I/O: the full suite runs it
 @settings(max_examples=40, deadline=None, derandomize=True, database=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(budget=st.floats(0.5, 20.0), ops=operations)

@@ -147,7 +147,8 @@ def test_a_generators_own_space_chains_its_budget_with_the_dataset(
         space = session.get(spaces.PatientSpace, dataset.patient_space_id)
         assert space is not None and space.budget_epsilon == 12
         verified = space_chain.verify(session=session, space=space)
-        assert verified.valid and verified.budget_anchored and verified.records == 2
+        # budget, its own block (space_chain "blocks"), the new budget
+        assert verified.valid and verified.budget_anchored and verified.records == 3
         # The organisation's delta rule reads only the organisation's own datasets.
         organisation = spaces.organisation(session=session)
         assert patient_budget.largest_upload(session=session, space_id=organisation.id) == 0

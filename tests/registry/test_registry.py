@@ -6,6 +6,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import delete, update
 
@@ -139,6 +140,7 @@ def test_invalid_band_thresholds_write_nothing(client: TestClient, run_worker: A
         "low_medium": 0.05, "medium_high": 0.2}
 
 
+@pytest.mark.slow  # seconds of hypothesis or I/O: the full suite runs it
 def test_scoring_keeps_working_while_activating(any_client: TestClient,
                                                 run_worker: Any) -> None:
     first, second = train_models(any_client, run_worker, count=2)

@@ -129,6 +129,7 @@ def test_noise_changes_the_output_and_widens_the_intervals() -> None:
     assert all(a < b for a, b in zip(widths[1], widths[2], strict=True))
 
 
+@pytest.mark.slow  # seconds of hypothesis or I/O: the full suite runs it
 def test_intervals_cover_the_exact_binned_value() -> None:
     y, p, groups = _holdout(3000, 9)
     exact = _run(y, p, groups, n_bootstrap=0)

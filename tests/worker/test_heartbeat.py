@@ -49,6 +49,7 @@ def test_heartbeat_renews_the_lease_and_notices_when_it_is_lost(any_db: Database
         _wait_until(beat.lost.is_set)
 
 
+@pytest.mark.slow  # seconds of hypothesis or I/O: the full suite runs it
 def test_a_long_gap_between_reports_does_not_lose_a_short_lease(
     any_db: Database, artifact_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
