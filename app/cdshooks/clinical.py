@@ -22,21 +22,13 @@ from app.cdshooks.resources import (
     reference_to,
 )
 from app.datasets.dataset_schema import FeatureKind, FeatureSpec
-from app.datasets.encoding import CRISIS_ENCODER, Encoder
-from app.fhir.codes import (
-    DIAGNOSIS_SYSTEMS,
-    PRIOR_CRISIS_CODES,
-    SUBSTANCE_USE_CODES,
-    DiagnosisCode,
-    label_of,
-)
+from app.datasets.encoding import Encoder
+from app.fhir.codes import DIAGNOSIS_SYSTEMS, DiagnosisCode, ehr_sources, label_of
 
 NOT_RECORDED = {"refuted", "entered-in-error"}  # Condition.verificationStatus
 DID_NOT_HAPPEN = {"planned", "cancelled", "entered-in-error"}  # Encounter.status
 WINDOW_DAYS = 365
 """Sessions are counted over the 365 days before the call (the feature's "last 12 months")."""
-BUILT_IN_DIAGNOSES = {"substance_use": SUBSTANCE_USE_CODES, "prior_crisis": PRIOR_CRISIS_CODES}
-BUILT_IN_SESSIONS = "num_sessions"
 
 
 @dataclass(frozen=True, eq=False)
@@ -48,13 +40,13 @@ class DiagnosisFeature:
 
 
 def diagnosis_features(encoder: Encoder) -> tuple[DiagnosisFeature, ...]:
-    """The built-in schema's two coded diagnoses (``app.fhir.codes``), and any yes/no
-    feature whose declared code is in SNOMED CT, ICD-10-CM or ICD-10."""
-    legacy = encoder.hash == CRISIS_ENCODER.hash
+    """The diagnoses the service published for the schema (``app.fhir.codes.ehr_sources``),
+    and any yes/no feature whose declared code is in SNOMED CT, ICD-10-CM or ICD-10."""
+    published = ehr_sources(encoder.hash).diagnoses
     found = []
     for f in encoder.schema.features:
-        if legacy and f.name in BUILT_IN_DIAGNOSES:
-            found.append(DiagnosisFeature(f, BUILT_IN_DIAGNOSES[f.name]))
+        if f.name in published:
+            found.append(DiagnosisFeature(f, published[f.name]))
         elif (f.kind is FeatureKind.BINARY and f.code is not None
               and f.code.system in DIAGNOSIS_SYSTEMS):
             display = f.code.display or label_of(f)
@@ -64,10 +56,10 @@ def diagnosis_features(encoder: Encoder) -> tuple[DiagnosisFeature, ...]:
 
 
 def session_feature(encoder: Encoder) -> FeatureSpec | None:
-    """The built-in schema's sessions in the last 12 months: a count of Encounters."""
-    if encoder.hash != CRISIS_ENCODER.hash:
-        return None
-    return next((f for f in encoder.schema.features if f.name == BUILT_IN_SESSIONS), None)
+    """The feature the service published as a count of Encounters in the last 12 months
+    (``app.fhir.codes.ehr_sources``), if the schema has one."""
+    name = ehr_sources(encoder.hash).sessions
+    return next((f for f in encoder.schema.features if f.name == name), None)
 
 
 def _coded(concepts: Any, codes: tuple[DiagnosisCode, ...]) -> bool:

@@ -18,8 +18,9 @@ model needs must come in ``prefetch``, and what it needs is the scoring model's 
   service's local code system on its own. It is taken from a request body only (``/v1/risk``),
   and a hook call answers an "insufficient data" card naming it.
 
-The built-in crisis schema's uncoded features keep the local codes this service published for
-them before schemas existed (``FEATURE_SYSTEM|gaf``, ...): such Observations are still read.
+A schema whose uncoded features had local codes published by this service before schemas
+existed (the built-in generator's: ``FEATURE_SYSTEM|gaf``, ...; ``app.fhir.codes.ehr_sources``)
+keeps them: such Observations are still read.
 
 What a call lacks is one of two things (``Prefetched``): a feature whose discovery keys were
 all left out of the prefetch is *absent* (the EHR could not fetch it and this service cannot
@@ -44,8 +45,16 @@ from app.cdshooks.resources import (
 from app.cdshooks.values import EXPECTED, Value, observation_value
 from app.core.errors import DomainError, InvalidRequest
 from app.datasets.dataset_schema import FeatureKind, FeatureSpec
-from app.datasets.encoding import CRISIS_ENCODER, Encoder
-from app.fhir.codes import AGE_LOINC, LOINC, FeatureCode, code_of, label_of, local_system
+from app.datasets.encoding import Encoder
+from app.fhir.codes import (
+    AGE_LOINC,
+    LOINC,
+    FeatureCode,
+    code_of,
+    ehr_sources,
+    label_of,
+    local_system,
+)
 from app.scoring.patients import allowed_of
 
 USABLE_STATUSES = {"final", "amended", "corrected"}
@@ -137,7 +146,7 @@ def sources_of(encoder: Encoder) -> Sources:
     found = _sources.get(encoder.hash)
     if found is None:
         features = tuple(encoder.schema.features)
-        legacy = encoder.hash == CRISIS_ENCODER.hash
+        legacy = ehr_sources(encoder.hash).local_codes
         local = local_system(encoder.schema)
         observed = tuple(code_of(f, local=local) for f in features
                          if f.code is not None or legacy)

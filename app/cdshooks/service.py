@@ -45,7 +45,7 @@ from app.cdshooks.schemas import (
 from app.core.errors import DomainError, InvalidRequest, NotFound
 from app.core.settings import settings
 from app.datasets.dataset_schema import outcome_words
-from app.datasets.encoding import CRISIS_ENCODER, Encoder
+from app.datasets.encoding import GENERATOR_ENCODER, Encoder
 from app.fhir.codes import label_of
 from app.scoring import model_cache
 from app.scoring import service as scoring_service
@@ -142,7 +142,7 @@ def _active() -> tuple[Encoder, int | None]:
     try:
         model = model_cache.resolve(None)
     except DomainError:
-        return CRISIS_ENCODER, None
+        return GENERATOR_ENCODER, None
     return model.encoder, model.id
 
 

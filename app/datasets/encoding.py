@@ -112,3 +112,6 @@ def built_encoder(digest: str) -> Encoder:
 
 
 CRISIS_ENCODER = encoder_for(CRISIS_SCHEMA)
+GENERATOR_ENCODER = CRISIS_ENCODER
+"""The built-in generator's encoder, by the role outcome-neutral code gives it (what a service
+describes while no model is active)."""

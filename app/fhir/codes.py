@@ -47,7 +47,8 @@ A categorical feature's value is one of its declared categories: ``valueCodeable
 (a coding's code, or the text) or ``valueString``.
 """
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from app.datasets.crisis_schema import CRISIS_SCHEMA, LEGACY_CRISIS_HASH
@@ -134,6 +135,39 @@ PRIOR_CRISIS_CODES: tuple[DiagnosisCode, ...] = (
     DiagnosisCode(SNOMED, "6471006", "Suicidal thoughts (finding)"),
     DiagnosisCode(SNOMED, "248062006", "Self-injurious behavior (finding)"),
 )
+
+
+@dataclass(frozen=True)
+class EhrSources:
+    """Where an EHR records a schema's features beyond their declared codes, for the schemas
+    whose sources this service published itself (today only the built-in generator's, before
+    declared codes existed). Outcome-neutral callers ask ``ehr_sources`` by schema hash and
+    never test which schema they serve.
+
+    Attributes:
+        local_codes: Observations in the schema's local code system (``local_system``) are
+            read for its uncoded features.
+        diagnoses: yes/no features read from Conditions with these codes, by feature name.
+        sessions: the feature counted from Encounters of the last 12 months, if any.
+    """
+
+    local_codes: bool = False
+    diagnoses: Mapping[str, tuple[DiagnosisCode, ...]] = field(default_factory=dict)
+    sessions: str | None = None
+
+
+NO_EHR_SOURCES = EhrSources()
+_EHR_SOURCES = {
+    schema_hash(CRISIS_SCHEMA): EhrSources(
+        local_codes=True,
+        diagnoses={"substance_use": SUBSTANCE_USE_CODES, "prior_crisis": PRIOR_CRISIS_CODES},
+        sessions="num_sessions"),
+}
+
+
+def ehr_sources(schema_digest: str) -> EhrSources:
+    """The published EHR sources of the schema with this hash (none for a clinic's own)."""
+    return _EHR_SOURCES.get(schema_digest, NO_EHR_SOURCES)
 
 
 def label_of(feature: FeatureSpec) -> str:
