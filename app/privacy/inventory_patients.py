@@ -39,11 +39,11 @@ DATASET_REPORT = [
     }, note="the per-patient budget of the dataset's patient space and the spend of the "
        "dataset's most-spent live block of patients (ledger and which blocks exist)"),
     *fields("PatientBlockView", {
-        PUBLIC_INPUT: "id datasets created_at closed_at live",
+        INTAKE: "id datasets created_at closed_at live",
         LEDGER: "spent_epsilon spent_epsilon_text",
     }, note="which datasets a block's patients share (a block exists only where patients "
-       "are; PatientBudgetView.blocks): data stewards, privacy officers and admins only, null "
-       "for others"),
+       "are: an exact fact about the tables' id sets, no mechanism; PatientBudgetView.blocks): "
+       "admins and data stewards only, who hold the tables; null for others"),
     entry("PatientBlockView.size", INTAKE,
           "a block's exact patient count: admins and data stewards only (null for others)"),
     *fields("BlockPointView", {LEDGER: "entry_id dataset_id at epsilon"}),

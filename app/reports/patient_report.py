@@ -24,8 +24,11 @@ from app.privacy.filter import RenyiFilter
 from app.privacy.terms import per_patient
 from app.reports.patient_schemas import BlockPointView, PatientBlockView, PatientBudgetView
 
-BLOCK_READERS = frozenset({"admin", "data_steward", "privacy_officer"})
-"""Roles that see the dataset's blocks (their datasets and spend over time)."""
+BLOCK_READERS = TABLE_HOLDERS
+"""Roles that see the dataset's blocks (their datasets and spend over time): which tables share
+patients is an exact fact about private data (an overlap of id sets, released without a
+mechanism), so only the tables' holders read it; every other role reads the most-spent
+block's spend alone (what a 409 reflects too)."""
 SIZE_READERS = TABLE_HOLDERS
 """Roles that also see each block's size: the tables' holders."""
 
