@@ -16,7 +16,9 @@ Goals: CSV ingest at most 3x the bare CSV read's seconds, and at most 1 GiB peak
 
 ``--http`` measures the same through the API (the issue's setting): a real ``dpcrisis serve``
 (temporary SQLite database and data directory, embedded worker) receives the CSV and a
-Parquet table of other patients (the same rows twice would be one source registered twice, a
+Parquet table of other patients into the organisation's patient space (its per-patient delta
+first lowered to 1/(10 n) through ``PUT /v1/patient-budget``, as an admin must before such an
+upload; the same rows twice would be one source registered twice, a
 409) as streamed ``PUT /v1/datasets/{id}/data`` bodies, ``--repeat`` times each with other rows
 (median seconds, highest peak); each upload's wall seconds (first byte sent to answer
 received) and the API process's peak RSS during it (``VmHWM``, reset through
@@ -329,6 +331,8 @@ def http_measure(n_rows: int, repeat: int, requests: int) -> dict[str, Any]:
         try:
             with service.api_client(base, timeout=900) as http:
                 delta = 10.0 ** np.floor(np.log10(1 / (10 * n_rows)))  # at most 1/(10 n)
+                http.put("/v1/patient-budget", json={  # the organisation's, as an admin would
+                    "epsilon": 8, "delta": delta}).raise_for_status()
                 for path in http_tables(1000, root, "warm-up", seed=99):  # not timed
                     upload(http, path, pid=process.pid, delta=delta)
                 for k, fmt in enumerate(("csv", "parquet")):

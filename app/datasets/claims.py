@@ -28,6 +28,7 @@ from app.datasets import service
 from app.datasets.models import AWAITING_DATA, RECEIVING, Dataset
 from app.datasets.service import DatasetHasData as DatasetNotAwaitingData
 from app.datasets.stored import schema_of
+from app.ledger import spaces
 
 # Past the longest body, a claim can only belong to a process that is gone.
 _STALE_MARGIN = timedelta(seconds=60)
@@ -47,6 +48,7 @@ class ClaimedUpload:
     schema: Any  # app.datasets.dataset_schema.DatasetSchema
     coin_scheme: str
     budget_delta: float | None
+    patient_secret: str | None = None  # the organisation's patient key, where it keys ids
 
 
 def stale_before(now: datetime) -> datetime:
@@ -77,7 +79,7 @@ def claim(*, session: Session, dataset_id: int) -> ClaimedUpload:
     if claimed != 1:
         _refuse(dataset)
     return ClaimedUpload(dataset.id, token, schema_of(dataset), dataset.coin_scheme,
-                         dataset.budget_delta)
+                         dataset.budget_delta, _patient_secret(session, dataset))
 
 
 def _refuse(dataset: Dataset) -> None:
@@ -127,3 +129,14 @@ def give_back(*, session: Session, claimed: ClaimedUpload) -> None:
         .values(state=AWAITING_DATA, upload_claim=None, upload_claimed_at=None)
         .execution_options(synchronize_session=False)
     )
+
+
+def _patient_secret(session: Session, dataset: Dataset) -> str | None:
+    """The organisation space's key when the dataset's ids go into it: the upload keys its
+    ids while the body arrives (``patient_index.add_dataset`` checks it is still the key)."""
+    if dataset.patient_space_id is None:
+        return None
+    space = session.get(spaces.PatientSpace, dataset.patient_space_id)
+    if space is None or space.kind != spaces.SpaceKind.ORGANISATION:
+        return None
+    return space.secret

@@ -70,6 +70,7 @@ class PendingUpload:
     data_dir: Path
     sha256: str  # of the file's bytes: its name once kept
     format: TableFormat  # the media type and its CSV dialect: part of the kept file's name
+    patient_words: np.ndarray | None = None  # ``patient_digest`` of each id, when asked
 
     def commit(self) -> StoredTable:
         suffix = self.format.suffix
@@ -114,14 +115,17 @@ def ingest_file(path: Path, *, media_type: MediaType, schema: DatasetSchema) -> 
 
 def ingest_and_store(path: Source, *, media_type: MediaType, schema: DatasetSchema,
                      data_dir: Path,
-                     id_digest: IdDigest = record_coins.id_digests) -> PendingUpload:
+                     id_digest: IdDigest = record_coins.id_digests,
+                     patient_digest: IdDigest | None = None) -> PendingUpload:
     """Validate the table at ``path`` keeping only each row's hash and id: the rows are never
     all in memory at once. The caller commits it (kept in ``data_dir`` as sent, named by its
     bytes) or drops it (nothing was written).
 
     ``id_digest`` gives each id a 64-bit word, equal for equal ids, to find duplicates; the
     upload route passes the dataset's keyed coin words, which come back as ``id_words`` so the
-    parts need no second pass over the ids.
+    parts need no second pass over the ids. ``patient_digest`` (the organisation's patient
+    key, ``app.datasets.patient_index``) is taken the same way, batch by batch while the body
+    arrives, and comes back as ``patient_words``: the accept then only merges.
 
     Raises:
         InvalidRequest: the schema breaks a rule, or the media type is not readable.
@@ -135,11 +139,13 @@ def ingest_and_store(path: Source, *, media_type: MediaType, schema: DatasetSche
 
         fmt = media_type_of(media_type)
         kept = _ingest(path, fmt, schema,
-                       lambda: _Columns(schema, False, id_digest, on_read=hash_file))
+                       lambda: _Columns(schema, False, id_digest, on_read=hash_file,
+                                        patient_digest=patient_digest))
         return PendingUpload(n_rows=kept.n_rows, ids=kept.ids(), imputed=kept.imputed,
                              fingerprint=kept.fingerprint, id_words=kept.id_words(),
                              source=path, media_type=fmt.media_type, data_dir=data_dir,
-                             sha256=digest[0].result(), format=fmt)
+                             sha256=digest[0].result(), format=fmt,
+                             patient_words=kept.patient_words())
 
 
 def _ingest(path: Source, media_type: MediaType, schema: DatasetSchema,
@@ -164,9 +170,11 @@ class _Columns:
 
     def __init__(self, schema: DatasetSchema, keep_rows: bool,
                  id_digest: IdDigest = record_coins.id_digests,
-                 on_read: Callable[[], None] = lambda: None) -> None:
+                 on_read: Callable[[], None] = lambda: None,
+                 patient_digest: IdDigest | None = None) -> None:
         self.schema, self.keep_rows, self.n_rows, self.positives = schema, keep_rows, 0, 0
-        self.id_digest, self.on_read = id_digest, on_read
+        self.id_digest, self.on_read, self.patient_digest = id_digest, on_read, patient_digest
+        self.patient_chunks: list[np.ndarray] = []
         self.fingerprint = ""  # set once every row passed
         self.words: np.ndarray | None = None  # id_words(), once built
         self.word_chunks: list[np.ndarray] = []  # without the rows: each batch's id words
@@ -182,7 +190,7 @@ class _Columns:
         first, self.n_rows = self.n_rows, self.n_rows + len(batch.outcome)
         if log:  # nothing will be kept: free what was
             for blocks in (self.features, self.outcome, self.hashes, self.id_chunks,
-                           self.word_chunks, *self.attributes.values()):
+                           self.word_chunks, self.patient_chunks, *self.attributes.values()):
                 blocks.clear()
             return
         self.positives += int(np.count_nonzero(batch.outcome))
@@ -194,7 +202,10 @@ class _Columns:
                                       batch.attributes))
         if not self.keep_rows:
             ids = batch.ids if batch.ids is not None else _row_numbers(first, self.n_rows)
-            self.word_chunks.append(self.id_digest(ids.cast(pa.string())))
+            texts = ids.cast(pa.string())
+            self.word_chunks.append(self.id_digest(texts))
+            if self.patient_digest is not None:
+                self.patient_chunks.append(self.patient_digest(texts))
             return
         self.features.append(batch.features)
         self.outcome.append(batch.outcome)
@@ -212,6 +223,15 @@ class _Columns:
                               else np.zeros(0, np.uint64))
             self.word_chunks.clear()
         return self.words
+
+    def patient_words(self) -> np.ndarray | None:
+        """``patient_digest`` of every id, in order (None: not asked, or the rows kept)."""
+        if self.patient_digest is None or self.keep_rows:
+            return None
+        words = (np.concatenate(self.patient_chunks) if self.patient_chunks
+                 else np.zeros(0, np.uint64))
+        self.patient_chunks.clear()
+        return words
 
     def ids(self) -> pa.StringArray:
         """The id column as one array (built once; the id chunks are then freed)."""

@@ -55,10 +55,12 @@ def receive(*, claimed: ClaimedUpload, path: Source, media_type: MediaType) -> R
         TableInvalid: the table breaks the schema (422, nothing stored).
         InvalidRequest: the budget's delta is above 1/(10 n) for this many rows (422).
     """
-    secret = identity.new_secret()
+    secret, patient_secret = identity.new_secret(), claimed.patient_secret
     upload = ingest_and_store(  # the keyed words find duplicate ids, then give the parts
         path, media_type=media_type, schema=claimed.schema, data_dir=settings.data_dir,
-        id_digest=lambda ids: record_coins.keyed_words(ids, secret, scheme=claimed.coin_scheme))
+        id_digest=lambda ids: record_coins.keyed_words(ids, secret, scheme=claimed.coin_scheme),
+        patient_digest=None if patient_secret is None else lambda ids: record_coins.keyed_words(
+            ids, patient_secret, scheme=record_coins.CURRENT_SCHEME))
     if claimed.budget_delta is not None:
         check_delta(claimed.budget_delta, upload.n_rows, field="privacy_budget.delta")
     return ReceivedUpload(claimed, upload, secret)

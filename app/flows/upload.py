@@ -68,7 +68,8 @@ def accept(*, received: ReceivedUpload, principal: Principal) -> Dataset:
         elif dataset.patient_space_id is not None and dataset.source_kind == "upload":
             overlap = patient_index.add_dataset(
                 session=session, space_id=dataset.patient_space_id, dataset_id=dataset.id,
-                ids=received.upload.ids)
+                ids=received.upload.ids, keyed=patient_index.Keyed.of(
+                    received.claimed.patient_secret, received.upload.patient_words))
             dataset.patient_overlap = {
                 **dataclasses.asdict(overlap),
                 "shared_with": {str(k): v for k, v in overlap.shared_with.items()}}

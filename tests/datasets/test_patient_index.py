@@ -75,7 +75,7 @@ def _index_file(db: Database, space_id: int) -> Path:
     with db.session_scope() as session:
         space = session.get(PatientSpace, space_id)
         assert space is not None and space.index_sha256 is not None
-        return app_settings.data_dir / "patients" / f"space-{space.id}-{space.index_sha256}.npz"
+        return app_settings.data_dir / "patients" / f"space-{space.id}-{space.index_sha256}.index"
 
 
 uploads = st.lists(st.sets(st.integers(0, 59), min_size=1, max_size=40), min_size=1, max_size=5)
@@ -112,8 +112,7 @@ def test_uploads_split_blocks_exactly_as_set_algebra_says(
         block_of = {b.id: tuple(b.datasets) for b in spaces.live_blocks(
             session=session, space_id=space_id)}
     assert secret is not None
-    with np.load(io.BytesIO(data)) as stored:
-        keys, blocks = stored["digests"], stored["blocks"]
+    keys, blocks = patient_index._decode(data)
     assert len(keys) == rows == len(patterns)
     assert np.all(keys[1:] > keys[:-1])  # a sorted set: each patient once
     everyone = sorted(patterns)
@@ -158,18 +157,18 @@ def test_a_damaged_index_is_refused_and_nothing_changes(db: Database, damage: st
     elif damage == "missing":
         path.unlink()
     else:  # a file that matches a record but is no sorted set (two digests swapped)
-        with np.load(path) as stored:
-            keys, blocks = stored["digests"].copy(), stored["blocks"]
+        keys, blocks = patient_index._decode(path.read_bytes())
+        keys = keys.copy()
         keys[[0, 1]] = keys[[1, 0]]
-        buffer = io.BytesIO()
-        np.savez(buffer, digests=keys, blocks=blocks)
-        sha = hashlib.sha256(buffer.getvalue()).hexdigest()
-        (path.parent / f"space-{space_id}-{sha}.npz").write_bytes(buffer.getvalue())
+        data = b"".join(bytes(part) for part in patient_index._parts(keys, blocks))
+        sha = hashlib.sha256(data).hexdigest()
+        (path.parent / f"space-{space_id}-{sha}.index").write_bytes(data)
         with db.session_scope() as session:
             space = session.get(PatientSpace, space_id)
             assert space is not None
             space.index_sha256 = sha
     before, files = _state(db, space_id), sorted(path.parent.iterdir())
+    patient_index._last.clear()  # a process that did not write it: the file is all it has
     with pytest.raises(IndexCorrupted):
         _add(db, space_id, 3, range(35, 50))
     assert _state(db, space_id) == before
@@ -202,3 +201,44 @@ def test_a_space_of_one_dataset_keys_no_ids(db: Database) -> None:
                                     delta=1e-6).id
     with pytest.raises(ValueError, match="keys no ids"):
         _add(db, space_id, 1, range(3))
+
+
+def test_an_index_written_as_npz_before_the_raw_format_still_loads(db: Database) -> None:
+    """Spaces keyed before the raw format point at an ``.npz`` file: it is read, checked
+    against its SHA-256 like any index, and the next upload writes the raw format."""
+    space_id = _space(db)
+    _add(db, space_id, 1, range(30))
+    path = _index_file(db, space_id)
+    keys, blocks = patient_index._decode(path.read_bytes())
+    buffer = io.BytesIO()
+    np.savez(buffer, digests=keys, blocks=blocks)
+    sha = hashlib.sha256(buffer.getvalue()).hexdigest()
+    (path.parent / f"space-{space_id}-{sha}.npz").write_bytes(buffer.getvalue())
+    with db.session_scope() as session:
+        space = session.get(PatientSpace, space_id)
+        assert space is not None
+        space.index_sha256 = sha
+        loaded = patient_index.load(space)
+    assert loaded[0].tolist() == keys.tolist() and loaded[1].tolist() == blocks.tolist()
+    assert _add(db, space_id, 2, range(20, 40)).already_known == 10
+    assert _index_file(db, space_id).suffix == ".index"
+
+
+@pytest.mark.parametrize("key", ["the space's", "another"])
+def test_ids_keyed_while_the_body_arrived_count_only_under_the_space_key(
+        db: Database, key: str) -> None:
+    """Words taken under a key that is no longer the space's (or any other) are not trusted:
+    the ids are keyed again, so the blocks are the same either way."""
+    space_id = _space(db)
+    _add(db, space_id, 1, range(30))
+    with db.session_scope() as session:
+        space = session.get(PatientSpace, space_id)
+        assert space is not None and space.secret is not None
+        secret = space.secret if key == "the space's" else "0" * 64
+        words = patient_index.record_coins.keyed_words(
+            _ids(range(20, 40)), secret, scheme=patient_index.record_coins.CURRENT_SCHEME)
+        overlap = patient_index.add_dataset(
+            session=session, space_id=space_id, dataset_id=2, ids=_ids(range(20, 40)),
+            keyed=patient_index.Keyed.of(secret, words))
+    assert (overlap.already_known, overlap.new) == (10, 10)
+    assert _live(db, space_id) == {(1,): 20, (1, 2): 10, (2,): 10}
