@@ -9,11 +9,13 @@ from app.jobs.models import Job
 from app.ledger.models import LedgerEntry, LedgerEvent
 from app.ledger.space_chain import PatientSpaceEvent
 from app.ledger.spaces import PatientBlock, PatientSpace
+from app.monitoring.models import MonitoringRun
 from app.registry.models import TrainedModel
 from app.statistics.models import StatisticsRelease
 
 __all__ = [
     "ApiKey", "AuditEvent", "Base", "CdsFeedback", "CdsTokenSeen", "Dataset",
+    "MonitoringRun",
     "IdempotencyRecord", "Job", "LedgerEntry", "LedgerEvent", "PatientBlock", "PatientSpace",
     "PatientSpaceEvent", "StatisticsRelease", "TrainedModel",
 ]

@@ -14,6 +14,7 @@ from app.api.fhir import router as fhir_router
 from app.api.fhir import terminology_router
 from app.api.jobs import router as jobs_router
 from app.api.ledger import router as ledger_router
+from app.api.monitoring import router as monitoring_router
 from app.api.patient_budget import router as patient_budget_router
 from app.api.privacy_audit import router as privacy_audit_router
 from app.api.privacy_inventory import router as privacy_inventory_router
@@ -82,7 +83,8 @@ def create_app(*, embedded_worker: bool = False) -> FastAPI:
     # Every other route needs a valid key; each names the roles it admits (app/auth/).
     routers = (datasets_router, ledger_router, patient_budget_router, jobs_router,
                models_router, scoring_router, fhir_router, keys_router, audit_router,
-               privacy_audit_router, privacy_inventory_router, statistics_router)
+               privacy_audit_router, privacy_inventory_router, statistics_router,
+               monitoring_router)
     for router in routers:
         app.include_router(router, dependencies=[Depends(authenticate)],
                            responses=AUTH_RESPONSES)

@@ -99,6 +99,7 @@ class Release:
     groups: dict[str, np.ndarray]  # grouping -> (n_groups, n_bins, 2) noisy counts
     labels: dict[str, list[str]]  # grouping -> its public group labels
     noise_multiplier: float  # noise std / L2 sensitivity; 0: exact counts (public data)
+    other_histograms: int = 0  # released with these under the same noise (a monitoring run's)
 
     @property
     def n_bins(self) -> int:
@@ -107,7 +108,7 @@ class Release:
     @property
     def l2_sensitivity(self) -> float:
         """One record: one cell of each histogram, each by 1."""
-        return math.sqrt(1 + len(self.groups))
+        return math.sqrt(1 + len(self.groups) + self.other_histograms)
 
     @property
     def noise_std(self) -> float:

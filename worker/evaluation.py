@@ -259,6 +259,13 @@ def evaluate(
     checked = _check_groups(groups, len(y))
     rel = release(y.astype(np.int64), p, checked, noise_multiplier=noise_multiplier,
                   thresholds=thresholds, rng=rng)
+    return evaluated(rel, thresholds, rng, n_bootstrap)
+
+
+def evaluated(rel: Release, thresholds: Mapping[str, float], rng: np.random.Generator,
+              n_bootstrap: int = N_BOOTSTRAP) -> dict[str, Any]:
+    """Every metric of a released histogram set: post-processing only (also of a monitoring
+    run's release, ``worker.monitoring``)."""
     overall = score(rel.overall, rel, thresholds, rng, n_bootstrap)
     core, notes = _core(overall, (), thresholds)
     subgroups = []

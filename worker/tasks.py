@@ -29,7 +29,7 @@ from app.core.database import Database
 from app.flows import job_run
 from app.flows.job_run import LoadedData, TrainedNetwork
 from app.jobs import queue, recipe
-from app.jobs.models import CANCELLED, PRIVACY_AUDIT, SUCCEEDED, TRAIN, Job
+from app.jobs.models import CANCELLED, MONITORING, PRIVACY_AUDIT, SUCCEEDED, TRAIN, Job
 from app.jobs.schemas import TrainingConfig
 from app.observability import job_metrics
 from app.privacy.accounting import Mechanism, finite_or_none
@@ -39,6 +39,7 @@ from worker.evaluation import evaluate
 from worker.heartbeat import Heartbeat
 from worker.held_out_floors import held_out_warnings
 from worker.launch import train_distributed
+from worker.monitoring.task import run_monitoring_job
 from worker.privacy_audit.job import run_audit_job
 from worker.training import (
     EpochCallback,
@@ -73,6 +74,12 @@ class ClaimedJob:
     dataset_id: int
     spec: TrainingSpec
     kind: str = TRAIN
+
+
+NO_SPEC = TrainingSpec(kind="none", hidden_units=0, epochs=0, batch_size=0, learning_rate=0.0,
+                       momentum=0.0, max_grad_norm=0.0, noise_multiplier=0.0, sample_rate=0.0,
+                       steps=0, delta=0.0, seed=0)
+"""The spec of a job that trains nothing (a monitoring run: its release is its job's row)."""
 
 
 def spec_of(job: Job) -> TrainingSpec:
@@ -260,5 +267,6 @@ Task = Callable[[JobWorker, ClaimedJob], str]
 
 # ClaimedAudit's members are plain (settable) Protocol attributes, which the frozen ClaimedJob
 # does not match for mypy; read-only (property) members in worker/privacy_audit/job.py would.
-TASKS: dict[str, Task] = {TRAIN: run_training, PRIVACY_AUDIT: run_audit_job}  # type: ignore[dict-item]
+TASKS: dict[str, Task] = {TRAIN: run_training, PRIVACY_AUDIT: run_audit_job,  # type: ignore[dict-item]
+                          MONITORING: run_monitoring_job}
 """``Job.kind`` -> the task that runs it; both kinds share the one queue."""

@@ -1,10 +1,10 @@
 """Dataset table: what was registered and the privacy budget that guards it."""
 
-from datetime import datetime
+from datetime import date, datetime
 from enum import StrEnum
 from typing import Any
 
-from sqlalchemy import JSON, Boolean, DateTime, Float, ForeignKey, Integer, String
+from sqlalchemy import JSON, Boolean, Date, DateTime, Float, ForeignKey, Integer, String
 from sqlalchemy.orm import Mapped, mapped_column
 
 from app.core.database import Base
@@ -103,6 +103,13 @@ class Dataset(Base):
     rows_equal_dataset_id: Mapped[int | None] = mapped_column(Integer, nullable=True)
     data_erased_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True),
                                                            nullable=True)
+    # A follow-up cohort: a later table of the model's declared schema on which monitoring
+    # runs measure it (app.monitoring), and the period its rows cover (public by declaration).
+    # The generator's documented shift (app.datasets.synthetic.SHIFTS), null: none.
+    synthetic_shift: Mapped[str | None] = mapped_column(String(32), nullable=True)
+    follow_up_model_id: Mapped[int | None] = mapped_column(Integer, nullable=True, index=True)
+    follow_up_period_start: Mapped[date | None] = mapped_column(Date, nullable=True)
+    follow_up_period_end: Mapped[date | None] = mapped_column(Date, nullable=True)
 
     @property
     def n_holdout(self) -> int:

@@ -58,7 +58,7 @@ def load_parts(dataset: Dataset) -> Split:
 
 
 def _synthetic_parts(dataset: Dataset, secret: str) -> Split:
-    table = synthetic.generate(dataset.n_rows, dataset.seed)
+    table = synthetic.generate(dataset.n_rows, dataset.seed, dataset.synthetic_shift)
     parts = identity.parts_of(range(dataset.n_rows), secret, scheme=dataset.coin_scheme)
 
     def rows(part: identity.Part) -> PartRows:

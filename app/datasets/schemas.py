@@ -1,8 +1,9 @@
 """Request and response bodies of the datasets API."""
 
+from datetime import date
 from typing import Annotated, Any, Literal, Self
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from app.core.schemas import (
     NO_CONTROL_CHARACTERS,
@@ -22,6 +23,9 @@ class SyntheticSource(RequestModel):
     kind: Literal["synthetic"]
     n_rows: int = Field(ge=MIN_ROWS, le=MAX_ROWS, description="patients to generate")
     seed: int = Field(default=0, ge=0, le=2**31 - 1)
+    shift: Literal["phq9_and_outcome"] | None = Field(
+        default=None, description="a documented change for follow-up cohorts: PHQ-9 scores "
+        "move up and the outcome model changes (app.datasets.synthetic)")
 
 
 class UploadSource(RequestModel):
@@ -40,6 +44,26 @@ class PrivacyBudget(RequestModel):
     delta: float = Field(gt=0, lt=1, description="must also be at most 1 / (10 n_rows)")
 
 
+class FollowUp(RequestModel):
+    """The table is a later cohort of a model's patients: what monitoring runs measure it on."""
+
+    model_id: int = Field(ge=1, le=2**31 - 1, description="the model it follows")
+    period_start: date = Field(description="first day its rows cover (YYYY-MM-DD)")
+    period_end: date = Field(description="last day its rows cover, on or after period_start")
+
+    @model_validator(mode="after")
+    def _ordered(self) -> Self:
+        if self.period_end < self.period_start:
+            raise ValueError("period_end must be on or after period_start")
+        return self
+
+
+class FollowUpOut(ResponseModel):
+    model_id: int
+    period_start: date
+    period_end: date
+
+
 @register_ranges
 class DatasetCreate(RequestModel):
     name: str = Field(min_length=1, max_length=200, pattern=NO_CONTROL_CHARACTERS)
@@ -51,6 +75,9 @@ class DatasetCreate(RequestModel):
     )
     privacy_budget: PrivacyBudget | None = None
     public: bool = False
+    follow_up: FollowUp | None = Field(
+        default=None, description="a later cohort of a model's patients (monitoring): its "
+        "schema is the model's (taken from it when omitted)")
 
 
 class SourceOut(ResponseModel):
@@ -117,6 +144,9 @@ class DatasetOut(ResponseModel):
     warnings: list[str] | None = Field(
         default=None, description="what the tables' holders should know of the upload (that "
         "its rows equal an earlier dataset's): admins and data stewards only (null for others)")
+    follow_up: FollowUpOut | None = Field(
+        default=None, description="the model this later cohort follows and the period its "
+        "rows cover (null: not a follow-up)")
     data_erased_at: UtcDatetime | None
     created_at: UtcDatetime
 
@@ -142,6 +172,10 @@ class DatasetOut(ResponseModel):
             dataset, source=source, privacy_budget=dataset,
             imputed=dataset.imputed if show_intake else None,
             patients=None if overlap is None else PatientOverlapOut.model_validate(overlap),
+            follow_up=None if dataset.follow_up_model_id is None else FollowUpOut(
+                model_id=dataset.follow_up_model_id,
+                period_start=dataset.follow_up_period_start,  # type: ignore[arg-type]
+                period_end=dataset.follow_up_period_end),  # type: ignore[arg-type]
             warnings=([] if same is None else [same_rows_warning(same)]) if show_intake else None)
 
 

@@ -1,5 +1,7 @@
 """Dataset rules: registration, lookup, and access to the rows (regenerated from the seed)."""
 
+import hashlib
+
 import numpy as np
 from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session
@@ -43,6 +45,10 @@ def create(*, session: Session, request: DatasetCreate) -> Dataset:
     dataset = (_synthetic(session, request) if isinstance(request.source, SyntheticSource)
                else _upload(request))
     dataset.name, dataset.public = request.name, request.public
+    if request.follow_up is not None:  # the caller (app.flows.datasets) checked the model
+        dataset.follow_up_model_id = request.follow_up.model_id
+        dataset.follow_up_period_start = request.follow_up.period_start
+        dataset.follow_up_period_end = request.follow_up.period_end
     if budget is not None:
         dataset.budget_epsilon, dataset.budget_delta = budget.epsilon, budget.delta
         dataset.filter_order = filter_order(budget.epsilon, budget.delta)
@@ -74,20 +80,23 @@ def _space_for(session: Session, dataset: Dataset) -> spaces.PatientSpace:
 
 def _synthetic(session: Session, request: DatasetCreate) -> Dataset:
     assert isinstance(request.source, SyntheticSource)
-    n_rows, seed = request.source.n_rows, request.source.seed
+    n_rows, seed, shift = request.source.n_rows, request.source.seed, request.source.shift
     if request.declared_schema is not None:
         raise InvalidRequest("the synthetic generator has its own schema (the crisis schema); "
                              "send a schema only with an upload", field="schema")
     if request.privacy_budget is not None:
         check_delta(request.privacy_budget.delta, n_rows, field="privacy_budget.delta")
     fingerprint = identity.synthetic_fingerprint(n_rows, seed)
-    generated = generated_rows_fingerprint(n_rows, seed)
+    if shift is not None:  # other rows than the unshifted generator's: another source
+        fingerprint = hashlib.sha256(f"{fingerprint}:shift:{shift}".encode()).hexdigest()
+    generated = generated_rows_fingerprint(n_rows, seed, shift)
     check_new_source(session, fingerprint, generated)
     secret = identity.new_secret()
     counts = identity.part_counts(identity.parts_of(
         range(n_rows), secret, scheme=identity.CURRENT_SCHEME))
     return Dataset(
-        source_kind="synthetic", n_rows=n_rows, n_train=counts[identity.Part.TRAIN],
+        source_kind="synthetic", synthetic_shift=shift, n_rows=n_rows,
+        n_train=counts[identity.Part.TRAIN],
         n_calibration=counts[identity.Part.CALIBRATION], seed=seed, record_secret=secret,
         coin_scheme=identity.CURRENT_SCHEME,
         source_fingerprint=fingerprint, content_fingerprint=generated,
@@ -96,10 +105,10 @@ def _synthetic(session: Session, request: DatasetCreate) -> Dataset:
     )
 
 
-def generated_rows_fingerprint(n_rows: int, seed: int) -> str:
+def generated_rows_fingerprint(n_rows: int, seed: int, shift: str | None = None) -> str:
     """The identity an upload of the generator's rows (under its schema, any ids, any order)
     would have: ids are not part of a table's content fingerprint."""
-    table = synthetic.generate(n_rows, seed)
+    table = synthetic.generate(n_rows, seed, shift)
     content = table_store.fingerprint(
         CRISIS_SCHEMA, table.x.astype(np.float64), table.y.astype(np.float64),
         {"sex": table.sex.astype(np.int64)})

@@ -8,6 +8,13 @@ Each record also carries ``sex`` (female/male, half each), a subgroup attribute 
 evaluation's fairness tables. It is not a model feature and has no effect on the outcome; it is
 drawn from its own stream, so every other column (and the Bayes ceiling) is as before.
 A record's id is its index in the generated table.
+
+``SHIFTS`` names documented changes for follow-up cohorts (monitoring, issue 30): under
+``"phq9_and_outcome"`` the PHQ-9 scores move up (drawn from 8 to 27 instead of 0 to 27: a service
+now seeing more severe depression) and the outcome model changes (PHQ-9 and prior crises
+matter less, substance use more: ``SHIFTED_COEFFICIENTS``, intercept lowered to keep the
+prevalence near 2%), so a model trained on the unshifted generator ranks worse on it. Every
+other column is drawn as before.
 """
 
 import hashlib
@@ -29,6 +36,12 @@ COEFFICIENTS = {
 }
 
 
+PHQ9_AND_OUTCOME = "phq9_and_outcome"
+SHIFTS = (PHQ9_AND_OUTCOME,)
+SHIFTED_INTERCEPT = -5.3
+SHIFTED_COEFFICIENTS = {**COEFFICIENTS, "phq9": 0.02, "prior_crisis": 0.4, "substance_use": 1.6}
+
+
 @dataclass(frozen=True)
 class SyntheticTable:
     x: np.ndarray  # (n, n_features) raw values in spec order
@@ -37,22 +50,26 @@ class SyntheticTable:
     sex: np.ndarray  # (n,) subgroup attribute: index into SEX_CATEGORIES
 
 
-def true_logit(x: np.ndarray) -> np.ndarray:
-    beta = np.array([COEFFICIENTS[name] for name in FEATURE_NAMES])
-    return INTERCEPT + x @ beta
+def true_logit(x: np.ndarray, shift: str | None = None) -> np.ndarray:
+    shifted = shift == PHQ9_AND_OUTCOME
+    weights = SHIFTED_COEFFICIENTS if shifted else COEFFICIENTS
+    beta = np.array([weights[name] for name in FEATURE_NAMES])
+    return (SHIFTED_INTERCEPT if shifted else INTERCEPT) + x @ beta
 
 
-def generate(n_rows: int, seed: int) -> SyntheticTable:
-    """Draw ``n_rows`` patients; the same (n_rows, seed) always gives the same table."""
+def generate(n_rows: int, seed: int, shift: str | None = None) -> SyntheticTable:
+    """Draw ``n_rows`` patients; the same (n_rows, seed, shift) always gives the same table."""
+    if shift is not None and shift not in SHIFTS:
+        raise ValueError(f"unknown shift {shift!r}; known: {SHIFTS}")
     rng = np.random.default_rng(seed)
     age = rng.integers(18, 81, n_rows)
-    phq9 = rng.integers(0, 28, n_rows)
+    phq9 = rng.integers(8 if shift == PHQ9_AND_OUTCOME else 0, 28, n_rows)
     gaf = np.clip(np.rint(rng.normal(60.0, 15.0, n_rows)), 1, 100)
     sessions = np.clip(rng.poisson(5.0, n_rows), 0, 50)
     substance = rng.binomial(1, 0.3, n_rows)
     prior = rng.binomial(1, 0.2, n_rows)
     x = np.column_stack([age, phq9, gaf, sessions, substance, prior]).astype(np.float64)
-    p = 1.0 / (1.0 + np.exp(-true_logit(x)))
+    p = 1.0 / (1.0 + np.exp(-true_logit(x, shift)))
     y = rng.binomial(1, p).astype(np.float64)
     sex = np.random.default_rng([seed, 3]).integers(0, len(SEX_CATEGORIES), n_rows)
     return SyntheticTable(x=x, y=y, p=p, sex=sex.astype(np.int64))

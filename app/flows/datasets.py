@@ -14,6 +14,7 @@ from app.datasets import service as dataset_service
 from app.datasets import uploads
 from app.datasets.models import Dataset
 from app.datasets.schemas import DatasetCreate, PrivacyBudget
+from app.monitoring import service as monitoring_service
 from app.reports import privacy_report as reports
 from app.reports.schemas import DatasetPrivacyReport
 from app.statistics import cohort
@@ -21,7 +22,13 @@ from app.statistics import cohort
 
 def register(*, session: Session, request: DatasetCreate, principal: Principal) -> int:
     """Create the dataset and its audit event in one transaction; returns its id (an
-    idempotent replay, ``app.core.idempotency``, calls neither)."""
+    idempotent replay, ``app.core.idempotency``, calls neither).
+
+    A follow-up (``request.follow_up``) takes the model's declared schema when it sends none,
+    and must declare exactly that schema when it does (``monitoring_service.follow_up_request``).
+    """
+    if request.follow_up is not None:
+        request = monitoring_service.follow_up_request(session=session, request=request)
     dataset = dataset_service.create(session=session, request=request)
     audit.record(
         session=session, principal=principal, action=Action.DATASET_REGISTERED,

@@ -1,5 +1,6 @@
 """Scoring's steps that cross domains: score (the JSON, FHIR or CDS Hooks way), then record
-the call in the audit log before the answer leaves.
+the call in the audit log before the answer leaves, and count what was served
+(``app.observability.served_scores``: bands and probabilities by model id, nothing else).
 
 The event names the endpoint, the model and the number of patients, never a feature
 (``audit.record_scoring``, which blocks until the event is committed: call these from a worker
@@ -10,15 +11,29 @@ these and render its answer.
 from datetime import date, datetime
 from typing import Any
 
+import numpy as np
+
 from app.auth import audit
 from app.auth.principal import Principal
+from app.bands import band_index
 from app.cdshooks import service as cds_service
 from app.cdshooks.schemas import CdsResponse, HookRequest
 from app.fhir import service as fhir_service
 from app.fhir.schemas import RiskFhirRequest
+from app.observability import served_scores
 from app.scoring import service as scoring_service
 from app.scoring.answer import RiskAnswer
 from app.scoring.schemas import RiskBatchRequest, RiskRequest, RiskResult
+
+
+def _count_served(scored: RiskResult | RiskAnswer) -> None:
+    """The one place an answer is counted in the served-score series: its model id, each
+    patient's probability and band (a batch in one vectorised call)."""
+    if isinstance(scored, RiskResult):
+        served_scores.record(scored.model.id, [scored.probability], [scored.band])
+        return
+    p = np.asarray(scored.probability, dtype=np.float64)
+    served_scores.record(scored.model.id, p, band_index(p, scored.band_thresholds))
 
 
 def score(*, request: RiskRequest, principal: Principal) -> RiskResult:
@@ -30,6 +45,7 @@ def score(*, request: RiskRequest, principal: Principal) -> RiskResult:
     answer = scoring_service.score(features=request.features, model_id=request.model_id)
     audit.record_scoring(principal=principal, endpoint="risk", patients=1,
                          model_id=answer.model.id)
+    _count_served(answer)
     return answer
 
 
@@ -40,6 +56,7 @@ def score_batch(*, request: RiskBatchRequest, principal: Principal) -> RiskAnswe
                                          model_id=request.model_id)
     audit.record_scoring(principal=principal, endpoint="risk/batch",
                          patients=len(request.patients), model_id=answer.model.id)
+    _count_served(answer)
     return answer
 
 
@@ -51,6 +68,7 @@ def assess_fhir(*, request: RiskFhirRequest, principal: Principal, now: datetime
                                         references=request.basis)
     audit.record_scoring(principal=principal, endpoint="risk/fhir",
                          patients=1, model_id=scored.model.id)
+    _count_served(scored)
     return fhir_service.risk_assessment(
         scored=scored, model=model, subject=request.subject, features=request.features,
         references=request.basis, now=now,

@@ -27,13 +27,14 @@ class JobKind(StrEnum):
 
     TRAIN = "train"
     PRIVACY_AUDIT = "privacy_audit"
+    MONITORING = "monitoring"  # a monitoring run of a model on a follow-up (app.monitoring)
 
 
 # The short names callers import (members, so equal to the strings they were).
 QUEUED, RUNNING, SUCCEEDED = JobStatus.QUEUED, JobStatus.RUNNING, JobStatus.SUCCEEDED
 FAILED, CANCELLED = JobStatus.FAILED, JobStatus.CANCELLED
 FINISHED = (SUCCEEDED, FAILED, CANCELLED)
-TRAIN, PRIVACY_AUDIT = JobKind.TRAIN, JobKind.PRIVACY_AUDIT
+TRAIN, PRIVACY_AUDIT, MONITORING = JobKind.TRAIN, JobKind.PRIVACY_AUDIT, JobKind.MONITORING
 
 
 class Job(Base):

@@ -26,7 +26,7 @@ from pydantic import (
     WrapValidator,
 )
 
-from app.jobs.models import PRIVACY_AUDIT, TRAIN
+from app.jobs.models import MONITORING, PRIVACY_AUDIT, TRAIN
 
 logger = logging.getLogger(__name__)
 
@@ -239,6 +239,22 @@ class AuditResults(_Stored):
     audited_job_id: int | None
 
 
+class MonitoringResults(_Stored):
+    """A monitoring run's results (``worker.monitoring.task``): its one release on the
+    follow-up and every figure post-processed from it and the training-time releases; served
+    by ``GET /v1/monitoring-runs/{id}`` (``app.monitoring.schemas``), classified there."""
+
+    model_id: int
+    performance: dict[str, Any] = Field(description="the follow-up's DP evaluation")
+    drift: dict[str, Any] | None = Field(description="performance drift against the "
+                                         "training-time evaluation (null: it has no release)")
+    features: list[dict[str, Any]] = Field(description="per feature: PSI, Wasserstein, verdict")
+    fairness: dict[str, Any] = Field(description="subgroup gaps, follow-up and training time")
+    feature_release: dict[str, Any] = Field(description="the features' noisy histograms")
+    l2_sensitivity: float
+    notes: list[str]
+
+
 def _typed_or_withheld(value: Any, handler: ValidatorFunctionWrapHandler) -> Any:
     """Serve a stored result only as its typed model; null when it matches none."""
     if value is None:
@@ -256,7 +272,8 @@ ServedResults = Annotated[HeldOutEvaluation | AuditResults | None,
                           WrapValidator(_typed_or_withheld)]
 """A job's stored result as a response field: held-out metrics or an audit's results."""
 
-RESULT_MODELS: dict[str, type[_Stored]] = {TRAIN: HeldOutEvaluation, PRIVACY_AUDIT: AuditResults}
+RESULT_MODELS: dict[str, type[_Stored]] = {TRAIN: HeldOutEvaluation, PRIVACY_AUDIT: AuditResults,
+                                           MONITORING: MonitoringResults}
 """``Job.kind`` -> the model of what it stores."""
 _ADAPTERS = {kind: TypeAdapter(model) for kind, model in RESULT_MODELS.items()}
 

@@ -64,9 +64,11 @@ def _figures(charge: ReleaseCharge) -> dict[str, float]:
 
 
 def reserve_release(
-    *, session: Session, dataset: Budgeted, release_id: int, charge: ReleaseCharge
+    *, session: Session, dataset: Budgeted, charge: ReleaseCharge, release_id: int | None = None,
+    job_id: int | None = None,
 ) -> LedgerEntry:
-    """Admit statistics release ``release_id`` by the filter and chain its reserve record.
+    """Admit statistics release ``release_id`` (or the one-shot release of job ``job_id``: a
+    monitoring run, ``app.monitoring``) by the filter and chain its reserve record.
 
     Takes the dataset lock first, in the transaction that inserts the release, so concurrent
     jobs and releases are serialised and cannot overspend together.
@@ -78,7 +80,8 @@ def reserve_release(
     budget = ledger_service.lock_dataset(session=session, dataset_id=dataset.id)
     figures, said = _figures(charge), charge.description
     entry = LedgerEntry(
-        dataset_id=dataset.id, statistics_release_id=release_id, mechanism=said.mechanism,
+        dataset_id=dataset.id, statistics_release_id=release_id, job_id=job_id,
+        mechanism=said.mechanism,
         noise_multiplier=said.noise_multiplier, sample_rate=said.sample_rate, steps=said.steps,
         clip_norm=1.0, delta=charge.delta, accountant=ledger_spend.COMPOSITION_ACCOUNTANT,
         components=said.components, event=events.to_json(charge.event), created_at=utcnow(),

@@ -10,6 +10,8 @@ whichever API process Prometheus scrapes; the job histograms are the worker's ow
 - ``dpcrisis_job_queue_wait_seconds`` and ``dpcrisis_training_samples_per_second``:
   histograms the worker feeds as it claims and finishes jobs (``app.observability.job_metrics``,
   the process's own registry, included here).
+- ``dpcrisis_served_band_total{model_id, band}`` and ``dpcrisis_served_score{model_id}``: the
+  bands and probabilities this process has served (``app.observability.served_scores``).
 - ``dpcrisis_metrics_database_up``: 0 when the scrape could not read the database (the other
   database-backed series are then absent rather than stale).
 
@@ -43,6 +45,7 @@ from app.jobs.models import Job
 from app.ledger import spend as ledger_spend
 from app.observability.job_metrics import WorkerHistograms
 from app.observability.middleware import HttpMetrics, MetricsMiddleware
+from app.observability.served_scores import SERVED
 
 logger = logging.getLogger(__name__)
 
@@ -135,6 +138,7 @@ def install_metrics(app: FastAPI) -> None:
     registry = CollectorRegistry(auto_describe=False)
     registry.register(DatabaseCollector())
     registry.register(WorkerHistograms())
+    registry.register(SERVED)
     app.state.metrics_registry = registry
     app.add_middleware(MetricsMiddleware, metrics=HttpMetrics(registry))
     app.include_router(router)

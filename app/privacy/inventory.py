@@ -19,6 +19,7 @@ from pydantic import BaseModel, Field
 
 from app.privacy.inventory_api import API_ENTRIES
 from app.privacy.inventory_http import HTTP_ENTRIES
+from app.privacy.inventory_monitoring import MONITORING_ENTRIES
 from app.privacy.inventory_outputs import OUTPUT_ENTRIES
 from app.privacy.inventory_patients import PATIENT_ENTRIES
 from app.privacy.inventory_statistics import STATISTICS_ENTRIES
@@ -33,7 +34,7 @@ RULE = (
 )
 
 ENTRIES: tuple[Entry, ...] = (*API_ENTRIES, *STATISTICS_ENTRIES, *PATIENT_ENTRIES,
-                               *HTTP_ENTRIES, *OUTPUT_ENTRIES)
+                               *MONITORING_ENTRIES, *HTTP_ENTRIES, *OUTPUT_ENTRIES)
 BY_WHERE: dict[str, Entry] = {e.where: e for e in ENTRIES}
 
 

@@ -121,6 +121,8 @@ OPEN_OBJECTS: dict[str, str] = {
     "AuditReport.membership": "the membership attacks' results, on public synthetic data",
     "AuditReport.settings": "the audited mechanism's settings (AuditSettings' keys)",
     "AuditReport.seconds": "seconds per audit phase",
+    "MonitoringRunOut.performance": "the follow-up's DP evaluation: HeldOutEvaluation's keys",
+    "MonitoringRunOut.fairness": "subgroup gaps (worker.monitoring.fairness), each classified",
 }
 """Objects in a response whose keys the OpenAPI document does not enumerate, and why that is
 safe: a new one fails ``tests/privacy/test_release_inventory.py`` until it is typed or listed
@@ -360,6 +362,7 @@ PAGES = [
     see("response:getJobPrivacyReport:html", "template:job.html"),
     see("response:getDatasetPrivacyReport:html", "template:dataset.html"),
     see("response:getAuditReport:html", "template:audit.html"),
+    see("response:getModelMonitoring:html", "template:monitoring.html"),
 ]
 
 API_ENTRIES: list[Entry] = [

@@ -10,6 +10,7 @@ from app.privacy.releases import Entry, Release, entry, see
 
 PUBLIC_INPUT = Release.PUBLIC_INPUT
 DP_EVALUATION = Release.DP_EVALUATION
+DP_STATISTICS = Release.DP_STATISTICS
 LEDGER = Release.LEDGER
 PUBLIC_BY_CONVENTION = Release.PUBLIC_BY_CONVENTION
 AUDIT = Release.AUDIT
@@ -68,6 +69,12 @@ TEMPLATES = [
         "plot": AUDIT,
         "roc_table": AUDIT,
     }),
+    see("template:monitoring.html:timeline", "MonitoringTimeline"),
+    *_page("monitoring.html", {
+        "title": PUBLIC_INPUT,
+        "runs": (PUBLIC_INPUT, OPERATIONAL, DP_EVALUATION),
+        "features": (PUBLIC_INPUT, DP_EVALUATION, DP_STATISTICS),
+    }),
 ]
 
 LOG_FIELDS = [
@@ -111,6 +118,9 @@ _ARGUMENTS: dict[str, tuple[Release, str]] = {
 LOG_ARGUMENTS = [entry(f"log-arg:{expr}", kinds, note) for expr, (kinds, note) in
                  _ARGUMENTS.items()]
 
+_SERVED_NOTE = ("operational: counts of the service's own answers to scoring requests, not a "
+                "statistic of any training or follow-up table")
+
 METRICS = [
     entry("metric:dpcrisis_jobs", OPERATIONAL, "jobs by status"),
     entry("metric:dpcrisis_dataset_epsilon_spent", LEDGER),
@@ -122,6 +132,10 @@ METRICS = [
     entry("metric:dpcrisis_http_request_duration_seconds", OPERATIONAL,
           "by route template and method (no ids, no bodies)"),
     entry("metric:dpcrisis_http_errors", OPERATIONAL, "by route template, method and status"),
+    entry("metric:dpcrisis_served_band", OPERATIONAL, _SERVED_NOTE + ": answers per band, by "
+          "model id"),
+    entry("metric:dpcrisis_served_score", OPERATIONAL, _SERVED_NOTE + ": served probabilities "
+          "by model id, on public bins fixed in code"),
 ]
 
 OUTPUT_ENTRIES: list[Entry] = [*TEMPLATES, *LOG_FIELDS, *LOG_ARGUMENTS, *METRICS]

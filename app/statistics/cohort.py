@@ -51,7 +51,7 @@ def _frozen(columns: dict[str, np.ndarray]) -> Cohort:
 
 def _synthetic(dataset: Dataset) -> Cohort:
     schema = parts.schema_of(dataset)
-    table = synthetic.generate(dataset.n_rows, dataset.seed)
+    table = synthetic.generate(dataset.n_rows, dataset.seed, dataset.synthetic_shift)
     by_column = np.ascontiguousarray(table.x.T)  # one pass: each column contiguous
     columns = {name: by_column[j] for j, name in enumerate(FEATURE_NAMES)}
     columns |= {a.name: table.sex for a in schema.attributes}
@@ -74,7 +74,7 @@ _lock = threading.Lock()
 
 
 def _key(dataset: Dataset) -> tuple[object, ...]:
-    return (dataset.id, dataset.source_kind, dataset.n_rows, dataset.seed,
+    return (dataset.id, dataset.source_kind, dataset.n_rows, dataset.seed, dataset.synthetic_shift,
             dataset.table_sha256, dataset.schema_hash)
 
 
