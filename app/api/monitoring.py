@@ -23,7 +23,7 @@ from app.reports.html import negotiated
 
 router = APIRouter(tags=["monitoring"], route_class=JsonRoute)
 READERS = require_roles("data_scientist", "privacy_officer")
-Monitor = Annotated[Principal, require_roles("data_scientist", "privacy_officer")]
+Monitor = Annotated[Principal, require_roles("data_scientist")]
 
 
 @router.post("/v1/models/{model_id}/monitoring-runs", status_code=status.HTTP_202_ACCEPTED,

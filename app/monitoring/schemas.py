@@ -15,12 +15,12 @@ from app.core.schemas import RequestModel, ResponseModel, UtcDatetime, register_
 from app.jobs.models import JobStatus
 from app.jobs.schemas import ErrorOut
 
-MIN_EPSILON, MAX_EPSILON = 0.01, 100.0
+MAX_EPSILON = 100.0
 
 
 class MonitoringPrivacy(RequestModel):
     target_epsilon: float = Field(
-        ge=MIN_EPSILON, le=MAX_EPSILON, description="the run's one release, at the follow-up's "
+        gt=0, le=MAX_EPSILON, description="the run's one release, at the follow-up's "
         "budget delta; the first run of a model also releases the training dataset's feature "
         "histograms (its reference) at this target, charged to that dataset")
 

@@ -50,11 +50,16 @@ def follow_up_request(*, session: Session, request: DatasetCreate) -> DatasetCre
     """A follow-up's registration with the model's declared schema.
 
     Raises:
-        ModelNotFound: no such model (404).
-        InvalidRequest: a declared schema other than the model's (422, ``schema``).
+        InvalidRequest: no such model (422, ``follow_up.model_id``), or a declared schema other
+            than the model's (422, ``schema``).
     """
     assert request.follow_up is not None
-    model = registry_service.get(session=session, model_id=request.follow_up.model_id)
+    model_id = request.follow_up.model_id
+    try:
+        model = registry_service.get(session=session, model_id=model_id)
+    except NotFound:  # a body's field, not the route's resource: 422
+        raise InvalidRequest(f"model {model_id} does not exist", field="follow_up.model_id",
+                             allowed="the id of a registered model") from None
     schema = registry_service.schema_of(model)
     if request.declared_schema is None:
         if not isinstance(request.source, UploadSource):

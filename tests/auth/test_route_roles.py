@@ -65,6 +65,10 @@ TABLE: dict[tuple[str, str], frozenset[str] | str] = {
     ("GET", "/v1/audits"): frozenset({DS, PO}),
     ("GET", "/v1/audits/{audit_id}"): frozenset({DS, PO}),
     ("GET", "/v1/audits/{audit_id}/report"): frozenset({DS, PO}),
+    # Monitoring runs: charged like a job; read by those who read evaluations and ledgers.
+    ("POST", "/v1/models/{model_id}/monitoring-runs"): frozenset({DS}),
+    ("GET", "/v1/monitoring-runs/{run_id}"): frozenset({DS, PO}),
+    ("GET", "/v1/models/{model_id}/monitoring"): frozenset({DS, PO}),
     # Models: everyone reads (the dashboard lists them); data scientists change them.
     ("GET", "/v1/models"): frozenset({DS, PO, CL}),
     ("GET", "/v1/models/active"): frozenset({DS, PO, CL}),
