@@ -70,7 +70,7 @@ class PendingUpload:
     data_dir: Path
     sha256: str  # of the file's bytes: its name once kept
     format: TableFormat  # the media type and its CSV dialect: part of the kept file's name
-    patient_words: np.ndarray | None = None  # ``patient_digest`` of each id, when asked
+    patient_words: np.ndarray | None = None  # ``patient_digest`` of the ids, sorted, when asked
 
     def commit(self) -> StoredTable:
         suffix = self.format.suffix
@@ -175,6 +175,7 @@ class _Columns:
         self.schema, self.keep_rows, self.n_rows, self.positives = schema, keep_rows, 0, 0
         self.id_digest, self.on_read, self.patient_digest = id_digest, on_read, patient_digest
         self.patient_chunks: list[np.ndarray] = []
+        self.patient_array = np.zeros(0, np.uint64)  # patient_words(), once joined
         self.fingerprint = ""  # set once every row passed
         self.words: np.ndarray | None = None  # id_words(), once built
         self.word_chunks: list[np.ndarray] = []  # without the rows: each batch's id words
@@ -225,13 +226,14 @@ class _Columns:
         return self.words
 
     def patient_words(self) -> np.ndarray | None:
-        """``patient_digest`` of every id, in order (None: not asked, or the rows kept)."""
+        """``patient_digest`` of every id (None: not asked, or the rows kept): in row order,
+        or sorted once the duplicate check has sorted them (``_table_errors``)."""
         if self.patient_digest is None or self.keep_rows:
             return None
-        words = (np.concatenate(self.patient_chunks) if self.patient_chunks
-                 else np.zeros(0, np.uint64))
-        self.patient_chunks.clear()
-        return words
+        if self.patient_chunks:
+            self.patient_array = np.concatenate(self.patient_chunks)
+            self.patient_chunks.clear()
+        return self.patient_array
 
     def ids(self) -> pa.StringArray:
         """The id column as one array (built once; the id chunks are then freed)."""
@@ -274,19 +276,21 @@ def _read(kept: _Columns, batches: Iterator[pa.RecordBatch], log: ErrorLog,
 
 
 def _duplicate_ids(ids: pa.StringArray, digests: np.ndarray, column: str,
-                   log: ErrorLog) -> None:
+                   log: ErrorLog) -> np.ndarray:
     """Equal 64-bit id digests first (a sort of words, not of strings); only ids whose digest
-    repeats are compared as text, so an accidental digest collision is never an error."""
+    repeats are compared as text, so an accidental digest collision is never an error.
+    The digests come back sorted."""
     ordered = sort_uint64(digests)
     repeated = ordered[1:][ordered[1:] == ordered[:-1]]
     if not len(repeated):
-        return
+        return ordered
     candidates = np.flatnonzero(np.isin(digests, repeated))
     texts = ids.take(pa.array(candidates)).to_pylist()
     counts = Counter(texts)
     rows = candidates[[counts[text] > 1 for text in texts]]
     if len(rows):
         log.add("duplicate id", "a unique id per row", column=column, rows=1 + rows)
+    return ordered
 
 
 def _table_errors(schema: DatasetSchema, kept: _Columns, log: ErrorLog) -> None:
@@ -295,7 +299,13 @@ def _table_errors(schema: DatasetSchema, kept: _Columns, log: ErrorLog) -> None:
     if log:
         return
     if schema.id_column is not None:
-        _duplicate_ids(kept.ids(), kept.id_words(), schema.id_column, log)
+        # The patient words when the upload has them (any keyed digest finds repeats): the
+        # accept then merges them without a sort of its own (``patient_index.add_dataset``).
+        patients = kept.patient_words()
+        if patients is not None and len(patients) == kept.n_rows:
+            kept.patient_array = _duplicate_ids(kept.ids(), patients, schema.id_column, log)
+        else:
+            _duplicate_ids(kept.ids(), kept.id_words(), schema.id_column, log)
     if kept.positives in (0, kept.n_rows):
         log.add("the outcome has a single class", "both 0 and 1", column=schema.outcome.name)
 

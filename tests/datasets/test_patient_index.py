@@ -1,11 +1,14 @@
 """The patient index (``app.datasets.patient_index.add_dataset``): uploads split the blocks
-exactly as set algebra over their ids says, the index file is a sorted set that hashes to its
-record, a tampered or missing index is refused with nothing changed, an id repeated in one
-upload is a 422, and digests are keyed by the space's secret."""
+exactly as set algebra over their ids says, whether the index's segments are compacted at
+every upload or never, its files hash to what names them, a tampered or missing file is
+refused with nothing changed, an id repeated in one upload is a 422, and digests are keyed by
+the space's secret."""
 
 import hashlib
 import io
 from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -18,7 +21,7 @@ from sqlalchemy import select
 from app.core.database import Database
 from app.core.errors import InvalidRequest
 from app.core.settings import settings as app_settings
-from app.datasets import identity, patient_index
+from app.datasets import identity, index_files, index_segments, patient_index
 from app.datasets.patient_index import IndexCorrupted
 from app.ledger import spaces
 from app.ledger.spaces import PatientBlock, PatientSpace, SpaceKind
@@ -71,48 +74,75 @@ def _state(db: Database, space_id: int) -> tuple[str | None, int, list[tuple]]:
             (b.id, tuple(b.datasets), b.size, b.closed_at is None) for b in blocks]
 
 
-def _index_file(db: Database, space_id: int) -> Path:
+def _index_files(db: Database, space_id: int) -> tuple[Path, list[Path]]:
+    """The list the space row names, and its segments' files."""
     with db.session_scope() as session:
         space = session.get(PatientSpace, space_id)
         assert space is not None and space.index_sha256 is not None
-        return app_settings.data_dir / "patients" / f"space-{space.id}-{space.index_sha256}.index"
+        folder = app_settings.data_dir / "patients"
+        listed = folder / f"space-{space.id}-{space.index_sha256}.index"
+    names = index_files.json.loads(listed.read_bytes()[len(index_files.LIST_MAGIC):])
+    return listed, [folder / f"space-{space_id}-{sha}.segment" for sha in names["segments"]]
 
 
-uploads = st.lists(st.sets(st.integers(0, 59), min_size=1, max_size=40), min_size=1, max_size=5)
+@contextmanager
+def _compaction(mode: str) -> Iterator[None]:
+    """Segments compacted at every upload, never, or as the service does."""
+    bounds = {"every upload": (1, -1.0), "never": (10_000, 1e12), "folded": (2, 1e12)}.get(
+        mode, (index_segments.MAX_SEGMENTS, index_segments.LOG_RATIO))
+    kept = index_segments.MAX_SEGMENTS, index_segments.LOG_RATIO
+    index_segments.MAX_SEGMENTS, index_segments.LOG_RATIO = bounds
+    try:
+        yield
+    finally:
+        index_segments.MAX_SEGMENTS, index_segments.LOG_RATIO = kept
 
 
+uploads = st.lists(st.sets(st.integers(0, 59), min_size=1, max_size=40), min_size=1, max_size=6)
+
+
+@pytest.mark.parametrize("mode", ["every upload", "never", "folded", "as served"])
 @CASES
 @given(cohorts=uploads)
 def test_uploads_split_blocks_exactly_as_set_algebra_says(
-        db: Database, cohorts: list[set[int]]) -> None:
+        db: Database, mode: str, cohorts: list[set[int]]) -> None:
     """Each upload's Overlap and the live blocks after it equal a brute-force computation over
-    the id sets; the index file holds every patient once, sorted, in the block of their
-    membership pattern, and hashes to the space row's SHA-256."""
+    the id sets; the index holds every patient once, in the block of their membership
+    pattern, and its files hash to what names them."""
     space_id = _space(db)
     datasets = [100 + k for k in range(len(cohorts))]
-    for k, (dataset_id, cohort) in enumerate(zip(datasets, cohorts, strict=True)):
-        earlier = set().union(*cohorts[:k])
-        overlap = _add(db, space_id, dataset_id, cohort)
-        assert overlap.patients == len(cohort)
-        assert overlap.already_known == len(cohort & earlier)
-        assert overlap.new == len(cohort - earlier)
-        assert overlap.shared_with == {
-            datasets[j]: len(cohort & cohorts[j]) for j in range(k) if cohort & cohorts[j]}
-        patterns = {p: tuple(d for d, c in zip(datasets[:k + 1], cohorts, strict=False) if p in c)
-                    for p in earlier | cohort}
-        assert _live(db, space_id) == dict(Counter(patterns.values()))
+    with _compaction(mode):
+        for k, (dataset_id, cohort) in enumerate(zip(datasets, cohorts, strict=True)):
+            earlier = set().union(*cohorts[:k])
+            overlap = _add(db, space_id, dataset_id, cohort)
+            assert overlap.patients == len(cohort)
+            assert overlap.already_known == len(cohort & earlier)
+            assert overlap.new == len(cohort - earlier)
+            assert overlap.shared_with == {
+                datasets[j]: len(cohort & cohorts[j]) for j in range(k) if cohort & cohorts[j]}
+            patterns = {p: tuple(d for d, c in zip(datasets[:k + 1], cohorts, strict=False)
+                                 if p in c) for p in earlier | cohort}
+            assert _live(db, space_id) == dict(Counter(patterns.values()))
 
-    path = _index_file(db, space_id)
-    data = path.read_bytes()
+    listed, segments = _index_files(db, space_id)
+    if mode == "every upload":
+        assert len(segments) == 1
+    elif mode == "never":
+        assert len(segments) == len(cohorts)
+    elif mode == "folded":
+        assert len(segments) == min(len(cohorts), 2)
+    index_files._last.clear()  # read back from the files, as another process would
     with db.session_scope() as session:
         space = session.get(PatientSpace, space_id)
         assert space is not None
-        assert hashlib.sha256(data).hexdigest() == space.index_sha256
+        assert hashlib.sha256(listed.read_bytes()).hexdigest() == space.index_sha256
+        for path in segments:
+            assert hashlib.sha256(path.read_bytes()).hexdigest() in path.name
         secret, rows = space.secret, space.index_rows
         block_of = {b.id: tuple(b.datasets) for b in spaces.live_blocks(
             session=session, space_id=space_id)}
+        keys, blocks = patient_index.resolved(space)
     assert secret is not None
-    keys, blocks = patient_index._decode(data)
     assert len(keys) == rows == len(patterns)
     assert np.all(keys[1:] > keys[:-1])  # a sorted set: each patient once
     everyone = sorted(patterns)
@@ -146,29 +176,40 @@ def test_a_re_upload_of_the_same_patients_moves_the_whole_block(db: Database) ->
     assert len(rows) == 2 and all(size > 0 for _, _, size, _ in rows)
 
 
-@pytest.mark.parametrize("damage", ["tampered", "missing", "unsorted"])
+@pytest.mark.parametrize("damage", ["tampered", "missing", "unsorted", "list"])
 def test_a_damaged_index_is_refused_and_nothing_changes(db: Database, damage: str) -> None:
     space_id = _space(db)
-    _add(db, space_id, 1, range(30))
-    _add(db, space_id, 2, range(20, 40))
-    path = _index_file(db, space_id)
-    if damage == "tampered":  # one more byte: the file no longer hashes to its record
+    with _compaction("never"):
+        _add(db, space_id, 1, range(30))
+        _add(db, space_id, 2, range(20, 40))
+    listed, segments = _index_files(db, space_id)
+    path = segments[-1]
+    if damage == "tampered":  # one more byte: the file no longer hashes to its name
         path.write_bytes(path.read_bytes() + b"\0")
     elif damage == "missing":
         path.unlink()
-    else:  # a file that matches a record but is no sorted set (two digests swapped)
-        keys, blocks = patient_index._decode(path.read_bytes())
-        keys = keys.copy()
+    elif damage == "list":  # the list edited: it no longer hashes to the space row's record
+        listed.write_bytes(listed.read_bytes().replace(b'"patients": 40', b'"patients": 41'))
+    else:  # files that match their names but hold no sorted set (two digests swapped)
+        segment = index_files._decode_segment(path.read_bytes())
+        keys = segment.keys.copy()
         keys[[0, 1]] = keys[[1, 0]]
-        data = b"".join(bytes(part) for part in patient_index._parts(keys, blocks))
+        swapped = index_segments.Segment(keys, segment.blocks, segment.moved_from,
+                                         segment.moved_to)
+        data = b"".join(bytes(part) for part in index_files._segment_parts(swapped))
         sha = hashlib.sha256(data).hexdigest()
-        (path.parent / f"space-{space_id}-{sha}.index").write_bytes(data)
+        (path.parent / f"space-{space_id}-{sha}.segment").write_bytes(data)
+        names = index_files.json.loads(listed.read_bytes()[len(index_files.LIST_MAGIC):])
+        names["segments"][-1] = sha
+        new_list = index_files.LIST_MAGIC + index_files.json.dumps(names).encode()
+        list_sha = hashlib.sha256(new_list).hexdigest()
+        (path.parent / f"space-{space_id}-{list_sha}.index").write_bytes(new_list)
         with db.session_scope() as session:
             space = session.get(PatientSpace, space_id)
             assert space is not None
-            space.index_sha256 = sha
+            space.index_sha256 = list_sha
     before, files = _state(db, space_id), sorted(path.parent.iterdir())
-    patient_index._last.clear()  # a process that did not write it: the file is all it has
+    index_files._last.clear()  # a process that did not write it: the files are all it has
     with pytest.raises(IndexCorrupted):
         _add(db, space_id, 3, range(35, 50))
     assert _state(db, space_id) == before
@@ -203,25 +244,37 @@ def test_a_space_of_one_dataset_keys_no_ids(db: Database) -> None:
         _add(db, space_id, 1, range(3))
 
 
-def test_an_index_written_as_npz_before_the_raw_format_still_loads(db: Database) -> None:
-    """Spaces keyed before the raw format point at an ``.npz`` file: it is read, checked
-    against its SHA-256 like any index, and the next upload writes the raw format."""
+@pytest.mark.parametrize("written", ["npz", "raw"])
+def test_an_index_written_before_segments_still_loads(db: Database, written: str) -> None:
+    """Spaces keyed before segments point at one ``.npz`` file, or one raw index file: it is
+    read as the base, checked against its SHA-256 like any file, and the next upload writes
+    segments and their list."""
     space_id = _space(db)
     _add(db, space_id, 1, range(30))
-    path = _index_file(db, space_id)
-    keys, blocks = patient_index._decode(path.read_bytes())
-    buffer = io.BytesIO()
-    np.savez(buffer, digests=keys, blocks=blocks)
-    sha = hashlib.sha256(buffer.getvalue()).hexdigest()
-    (path.parent / f"space-{space_id}-{sha}.npz").write_bytes(buffer.getvalue())
+    with db.session_scope() as session:
+        space = session.get(PatientSpace, space_id)
+        assert space is not None
+        keys, blocks = patient_index.resolved(space)
+    if written == "npz":
+        buffer = io.BytesIO()
+        np.savez(buffer, digests=keys, blocks=blocks)
+        data, suffix = buffer.getvalue(), ".npz"
+    else:
+        data = (index_files.INDEX_MAGIC + len(keys).to_bytes(8, "little")
+                + keys.astype("<u8").tobytes() + blocks.astype("<i8").tobytes())
+        suffix = ".index"
+    sha = hashlib.sha256(data).hexdigest()
+    (app_settings.data_dir / "patients" / f"space-{space_id}-{sha}{suffix}").write_bytes(data)
+    index_files._last.clear()
     with db.session_scope() as session:
         space = session.get(PatientSpace, space_id)
         assert space is not None
         space.index_sha256 = sha
-        loaded = patient_index.load(space)
+        loaded = patient_index.resolved(space)
     assert loaded[0].tolist() == keys.tolist() and loaded[1].tolist() == blocks.tolist()
     assert _add(db, space_id, 2, range(20, 40)).already_known == 10
-    assert _index_file(db, space_id).suffix == ".index"
+    assert _live(db, space_id) == {(1,): 20, (1, 2): 10, (2,): 10}
+    assert len(_index_files(db, space_id)[1]) >= 1
 
 
 @pytest.mark.parametrize("key", ["the space's", "another"])

@@ -1,0 +1,176 @@
+"""The patient index's files: segments named by their SHA-256, and the list that a space row
+names by its SHA-256 (``app.datasets.index_segments`` says what a segment is).
+
+Under ``DATA_DIR/patients/``: ``space-{id}-{sha}.segment`` holds one segment in a raw format
+(``SEGMENT_MAGIC``, three counts, then the digests, blocks and moved maps as little-endian
+64-bit words, written and hashed straight from the arrays); ``space-{id}-{sha}.index`` is the
+**list** (``LIST_MAGIC`` and JSON: each segment's SHA-256 and the count of distinct patients).
+The space row records the list's SHA-256 and the count; the list names each segment's
+SHA-256: a file that does not hash to what names it is refused, never trusted. An index
+written before segments (one raw ``INDEX_MAGIC`` file, or an ``.npz`` before that) loads as
+one base segment. Files are written before the transaction commits: a rollback leaves an
+unused file, never a row naming a missing one.
+"""
+
+import hashlib
+import io
+import json
+import secrets
+from pathlib import Path
+
+import numpy as np
+
+from app.core.settings import settings
+from app.datasets.index_segments import Index, Segment
+from app.ledger.spaces import PatientSpace
+
+INDEX_MAGIC = b"DPIDX\x001\x00"  # one compacted index, before segments
+LIST_MAGIC = b"DPIDX\x002\x00"  # the list of segments
+SEGMENT_MAGIC = b"DPSEG\x001\x00"
+
+
+class IndexCorrupted(RuntimeError):
+    """An index file is missing or its bytes do not hash to what names it."""
+
+
+def _path(space: PatientSpace, sha256: str, suffix: str) -> Path:
+    return settings.data_dir / "patients" / f"space-{space.id}-{sha256}{suffix}"
+
+
+def _read(space: PatientSpace, sha256: str, suffixes: tuple[str, ...]) -> bytes:
+    for suffix in suffixes:
+        try:
+            data = _path(space, sha256, suffix).read_bytes()
+        except FileNotFoundError:
+            continue
+        if hashlib.sha256(data).hexdigest() != sha256:
+            raise IndexCorrupted(f"patient index file of space {space.id} does not match "
+                                 "what names it")
+        return data
+    raise IndexCorrupted(f"patient index file {sha256[:12]} of space {space.id} is missing")
+
+
+def _segment_parts(segment: Segment) -> list[memoryview]:
+    counts = (len(segment.keys), len(segment.moved_from))
+    return [memoryview(SEGMENT_MAGIC), memoryview(b"".join(c.to_bytes(8, "little")
+                                                           for c in (*counts, 0))),
+            np.ascontiguousarray(segment.keys, "<u8").data,
+            np.ascontiguousarray(segment.blocks, "<i8").data,
+            np.ascontiguousarray(segment.moved_from, "<i8").data,
+            np.ascontiguousarray(segment.moved_to, "<i8").data]
+
+
+def _words(data: bytes, dtype: str, count: int, at: int) -> np.ndarray:
+    return np.frombuffer(data, dtype, count, at)  # a read-only view, not a copy
+
+
+def _decode_segment(data: bytes) -> Segment:
+    """A segment file, or an index file from before segments (one base segment)."""
+    if data.startswith(SEGMENT_MAGIC):
+        keys, moved = (int.from_bytes(data[8 + 8 * k:16 + 8 * k], "little") for k in range(2))
+        if len(data) != 32 + 16 * keys + 16 * moved:
+            raise IndexCorrupted("patient index segment has the wrong length for its counts")
+        at = 32 + 16 * keys
+        return Segment(_words(data, "<u8", keys, 32), _words(data, "<i8", keys, 32 + 8 * keys),
+                       _words(data, "<i8", moved, at), _words(data, "<i8", moved, at + 8 * moved))
+    if data.startswith(INDEX_MAGIC):
+        count = int.from_bytes(data[8:16], "little")
+        if len(data) != 16 + 16 * count:
+            raise IndexCorrupted("patient index has the wrong length for its count")
+        return Segment(_words(data, "<u8", count, 16), _words(data, "<i8", count, 16 + 8 * count))
+    with np.load(io.BytesIO(data)) as stored:
+        return Segment(stored["digests"], stored["blocks"])
+
+
+def _checked(space: PatientSpace, segment: Segment) -> Segment:
+    keys, moved = segment.keys, segment.moved_from
+    if (len(segment.blocks) != len(keys) or len(segment.moved_to) != len(moved)
+            or np.any(keys[1:] <= keys[:-1]) or np.any(moved[1:] <= moved[:-1])):
+        raise IndexCorrupted(f"patient index of space {space.id}: a segment is not a sorted set")
+    return segment
+
+
+_last: dict[int, tuple[str, Index, tuple[str, ...]]] = {}
+"""Per space, the last index this process read or wrote: the list's SHA-256, the index and
+its segments' SHA-256s. An upload after an upload in the same process skips reading and
+hashing its segments; only the index the space row names is used, so a rolled-back write or
+another process's newer index is read from its files (reusing the segments it shares)."""
+
+
+def load(space: PatientSpace) -> Index:
+    """The space's index (empty for a space without any).
+
+    Raises:
+        IndexCorrupted: a file is missing, does not hash to what names it, or is not a
+            sorted set; or the index does not hold the space row's count of patients.
+    """
+    if space.index_sha256 is None:
+        return Index()
+    cached = _last.get(space.id)
+    if cached is not None and cached[0] == space.index_sha256:
+        return cached[1]
+    data = _read(space, space.index_sha256, (".index", ".npz"))
+    if data.startswith(LIST_MAGIC):
+        listed = json.loads(data[len(LIST_MAGIC):])
+        shas, patients = tuple(listed["segments"]), int(listed["patients"])
+        known = dict(zip(cached[2], cached[1].segments, strict=True)) if cached else {}
+        index = Index(tuple(known.get(sha) or _checked(space, _decode_segment(
+            _read(space, sha, (".segment",)))) for sha in shas), patients)
+    else:
+        shas = (space.index_sha256,)
+        base = _checked(space, _decode_segment(data))
+        index = Index((base,), len(base.keys))
+    if index.patients != space.index_rows:
+        raise IndexCorrupted(f"patient index of space {space.id} does not hold its record's "
+                             "count of patients")
+    _remember(space.id, space.index_sha256, index, shas)
+    return index
+
+
+def _remember(space_id: int, sha256: str, index: Index, shas: tuple[str, ...]) -> None:
+    for segment in index.segments:  # shared by later uploads: never edited in place
+        for array in (segment.keys, segment.blocks, segment.moved_from, segment.moved_to):
+            if array.flags.writeable:
+                array.setflags(write=False)
+    _last[space_id] = (sha256, index, shas)
+
+
+def _write(path: Path, parts: list[memoryview]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_name(f".{path.name}.{secrets.token_hex(8)}.tmp")  # one per writer
+    with temporary.open("wb") as out:
+        for part in parts:
+            out.write(part)
+    temporary.replace(path)
+
+
+def _sha256(parts: list[memoryview]) -> str:
+    digest = hashlib.sha256()
+    for part in parts:
+        digest.update(part)
+    return digest.hexdigest()
+
+
+def store(space: PatientSpace, before: Index, after: Index) -> None:
+    """Write ``after``'s segments that ``before`` (the index it grew from) lacks, and its
+    list, and point the space row at the list.
+
+    The arrays are written and hashed from their own memory, never joined into one bytes
+    object: in the served process fresh buffers cost far more than their copy (page faults).
+    """
+    cached = _last.get(space.id)
+    known = (dict(zip((id(s) for s in cached[1].segments), cached[2], strict=True))
+             if cached is not None and cached[1] is before else {})
+    shas = []
+    for segment in after.segments:
+        sha = known.get(id(segment))
+        if sha is None:
+            parts = _segment_parts(segment)
+            sha = _sha256(parts)
+            _write(_path(space, sha, ".segment"), parts)
+        shas.append(sha)
+    listed = LIST_MAGIC + json.dumps({"segments": shas, "patients": after.patients}).encode()
+    sha = hashlib.sha256(listed).hexdigest()
+    _write(_path(space, sha, ".index"), [memoryview(listed)])
+    space.index_sha256, space.index_rows = sha, after.patients
+    _remember(space.id, sha, after, tuple(shas))
