@@ -9,6 +9,7 @@ from fastapi import Depends, FastAPI
 from app import health
 from app.api.auth import audit_router, keys_router
 from app.api.cdshooks import router as cds_hooks_router
+from app.api.comparisons import router as comparisons_router
 from app.api.datasets import router as datasets_router
 from app.api.fhir import router as fhir_router
 from app.api.fhir import terminology_router
@@ -84,7 +85,7 @@ def create_app(*, embedded_worker: bool = False) -> FastAPI:
     routers = (datasets_router, ledger_router, patient_budget_router, jobs_router,
                models_router, scoring_router, fhir_router, keys_router, audit_router,
                privacy_audit_router, privacy_inventory_router, statistics_router,
-               monitoring_router)
+               monitoring_router, comparisons_router)
     for router in routers:
         app.include_router(router, dependencies=[Depends(authenticate)],
                            responses=AUTH_RESPONSES)

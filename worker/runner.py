@@ -16,7 +16,7 @@ from app.core.logs import job_context
 from app.core.settings import settings
 from app.flows import job_run
 from app.jobs import notify, queue
-from app.jobs.models import FAILED, MONITORING
+from app.jobs.models import COMPARISON, FAILED, MONITORING
 from worker import tasks
 from worker.heartbeat import Heartbeat
 from worker.tasks import ClaimedJob, LeaseLost
@@ -80,7 +80,8 @@ class Worker:
             )
             claimed = None if job is None else ClaimedJob(
                 job.id, job.dataset_id,
-                tasks.NO_SPEC if job.kind == MONITORING else tasks.spec_of(job), job.kind
+                tasks.NO_SPEC if job.kind in (MONITORING, COMPARISON) else tasks.spec_of(job),
+                job.kind
             )
         if claimed is None:
             return False

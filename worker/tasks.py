@@ -29,7 +29,15 @@ from app.core.database import Database
 from app.flows import job_run
 from app.flows.job_run import LoadedData, TrainedNetwork
 from app.jobs import queue, recipe
-from app.jobs.models import CANCELLED, MONITORING, PRIVACY_AUDIT, SUCCEEDED, TRAIN, Job
+from app.jobs.models import (
+    CANCELLED,
+    COMPARISON,
+    MONITORING,
+    PRIVACY_AUDIT,
+    SUCCEEDED,
+    TRAIN,
+    Job,
+)
 from app.jobs.schemas import TrainingConfig
 from app.observability import job_metrics
 from app.privacy.accounting import Mechanism, finite_or_none
@@ -39,6 +47,7 @@ from worker.evaluation import evaluate
 from worker.heartbeat import Heartbeat
 from worker.held_out_floors import held_out_warnings
 from worker.launch import train_distributed
+from worker.monitoring.comparison import run_comparison_job
 from worker.monitoring.task import run_monitoring_job
 from worker.privacy_audit.job import run_audit_job
 from worker.training import (
@@ -268,5 +277,5 @@ Task = Callable[[JobWorker, ClaimedJob], str]
 # ClaimedAudit's members are plain (settable) Protocol attributes, which the frozen ClaimedJob
 # does not match for mypy; read-only (property) members in worker/privacy_audit/job.py would.
 TASKS: dict[str, Task] = {TRAIN: run_training, PRIVACY_AUDIT: run_audit_job,  # type: ignore[dict-item]
-                          MONITORING: run_monitoring_job}
+                          MONITORING: run_monitoring_job, COMPARISON: run_comparison_job}
 """``Job.kind`` -> the task that runs it; both kinds share the one queue."""

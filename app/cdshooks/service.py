@@ -50,6 +50,7 @@ from app.fhir.codes import label_of
 from app.scoring import model_cache
 from app.scoring import service as scoring_service
 from app.scoring.patients import allowed_of, features_model
+from app.scoring.schemas import RiskResult
 
 SERVICE_ID = "dpcrisis-risk"
 """The service's id, as discovery lists it: the product's name and nothing of an outcome, since
@@ -190,13 +191,15 @@ def _shown(band: str, min_band: str | None) -> bool:
 def evaluate(
     *, service_id: str, hook: str, patient_id: str, prefetch: dict[str, Any] | None,
     today: date, min_band: str | None = None,
-) -> tuple[CdsResponse, int | None]:
-    """Answer one hook call with at most one card, and the id of the model that scored it (for
-    the audit log; None when an insufficient-data card answers and nothing was scored).
+) -> tuple[CdsResponse, RiskResult | None]:
+    """Answer one hook call with at most one card, and the patient's scored answer (None when
+    an insufficient-data card answers and nothing was scored): the caller audits it and counts
+    it in the served-score series from this one scoring, never a second.
 
     Args:
         min_band: the lowest band that gets a card (None: ``DPCRISIS_CDS_MIN_BAND``); a
-            patient scored below it gets no card (an empty list), and is still audited.
+            patient scored below it gets no card (an empty list), and is still audited and
+            counted (a band mix without them would follow each EHR's minimum band).
 
     Raises:
         UnknownService: not this service's id (404).
@@ -224,4 +227,4 @@ def evaluate(
     scored = scoring_service.score(features=features, model_id=model.id)
     shown = _shown(scored.band, min_band)
     cards = [card(scored, schema=model.encoder.schema)] if shown else []
-    return CdsResponse(cards=cards), scored.model.id
+    return CdsResponse(cards=cards), scored

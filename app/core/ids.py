@@ -26,6 +26,7 @@ ModelIdPath = Annotated[int, _path("model_id")]
 KeyIdPath = Annotated[int, _path("key_id")]
 AuditIdPath = Annotated[int, _path("audit_id")]
 RunIdPath = Annotated[int, _path("run_id")]
+ComparisonIdPath = Annotated[int, _path("comparison_id")]
 DatasetIdQuery = Annotated[
     int | None, register_param_range("dataset_id", Query(ge=1, le=MAX_ID, description="filter"))
 ]

@@ -4,6 +4,7 @@ and a model's timeline of runs.
 The routes (``app.api.monitoring``) call one of these and return.
 """
 
+from pydantic import ValidationError
 from sqlalchemy.orm import Session
 
 from app.auth import audit
@@ -11,11 +12,13 @@ from app.auth.audit import Action
 from app.auth.principal import Principal
 from app.datasets import service as dataset_service
 from app.jobs import service as job_service
+from app.jobs.results import HeldOutBin
 from app.monitoring import service as monitoring_service
 from app.monitoring.models import MonitoringRun
 from app.monitoring.schemas import MonitoringRunCreate, MonitoringRunOut, MonitoringTimeline
 from app.monitoring.views import describe
 from app.registry import service as registry_service
+from app.registry.models import TrainedModel
 
 
 def submit(*, session: Session, model_id: int, request: MonitoringRunCreate,
@@ -52,4 +55,17 @@ def timeline(*, session: Session, model_id: int) -> MonitoringTimeline:
     model = registry_service.get(session=session, model_id=model_id)
     label = registry_service.schema_of(model).outcome.label or "the outcome"
     return MonitoringTimeline(model_id=model_id, outcome=label,
-                              runs=[_view(session, run) for run in runs])
+                              runs=[_view(session, run) for run in runs],
+                              training_reliability=_training_reliability(model))
+
+
+def _training_reliability(model: TrainedModel) -> list[HeldOutBin] | None:
+    """The training-time evaluation's reliability bins, the baseline of each run's; None
+    where the model's stored metrics have none (or not in the current shape)."""
+    stored = (model.metrics or {}).get("reliability")
+    if not isinstance(stored, list) or not stored:
+        return None
+    try:
+        return [HeldOutBin.model_validate(b) for b in stored]
+    except ValidationError:
+        return None

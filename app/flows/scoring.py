@@ -77,14 +77,16 @@ def assess_fhir(*, request: RiskFhirRequest, principal: Principal, now: datetime
 
 def call_cds_service(*, service_id: str, request: HookRequest, principal: Principal,
                      today: date) -> CdsResponse:
-    """Answer a patient-view hook with cards, recording the call when a patient was scored
-    (an insufficient-data card scores nobody and records nothing)."""
-    answer, model_id = cds_service.evaluate(
+    """Answer a patient-view hook with cards, recording the call and counting the served score
+    when a patient was scored, whether or not their band earned a card (an insufficient-data
+    card scores nobody and records nothing; a refused call raises before either)."""
+    answer, scored = cds_service.evaluate(
         service_id=service_id, hook=request.hook,
         patient_id=request.context.patientId, prefetch=request.prefetch, today=today,
         min_band=None if request.extension is None else request.extension.min_band,
     )
-    if model_id is not None:
+    if scored is not None:
         audit.record_scoring(principal=principal, endpoint="cds-services",
-                             patients=1, model_id=model_id)
+                             patients=1, model_id=scored.model.id)
+        _count_served(scored)
     return answer

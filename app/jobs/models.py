@@ -28,6 +28,7 @@ class JobKind(StrEnum):
     TRAIN = "train"
     PRIVACY_AUDIT = "privacy_audit"
     MONITORING = "monitoring"  # a monitoring run of a model on a follow-up (app.monitoring)
+    COMPARISON = "comparison"  # champion vs challenger on a follow-up (app.monitoring.comparison)
 
 
 # The short names callers import (members, so equal to the strings they were).
@@ -35,6 +36,7 @@ QUEUED, RUNNING, SUCCEEDED = JobStatus.QUEUED, JobStatus.RUNNING, JobStatus.SUCC
 FAILED, CANCELLED = JobStatus.FAILED, JobStatus.CANCELLED
 FINISHED = (SUCCEEDED, FAILED, CANCELLED)
 TRAIN, PRIVACY_AUDIT, MONITORING = JobKind.TRAIN, JobKind.PRIVACY_AUDIT, JobKind.MONITORING
+COMPARISON = JobKind.COMPARISON
 
 
 class Job(Base):

@@ -26,7 +26,7 @@ from pydantic import (
     WrapValidator,
 )
 
-from app.jobs.models import MONITORING, PRIVACY_AUDIT, TRAIN
+from app.jobs.models import COMPARISON, MONITORING, PRIVACY_AUDIT, TRAIN
 
 logger = logging.getLogger(__name__)
 
@@ -255,6 +255,18 @@ class MonitoringResults(_Stored):
     notes: list[str]
 
 
+class ComparisonResults(_Stored):
+    """A champion/challenger comparison's results (``worker.monitoring.comparison``): its one
+    release on the follow-up's evaluation part and what is post-processed from it; served by
+    ``GET /v1/comparisons/{id}`` (``app.monitoring.comparison_schemas``), classified there."""
+
+    champion: dict[str, Any] = Field(description="the champion's DP evaluation")
+    challenger: dict[str, Any] = Field(description="the challenger's, from the same release")
+    difference: dict[str, Any] = Field(description="challenger minus champion, with intervals")
+    l2_sensitivity: float
+    notes: list[str]
+
+
 def _typed_or_withheld(value: Any, handler: ValidatorFunctionWrapHandler) -> Any:
     """Serve a stored result only as its typed model; null when it matches none."""
     if value is None:
@@ -273,7 +285,8 @@ ServedResults = Annotated[HeldOutEvaluation | AuditResults | None,
 """A job's stored result as a response field: held-out metrics or an audit's results."""
 
 RESULT_MODELS: dict[str, type[_Stored]] = {TRAIN: HeldOutEvaluation, PRIVACY_AUDIT: AuditResults,
-                                           MONITORING: MonitoringResults}
+                                           MONITORING: MonitoringResults,
+                                           COMPARISON: ComparisonResults}
 """``Job.kind`` -> the model of what it stores."""
 _ADAPTERS = {kind: TypeAdapter(model) for kind, model in RESULT_MODELS.items()}
 

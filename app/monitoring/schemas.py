@@ -13,6 +13,7 @@ from pydantic import Field
 
 from app.core.schemas import RequestModel, ResponseModel, UtcDatetime, register_ranges
 from app.jobs.models import JobStatus
+from app.jobs.results import HeldOutBin
 from app.jobs.schemas import ErrorOut
 
 MAX_EPSILON = 100.0
@@ -91,3 +92,7 @@ class MonitoringTimeline(ResponseModel):
     model_id: int
     outcome: str = Field(description="the model's outcome label")
     runs: list[MonitoringRunOut] = Field(description="oldest first: one point per run")
+    training_reliability: list[HeldOutBin] | None = Field(
+        default=None, description="the model's training-time reliability bins (its DP "
+        "evaluation release, as ``GET /v1/models/{id}`` serves them), which each run's "
+        "performance.reliability is read against (null: none stored)")

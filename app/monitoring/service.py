@@ -132,7 +132,7 @@ def _reference(session: Session, model: TrainedModel, target: float) -> tuple[in
     return release.id, ""
 
 
-def _noise(target: float, delta: float | None) -> float:
+def noise_for(target: float, delta: float | None) -> float:
     """The run's noise multiplier: one Gaussian mechanism exactly at (target, delta)."""
     return 0.0 if delta is None else 1.0 / mechanisms.gaussian_mu(target, delta)
 
@@ -150,7 +150,7 @@ def submit(*, session: Session, model_id: int, request: MonitoringRunCreate) -> 
     check_follow_up(model, dataset)
     target = request.privacy.target_epsilon
     delta = None if dataset.public else dataset.budget_delta
-    noise = _noise(target, delta)
+    noise = noise_for(target, delta)
     reference_id, note = _reference(session, model, target)
     job = job_service.enqueue(session=session, job=Job(
         dataset_id=dataset.id, status=QUEUED, kind=MONITORING, target_epsilon=target,

@@ -6,8 +6,11 @@ Prometheus compares the last hour's mix with the last week's (``deploy/prometheu
 dpcrisis-alerts.yml``) and asks for a monitoring run when it moves.
 
 - ``dpcrisis_served_band_total{model_id, band}``: each patient answer counts once in its band (a
-  batch counts each patient); all three bands (``app.bands.BANDS``) are present for a model once
-  it has served anything, so a share is never a ratio of missing series.
+  batch counts each patient), whichever path served it: JSON, FHIR or a CDS Hooks call (a
+  patient scored below the card's minimum band included: the EHR's display choice must not
+  look like drift; a refused call or an insufficient-data card counts nothing); all three
+  bands (``app.bands.BANDS``) are present for a model once it has served anything, so a share
+  is never a ratio of missing series.
 - ``dpcrisis_served_score{model_id}``: a histogram of the served probabilities on
   ``SCORE_BUCKETS``.
 

@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from pydantic import BaseModel, Field
 
 from app.privacy.inventory_api import API_ENTRIES
+from app.privacy.inventory_comparison import COMPARISON_ENTRIES
 from app.privacy.inventory_http import HTTP_ENTRIES
 from app.privacy.inventory_monitoring import MONITORING_ENTRIES
 from app.privacy.inventory_outputs import OUTPUT_ENTRIES
@@ -34,7 +35,8 @@ RULE = (
 )
 
 ENTRIES: tuple[Entry, ...] = (*API_ENTRIES, *STATISTICS_ENTRIES, *PATIENT_ENTRIES,
-                               *MONITORING_ENTRIES, *HTTP_ENTRIES, *OUTPUT_ENTRIES)
+                               *MONITORING_ENTRIES, *COMPARISON_ENTRIES, *HTTP_ENTRIES,
+                               *OUTPUT_ENTRIES)
 BY_WHERE: dict[str, Entry] = {e.where: e for e in ENTRIES}
 
 

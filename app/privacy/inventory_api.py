@@ -123,6 +123,10 @@ OPEN_OBJECTS: dict[str, str] = {
     "AuditReport.seconds": "seconds per audit phase",
     "MonitoringRunOut.performance": "the follow-up's DP evaluation: HeldOutEvaluation's keys",
     "MonitoringRunOut.fairness": "subgroup gaps (worker.monitoring.fairness), each classified",
+    "ComparisonOut.champion": "a DP evaluation on the follow-up: HeldOutEvaluation's keys",
+    "ComparisonOut.challenger": "a DP evaluation on the follow-up: HeldOutEvaluation's keys",
+    "ComparisonOut.difference": "per metric change, interval and verdict "
+                                "(worker.monitoring.drift.performance_drift)",
 }
 """Objects in a response whose keys the OpenAPI document does not enumerate, and why that is
 safe: a new one fails ``tests/privacy/test_release_inventory.py`` until it is typed or listed

@@ -42,4 +42,13 @@ MONITORING_ENTRIES: list[Entry] = [
     }),
     *fields("PeriodOut", {PUBLIC_INPUT: "start end"}),
     *fields("MonitoringTimeline", {PUBLIC_INPUT: "model_id outcome"}),
+    # The page's charts (app.reports.monitoring_plots): post-processing of the same releases.
+    entry("template:monitoring.html:reliability", (PUBLIC_INPUT, DP_EVALUATION),
+          "the training-time evaluation's and the latest run's reliability bins (public "
+          "edges; noisy rows and positives as released, rates their clipped ratio)"),
+    entry("template:monitoring.html:drift_plot", (PUBLIC_INPUT, DP_EVALUATION, DP_STATISTICS),
+          "each feature's name, PSI, PSI interval and verdict, as FeatureDriftOut"),
+    entry("template:monitoring.html:auc_plot", (PUBLIC_INPUT, DP_EVALUATION),
+          "each finished run's id, ROC-AUC and interval, and the training-time ROC-AUC its "
+          "drift recomputed from the training-time evaluation release"),
 ]

@@ -118,8 +118,9 @@ _ARGUMENTS: dict[str, tuple[Release, str]] = {
 LOG_ARGUMENTS = [entry(f"log-arg:{expr}", kinds, note) for expr, (kinds, note) in
                  _ARGUMENTS.items()]
 
-_SERVED_NOTE = ("operational: counts of the service's own answers to scoring requests, not a "
-                "statistic of any training or follow-up table")
+_SERVED_NOTE = ("operational: counts of the service's own answers to scoring requests (JSON, "
+                "FHIR and CDS Hooks calls alike), not a statistic of any training or follow-up "
+                "table")
 
 METRICS = [
     entry("metric:dpcrisis_jobs", OPERATIONAL, "jobs by status"),

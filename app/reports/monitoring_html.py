@@ -9,6 +9,7 @@ from typing import Any
 
 from app.monitoring.schemas import MonitoringRunOut, MonitoringTimeline
 from app.reports.html import MISSING, num, render, table
+from app.reports.monitoring_plots import auc_figure, drift_figure, finished, reliability_figure
 
 
 def _ci(ci: list[float] | None) -> str:
@@ -44,8 +45,14 @@ def feature_table(run: MonitoringRunOut) -> dict[str, Any]:
 
 
 def render_monitoring_page(timeline: MonitoringTimeline, root_path: str = "") -> str:
+    """The page; its charts (``app.reports.monitoring_plots``) read the same runs as its
+    tables: the features' of the latest run with features, the reliability of the latest
+    finished run."""
     latest = next((run for run in reversed(timeline.runs) if run.features), None)
+    done = finished(timeline.runs)
     return render("monitoring.html", title=f"Monitoring of model {timeline.model_id}",
                   timeline=timeline, runs=timeline_table(timeline),
                   features=None if latest is None else feature_table(latest),
-                  root_path=root_path)
+                  auc_plot=auc_figure(timeline),
+                  reliability=reliability_figure(timeline, done[-1] if done else None),
+                  drift_plot=drift_figure(latest), root_path=root_path)

@@ -44,7 +44,8 @@ class Series:
 
     ``shape``: ``linear`` joins points; ``step-after`` holds each value until the next x;
     ``step-before`` reaches each value at the previous x, so the last value has a plateau too.
-    ``dash`` is an SVG ``stroke-dasharray`` ("" for a solid line).
+    ``dash`` is an SVG ``stroke-dasharray`` ("" for a solid line). ``legend=False`` leaves the
+    series out of the legend: a part of another series' mark (an interval's whisker).
     """
 
     label: str
@@ -53,6 +54,7 @@ class Series:
     shape: Shape = "linear"
     dash: str = ""
     marker: Marker = "circle"
+    legend: bool = True
 
 
 @dataclass(frozen=True)
@@ -195,7 +197,7 @@ def _legend(
 ) -> tuple[list[str], float]:
     """Legend entries laid out left to right, wrapping; returns the elements and their height."""
     items: list[tuple[str, str, str | None, Marker]] = [
-        (s.label, s.color, s.dash, s.marker) for s in chart.series
+        (s.label, s.color, s.dash, s.marker) for s in chart.series if s.legend
     ]
     items += [(r.label, r.color, r.dash, "none") for r in references]
     if off_scale:  # a marker without a line

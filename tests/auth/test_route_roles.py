@@ -69,6 +69,9 @@ TABLE: dict[tuple[str, str], frozenset[str] | str] = {
     ("POST", "/v1/models/{model_id}/monitoring-runs"): frozenset({DS}),
     ("GET", "/v1/monitoring-runs/{run_id}"): frozenset({DS, PO}),
     ("GET", "/v1/models/{model_id}/monitoring"): frozenset({DS, PO}),
+    ("POST", "/v1/monitoring-runs/{run_id}/retrain"): frozenset({DS}),
+    ("POST", "/v1/models/{model_id}/comparisons"): frozenset({DS}),
+    ("GET", "/v1/comparisons/{comparison_id}"): frozenset({DS, PO}),
     # Models: everyone reads (the dashboard lists them); data scientists change them.
     ("GET", "/v1/models"): frozenset({DS, PO, CL}),
     ("GET", "/v1/models/active"): frozenset({DS, PO, CL}),

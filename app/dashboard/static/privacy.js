@@ -2,6 +2,8 @@
 // model's (epsilon, delta), and the printable report pages that carry the plots. Those pages
 // need the API key too, which a plain link cannot send: a report is fetched with the key and
 // shown here, at #report=/v1/.../privacy-report (so it can be reloaded, linked and printed).
+// A model's monitoring page (/v1/models/{id}/monitoring) opens the same way, for the roles that
+// may read it (privacy officers and data scientists: the roles that may read datasets too).
 
 import {
   apiFetch,
@@ -17,7 +19,8 @@ import {
   setStatus,
 } from "./common.js";
 
-const REPORT_HASH = /^#report=(\/(?:[\w.~-]+\/)*v1\/(?:datasets|jobs)\/\d+\/privacy-report)$/;
+const REPORT_HASH = new RegExp("^#report=(\\/(?:[\\w.~-]+\\/)*v1\\/"
+  + "(?:(?:datasets|jobs)\\/\\d+\\/privacy-report|models\\/\\d+\\/monitoring))$");
 const INERT = "script, style, link, meta, base, iframe, object, embed, form, template";
 const STYLE_ELEMENT = /<style\b[^>]*>[\s\S]*?<\/style>/gi;
 
@@ -127,7 +130,13 @@ function modelWarning(model) {
     ? h("span", { className: "warning", text: `Warning: ${messages.join(" ")}` }) : null;
 }
 
-function modelRow(model) {
+/** The model's monitoring page, where the key may read it (else no column at all). */
+function monitoringCell(model) {
+  return h("td", {}, h("a", { href: reportHref(`v1/models/${model.id}/monitoring`) },
+    `Monitoring of model ${model.id}`));
+}
+
+function modelRow(model, monitoring) {
   const p = model.privacy || {};
   return h(
     "tr",
@@ -143,6 +152,7 @@ function modelRow(model) {
     trainingRows(model),
     h("td", {}, model.job_id ? h("a", { href: reportHref(`v1/jobs/${model.job_id}/privacy-report`) },
       `Report of job ${model.job_id}`) : "\u2014"),
+    monitoring ? monitoringCell(model) : null,
   );
 }
 
@@ -166,11 +176,13 @@ function datasetsRefused(problem) {
   );
 }
 
+/** Shows the datasets; false where the key's role may not read them (a clinician's), which
+ * is also the one role of the model list that may not read monitoring pages. */
 async function showDatasets() {
   const answer = await request("GET", "v1/datasets?limit=200");
   if (answer.status === 403) {
     datasetsRefused(answer.data);
-    return;
+    return false;
   }
   if (!answer.ok) {
     throw new Error(answer.data?.detail || `v1/datasets answered ${answer.status}`);
@@ -185,17 +197,20 @@ async function showDatasets() {
     "Privacy budget of each dataset (spend composed with R\u00E9nyi DP)", datasetHeaders,
     reports.map(datasetRow), { id: "datasets-table" }));
   document.getElementById("ledgers").replaceChildren(...reports.map(ledgerDetails));
+  return true;
 }
 
 async function showOverview() {
   try {
-    const [models] = await Promise.all([getJSON("v1/models?limit=200"), showDatasets()]);
+    const [models, monitoring] = await Promise.all([getJSON("v1/models?limit=200"),
+      showDatasets()]);
     const modelHeaders = [["Model", false], ["Version", false], ["Kind", false], ["Dataset", true],
       ["Trained", false], ["\u03B5 (PLD)", true], ["\u03B4", true], ["Training rows", false],
-      ["Privacy report (\u03B5 per epoch)", false]];
+      ["Privacy report (\u03B5 per epoch)", false],
+      ...(monitoring ? [["Monitoring", false]] : [])];
     document.getElementById("models").replaceChildren(table(
       "Trained models, newest first, with their (\u03B5, \u03B4) guarantee per patient",
-      modelHeaders, (models.items || []).map(modelRow),
+      modelHeaders, (models.items || []).map((m) => modelRow(m, monitoring)),
       { id: "models-table" }));
     setStatus("");
     document.body.dataset.ready = "true";

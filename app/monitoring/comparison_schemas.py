@@ -1,0 +1,71 @@
+"""Request and response bodies of retraining from a monitoring run and of champion/challenger
+comparisons (``/v1/monitoring-runs/{id}/retrain``, ``/v1/models/{id}/comparisons``).
+
+A comparison's figures are post-processing of its one Gaussian release on the follow-up's
+evaluation part (both models' score-bin x outcome histograms); ``app.privacy.inventory_comparison``
+names each field.
+"""
+
+from typing import Any
+
+from pydantic import Field
+
+from app.core.schemas import RequestModel, ResponseModel, UtcDatetime, register_ranges
+from app.jobs.models import JobStatus
+from app.jobs.schemas import ErrorOut
+from app.monitoring.schemas import MAX_EPSILON
+
+
+class RetrainPrivacy(RequestModel):
+    target_epsilon: float = Field(
+        gt=0, le=MAX_EPSILON, description="the retraining job's target on the follow-up "
+        "(default: the model's own job's target)")
+
+
+@register_ranges
+class RetrainCreate(RequestModel):
+    privacy: RetrainPrivacy | None = Field(
+        default=None, description="null: the model's own job's target epsilon")
+
+
+class ComparisonPrivacy(RequestModel):
+    target_epsilon: float = Field(
+        gt=0, le=MAX_EPSILON, description="the comparison's one release on the follow-up's "
+        "evaluation part, at the follow-up's budget delta")
+
+
+@register_ranges
+class ComparisonCreate(RequestModel):
+    challenger_id: int = Field(ge=1, le=2**31 - 1, description="the model to compare with "
+                               "this one (the champion), of the same declared schema")
+    dataset_id: int = Field(ge=1, le=2**31 - 1, description="the follow-up cohort whose "
+                            "evaluation part both models are scored on (labelled, their schema)")
+    privacy: ComparisonPrivacy
+
+
+class ComparisonOut(ResponseModel):
+    id: int = Field(description="the comparison's job id")
+    champion_id: int
+    challenger_id: int
+    dataset_id: int
+    status: JobStatus
+    target_epsilon: float
+    delta: float | None = Field(description="null: a public follow-up (exact counts)")
+    noise_multiplier: float = Field(description="noise std over the release's L2 sensitivity")
+    l2_sensitivity: float | None = Field(description="sqrt(2 (1 + groupings)): one record is "
+                                         "one cell of each model's histograms (null: queued)")
+    champion: dict[str, Any] | None = Field(description="the champion's DP evaluation on the "
+                                            "follow-up's evaluation part (null: not done)")
+    challenger: dict[str, Any] | None = Field(description="the challenger's, from the same "
+                                              "release")
+    difference: dict[str, Any] | None = Field(
+        description="challenger minus champion per metric (overall and per subgroup), with "
+        "an interval accounting for the release's noise, and a verdict on the harm: better, "
+        "worse, no_change or inconclusive")
+    verdict: str | None = Field(description="better | worse | no_change | inconclusive: the "
+                                "challenger's ROC-AUC against the champion's, beyond the noise "
+                                "(activation stays a person's decision)")
+    notes: list[str]
+    error: ErrorOut | None
+    created_at: UtcDatetime
+    finished_at: UtcDatetime | None

@@ -1,0 +1,108 @@
+"""A champion/challenger comparison on the shared queue: one DP release, then post-processing.
+
+The release (``release_pair``) counts every row of the follow-up's evaluation part once in
+each model's histograms (public score bin x outcome, overall and per subgroup grouping, on the
+champion's training-time bins): 2 (1 + groupings) histograms, so the L2 sensitivity is
+sqrt(2 (1 + groupings)) and every cell gets Gaussian noise of std noise_multiplier times
+that, the one mechanism the follow-up's ledger admitted (``app.monitoring.comparison``).
+Both evaluations, their difference with its interval and the verdict read only those noisy
+counts (``worker.monitoring.drift.performance_drift``: challenger as the later side, so
+"better" means the challenger is better beyond the noise).
+
+The two histograms hold the same rows, so their errors are positively correlated; the
+interval resamples each side independently, which makes it wider than a paired one: a
+"better" verdict is conservative, never optimistic.
+"""
+
+import math
+from typing import Any
+
+import numpy as np
+import torch
+
+from app.datasets import parts as dataset_parts
+from app.datasets import service as dataset_service
+from app.datasets.encoding import encoder_for
+from app.jobs import queue
+from app.jobs.models import SUCCEEDED, Job
+from app.registry import service as registry_service
+from app.registry.models import TrainedModel
+from worker.dp_histogram import Release, bin_of, histogram
+from worker.evaluation import evaluated, json_safe
+from worker.monitoring.drift import performance_drift
+
+N_BOOTSTRAP = 1000
+
+
+def scores(model: TrainedModel, x: np.ndarray) -> np.ndarray:
+    """The model's predicted probabilities for the rows ``x`` (the schema's features)."""
+    network = registry_service.load_network(model)
+    schema = registry_service.schema_of(model)
+    with torch.inference_mode():
+        inputs = torch.from_numpy(encoder_for(schema).encode(x).astype(np.float32))
+        return torch.sigmoid(network(inputs).squeeze(-1)).double().numpy()
+
+
+def release_pair(rows: dataset_parts.PartRows, probabilities: tuple[np.ndarray, np.ndarray],
+                 *, edges: np.ndarray, noise_multiplier: float,
+                 rng: np.random.Generator) -> tuple[Release, Release]:
+    """The comparison's one Gaussian release: each model's evaluation histograms on the same
+    rows and bins, every cell with noise of std ``noise_multiplier * sqrt(2 (1 +
+    groupings))``."""
+    y = rows.y.astype(np.int64)
+    n_bins = len(edges) + 1
+    labels = {name: [str(x) for x in group_labels]
+              for name, (_, group_labels) in rows.groups.items()}
+    others = 1 + len(rows.groups)  # the other model's histograms, under the same noise
+    std = noise_multiplier * math.sqrt(1 + len(rows.groups) + others)
+    released = []
+    for probability in probabilities:
+        score_bins = bin_of(probability, edges)
+        exact = {"": histogram(score_bins, y, n_bins)[0]}
+        for name, (codes, group_labels) in rows.groups.items():
+            exact[name] = histogram(score_bins, y, n_bins, codes, len(group_labels))
+        noisy = {name: counts + rng.normal(0.0, std, counts.shape) if std > 0 else counts
+                 for name, counts in exact.items()}
+        released.append(Release(edges=edges, overall=noisy.pop(""), groups=noisy,
+                                labels=labels, noise_multiplier=float(noise_multiplier),
+                                other_histograms=others))
+    return released[0], released[1]
+
+
+def run(session: Any, job: Job, rng: np.random.Generator) -> dict[str, Any]:
+    """The comparison's release and results (the caller finishes the job with them)."""
+    asked = job.training["comparison"]
+    champion = registry_service.get(session=session, model_id=asked["champion_id"])
+    challenger = registry_service.get(session=session, model_id=asked["challenger_id"])
+    dataset = dataset_service.get(session=session, dataset_id=job.dataset_id)
+    rows = dataset_parts.load_parts(dataset).evaluation
+    training = (champion.metrics or {})["release"]
+    thresholds = dict((champion.metrics or {}).get("band_thresholds")
+                      or champion.band_thresholds)
+    edges = np.asarray(training["bins"][1:-1], dtype=float)
+    first, second = release_pair(rows, (scores(champion, rows.x), scores(challenger, rows.x)),
+                                 edges=edges, noise_multiplier=job.noise_multiplier, rng=rng)
+    ours, theirs = (evaluated(rel, thresholds, rng, N_BOOTSTRAP) for rel in (first, second))
+    notes = list(asked.get("notes", []))
+    if dict(challenger.band_thresholds) != thresholds:
+        notes.append("the models' high bands differ: precision and recall at the high band "
+                     "are both taken at the champion's")
+    return json_safe({
+        "champion": ours, "challenger": theirs,
+        "difference": performance_drift(ours["release"], theirs["release"],
+                                        thresholds=thresholds, rng=rng,
+                                        n_bootstrap=N_BOOTSTRAP),
+        "l2_sensitivity": first.l2_sensitivity, "notes": notes})
+
+
+def run_comparison_job(worker: Any, claimed: Any) -> str:
+    """Run one claimed comparison to its end (``worker.tasks.TASKS``); finishing it settles
+    its ledger entry (charged in full: its noise was drawn)."""
+    with worker.database.session_scope() as session:
+        job = session.get(Job, claimed.job_id)
+        assert job is not None
+        results = run(session, job, np.random.default_rng())
+    with worker.database.session_scope() as session:
+        finished = queue.finish(session=session, job_id=claimed.job_id,
+                                worker_id=worker.worker_id, status=SUCCEEDED, metrics=results)
+    return SUCCEEDED if finished is not None else "lease lost: results discarded"
