@@ -151,7 +151,8 @@ class ErrorOut(ResponseModel):
 
 class JobOut(ResponseModel):
     id: int
-    kind: JobKind = Field(description="train, or privacy_audit (details at /v1/audits/{id})")
+    kind: JobKind = Field(description="train; privacy_audit (details at /v1/audits/{id}); "
+                          "monitoring (/v1/monitoring-runs); comparison (/v1/comparisons/{id})")
     dataset_id: int
     status: JobStatus
     privacy: JobPrivacyOut
