@@ -27,7 +27,7 @@ from app.core.time import utcnow
 from app.datasets import service
 from app.datasets.models import AWAITING_DATA, RECEIVING, Dataset
 from app.datasets.service import DatasetHasData as DatasetNotAwaitingData
-from app.datasets.stored import schema_of
+from app.datasets.stored import table_schema
 from app.ledger import spaces
 
 # Past the longest body, a claim can only belong to a process that is gone.
@@ -78,7 +78,7 @@ def claim(*, session: Session, dataset_id: int) -> ClaimedUpload:
     session.refresh(dataset)
     if claimed != 1:
         _refuse(dataset)
-    return ClaimedUpload(dataset.id, token, schema_of(dataset), dataset.coin_scheme,
+    return ClaimedUpload(dataset.id, token, table_schema(dataset), dataset.coin_scheme,
                          dataset.budget_delta, _patient_secret(session, dataset))
 
 

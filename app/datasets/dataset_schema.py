@@ -189,7 +189,23 @@ class DatasetSchema(RequestModel):
     def columns(self) -> list[str]:
         """Every column an uploaded table must have, exactly (order free)."""
         ids = [] if self.id_column is None else [self.id_column]
-        return [*ids, *self.feature_names, *(a.name for a in self.attributes), self.outcome.name]
+        outcome = [self.outcome.name] if self.labelled else []
+        return [*ids, *self.feature_names, *(a.name for a in self.attributes), *outcome]
+
+    @property
+    def labelled(self) -> bool:
+        """Whether the table carries the outcome column (see ``FeaturesOnly``)."""
+        return True
+
+
+class FeaturesOnly(DatasetSchema):
+    """The same declaration read as an unlabelled follow-up's table (features only): every
+    column but the outcome, which such a table must not carry. Its hash is the declaration's,
+    so the follow-up stays of its model's schema; the rows read back with no outcome (NaN)."""
+
+    @property
+    def labelled(self) -> bool:
+        return False
 
 
 OUTCOME_ADDITIONS = ("horizon_days", "code", "description", "bands")

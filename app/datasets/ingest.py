@@ -25,6 +25,8 @@ exact ``total``. ``complete`` is false when reading stopped early, so ``total`` 
 bound: at the batch that crosses 2,000,000 rows, before the rows when the header (or the Parquet
 schema) does not match, or at a file that cannot be parsed. Duplicate ids, zero rows and a
 single outcome class are checked once all rows are read, and only when no other rule broke.
+An unlabelled follow-up's table is read under ``dataset_schema.FeaturesOnly``: no outcome
+column (one is refused by name), the outcome read back as NaN, no single-class rule.
 """
 
 from collections import Counter
@@ -306,7 +308,7 @@ def _table_errors(schema: DatasetSchema, kept: _Columns, log: ErrorLog) -> None:
             kept.patient_array = _duplicate_ids(kept.ids(), patients, schema.id_column, log)
         else:
             _duplicate_ids(kept.ids(), kept.id_words(), schema.id_column, log)
-    if kept.positives in (0, kept.n_rows):
+    if schema.labelled and kept.positives in (0, kept.n_rows):
         log.add("the outcome has a single class", "both 0 and 1", column=schema.outcome.name)
 
 

@@ -26,7 +26,7 @@ _NOT_FINITE = r"^\s*[+-]?([Nn][Aa][Nn]|[Ii][Nn][Ff]|[Ii][Nn][Ff][Ii][Nn][Ii][Tt]
 @dataclass
 class CheckedBatch:
     features: np.ndarray  # (m, p) float64, schema order, categoricals as codes
-    outcome: np.ndarray  # (m,) float64 0/1, 1 = the schema's positive value
+    outcome: np.ndarray  # (m,) float64 0/1, 1 = the schema's positive value; NaN: unlabelled
     attributes: dict[str, np.ndarray]  # name -> (m,) int64 codes
     ids: pa.Array | None  # string ids, None without an id column
     imputed: dict[str, int]
@@ -155,15 +155,17 @@ def check_batch(schema: DatasetSchema, columns: Mapping[str, pa.Array], rows: Ba
                 log: ErrorLog, *, decimal: str = ".") -> CheckedBatch:
     """Every per-value rule on one batch (``decimal``: the decimal mark of numbers sent as
     text); the arrays are only meaningful while ``log`` is empty (the caller stops keeping them
-    at the first error)."""
-    features = np.empty((len(columns[schema.outcome.name]), len(schema.features)))
+    at the first error). An unlabelled table (``schema.labelled`` false) has no outcome: NaN."""
+    n_rows = len(columns[schema.features[0].name])
+    features = np.empty((n_rows, len(schema.features)))
     imputed = {}
     for j, feature in enumerate(schema.features):
         features[:, j], imputed[feature.name] = check_feature(
             feature, columns[feature.name], rows, log, decimal)
     attributes = {a.name: _check_attribute(a, columns[a.name], rows, log)
                   for a in schema.attributes}
-    outcome = _check_outcome(schema, columns[schema.outcome.name], rows, log, decimal)
+    outcome = (_check_outcome(schema, columns[schema.outcome.name], rows, log, decimal)
+               if schema.labelled else np.full(n_rows, np.nan))
     ids = None
     if schema.id_column is not None:
         ids = check_ids(columns[schema.id_column], schema.id_column, rows, log)

@@ -5,6 +5,7 @@ from enum import StrEnum
 from typing import Any
 
 from sqlalchemy import JSON, Boolean, Date, DateTime, Float, ForeignKey, Integer, String
+from sqlalchemy import true as sa_true
 from sqlalchemy.orm import Mapped, mapped_column
 
 from app.core.database import Base
@@ -110,6 +111,10 @@ class Dataset(Base):
     follow_up_model_id: Mapped[int | None] = mapped_column(Integer, nullable=True, index=True)
     follow_up_period_start: Mapped[date | None] = mapped_column(Date, nullable=True)
     follow_up_period_end: Mapped[date | None] = mapped_column(Date, nullable=True)
+    # False: an unlabelled follow-up (features only, migration 0023): its table has no outcome
+    # column, so nothing trains on it, evaluates on it or queries its outcome
+    # (``app.datasets.labels``); monitoring measures its data drift only.
+    labelled: Mapped[bool] = mapped_column(Boolean, default=True, server_default=sa_true())
 
     @property
     def n_holdout(self) -> int:

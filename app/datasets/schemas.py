@@ -23,9 +23,11 @@ class SyntheticSource(RequestModel):
     kind: Literal["synthetic"]
     n_rows: int = Field(ge=MIN_ROWS, le=MAX_ROWS, description="patients to generate")
     seed: int = Field(default=0, ge=0, le=2**31 - 1)
-    shift: Literal["phq9_and_outcome"] | None = Field(
-        default=None, description="a documented change for follow-up cohorts: PHQ-9 scores "
-        "move up and the outcome model changes (app.datasets.synthetic)")
+    shift: Literal["phq9_and_outcome", "subgroup_effect"] | None = Field(
+        default=None, description="a documented variant of the generator "
+        "(app.datasets.synthetic): phq9_and_outcome, a change for follow-up cohorts (PHQ-9 "
+        "scores move up and the outcome model changes); subgroup_effect, a cohort whose "
+        "patients aged 65 and over follow another outcome model (for fairness checks)")
 
 
 class UploadSource(RequestModel):
@@ -50,6 +52,11 @@ class FollowUp(RequestModel):
     model_id: int = Field(ge=1, le=2**31 - 1, description="the model it follows")
     period_start: date = Field(description="first day its rows cover (YYYY-MM-DD)")
     period_end: date = Field(description="last day its rows cover, on or after period_start")
+    labelled: bool = Field(
+        default=True, description="false: an unlabelled follow-up (features only, an upload): "
+        "its table has every column of the model's schema but the outcome (an outcome column "
+        "is refused), so monitoring measures its data drift only; nothing trains or "
+        "evaluates on it")
 
     @model_validator(mode="after")
     def _ordered(self) -> Self:
@@ -62,6 +69,7 @@ class FollowUpOut(ResponseModel):
     model_id: int
     period_start: date
     period_end: date
+    labelled: bool = Field(description="false: features only (no outcome column)")
 
 
 @register_ranges
@@ -175,7 +183,8 @@ class DatasetOut(ResponseModel):
             follow_up=None if dataset.follow_up_model_id is None else FollowUpOut(
                 model_id=dataset.follow_up_model_id,
                 period_start=dataset.follow_up_period_start,  # type: ignore[arg-type]
-                period_end=dataset.follow_up_period_end),  # type: ignore[arg-type]
+                period_end=dataset.follow_up_period_end,  # type: ignore[arg-type]
+                labelled=dataset.labelled is not False),
             warnings=([] if same is None else [same_rows_warning(same)]) if show_intake else None)
 
 

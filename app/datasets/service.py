@@ -49,6 +49,7 @@ def create(*, session: Session, request: DatasetCreate) -> Dataset:
         dataset.follow_up_model_id = request.follow_up.model_id
         dataset.follow_up_period_start = request.follow_up.period_start
         dataset.follow_up_period_end = request.follow_up.period_end
+        dataset.labelled = request.follow_up.labelled
     if budget is not None:
         dataset.budget_epsilon, dataset.budget_delta = budget.epsilon, budget.delta
         dataset.filter_order = filter_order(budget.epsilon, budget.delta)

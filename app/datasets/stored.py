@@ -15,8 +15,8 @@ file's name records (``app.datasets.table_format``): ``table_media_type`` stays 
 from pathlib import Path
 
 from app.core.settings import settings
-from app.datasets import ingest, table_format, table_store
-from app.datasets.dataset_schema import DatasetSchema
+from app.datasets import ingest, labels, table_format, table_store
+from app.datasets.dataset_schema import DatasetSchema, FeaturesOnly
 from app.datasets.models import Dataset
 from app.datasets.rules import source_identity
 
@@ -27,6 +27,13 @@ class StoredTableMismatch(ValueError):
 
 def schema_of(dataset: Dataset) -> DatasetSchema:
     return DatasetSchema.model_validate(dataset.schema_json)
+
+
+def table_schema(dataset: Dataset) -> DatasetSchema:
+    """The declaration its table is read under: ``FeaturesOnly`` for an unlabelled follow-up
+    (no outcome column), else the declaration itself."""
+    reading = FeaturesOnly if labels.unlabelled(dataset) else DatasetSchema
+    return reading.model_validate(dataset.schema_json)
 
 
 def table_path(dataset: Dataset) -> Path:
@@ -46,7 +53,7 @@ def load_table(dataset: Dataset) -> table_store.IngestedTable:
     Raises:
         StoredTableMismatch: the file was edited, or its rows no longer read as accepted.
     """
-    path, schema = table_path(dataset), schema_of(dataset)
+    path, schema = table_path(dataset), table_schema(dataset)
     if dataset.table_media_type is None:
         return table_store.load(path, schema=schema)
     try:

@@ -58,6 +58,10 @@ def header_errors(names: list[str], schema: DatasetSchema, log: ErrorLog) -> Non
         log.add("missing column", f"the columns {listed}", column=name)
     by_case = {name.casefold(): name for name in missing}
     for name in [n for n in present if n not in declared]:
+        if name == schema.outcome.name:  # an unlabelled follow-up's table: features only
+            log.add("an unlabelled follow-up carries no outcome column (register the "
+                    "follow-up labelled to send outcomes)", f"the columns {listed}", column=name)
+            continue
         hint = by_case.get(name.casefold())
         did_you_mean = "" if hint is None else f": did you mean {hint!r}?"
         log.add(f"unexpected column{did_you_mean}", f"the columns {listed}", column=name)
@@ -125,7 +129,8 @@ def _csv_types(schema: DatasetSchema, *, as_bytes: bool) -> dict[str, pa.DataTyp
     types = {f.name: pa.string() if f.kind is FeatureKind.CATEGORICAL else pa.float64()
              for f in schema.features}
     types |= {a.name: pa.string() for a in schema.attributes}
-    types[schema.outcome.name] = pa.float64()
+    if schema.labelled:
+        types[schema.outcome.name] = pa.float64()
     if schema.id_column is not None:
         types[schema.id_column] = pa.string()
     return types

@@ -245,11 +245,14 @@ class MonitoringResults(_Stored):
     by ``GET /v1/monitoring-runs/{id}`` (``app.monitoring.schemas``), classified there."""
 
     model_id: int
-    performance: dict[str, Any] = Field(description="the follow-up's DP evaluation")
+    performance: dict[str, Any] | None = Field(
+        description="the follow-up's DP evaluation (null: an unlabelled follow-up, features "
+        "only)")
     drift: dict[str, Any] | None = Field(description="performance drift against the "
                                          "training-time evaluation (null: it has no release)")
     features: list[dict[str, Any]] = Field(description="per feature: PSI, Wasserstein, verdict")
-    fairness: dict[str, Any] = Field(description="subgroup gaps, follow-up and training time")
+    fairness: dict[str, Any] | None = Field(
+        description="subgroup gaps, follow-up and training time (null: unlabelled follow-up)")
     feature_release: dict[str, Any] = Field(description="the features' noisy histograms")
     l2_sensitivity: float
     notes: list[str]

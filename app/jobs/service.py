@@ -10,6 +10,7 @@ from sqlalchemy.orm import Session
 from app.core.database import affected_rows
 from app.core.errors import Conflict, InvalidRequest, NotFound
 from app.core.time import utcnow
+from app.datasets import labels
 from app.datasets.models import AWAITING_DATA, READY, Dataset
 from app.datasets.rules import max_delta
 from app.families import DEFAULT_FAMILY, create_family
@@ -182,11 +183,14 @@ class DatasetNotTrainable(Conflict):
 
 
 def check_trainable(dataset: Dataset) -> None:
-    """Refuse (409) a dataset without rows (awaiting its upload, or erased).
+    """Refuse (409) a dataset without rows (awaiting its upload, or erased), and (422) an
+    unlabelled follow-up: no outcome to train on or to evaluate the model with.
 
     Raises:
+        DatasetUnlabelled: features only (422, naming ``dataset_id``).
         DatasetNotTrainable: with the dataset's state.
     """
+    labels.check_labelled(dataset, needs="training and its held-out evaluation")
     if dataset.state != READY:
         raise DatasetNotTrainable(
             f"dataset {dataset.id} is {dataset.state}: "

@@ -28,8 +28,8 @@ class MonitoringPrivacy(RequestModel):
 
 @register_ranges
 class MonitoringRunCreate(RequestModel):
-    dataset_id: int = Field(ge=1, le=2**31 - 1, description="the follow-up cohort (labelled, "
-                            "the model's declared schema)")
+    dataset_id: int = Field(ge=1, le=2**31 - 1, description="the follow-up cohort (the "
+                            "model's declared schema; an unlabelled one: data drift only)")
     privacy: MonitoringPrivacy
 
 
@@ -39,7 +39,9 @@ class RunPrivacyOut(ResponseModel):
     noise_multiplier: float = Field(description="noise std over the release's L2 "
                                     "sensitivity (0: exact counts of a public follow-up)")
     l2_sensitivity: float | None = Field(description="sqrt(1 + groupings + features): one "
-                                         "record is one cell of each histogram (null: queued)")
+                                         "record is one cell of each histogram; "
+                                         "sqrt(features) on an unlabelled follow-up, which "
+                                         "releases only those (null: queued)")
 
 
 class PeriodOut(ResponseModel):
@@ -75,7 +77,8 @@ class MonitoringRunOut(ResponseModel):
     performance: dict[str, Any] | None = Field(
         description="the DP evaluation on the follow-up (the training-time evaluation's "
         "metrics: roc_auc, roc_auc_ci, brier, bands, subgroups, ...) and its drift against "
-        "the training-time evaluation (change, change_ci, verdict per metric)")
+        "the training-time evaluation (change, change_ci, verdict per metric); null: queued, "
+        "or an unlabelled follow-up (no outcomes, see notes)")
     roc_auc: float | None = Field(description="the follow-up's ROC-AUC (noisy)")
     roc_auc_ci: list[float] | None
     features: list[FeatureDriftOut] = Field(description="per feature, sorted by PSI")

@@ -9,7 +9,9 @@ for good when the worker has drawn its noise. Data drift needs the same histogra
 training cohort: the first run of a model asks for them once, as a statistics release on the
 training dataset at the run's target (charged there; every later run reuses it). Where that
 dataset cannot pay for it (erased, or its budget spent), the run goes on without data drift
-and says so.
+and says so. An unlabelled follow-up (features only, ``app.datasets.labels``) takes a run too:
+its release is the feature histograms alone, the same mechanism at the same target (only the
+sensitivity, sqrt(features), and so the noise per cell, changes); nothing else evaluates it.
 """
 
 import math
@@ -19,6 +21,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from app.core.errors import Conflict, InvalidRequest, NotFound
+from app.datasets import labels
 from app.datasets import service as dataset_service
 from app.datasets.dataset_schema import schema_hash
 from app.datasets.models import READY, Dataset
@@ -61,6 +64,10 @@ def follow_up_request(*, session: Session, request: DatasetCreate) -> DatasetCre
         raise InvalidRequest(f"model {model_id} does not exist", field="follow_up.model_id",
                              allowed="the id of a registered model") from None
     schema = registry_service.schema_of(model)
+    if not request.follow_up.labelled and not isinstance(request.source, UploadSource):
+        raise InvalidRequest("the generator's rows always carry their outcome: only an upload "
+                             "is an unlabelled follow-up", field="follow_up.labelled",
+                             allowed="true (or absent) for a synthetic source")
     if request.declared_schema is None:
         if not isinstance(request.source, UploadSource):
             return request  # the generator has its own schema: checked below
@@ -72,11 +79,14 @@ def follow_up_request(*, session: Session, request: DatasetCreate) -> DatasetCre
     return request
 
 
-def check_follow_up(model: TrainedModel, dataset: Dataset) -> None:
-    """A run's follow-up: another cohort, with rows, of the model's declared schema.
+def check_follow_up(model: TrainedModel, dataset: Dataset, *, needs_outcome: bool = True
+                    ) -> None:
+    """A run's follow-up: another cohort, with rows, of the model's declared schema; labelled
+    unless the caller measures features only (``needs_outcome`` false: a monitoring run).
 
     Raises:
         InvalidRequest: the model's own training dataset, or another schema (422).
+        DatasetUnlabelled: an unlabelled follow-up where the outcome is needed (422).
         FollowUpWithoutData: awaiting its rows, or erased (409).
     """
     if dataset.id == model.dataset_id:
@@ -87,6 +97,8 @@ def check_follow_up(model: TrainedModel, dataset: Dataset) -> None:
         raise InvalidRequest(
             f"dataset {dataset.id} is not of model {model.id}'s declared schema",
             field="dataset_id", allowed="a dataset of the model's declared schema")
+    if needs_outcome:
+        labels.check_labelled(dataset, needs=f"an evaluation of model {model.id}")
     if dataset.state != READY:
         raise FollowUpWithoutData(f"dataset {dataset.id} is {dataset.state}: send its rows "
                                   "first", field="dataset_id", state=dataset.state)
@@ -147,7 +159,7 @@ def submit(*, session: Session, model_id: int, request: MonitoringRunCreate) -> 
     """
     model = registry_service.get(session=session, model_id=model_id)
     dataset = dataset_service.get(session=session, dataset_id=request.dataset_id)
-    check_follow_up(model, dataset)
+    check_follow_up(model, dataset, needs_outcome=False)  # unlabelled: data drift only
     target = request.privacy.target_epsilon
     delta = None if dataset.public else dataset.budget_delta
     noise = noise_for(target, delta)

@@ -16,7 +16,7 @@ DP_EVALUATION = Release.DP_EVALUATION
 DP_STATISTICS = Release.DP_STATISTICS
 
 MONITORING_ENTRIES: list[Entry] = [
-    *fields("FollowUpOut", {PUBLIC_INPUT: "model_id period_start period_end"}),
+    *fields("FollowUpOut", {PUBLIC_INPUT: "model_id period_start period_end labelled"}),
     *fields("MonitoringRunOut", {
         PUBLIC_INPUT: "id model_id dataset_id job_id reference_release_id created_at",
         OPERATIONAL: "status finished_at",

@@ -17,7 +17,7 @@ from sqlalchemy.orm import Session
 
 from app.core.errors import Conflict, NotFound
 from app.core.time import utcnow
-from app.datasets import parts
+from app.datasets import labels, parts
 from app.datasets.models import AWAITING_DATA, READY, Dataset
 from app.datasets.rules import check_delta, max_delta
 from app.ledger import statistics as ledger_statistics
@@ -79,19 +79,35 @@ def _answers(dataset: Dataset, plans: list[planning.QueryPlan],
     return found
 
 
+def _check_outcome_held(dataset: Dataset, plans: list[planning.QueryPlan]) -> None:
+    """Refuse (422, naming ``dataset_id``) a query that reads the outcome of an unlabelled
+    follow-up (a prevalence, or the outcome as a column or a grouping): it has none."""
+    if not labels.unlabelled(dataset):
+        return
+    outcome = parts.schema_of(dataset).outcome.name
+    for plan in plans:
+        named = {axis.column.name for axis in plan.groups}
+        if plan.column is not None:
+            named.add(plan.column.name)
+        if outcome in named or any(v.role == "outcome" for v in plan.vectors):
+            labels.check_labelled(dataset, needs=f"queries[{plan.index}]")
+
+
 def release(*, session: Session, dataset: Dataset, request: StatisticsCreate
             ) -> StatisticsRelease:
     """Answer ``request`` on every record of ``dataset`` as one DP release, charged in the
     dataset's ledger in this transaction.
 
     Raises:
-        DatasetWithoutData (409), InvalidRequest (422, naming the field), BudgetExceeded (409,
+        DatasetWithoutData (409), InvalidRequest (422, naming the field; DatasetUnlabelled:
+        the outcome of an unlabelled follow-up, naming ``dataset_id``), BudgetExceeded (409,
         with what is left and the largest target that fits); in each case nothing is charged.
     """
     check_answerable(dataset)
     privacy = request.privacy
     delta = _delta(dataset, request)
     plans = planning.plan(schema=parts.schema_of(dataset), request=request)
+    _check_outcome_held(dataset, plans)
     noises = release_noise.calibrate(plans, mechanism=privacy.mechanism,
                                      epsilon=privacy.epsilon, delta=delta)
     answers = _answers(dataset, plans, noises)

@@ -29,7 +29,7 @@ def _follow_up(client: TestClient, model_id: int, seed: int, shift: str | None =
                       "period_end": "2026-06-30"}})
     assert created.status_code == 201, created.text
     assert created.json()["follow_up"] == {"model_id": model_id, "period_start": "2026-01-01",
-                                           "period_end": "2026-06-30"}
+                                           "period_end": "2026-06-30", "labelled": True}
     return int(created.json()["id"])
 
 

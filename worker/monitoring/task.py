@@ -8,7 +8,9 @@ and every cell gets Gaussian noise of std noise_multiplier times that: exactly t
 Gaussian mechanism the follow-up's ledger admitted when the run was submitted
 (``app.monitoring.service``). Everything stored after it (the evaluation's metrics, their
 drift against the training-time release, each feature's drift against the reference release,
-the subgroup gaps) reads only noisy counts and the public noise scales.
+the subgroup gaps) reads only noisy counts and the public noise scales. An unlabelled
+follow-up (features only) releases its feature histograms alone (``release_features``: L2
+sensitivity sqrt(features), the same noise multiplier and charge): data drift, no performance.
 """
 
 import math
@@ -17,6 +19,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from app.datasets import labels as dataset_labels
 from app.datasets import parts as dataset_parts
 from app.datasets import service as dataset_service
 from app.datasets.encoding import encoder_for
@@ -93,6 +96,41 @@ def _feature_results(bins: list[FeatureBins], follow: dict[str, np.ndarray], std
     return sorted(found, key=lambda f: -(f["psi"] if f["psi"] is not None else -1.0))
 
 
+def release_features(x: np.ndarray, bins: list[FeatureBins], *, noise_multiplier: float,
+                     rng: np.random.Generator) -> tuple[dict[str, np.ndarray], float]:
+    """An unlabelled follow-up's one Gaussian release: one histogram per feature, nothing else.
+    One record is one cell of each, so the L2 sensitivity is sqrt(features): the same
+    mechanism at the same target as a labelled run's, with less noise per cell."""
+    std = noise_multiplier * math.sqrt(len(bins))
+    found = {}
+    for k, b in enumerate(bins):
+        counts = np.bincount(b.codes(x[:, k]), minlength=b.n_bins).astype(float)
+        found[b.name] = counts + rng.normal(0.0, std, counts.shape) if std > 0 else counts
+    return found, std
+
+
+def _features_only(session: Any, run_row: Any, job: Job, rows: dataset_parts.PartRows,
+                   bins: list[FeatureBins], rng: np.random.Generator) -> dict[str, Any]:
+    """An unlabelled follow-up's results: data drift, no performance and no subgroup gaps
+    (both need outcomes), and a note that says so."""
+    follow, std = release_features(rows.x, bins, noise_multiplier=job.noise_multiplier,
+                                   rng=rng)
+    reference = None
+    if run_row.reference_release_id is not None:
+        statistics = session.get(StatisticsRelease, run_row.reference_release_id)
+        reference = monitoring_service.reference_histograms(statistics)
+    notes = [*job.training["monitoring"].get("notes", []),
+             f"no performance: dataset {run_row.dataset_id} is an unlabelled follow-up "
+             "(features only); only its feature histograms were released, so there is no "
+             "performance, performance drift or subgroup gap (each needs outcomes)"]
+    return json_safe({
+        "model_id": run_row.model_id, "performance": None, "drift": None,
+        "features": _feature_results(bins, follow, std, reference, rng), "fairness": None,
+        "feature_release": {"noise_std": std, "bins": {b.name: b.labels for b in bins},
+                            "histograms": follow},
+        "l2_sensitivity": math.sqrt(len(bins)), "notes": notes})
+
+
 def run(session: Any, job: Job, rng: np.random.Generator) -> dict[str, Any]:
     """The run's release and results (the caller finishes the job with them)."""
     run_row = monitoring_service.of_job(session=session, job_id=job.id)
@@ -101,6 +139,8 @@ def run(session: Any, job: Job, rng: np.random.Generator) -> dict[str, Any]:
     dataset = dataset_service.get(session=session, dataset_id=run_row.dataset_id)
     schema = registry_service.schema_of(model)
     rows = _rows(dataset_parts.load_parts(dataset))
+    if dataset_labels.unlabelled(dataset):  # no outcome: its features' histograms only
+        return _features_only(session, run_row, job, rows, schema_bins(schema), rng)
     network = registry_service.load_network(model)
     with torch.inference_mode():
         inputs = torch.from_numpy(encoder_for(schema).encode(rows.x).astype(np.float32))
