@@ -13,8 +13,10 @@ A record's id is its index in the generated table.
 follow-up cohorts (monitoring, issue 30), under ``"phq9_and_outcome"`` the PHQ-9 scores move up
 (drawn from 8 to 27 instead of 0 to 27: a service now seeing more severe depression) and the
 outcome model changes (PHQ-9 and prior crises matter less, substance use more:
-``SHIFTED_COEFFICIENTS``, intercept lowered to keep the prevalence near 2%), so a model trained
-on the unshifted generator ranks worse on it. Every other column is drawn as before.
+``SHIFTED_COEFFICIENTS``, intercept raised to -5.3; the prevalence falls to about 0.7%), so a
+model trained on the unshifted generator ranks worse on it (measured on 120,000 rows of seed 41:
+the old model's true logit ranks at ROC-AUC 0.70, the shifted one's at 0.77). Every other
+column is drawn as before.
 
 ``"subgroup_effect"`` (selected the same way, but a property of a cohort rather than a change
 over time) is the documented subgroup effect for fairness checks (issue 30): for patients aged

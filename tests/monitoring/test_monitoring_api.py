@@ -72,9 +72,9 @@ def test_a_shift_is_flagged_and_its_absence_is_not(client: TestClient, run_worke
     same = _run(client, run_worker, model_id, _follow_up(client, model_id, 42))
     assert [f["name"] for f in same["features"] if f["verdict"] == "drift"] == []
     auc = same["performance"]["drift"]["overall"]["roc_auc"]
-    # Known bias (closing note of issue 30): the follow-up's release has more noise per cell
-    # (sqrt(1 + groupings + features) sensitivity), which pulls its AUC towards 0.5, so a small
-    # drop can be called "worse" on an unshifted follow-up; the drop stays far below the shift's.
+    # One run's verdict can be a false alarm (ROC-AUC "worse" on about 3% of unshifted
+    # follow-ups of this size: tests/worker/test_monitoring_false_alarms.py bounds the rate over
+    # repeated runs); the change itself stays far below the shift's.
     assert abs(auc["change"]) < 0.05 < abs(drift["change"]), (auc, drift)
     assert same["reference_release_id"] == shifted["reference_release_id"] is not None
 

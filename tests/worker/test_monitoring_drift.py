@@ -188,3 +188,14 @@ def test_identical_groups_rarely_show_a_gap() -> None:
                              n_bootstrap=200)
         found += next(g for g in gaps if g["metric"] == "roc_auc")["verdict"] == "gap"
     assert found <= 4  # observed: 0 of 20 (about 1 expected at a 95% level)
+
+
+def test_a_metric_with_an_ideal_is_judged_on_its_change_and_its_direction() -> None:
+    from worker.monitoring.verdicts import ideal_verdict
+
+    assert ideal_verdict(0.05, 0.2, harm=0.1) == "worse"  # a real move away from the ideal
+    assert ideal_verdict(-0.2, -0.05, harm=-0.1) == "better"  # a real move towards it
+    assert ideal_verdict(-0.2, -0.05, harm=0.1) == "worse"  # down, and away (below the ideal)
+    assert ideal_verdict(-0.05, 0.2, harm=0.1) == "inconclusive"  # no sure change
+    assert ideal_verdict(-0.01, 0.015, harm=0.01) == "no_change"
+    assert ideal_verdict(float("nan"), 0.2, harm=0.1) == "inconclusive"

@@ -5,12 +5,17 @@ training-time evaluation (``worker.evaluation``) plus a noisy histogram of each 
 bins. Everything here reads only those released counts and their known Gaussian noise std (every
 cell independent), so each figure is post-processing and costs no privacy.
 
-Noise biases these statistics: PSI is >= 0 and inflated by noise even when nothing changed, and
-a ranking metric on noisy counts is pulled towards chance, more so for a small group. So every
-interval is a *basic* (reverse-percentile) parametric bootstrap interval ``[2 t - q_hi, 2 t -
-q_lo]``: the replicates, drawn around the estimate ``t`` (``worker.histogram_metrics.replicates``:
-Poisson sampling, fresh noise of the release's std, re-projected), carry the bias once more, and
-reflecting them about ``t`` removes it to first order (a percentile interval would add it again).
+Noise biases these statistics: PSI is >= 0 and inflated by noise even when nothing changed,
+and a metric of the projected (non-negative) counts moves with the noise per cell, more so for
+a small group or a small follow-up. So every interval is a *basic* (reverse-percentile)
+parametric bootstrap interval ``[2 t - q_hi, 2 t - q_lo]``: the replicates, drawn around the
+estimate ``t`` (``worker.histogram_metrics.replicates``: Poisson sampling, fresh noise of the
+release's std, re-projected), carry the bias once more, and reflecting them about ``t`` removes
+it to first order (a percentile interval would add it again). For the performance metrics that
+was not enough (the pull is steeper in the truth's sparse cells than in the projected ones the
+bootstrap starts from), so their intervals read all but the calibration slope off the counts
+as released, where they have no projection bias at all (``worker.monitoring.ratios``,
+``score_units``).
 ``worker.monitoring.fairness`` (gaps within one release) uses the helpers here.
 """
 
@@ -30,12 +35,14 @@ from worker.histogram_metrics import (
     ratio,
     replicates,
     representatives,
-    summary,
+)
+from worker.monitoring.ratios import ratio_metrics
+from worker.monitoring.verdicts import (
+    basic_interval,
+    ideal_verdict,
+    verdict,
 )
 
-NO_CHANGE_TOLERANCE = 0.02
-"""A change (gap) whose whole interval lies within +-this is no change (no gap), even when it
-excludes 0: too small to act on (every metric is on a 0-1 scale, or near 1 for the slope)."""
 PSI_FLOOR_COUNTS = 0.5
 """Counts spread over a histogram's bins (0.5 / n_bins each) before PSI's proportions: its log
 needs every proportion > 0, and half a row in all, far below any release's noise, matters only
@@ -60,37 +67,6 @@ def floor(noise_std: float, cells: int, minimum: float = 1.0) -> float:
     """Smallest usable denominator summing ``cells`` noisy cells (``worker.evaluation``'s rule:
     ``NOISE_FLOOR`` noise stds of the sum, so the true denominator is unlikely to be 0)."""
     return max(minimum, NOISE_FLOOR * noise_std * math.sqrt(cells))
-
-
-def basic_interval(estimate: np.ndarray, boot: np.ndarray,
-                   level: float) -> tuple[np.ndarray, np.ndarray]:
-    """Reverse-percentile bounds of ``estimate`` (...) from replicates ``boot`` (B, ...).
-
-    NaN where the estimate is undefined or over (1 - level) / 2 of the replicates are (the
-    metric's denominator is plausibly 0), as ``worker.histogram_metrics.intervals``."""
-    tails = [100 * (1 - level) / 2, 100 * (1 + level) / 2]
-    undefined = np.isnan(estimate) | (np.isnan(boot).mean(axis=0) > (1 - level) / 2)
-    if undefined.all():
-        nan = np.full(np.shape(estimate), np.nan)
-        return nan, nan
-    q_lo, q_hi = np.nanpercentile(np.where(undefined, 0.0, boot), tails, axis=0)
-    low, high = 2 * estimate - q_hi, 2 * estimate - q_lo
-    return np.where(undefined, np.nan, low), np.where(undefined, np.nan, high)
-
-
-def verdict(low: float, high: float, *, labels: tuple[str, str, str, str]) -> str:
-    """(positive, negative, none, inconclusive) label of an interval of a signed quantity.
-
-    Within +-``NO_CHANGE_TOLERANCE``: none (it takes precedence: a difference that is surely
-    small is not material even when it surely exists); above 0: positive; below 0: negative."""
-    positive, negative, none, inconclusive = labels
-    if not (np.isfinite(low) and np.isfinite(high)):
-        return inconclusive
-    if -NO_CHANGE_TOLERANCE <= low and high <= NO_CHANGE_TOLERANCE:
-        return none
-    if low > 0:
-        return positive
-    return negative if high < 0 else inconclusive
 
 
 # --- features -----------------------------------------------------------------------------------
@@ -256,26 +232,16 @@ def calibration_slope(neg: np.ndarray, pos: np.ndarray, predicted: np.ndarray) -
     return np.where(np.isfinite(b) & (step < SLOPE_TOLERANCE), b, np.nan)
 
 
-def side_metrics(counts: np.ndarray, edges: np.ndarray,
-                 thresholds: Mapping[str, float]) -> Stats:
-    """Each of ``METRICS`` of non-negative counts (..., n_bins, 2), over the leading axes.
-
-    Precision and recall are those of flagging the high band (bins from ``medium_high`` up);
-    calibration-in-the-large is the observed prevalence minus the mean predicted probability,
-    each row predicted by its bin's representative (``representatives``, as the Brier score).
-    """
-    stats = summary(counts, edges, thresholds)
-    rep = representatives(edges)
-    high = f"bands.{Band.HIGH.value}.at_or_above."
-    predicted = ((counts[..., NEGATIVE] + counts[..., POSITIVE]) * rep).sum(axis=-1)
-    return {
-        "roc_auc": stats["roc_auc"],
-        "brier": stats["brier"],
-        "calibration_in_the_large": ratio(stats["positives"] - predicted, stats["rows"]),
-        "calibration_slope": calibration_slope(counts[..., NEGATIVE], counts[..., POSITIVE], rep),
-        "precision_high": stats[high + "precision"],
-        "recall_high": stats[high + "recall"],
-    }
+def side_metrics(counts: np.ndarray, edges: np.ndarray, thresholds: Mapping[str, float],
+                 projected: np.ndarray | None = None) -> Stats:
+    """Each of ``METRICS`` of counts (..., n_bins, 2), over the leading axes:
+    ``worker.monitoring.ratios.ratio_metrics`` (precision and recall are those of flagging the
+    high band, bins from ``medium_high`` up; calibration-in-the-large is the observed
+    prevalence minus the mean predicted probability) and the calibration slope, fitted to
+    ``projected`` (non-negative counts; default: ``counts``, then non-negative themselves)."""
+    fit = counts if projected is None else projected
+    return {**ratio_metrics(counts, edges, thresholds), "calibration_slope": calibration_slope(
+        fit[..., NEGATIVE], fit[..., POSITIVE], representatives(edges))}
 
 
 def side_usable(counts: np.ndarray, edges: np.ndarray, thresholds: Mapping[str, float],
@@ -295,7 +261,8 @@ def side_usable(counts: np.ndarray, edges: np.ndarray, thresholds: Mapping[str, 
 
 @dataclass(frozen=True)
 class Scored:
-    """Metrics of the projected counts (usable ones only, else NaN) and of their replicates."""
+    """Metrics of the projected counts (usable ones only, else NaN) and their replicates,
+    placed for projection-free basic intervals (``score_units``)."""
 
     estimate: Stats  # metric -> (units,)
     boot: Stats  # metric -> (n_bootstrap, units)
@@ -306,6 +273,15 @@ def score_units(counts: np.ndarray, noise_std: float, edges: np.ndarray,
                 n_bootstrap: int) -> Scored:
     """Score noisy (units, n_bins, 2) counts and ``n_bootstrap`` replicates of them.
 
+    Estimates: the projected counts' metrics, as the evaluation shows them. Intervals are
+    projection-free: all but the slope are also read off the counts as released
+    (``ratio_metrics``: unbiased numerators and denominators whatever the noise), and each
+    replicate (Poisson draws around the projected counts plus fresh noise, scored the same way)
+    is stored as its deviation from its truth (the projected counts' metrics) plus 2 t - r (t
+    the estimate, r the released figure), so the basic interval about t, ``2 t - q``, is r
+    minus the deviations' quantiles, for any contrast of units too (a change, a gap). Where t
+    and r differ (large noise) the interval is off-centre: it, not the point, is the answer.
+
     Raises:
         ValueError: ``medium_high`` is not a bin edge (the high band would not be whole bins).
     """
@@ -313,10 +289,13 @@ def score_units(counts: np.ndarray, noise_std: float, edges: np.ndarray,
         raise ValueError("thresholds['medium_high'] must be one of the release's bin edges")
     estimate = project_nonnegative(counts)
     usable = side_usable(estimate, edges, thresholds, noise_std)
-    point = {k: np.where(usable[k], v, np.nan)
-             for k, v in side_metrics(estimate, edges, thresholds).items()}
-    boot = side_metrics(replicates(estimate, noise_std, n_bootstrap, rng), edges, thresholds)
-    return Scored(point, boot)
+    point, released = (side_metrics(c, edges, thresholds, estimate) for c in (estimate, counts))
+    draws = rng.poisson(estimate, size=(n_bootstrap, *estimate.shape)).astype(np.float64)
+    if noise_std > 0:
+        draws += rng.normal(0.0, noise_std, draws.shape)
+    boot = side_metrics(draws, edges, thresholds, project_nonnegative(draws))
+    return Scored({k: np.where(usable[k], v, np.nan) for k, v in point.items()},
+                  {k: boot[k] + point[k] - released[k] for k in METRICS})
 
 
 def _harm(metric: str, ref: np.ndarray, fup: np.ndarray) -> np.ndarray:
@@ -331,11 +310,13 @@ def _change(metric: str, ref: Scored, fup: Scored, level: float) -> list[dict[st
     x, y = ref.estimate[metric], fup.estimate[metric]
     bx, by = ref.boot[metric], fup.boot[metric]
     low, high = basic_interval(y - x, by - bx, level)
-    harm_low, harm_high = basic_interval(_harm(metric, x, y), _harm(metric, bx, by), level)
+    harm = _harm(metric, x, y)
+    harm_low, harm_high = basic_interval(harm, _harm(metric, bx, by), level)
     return [{"reference": x[u], "follow_up": y[u], "change": y[u] - x[u],
              "change_ci": None if np.isnan(low[u]) else [low[u], high[u]],
-             "verdict": verdict(harm_low[u], harm_high[u],
-                                labels=("worse", "better", "no_change", "inconclusive"))}
+             "verdict": ideal_verdict(low[u], high[u], harm[u]) if metric in IDEAL
+             else verdict(harm_low[u], harm_high[u],
+                          labels=("worse", "better", "no_change", "inconclusive"))}
             for u in range(len(x))]
 
 
@@ -346,7 +327,9 @@ def performance_drift(reference: dict[str, Any], follow_up: dict[str, Any], *,
 
     For the whole population and every (grouping, group) in both records: ROC-AUC, Brier score,
     calibration-in-the-large, logistic calibration slope (``calibration_slope``), and precision
-    and recall of the high band (``side_metrics``), each side from its own projected counts.
+    and recall of the high band (``side_metrics``), each side's figures those of its own
+    projected counts, as its evaluation shows them; the intervals and verdicts are
+    projection-free (``score_units``).
     ``change`` is follow-up minus reference; ``change_ci`` a basic interval from a joint
     parametric bootstrap of both releases (independent noise, each record's std). Verdict on
     the harm (the change, sign-flipped where higher is better; for calibration the change in
