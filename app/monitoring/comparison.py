@@ -21,14 +21,12 @@ from sqlalchemy.orm import Session
 from app.core.errors import InvalidRequest, NotFound
 from app.datasets import service as dataset_service
 from app.jobs import service as job_service
-from app.jobs.models import COMPARISON, QUEUED, Job
+from app.jobs.models import COMPARISON, Job
 from app.jobs.schemas import ErrorOut, JobCreate, PrivacyRequest, TrainingConfig
-from app.ledger import statistics as ledger_statistics
 from app.monitoring import service as monitoring_service
 from app.monitoring.comparison_schemas import ComparisonCreate, ComparisonOut, RetrainCreate
 from app.monitoring.models import MonitoringRun
 from app.monitoring.schemas import MAX_EPSILON
-from app.privacy import events
 from app.registry import service as registry_service
 
 RECIPE_KEPT = ("model", "optimizer", "learning_rate", "momentum", "tail_average",
@@ -90,22 +88,11 @@ def submit(*, session: Session, champion_id: int, request: ComparisonCreate) -> 
     if challenger.dataset_id != dataset.id:
         notes.append(f"the challenger was trained on dataset {challenger.dataset_id}, not on "
                      "this follow-up: if their patients overlap, its figures may be optimistic")
-    target = request.privacy.target_epsilon
-    delta = None if dataset.public else dataset.budget_delta
-    noise = monitoring_service.noise_for(target, delta)
-    job = job_service.enqueue(session=session, job=Job(
-        dataset_id=dataset.id, status=QUEUED, kind=COMPARISON, target_epsilon=target,
-        requested_noise_multiplier=None, noise_multiplier=noise, sample_rate=1.0, steps=1,
-        epochs=1, delta=delta if delta is not None else 0.0, max_grad_norm=1.0,
+    return monitoring_service.queue_release(
+        session=session, dataset=dataset, kind=COMPARISON,
+        target=request.privacy.target_epsilon,
         training={"comparison": {"champion_id": champion.id, "challenger_id": challenger.id,
-                                 "notes": notes}},
-        progress_epoch=0, epsilon_per_epoch=[], cancel_requested=False))
-    if delta is not None:
-        charge = ledger_statistics.ReleaseCharge(
-            event=events.one_shot("gaussian", [noise]), delta=delta, target_epsilon=target)
-        ledger_statistics.reserve_release(session=session, dataset=dataset, job_id=job.id,
-                                          charge=charge)
-    return job
+                                 "notes": notes}})
 
 
 def get(*, session: Session, comparison_id: int) -> Job:

@@ -27,7 +27,7 @@ from app.datasets.dataset_schema import schema_hash
 from app.datasets.models import READY, Dataset
 from app.datasets.schemas import DatasetCreate, UploadSource
 from app.jobs import service as job_service
-from app.jobs.models import MONITORING, QUEUED, Job
+from app.jobs.models import MONITORING, QUEUED, Job, JobKind
 from app.ledger import statistics as ledger_statistics
 from app.ledger.errors import BudgetExceeded
 from app.monitoring.bins import FeatureBins, schema_bins
@@ -149,6 +149,30 @@ def noise_for(target: float, delta: float | None) -> float:
     return 0.0 if delta is None else 1.0 / mechanisms.gaussian_mu(target, delta)
 
 
+def queue_release(*, session: Session, dataset: Dataset, kind: JobKind, target: float,
+                  training: dict[str, Any]) -> Job:
+    """Queue a job of one Gaussian release on ``dataset`` exactly at (``target``, its budget
+    delta) and reserve it on its ledger (the filter admits it or refuses with the largest
+    target that fits): a monitoring run's, a comparison's. Exact counts on a public dataset.
+
+    Raises:
+        BudgetExceeded (409): nothing is queued or charged.
+    """
+    delta = None if dataset.public else dataset.budget_delta
+    noise = noise_for(target, delta)
+    job = job_service.enqueue(session=session, job=Job(
+        dataset_id=dataset.id, status=QUEUED, kind=kind, target_epsilon=target,
+        requested_noise_multiplier=None, noise_multiplier=noise, sample_rate=1.0, steps=1,
+        epochs=1, delta=delta if delta is not None else 0.0, max_grad_norm=1.0,
+        training=training, progress_epoch=0, epsilon_per_epoch=[], cancel_requested=False))
+    if delta is not None:
+        charge = ledger_statistics.ReleaseCharge(
+            event=events.one_shot("gaussian", [noise]), delta=delta, target_epsilon=target)
+        ledger_statistics.reserve_release(session=session, dataset=dataset, job_id=job.id,
+                                          charge=charge)
+    return job
+
+
 def submit(*, session: Session, model_id: int, request: MonitoringRunCreate) -> MonitoringRun:
     """Queue a run and reserve its release on the follow-up's ledger, in one transaction.
 
@@ -161,20 +185,10 @@ def submit(*, session: Session, model_id: int, request: MonitoringRunCreate) -> 
     dataset = dataset_service.get(session=session, dataset_id=request.dataset_id)
     check_follow_up(model, dataset, needs_outcome=False)  # unlabelled: data drift only
     target = request.privacy.target_epsilon
-    delta = None if dataset.public else dataset.budget_delta
-    noise = noise_for(target, delta)
     reference_id, note = _reference(session, model, target)
-    job = job_service.enqueue(session=session, job=Job(
-        dataset_id=dataset.id, status=QUEUED, kind=MONITORING, target_epsilon=target,
-        requested_noise_multiplier=None, noise_multiplier=noise, sample_rate=1.0, steps=1,
-        epochs=1, delta=delta if delta is not None else 0.0, max_grad_norm=1.0,
-        training={"monitoring": {"model_id": model.id, "notes": [note] if note else []}},
-        progress_epoch=0, epsilon_per_epoch=[], cancel_requested=False))
-    if delta is not None:
-        charge = ledger_statistics.ReleaseCharge(
-            event=events.one_shot("gaussian", [noise]), delta=delta, target_epsilon=target)
-        ledger_statistics.reserve_release(session=session, dataset=dataset, job_id=job.id,
-                                          charge=charge)
+    job = queue_release(session=session, dataset=dataset, kind=MONITORING, target=target,
+                        training={"monitoring": {"model_id": model.id,
+                                                 "notes": [note] if note else []}})
     run = MonitoringRun(model_id=model.id, dataset_id=dataset.id, job_id=job.id,
                         reference_release_id=reference_id, target_epsilon=target)
     session.add(run)

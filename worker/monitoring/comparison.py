@@ -23,13 +23,13 @@ import torch
 from app.datasets import parts as dataset_parts
 from app.datasets import service as dataset_service
 from app.datasets.encoding import encoder_for
-from app.jobs import queue
-from app.jobs.models import SUCCEEDED, Job
+from app.jobs.models import Job
 from app.registry import service as registry_service
 from app.registry.models import TrainedModel
 from worker.dp_histogram import Release, bin_of, histogram
 from worker.evaluation import evaluated, json_safe
 from worker.monitoring.drift import performance_drift
+from worker.monitoring.task import run_release_job
 
 N_BOOTSTRAP = 1000
 
@@ -96,13 +96,5 @@ def run(session: Any, job: Job, rng: np.random.Generator) -> dict[str, Any]:
 
 
 def run_comparison_job(worker: Any, claimed: Any) -> str:
-    """Run one claimed comparison to its end (``worker.tasks.TASKS``); finishing it settles
-    its ledger entry (charged in full: its noise was drawn)."""
-    with worker.database.session_scope() as session:
-        job = session.get(Job, claimed.job_id)
-        assert job is not None
-        results = run(session, job, np.random.default_rng())
-    with worker.database.session_scope() as session:
-        finished = queue.finish(session=session, job_id=claimed.job_id,
-                                worker_id=worker.worker_id, status=SUCCEEDED, metrics=results)
-    return SUCCEEDED if finished is not None else "lease lost: results discarded"
+    """A claimed comparison to its end (``worker.tasks.TASKS``)."""
+    return run_release_job(worker, claimed, run)

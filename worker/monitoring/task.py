@@ -14,6 +14,7 @@ sensitivity sqrt(features), the same noise multiplier and charge): data drift, n
 """
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -179,14 +180,21 @@ def run(session: Any, job: Job, rng: np.random.Generator) -> dict[str, Any]:
         "l2_sensitivity": release.l2_sensitivity, "notes": notes})
 
 
-def run_monitoring_job(worker: Any, claimed: Any) -> str:
-    """Run one claimed monitoring job to its end (``worker.tasks.TASKS``); finishing it settles
-    its ledger entry (charged in full: its noise was drawn)."""
+def run_release_job(worker: Any, claimed: Any,
+                    run_job: Callable[[Any, Job, np.random.Generator], dict[str, Any]]) -> str:
+    """Run one claimed release job (a monitoring run, a comparison) to its end: its results
+    from ``run_job``, then the job finished, which settles its ledger entry (charged in full:
+    its noise was drawn)."""
     with worker.database.session_scope() as session:
         job = session.get(Job, claimed.job_id)
         assert job is not None
-        results = run(session, job, np.random.default_rng())
+        results = run_job(session, job, np.random.default_rng())
     with worker.database.session_scope() as session:
         finished = queue.finish(session=session, job_id=claimed.job_id,
                                 worker_id=worker.worker_id, status=SUCCEEDED, metrics=results)
     return SUCCEEDED if finished is not None else "lease lost: results discarded"
+
+
+def run_monitoring_job(worker: Any, claimed: Any) -> str:
+    """A claimed monitoring run to its end (``worker.tasks.TASKS``)."""
+    return run_release_job(worker, claimed, run)
