@@ -16,8 +16,10 @@ closed, the blocks it opened with their datasets and sizes) or a dataset's own b
 Its content is a budget record's (the space's budget when it was written) plus a ``blocks``
 field, which budget records lack, so their hashes are as before. ``verify`` replays the block
 records and checks that the live blocks in the table (not closed, size > 0) are exactly those
-the chain says are live: an edited ``datasets``, ``size`` or ``closed_at``, or a block row
-deleted or added, shows. The blocks from before this record kind (migration 0019's one block
+the chain says are live, and that every block the chain closed is closed in the table at the
+time of the record that closed it (``CLOSED_SLACK``): an edited ``datasets``, ``size`` or
+``closed_at`` (a block reopened, or its closing moved in time), or a block row deleted or
+added, shows. The blocks from before this record kind (migration 0019's one block
 per dataset, the uploads since) are chained by migration 0021: one "blocks" record per space
 with live blocks, opening them all (its baseline; a space without live blocks needs none, as
 the replay starts from none).
@@ -27,7 +29,7 @@ in a database, whoever can write to it can also recompute every hash: recording 
 outside the database anchors the history up to that point.
 """
 
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import (
@@ -45,7 +47,7 @@ from sqlalchemy import (
 from sqlalchemy.orm import Mapped, Session, mapped_column
 
 from app.core.database import Base
-from app.core.time import utcnow
+from app.core.time import as_utc, utcnow
 from app.ledger.hashing import iso_utc, record_hash
 from app.ledger.models import GENESIS_HASH, AppendOnlyViolation
 from app.ledger.schemas import InvalidRecord, SpaceChainVerification
@@ -212,6 +214,8 @@ def _blocks_mismatch(session: Session, space_id: int,
     """Replay the block records; the first block (by id) where they and the table disagree.
     Reasons name block ids only, never a size (an exact count: stewards read those)."""
     live: dict[int, tuple[list[int], int]] = {}
+    closed: dict[int, datetime] = {}  # block id -> when the chain closed it
+    opened: set[int] = set()  # every block the chain opened
     for record in chain:
         if record.kind != BLOCKS or not record.blocks:
             continue
@@ -219,7 +223,9 @@ def _blocks_mismatch(session: Session, space_id: int,
             if live.pop(block_id, None) is None:
                 return InvalidRecord(id=record.id, seq=record.seq, reason=(
                     f"it closes block {block_id}, which the chain does not hold live"))
+            closed[block_id] = record.created_at
         for block in record.blocks["opened"]:
+            opened.add(block["id"])
             if block["size"] > 0:
                 live[block["id"]] = (block["datasets"], block["size"])
     table = {block.id: (list(block.datasets), block.size)
@@ -233,6 +239,34 @@ def _blocks_mismatch(session: Session, space_id: int,
             reason = "has datasets other than the chain's"
         elif table[block_id][1] != live[block_id][1]:
             reason = "has a size other than the chain's"
+        else:
+            continue
+        return InvalidRecord(id=None, seq=None, reason=f"block {block_id} {reason}")
+    return _closed_mismatch(session, space_id, opened, closed)
+
+
+CLOSED_SLACK = timedelta(seconds=60)
+"""How far a closed block's ``closed_at`` may be from the chained record that closed it: the
+upload stamps the blocks, then chains its record, in one transaction."""
+
+
+def _closed_mismatch(session: Session, space_id: int, opened: set[int],
+                     closed: dict[int, datetime]) -> InvalidRecord | None:
+    """The first block the chain opened that is closed in the table at another time than the
+    chain closed it (an edited timestamp moves a block's spend in the reports' timeline), or
+    that no record closed. (Blocks closed before migration 0021 chained the live ones were
+    never in the chain: their rows are not checked.)"""
+    table = session.execute(select(PatientBlock.id, PatientBlock.closed_at).where(
+        PatientBlock.space_id == space_id, PatientBlock.closed_at.is_not(None))
+        .order_by(PatientBlock.id)).all()
+    for block_id, closed_at in table:
+        if block_id not in opened:
+            continue
+        when, stamped = as_utc(closed.get(block_id)), as_utc(closed_at)
+        if when is None or stamped is None:
+            reason = "is closed in the table but by no record of the chain"
+        elif abs(stamped - when) > CLOSED_SLACK:
+            reason = "has a closed_at other than the time of the record that closed it"
         else:
             continue
         return InvalidRecord(id=None, seq=None, reason=f"block {block_id} {reason}")

@@ -1,7 +1,8 @@
 """The patient spaces' chain covers the blocks (issue 29, item 7): every upload keyed into the
 organisation's space and every dataset's own block is a "blocks" record, and verification
-replays them against the live blocks in the table, so an edited ``datasets``, ``size`` or
-``closed_at``, or a block row deleted or added, shows; the budget records still verify."""
+replays them against the blocks in the table, so an edited ``datasets``, ``size`` or
+``closed_at`` (a block reopened, or closed at another time than its record), or a block row
+deleted or added, shows; the budget records still verify."""
 
 from datetime import UTC, datetime
 from typing import Any
@@ -64,9 +65,13 @@ def test_uploads_chain_their_blocks_and_an_edited_block_shows(
         _edit(session, alone.id, closed_at=T0)
         assert _failure(session, space).startswith(f"block {alone.id} is live in the chain but")
         _edit(session, alone.id, closed_at=None)
+        when = session.scalar(select(PatientBlock.closed_at).where(PatientBlock.id == closed_id))
         _edit(session, closed_id, closed_at=None)
         assert _failure(session, space).startswith(f"block {closed_id} is live in the table but")
-        _edit(session, closed_id, closed_at=T0)
+        _edit(session, closed_id, closed_at=T0)  # closed, but at another time than the chain's
+        assert _failure(session, space) == (f"block {closed_id} has a closed_at other than the "
+                                            "time of the record that closed it")
+        _edit(session, closed_id, closed_at=when)
         assert space_chain.verify(session=session, space=space).valid
         added = session.scalar(insert(PatientBlock).returning(PatientBlock.id).values(
             space_id=space.id, datasets=[south], size=3, created_at=T0))
