@@ -46,7 +46,7 @@ from app.core.errors import DomainError, InvalidRequest, NotFound
 from app.core.settings import settings
 from app.datasets.dataset_schema import outcome_words
 from app.datasets.encoding import GENERATOR_ENCODER, Encoder
-from app.fhir.codes import label_of
+from app.fhir.codes import CRISIS_TOPIC, label_of, topic_of
 from app.scoring import model_cache
 from app.scoring import service as scoring_service
 from app.scoring.patients import allowed_of, features_model
@@ -58,7 +58,9 @@ the active model may predict any declared outcome (the title, the description an
 name it)."""
 LEGACY_SERVICE_IDS = ("dpcrisis-crisis-risk",)
 """Ids discovery listed before outcomes were declared: still answered (hooks and feedback), so
-no EHR registration breaks, but no longer listed."""
+no EHR registration breaks, but no longer listed. The id names a crisis risk, so a hook call on
+it is answered only while the active model predicts the built-in crisis outcome (its card
+topic, ``app.fhir.codes.topic_of``); a model of another outcome is never served under it."""
 SERVICE_IDS = (SERVICE_ID, *LEGACY_SERVICE_IDS)
 HOOK = "patient-view"
 
@@ -202,7 +204,8 @@ def evaluate(
             counted (a band mix without them would follow each EHR's minimum band).
 
     Raises:
-        UnknownService: not this service's id (404).
+        UnknownService: not this service's id, or the first release's crisis id while the
+            active model predicts another outcome (404).
         WrongHook: a hook other than patient-view (400).
         ModelNotFound, NoActiveModel: no model to score with (404, 409).
         PrefetchIncomplete: features whose prefetch keys were all left out (412).
@@ -214,6 +217,10 @@ def evaluate(
         raise WrongHook(f"service {SERVICE_ID} answers {HOOK!r}, not {hook!r}", field="hook",
                         allowed=HOOK)
     model = model_cache.resolve(None)
+    if service_id in LEGACY_SERVICE_IDS and topic_of(model.encoder.schema) != CRISIS_TOPIC:
+        raise UnknownService(
+            f"{service_id!r} is the crisis risk service of the first release; the active model "
+            f"predicts {outcome_words(model.encoder.schema)}: call {SERVICE_ID!r}")
     sources = sources_of(model.encoder)
     got = features_from_prefetch(prefetch, sources=sources, patient_id=patient_id, today=today)
     if got.absent and not sources.unavailable:

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from app.cdshooks.service import SERVICE_ID
+from app.cdshooks.service import LEGACY_SERVICE_IDS, SERVICE_ID
 from app.core.settings import settings
 from app.fhir.codes import OUTCOME_TOPIC_CODE, TOPIC_SYSTEM
 from app.fhir.service import percent
@@ -97,3 +97,16 @@ def test_an_outcome_without_code_or_window(client: TestClient, run_worker: Any) 
     topic = card["source"]["topic"]
     assert (topic["system"], topic["code"]) == (TOPIC_SYSTEM, OUTCOME_TOPIC_CODE)
     assert not crisis_words(response.json()), crisis_words(response.json())
+
+
+def test_the_first_releases_crisis_id_never_serves_another_outcome(
+        client: TestClient, run_worker: Any) -> None:
+    """The id an EHR registered before outcomes were declared names a crisis risk: with a model
+    of another outcome active, a call on it is a 404 pointing at the outcome-neutral id, and
+    nothing is scored."""
+    train_utilisation_model(client, run_worker, visits_coded=True)
+    refused = client.post(f"/cds-services/{LEGACY_SERVICE_IDS[0]}",
+                          json=hook_call(prefetch=prefetch()))
+    assert refused.status_code == 404, refused.text
+    assert SERVICE_ID in refused.json()["detail"] and LABEL in refused.json()["detail"]
+    assert client.post(URL, json=hook_call(prefetch=prefetch())).status_code == 200
