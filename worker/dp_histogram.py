@@ -143,17 +143,34 @@ def release(
         thresholds: the band cut-offs; the bins are placed around them (``bin_edges``).
         rng: the noise's generator (fresh OS entropy in the worker).
     """
-    edges = bin_edges(thresholds)
+    return histogram_release(y, probability, groups, edges=bin_edges(thresholds),
+                             noise_multiplier=noise_multiplier, rng=rng)
+
+
+def histogram_release(
+    y: np.ndarray,
+    probability: np.ndarray,
+    groups: Mapping[str, tuple[np.ndarray, Sequence[str]]],
+    *,
+    edges: np.ndarray,
+    noise_multiplier: float,
+    rng: np.random.Generator,
+    other_histograms: int = 0,
+) -> Release:
+    """``release`` on given bins: every histogram's cells counted and noised, the overall one
+    first, then each grouping's, with noise of std ``noise_multiplier * sqrt(1 + groupings +
+    other_histograms)`` (histograms released beside these under the same noise: a monitoring
+    run's features, a comparison's other model)."""
     n_bins = len(edges) + 1
     bins = bin_of(probability, edges)
     exact = {"": histogram(bins, y, n_bins)[0]}
     for name, (codes, labels) in groups.items():
         exact[name] = histogram(bins, y, n_bins, codes, len(labels))
-    std = noise_multiplier * math.sqrt(1 + len(groups))
+    std = noise_multiplier * math.sqrt(1 + len(groups) + other_histograms)
     noisy = {name: counts + rng.normal(0.0, std, counts.shape) if std > 0 else counts
              for name, counts in exact.items()}
     return Release(
         edges=edges, overall=noisy.pop(""), groups=noisy,
         labels={name: [str(label) for label in labels] for name, (_, labels) in groups.items()},
-        noise_multiplier=float(noise_multiplier),
+        noise_multiplier=float(noise_multiplier), other_histograms=other_histograms,
     )

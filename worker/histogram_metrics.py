@@ -69,6 +69,12 @@ def average_precision(neg: np.ndarray, pos: np.ndarray) -> np.ndarray:
     return ratio((pos * precision).sum(axis=-1), pos.sum(axis=-1))
 
 
+def brier(neg: np.ndarray, pos: np.ndarray, edges: np.ndarray) -> np.ndarray:
+    """The Brier score of binned counts, each row predicted by its bin's representative."""
+    rep = representatives(edges)
+    return ratio((pos * (1.0 - rep) ** 2 + neg * rep**2).sum(axis=-1), (neg + pos).sum(axis=-1))
+
+
 def representatives(edges: np.ndarray) -> np.ndarray:
     """A public probability per bin, its midpoint: what the binned Brier score predicts."""
     full = all_edges(edges)
@@ -101,7 +107,6 @@ def summary(counts: np.ndarray, edges: np.ndarray, thresholds: Mapping[str, floa
     n_neg, n_pos = neg.sum(axis=-1), pos.sum(axis=-1)
     rows = n_neg + n_pos
     prevalence = ratio(n_pos, rows)
-    rep = representatives(edges)
     tp, fp = flagged_counts(neg, pos)
     return {
         "rows": rows,
@@ -110,7 +115,7 @@ def summary(counts: np.ndarray, edges: np.ndarray, thresholds: Mapping[str, floa
         "prevalence": prevalence,
         "roc_auc": roc_auc(neg, pos),
         "pr_auc": average_precision(neg, pos),
-        "brier": ratio((pos * (1.0 - rep) ** 2 + neg * rep**2).sum(axis=-1), rows),
+        "brier": brier(neg, pos, edges),
         "brier_baseline": prevalence * (1.0 - prevalence),
         "rows.bins": neg + pos,
         "positives.bins": pos,

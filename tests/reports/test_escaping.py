@@ -5,7 +5,6 @@ dicts, full of markup, never reach a page as markup (the templates autoescape; s
 from collections.abc import Iterator
 from enum import Enum
 from html import escape
-from html.parser import HTMLParser
 from typing import Any
 
 import pytest
@@ -17,6 +16,7 @@ from app.jobs import service as job_service
 from app.privacy_audit import service as audit_service
 from app.reports import audit_html, audit_report, privacy_html, privacy_report
 from app.reports.schemas import AuditReport, DatasetPrivacyReport, JobPrivacyReport
+from tests.reports.html_tags import start_tags
 
 EVIL = "<script>alert(1)</script>\"'&"
 ESCAPED = escape(EVIL)  # &lt;script&gt;alert(1)&lt;/script&gt;&quot;&#x27;&amp;
@@ -27,23 +27,12 @@ DATASET = {"name": EVIL, "source": {"kind": "synthetic", "n_rows": 600, "seed": 
 QUICK = {"canaries": 200, "shadow_models": 2, "seed": 1}
 
 
-class _Tags(HTMLParser):
-    def __init__(self) -> None:
-        super().__init__()
-        self.tags: list[str] = []
-
-    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        self.tags.append(tag)
-
-
 def _assert_escaped(page: str, escaped: str = ESCAPED) -> None:
     assert page.startswith("<!DOCTYPE html>")
     assert "<script" not in page and "alert(1)</" not in page and EVIL not in page
     assert escaped in page
-    parser = _Tags()
-    parser.feed(page)
-    parser.close()
-    assert "script" not in parser.tags and "x" not in parser.tags
+    tags = start_tags(page)
+    assert "script" not in tags and "x" not in tags
 
 
 def _hostile(value: Any) -> Any:

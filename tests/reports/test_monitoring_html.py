@@ -6,13 +6,13 @@ finished runs on; and the page stays self-contained (no script). Timelines built
 import re
 import xml.etree.ElementTree as ET
 from datetime import UTC, datetime
-from html.parser import HTMLParser
 from typing import Any
 
 from app.jobs.results import HeldOutBin
 from app.monitoring.schemas import MonitoringRunOut, MonitoringTimeline
 from app.reports.monitoring_html import render_monitoring_page
 from app.reports.monitoring_plots import observed_rate, psi_order, reliability_points
+from tests.reports.html_tags import start_tags
 
 SVG = "{http://www.w3.org/2000/svg}"
 EVIL = "<script>alert(1)</script>"
@@ -83,15 +83,6 @@ def _tooltips(svg: ET.Element, css: str = "point") -> list[str]:
 def _legend(svg: ET.Element) -> list[str]:
     legend = next(g for g in svg.iter(f"{SVG}g") if g.get("class") == "legend")
     return [str(t.text) for t in legend.iter(f"{SVG}text")]
-
-
-class _Tags(HTMLParser):
-    def __init__(self) -> None:
-        super().__init__()
-        self.tags: list[str] = []
-
-    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        self.tags.append(tag)
 
 
 def test_rates_come_from_the_noisy_counts_clipped_and_bins_without_rows_are_skipped() -> None:
@@ -169,11 +160,9 @@ def test_the_auc_timeline_needs_two_finished_runs() -> None:
 def test_the_page_has_no_script_and_escapes_names_in_the_charts() -> None:
     hostile = [_feature(EVIL, 0.2, [0.1, 0.3], "drift")]
     page = render_monitoring_page(_timeline(_run(1), _run(2, features=hostile)))
-    parser = _Tags()
-    parser.feed(page)
-    parser.close()
-    assert "script" not in parser.tags and "<script" not in page
-    assert parser.tags.count("svg") == 3
+    tags = start_tags(page)
+    assert "script" not in tags and "<script" not in page
+    assert tags.count("svg") == 3
     drift = _svg(page, "feature-drift")
     assert drift is not None and _legend(drift) == [f"1 {EVIL}: drift"]  # text, not markup
     assert "&lt;script&gt;alert(1)&lt;/script&gt;: drift" in page

@@ -14,7 +14,6 @@ interval resamples each side independently, which makes it wider than a paired o
 "better" verdict is conservative, never optimistic.
 """
 
-import math
 from typing import Any
 
 import numpy as np
@@ -26,7 +25,7 @@ from app.datasets.encoding import encoder_for
 from app.jobs.models import Job
 from app.registry import service as registry_service
 from app.registry.models import TrainedModel
-from worker.dp_histogram import Release, bin_of, histogram
+from worker.dp_histogram import Release, histogram_release
 from worker.evaluation import evaluated, json_safe
 from worker.monitoring.drift import performance_drift
 from worker.monitoring.task import run_release_job
@@ -49,24 +48,12 @@ def release_pair(rows: dataset_parts.PartRows, probabilities: tuple[np.ndarray, 
     """The comparison's one Gaussian release: each model's evaluation histograms on the same
     rows and bins, every cell with noise of std ``noise_multiplier * sqrt(2 (1 +
     groupings))``."""
-    y = rows.y.astype(np.int64)
-    n_bins = len(edges) + 1
-    labels = {name: [str(x) for x in group_labels]
-              for name, (_, group_labels) in rows.groups.items()}
     others = 1 + len(rows.groups)  # the other model's histograms, under the same noise
-    std = noise_multiplier * math.sqrt(1 + len(rows.groups) + others)
-    released = []
-    for probability in probabilities:
-        score_bins = bin_of(probability, edges)
-        exact = {"": histogram(score_bins, y, n_bins)[0]}
-        for name, (codes, group_labels) in rows.groups.items():
-            exact[name] = histogram(score_bins, y, n_bins, codes, len(group_labels))
-        noisy = {name: counts + rng.normal(0.0, std, counts.shape) if std > 0 else counts
-                 for name, counts in exact.items()}
-        released.append(Release(edges=edges, overall=noisy.pop(""), groups=noisy,
-                                labels=labels, noise_multiplier=float(noise_multiplier),
-                                other_histograms=others))
-    return released[0], released[1]
+    first, second = (histogram_release(rows.y.astype(np.int64), probability, rows.groups,
+                                       edges=edges, noise_multiplier=noise_multiplier, rng=rng,
+                                       other_histograms=others)
+                     for probability in probabilities)
+    return first, second
 
 
 def run(session: Any, job: Job, rng: np.random.Generator) -> dict[str, Any]:

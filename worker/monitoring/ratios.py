@@ -26,7 +26,14 @@ import numpy as np
 
 from app.bands import BANDS, Band
 from worker.dp_histogram import NEGATIVE, POSITIVE
-from worker.histogram_metrics import Stats, band_of_bins, ratio, representatives
+from worker.histogram_metrics import (
+    Stats,
+    band_of_bins,
+    brier,
+    ratio,
+    representatives,
+    roc_auc,
+)
 
 HIGH = BANDS.index(Band.HIGH)
 
@@ -41,13 +48,12 @@ def ratio_metrics(counts: np.ndarray, edges: np.ndarray, thresholds: Mapping[str
     neg, pos = counts[..., NEGATIVE], counts[..., POSITIVE]
     n_neg, n_pos = neg.sum(axis=-1), pos.sum(axis=-1)
     rows, rep = n_neg + n_pos, representatives(edges)
-    ranked = (n_neg > 0) & (n_pos > 0)
-    concordant = (pos * (np.cumsum(neg, axis=-1) - 0.5 * neg)).sum(axis=-1)
+    ranked = (n_neg > 0) & (n_pos > 0)  # two negative totals would give a positive product
     high = band_of_bins(edges, thresholds) >= HIGH
     flagged, flagged_pos = ((neg + pos) * high).sum(axis=-1), (pos * high).sum(axis=-1)
     return {
-        "roc_auc": ratio(concordant, np.where(ranked, n_pos * n_neg, 0.0)),
-        "brier": ratio((pos * (1.0 - rep) ** 2 + neg * rep**2).sum(axis=-1), rows),
+        "roc_auc": np.where(ranked, roc_auc(neg, pos), np.nan),
+        "brier": brier(neg, pos, edges),
         "calibration_in_the_large": ratio(n_pos - ((neg + pos) * rep).sum(axis=-1), rows),
         "precision_high": ratio(flagged_pos, flagged),
         "recall_high": ratio(flagged_pos, n_pos),

@@ -30,7 +30,7 @@ from app.monitoring import service as monitoring_service
 from app.monitoring.bins import FeatureBins, schema_bins
 from app.registry import service as registry_service
 from app.statistics.models import StatisticsRelease
-from worker.dp_histogram import Release, bin_of, histogram
+from worker.dp_histogram import Release, histogram_release
 from worker.evaluation import evaluated, json_safe
 from worker.monitoring.drift import NoisyHistogram, feature_drift, performance_drift
 from worker.monitoring.fairness import fairness_gaps
@@ -52,25 +52,20 @@ def release_follow_up(rows: dataset_parts.PartRows, probability: np.ndarray, *,
                       rng: np.random.Generator) -> tuple[Release, dict[str, np.ndarray]]:
     """The run's one Gaussian release: the evaluation histograms and the feature histograms,
     all with noise of std ``noise_multiplier * sqrt(1 + groupings + features)``."""
-    y = rows.y.astype(np.int64)
-    n_bins = len(edges) + 1
-    score_bins = bin_of(probability, edges)
-    exact = {"": histogram(score_bins, y, n_bins)[0]}
-    for name, (codes, labels) in rows.groups.items():
-        exact[name] = histogram(score_bins, y, n_bins, codes, len(labels))
-    features = {b.name: np.bincount(b.codes(rows.x[:, k]), minlength=b.n_bins).astype(float)
-                for k, b in enumerate(bins)}
-    std = noise_multiplier * math.sqrt(1 + len(rows.groups) + len(bins))
+    release = histogram_release(rows.y.astype(np.int64), probability, rows.groups, edges=edges,
+                                noise_multiplier=noise_multiplier, rng=rng,
+                                other_histograms=len(bins))
+    return release, _noisy_features(rows.x, bins, release.noise_std, rng)
 
-    def noisy(counts: np.ndarray) -> np.ndarray:
-        return counts + rng.normal(0.0, std, counts.shape) if std > 0 else counts
 
-    released = {name: noisy(counts) for name, counts in exact.items()}
-    release = Release(edges=edges, overall=released.pop(""), groups=released,
-                      labels={n: [str(x) for x in labels] for n, (_, labels) in
-                              rows.groups.items()},
-                      noise_multiplier=float(noise_multiplier), other_histograms=len(bins))
-    return release, {name: noisy(counts) for name, counts in features.items()}
+def _noisy_features(x: np.ndarray, bins: list[FeatureBins], std: float,
+                    rng: np.random.Generator) -> dict[str, np.ndarray]:
+    """Each feature's histogram on its public bins, every cell with Gaussian noise of ``std``."""
+    found = {}
+    for k, b in enumerate(bins):
+        counts = np.bincount(b.codes(x[:, k]), minlength=b.n_bins).astype(float)
+        found[b.name] = counts + rng.normal(0.0, std, counts.shape) if std > 0 else counts
+    return found
 
 
 def _feature_results(bins: list[FeatureBins], follow: dict[str, np.ndarray], std: float,
@@ -103,11 +98,7 @@ def release_features(x: np.ndarray, bins: list[FeatureBins], *, noise_multiplier
     One record is one cell of each, so the L2 sensitivity is sqrt(features): the same
     mechanism at the same target as a labelled run's, with less noise per cell."""
     std = noise_multiplier * math.sqrt(len(bins))
-    found = {}
-    for k, b in enumerate(bins):
-        counts = np.bincount(b.codes(x[:, k]), minlength=b.n_bins).astype(float)
-        found[b.name] = counts + rng.normal(0.0, std, counts.shape) if std > 0 else counts
-    return found, std
+    return _noisy_features(x, bins, std, rng), std
 
 
 def _features_only(session: Any, run_row: Any, job: Job, rows: dataset_parts.PartRows,
