@@ -109,7 +109,8 @@ def _allowed_range(ctx: dict[str, Any]) -> str | None:
 
 
 # (field, tag) pairs of the request models' discriminated unions.
-DISCRIMINATED_TAGS = frozenset({("source", "synthetic"), ("source", "upload")})
+DISCRIMINATED_TAGS = frozenset({("source", "synthetic"), ("source", "upload"),
+                                ("source", "union")})
 
 
 def _field_name(loc: tuple[Any, ...]) -> str:

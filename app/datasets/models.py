@@ -115,6 +115,9 @@ class Dataset(Base):
     # column, so nothing trains on it, evaluates on it or queries its outcome
     # (``app.datasets.labels``); monitoring measures its data drift only.
     labelled: Mapped[bool] = mapped_column(Boolean, default=True, server_default=sa_true())
+    # A declared union of earlier cohorts of one schema (source_kind "union", migration
+    # 0024): its members in the order declared (``app.datasets.union``); null otherwise.
+    union_of: Mapped[list[int] | None] = mapped_column(JSON, nullable=True)
 
     @property
     def n_holdout(self) -> int:

@@ -1,7 +1,8 @@
 """A dataset's rows by part: training, calibration, evaluation (each record's keyed coin).
 
 The synthetic generator's rows are regenerated from its seed (ids are row indices); an upload's
-are read from its stored table (ids from its id column). Either way the part of a record is a
+are read from its stored table (ids from its id column), a union's from its members' tables
+(``app.datasets.union``). Either way the part of a record is a
 keyed PRF of its id under the dataset's secret (``app.datasets.identity``).
 """
 
@@ -10,7 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from app.core.errors import Conflict
-from app.datasets import identity, synthetic, table_store
+from app.datasets import identity, synthetic, table_store, union
 from app.datasets.dataset_schema import DatasetSchema
 from app.datasets.models import Dataset
 from app.datasets.stored import load_table, schema_of
@@ -52,7 +53,7 @@ def load_parts(dataset: Dataset) -> Split:
             f"dataset {dataset.id} is {dataset.state}: it has no rows to split",
             field="dataset_id", state=dataset.state,
         )
-    if dataset.source_kind == "upload":
+    if dataset.source_kind in ("upload", union.UNION):
         return _upload_parts(dataset, secret)
     return _synthetic_parts(dataset, secret)
 
@@ -87,8 +88,11 @@ def _groups(schema: DatasetSchema, table: table_store.IngestedTable, member: np.
 
 def _upload_parts(dataset: Dataset, secret: str) -> Split:
     schema = schema_of(dataset)
-    table = load_table(dataset)
-    parts = identity.parts_of(table.ids, secret, scheme=dataset.coin_scheme)
+    if dataset.union_of is not None:  # each row in its member's part
+        table, parts = union.load_with_parts(dataset)
+    else:
+        table = load_table(dataset)
+        parts = identity.parts_of(table.ids, secret, scheme=dataset.coin_scheme)
 
     def rows(part: identity.Part) -> PartRows:
         member = parts == part

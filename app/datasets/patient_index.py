@@ -16,7 +16,9 @@ The ids are keyed while the body arrives (``Keyed``), so the accept only searche
 segments and writes the upload's own patients (``bench/patient_budget.py``).
 """
 
+import dataclasses
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -43,6 +45,11 @@ class Overlap:
     already_known: int
     new: int
     shared_with: dict[int, int]  # dataset id -> patients of this upload also in it
+
+    def as_json(self) -> dict[str, Any]:
+        """As ``dataset.patient_overlap`` keeps it (JSON object keys are text)."""
+        return {**dataclasses.asdict(self),
+                "shared_with": {str(k): v for k, v in self.shared_with.items()}}
 
 
 def digests(ids: pa.Array | pa.ChunkedArray, secret: str) -> np.ndarray:
@@ -152,3 +159,31 @@ def _shared(live: spaces.LiveBlocks, changes: list[BlockChange]) -> dict[int, in
         for dataset in live.get(change.block_id, ([], 0))[0]:
             shared[dataset] = shared.get(dataset, 0) + change.joined
     return dict(sorted(shared.items()))
+
+
+def add_union(*, session: Session, space_id: int, dataset_id: int,
+              members: list[int]) -> Overlap:
+    """Join a union of the space's datasets (``app.datasets.union``) to the space, in the
+    caller's transaction, under the space lock: every live block that holds a member gets
+    the union added, whole (nobody's block splits, no id is keyed: the union's patients are
+    exactly its members'), and the index records the moves in a segment without patients.
+
+    Raises:
+        IndexCorrupted: the stored index does not match its record (nothing changes).
+    """
+    space = spaces.lock_space(session=session, space_id=space_id)
+    live = spaces.live_block_lists(session=session, space_id=space.id)
+    wanted = set(members)
+    changes = [BlockChange(block, size) for block, (datasets, size) in sorted(live.items())
+               if wanted.intersection(datasets)]
+    index = index_files.load(space)
+    placed = spaces.apply_upload(session=session, space=space, dataset_id=dataset_id,
+                                 changes=changes, new_patients=0, live=live)
+    space_chain.append_upload(session=session, space=space, dataset_id=dataset_id, placed=placed)
+    moved = sorted(placed.joined.items())
+    index_files.store(space, index, index.with_segment(Segment(
+        EMPTY, np.zeros(0, np.int64), np.array([b for b, _ in moved], np.int64),
+        np.array([j for _, j in moved], np.int64)), 0))
+    patients = sum(change.joined for change in changes)
+    return Overlap(patients=patients, already_known=patients, new=0,
+                   shared_with=_shared(live, changes))

@@ -3,7 +3,7 @@
 from datetime import date
 from typing import Annotated, Any, Literal, Self
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from app.core.schemas import (
     NO_CONTROL_CHARACTERS,
@@ -37,7 +37,30 @@ class UploadSource(RequestModel):
     kind: Literal["upload"]
 
 
-Source = Annotated[SyntheticSource | UploadSource, Field(discriminator="kind")]
+MAX_UNION_MEMBERS = 16
+
+
+class UnionSource(RequestModel):
+    """A declared union of the organisation's earlier cohorts of one schema (a training
+    dataset and its follow-ups, say): its rows are theirs, each patient once (the row of the
+    last member listed that holds them), and every release on it charges every patient of
+    every member under the per-patient budget (``app.datasets.union``)."""
+
+    kind: Literal["union"]
+    datasets: list[Annotated[int, Field(ge=1, le=2**31 - 1)]] = Field(
+        min_length=2, max_length=MAX_UNION_MEMBERS,
+        description="the member datasets, oldest first: private uploads of the organisation, "
+        "ready, labelled, of one declared schema, each once")
+
+    @field_validator("datasets")
+    @classmethod
+    def _distinct(cls, members: list[int]) -> list[int]:
+        if len(set(members)) != len(members):
+            raise ValueError("each member dataset is listed once")
+        return members
+
+
+Source = Annotated[SyntheticSource | UploadSource | UnionSource, Field(discriminator="kind")]
 
 
 @register_ranges
@@ -95,6 +118,9 @@ class SourceOut(ResponseModel):
         description="the generator's seed regenerates every row: shown to admins and data "
         "stewards only (null for other roles)"
     )
+    datasets: list[int] | None = Field(
+        default=None, validation_alias="union_of",
+        description="a union's member datasets in the order declared (null: not a union)")
 
 
 class BudgetOut(ResponseModel):
@@ -173,6 +199,7 @@ class DatasetOut(ResponseModel):
             "source_kind": dataset.source_kind,
             "n_rows": dataset.n_rows if synthetic or dataset.state != "awaiting_data" else None,
             "seed": dataset.seed if show_seed and synthetic else None,
+            "union_of": dataset.union_of,
         })
         overlap = dataset.patient_overlap if show_intake else None
         same = dataset.rows_equal_dataset_id

@@ -8,12 +8,12 @@ from sqlalchemy.orm import Session
 
 from app.core.database import affected_rows
 from app.core.errors import Conflict, InvalidRequest, NotFound
-from app.datasets import identity, synthetic, table_store
+from app.datasets import identity, patient_index, synthetic, table_store, union
 from app.datasets.crisis_schema import CRISIS_SCHEMA
 from app.datasets.dataset_schema import check_schema, schema_hash
 from app.datasets.models import AWAITING_DATA, READY, WITHDRAWN, Dataset
 from app.datasets.rules import check_delta, check_new_source, upload_fingerprint
-from app.datasets.schemas import DatasetCreate, PrivacyBudget, SyntheticSource
+from app.datasets.schemas import DatasetCreate, PrivacyBudget, SyntheticSource, UnionSource
 from app.ledger import service as ledger_service
 from app.ledger import space_chain, spaces
 from app.privacy.filter import filter_order
@@ -42,8 +42,15 @@ def create(*, session: Session, request: DatasetCreate) -> Dataset:
             "a dataset that is not public needs a privacy_budget {epsilon, delta}",
             field="privacy_budget",
         )
-    dataset = (_synthetic(session, request) if isinstance(request.source, SyntheticSource)
-               else _upload(request))
+    if isinstance(request.source, UnionSource):
+        if request.public:
+            raise InvalidRequest("a union of private cohorts is private: it needs a "
+                                 "privacy_budget", field="public", allowed="false")
+        dataset = union.build(session=session, request=request)
+    elif isinstance(request.source, SyntheticSource):
+        dataset = _synthetic(session, request)
+    else:
+        dataset = _upload(request)
     dataset.name, dataset.public = request.name, request.public
     if request.follow_up is not None:  # the caller (app.flows.datasets) checked the model
         dataset.follow_up_model_id = request.follow_up.model_id
@@ -62,6 +69,11 @@ def create(*, session: Session, request: DatasetCreate) -> Dataset:
                                   size=dataset.n_rows)
         space_chain.append_opened(session=session, space=space, dataset_id=dataset.id,
                                   block=block)
+    if dataset.union_of is not None:  # every patient of its members is one of its own
+        assert dataset.patient_space_id is not None
+        dataset.patient_overlap = patient_index.add_union(
+            session=session, space_id=dataset.patient_space_id, dataset_id=dataset.id,
+            members=dataset.union_of).as_json()
     ledger_service.record_budget(session=session, dataset=dataset)
     return dataset
 
@@ -70,7 +82,7 @@ def _space_for(session: Session, dataset: Dataset) -> spaces.PatientSpace:
     """The patient space a private dataset's releases charge: the organisation's for an upload
     (its ids are keyed into it when its rows arrive), a new one of its own for the generator
     (its patients are row numbers of its own seed, nobody else's), with the dataset's budget."""
-    if dataset.source_kind == "upload":
+    if dataset.source_kind in ("upload", union.UNION):
         return spaces.organisation(session=session)
     assert dataset.budget_epsilon is not None and dataset.budget_delta is not None
     space = spaces.new_space(session=session, kind=spaces.SpaceKind.DATASET,

@@ -11,7 +11,7 @@ from app.auth import audit
 from app.auth.audit import Action
 from app.auth.principal import Principal
 from app.datasets import service as dataset_service
-from app.datasets import uploads
+from app.datasets import union, uploads
 from app.datasets.models import Dataset
 from app.datasets.schemas import DatasetCreate, PrivacyBudget
 from app.monitoring import service as monitoring_service
@@ -52,7 +52,8 @@ def withdraw(*, session: Session, dataset_id: int, principal: Principal) -> None
 
 def erase_data(*, session: Session, dataset_id: int, principal: Principal) -> Dataset:
     """Erase the rows and their per-record secrets (the ledger, models and reports stay),
-    drop this process's cached copy of them, and record who erased them.
+    and those of every union that holds them (``union.erase_with``), drop this process's
+    cached copies, and record who erased them.
 
     Raises:
         DatasetNotFound.
@@ -60,8 +61,13 @@ def erase_data(*, session: Session, dataset_id: int, principal: Principal) -> Da
     dataset = uploads.erase_data(
         session=session, dataset=dataset_service.get(session=session, dataset_id=dataset_id))
     cohort.forget(dataset.id)  # no copy of the rows stays in this process's statistics cache
+    unions = union.erase_with(session=session, member=dataset)  # their rows were its rows
+    for erased in unions:
+        cohort.forget(erased.id)
     audit.record(session=session, principal=principal, action=Action.DATA_ERASED,
-                 target=f"dataset/{dataset.id}", detail={"state": dataset.state})
+                 target=f"dataset/{dataset.id}",
+                 detail={"state": dataset.state,
+                         **({"unions_erased": [u.id for u in unions]} if unions else {})})
     return dataset
 
 

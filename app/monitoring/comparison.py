@@ -1,9 +1,10 @@
 """Retrain from a monitoring run, and compare a champion with a challenger on a follow-up.
 
-Retraining is an ordinary training job on the run's follow-up with the model's recipe: the
+Retraining is an ordinary training job on the run's follow-up (or on a declared union of
+cohorts that holds it, ``app.datasets.union``) with the model's recipe: the
 same family, optimizer and its settings, tail average and seed; the size-dependent parts
 (full batch or the same batch, epochs, clip norm) planned again for the follow-up by the same
-public rules. Its spend is the follow-up's patients', as any job's.
+public rules. Its spend is its dataset's patients', as any job's.
 
 A comparison is one Gaussian release on the follow-up's **evaluation part** (rows neither
 model trained on when the challenger was trained on the follow-up's training part): each
@@ -55,9 +56,29 @@ def retrain_request(*, session: Session, run: MonitoringRun,
         raise InvalidRequest(f"model {model.id}'s job set a noise multiplier, not a target: "
                              "give privacy.target_epsilon", field="privacy.target_epsilon",
                              allowed=f"(0, {MAX_EPSILON:g}]")
-    return JobCreate(dataset_id=run.dataset_id,
+    return JobCreate(dataset_id=_retrain_dataset(session, run, request),
                      privacy=PrivacyRequest(target_epsilon=target),
                      training=TrainingConfig.model_validate(kept))
+
+
+def _retrain_dataset(session: Session, run: MonitoringRun, request: RetrainCreate) -> int:
+    """The follow-up, or the declared union that holds it.
+
+    Raises:
+        InvalidRequest: a dataset that is not a union holding the follow-up (422).
+    """
+    if request.dataset_id is None or request.dataset_id == run.dataset_id:
+        return run.dataset_id
+    try:
+        chosen = dataset_service.get(session=session, dataset_id=request.dataset_id)
+    except NotFound:  # a body's field, not the route's resource: 422
+        chosen = None
+    if chosen is None or run.dataset_id not in (chosen.union_of or []):
+        raise InvalidRequest(f"dataset {request.dataset_id} is not a union of cohorts that "
+                             f"holds run {run.id}'s follow-up (dataset {run.dataset_id})",
+                             field="dataset_id", allowed="a dataset with source kind union "
+                             f"whose datasets include {run.dataset_id}, or null")
+    return chosen.id
 
 
 def submit(*, session: Session, champion_id: int, request: ComparisonCreate) -> Job:
@@ -85,6 +106,9 @@ def submit(*, session: Session, champion_id: int, request: ComparisonCreate) -> 
                              "whose bins both models could be scored on", field="model_id",
                              allowed="a model with a DP evaluation")
     notes = []
+    if champion.dataset_id in (dataset.union_of or []):
+        notes.append(f"dataset {dataset.id} is a union holding the champion's training dataset "
+                     f"{champion.dataset_id}: the champion's figures may be optimistic")
     if challenger.dataset_id != dataset.id:
         notes.append(f"the challenger was trained on dataset {challenger.dataset_id}, not on "
                      "this follow-up: if their patients overlap, its figures may be optimistic")

@@ -26,6 +26,10 @@ class RetrainPrivacy(RequestModel):
 class RetrainCreate(RequestModel):
     privacy: RetrainPrivacy | None = Field(
         default=None, description="null: the model's own job's target epsilon")
+    dataset_id: int | None = Field(
+        default=None, ge=1, le=2**31 - 1, description="a declared union of cohorts (a "
+        "dataset with source kind union) that holds the run's follow-up, to retrain on them "
+        "together under the per-patient budget; null: the follow-up alone")
 
 
 class ComparisonPrivacy(RequestModel):

@@ -150,7 +150,7 @@ DATASETS = [
     entry("DatasetOut.imputed", Release.INTAKE,
           "exact counts of values imputed in an upload: served only to admins and data "
           "stewards, who hold the table; null for every other role"),
-    *fields("SourceOut", {PUBLIC_INPUT: "kind", PUBLIC_BY_CONVENTION: "n_rows"}),
+    *fields("SourceOut", {PUBLIC_INPUT: "kind datasets", PUBLIC_BY_CONVENTION: "n_rows"}),
     entry("SourceOut.seed", PUBLIC_INPUT,
           "the request's generator seed; it regenerates every synthetic row, so only admins "
           "and data stewards see it"),

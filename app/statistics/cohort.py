@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from app.datasets import parts, stored, synthetic
+from app.datasets import parts, stored, synthetic, union
 from app.datasets.models import Dataset
 from app.features import FEATURE_NAMES
 
@@ -61,7 +61,8 @@ def _synthetic(dataset: Dataset) -> Cohort:
 
 def _upload(dataset: Dataset) -> Cohort:
     schema = stored.schema_of(dataset)
-    table = stored.load_table(dataset)
+    table = union.load_table(dataset) if dataset.union_of is not None else \
+        stored.load_table(dataset)
     by_column = np.ascontiguousarray(table.features.T)
     columns = {name: by_column[j] for j, name in enumerate(schema.feature_names)}
     columns |= dict(table.attributes)
@@ -86,7 +87,7 @@ def load(dataset: Dataset) -> Cohort:
         if cached is not None and now - cached[0] < CACHE_SECONDS:
             _cache.move_to_end(key)
             return cached[1]
-    cohort = _upload(dataset) if dataset.source_kind == "upload" else _synthetic(dataset)
+    cohort = _synthetic(dataset) if dataset.source_kind == "synthetic" else _upload(dataset)
     with _lock:
         _cache[key] = (now, cohort)
         _cache.move_to_end(key)
