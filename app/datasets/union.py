@@ -86,8 +86,9 @@ def build(*, session: Session, request: DatasetCreate) -> Dataset:
     caller adds it, flushes it and joins it to the patient space, ``patient_index.add_union``).
 
     Raises:
-        InvalidRequest: as ``members``; a schema sent (a union takes its members'), or a
-            budget delta above 1/(10 n) for its patients (422).
+        InvalidRequest: as ``members``; a schema sent (a union takes its members'), or its
+            own or the organisation's per-patient delta above 1/(10 n) for its patients
+            (422).
     """
     source = request.source
     assert isinstance(source, UnionSource)
@@ -103,6 +104,8 @@ def build(*, session: Session, request: DatasetCreate) -> Dataset:
     budget = request.privacy_budget
     if budget is not None:
         check_delta(budget.delta, n_rows, field="privacy_budget.delta")
+    space = spaces.organisation(session=session)  # as an upload of as many rows would be
+    check_delta(space.budget_delta, n_rows, field="the organisation's per-patient delta")
     return Dataset(
         source_kind=UNION, union_of=[m.id for m in chosen], n_rows=n_rows,
         n_train=counts[identity.Part.TRAIN], n_calibration=counts[identity.Part.CALIBRATION],

@@ -8,13 +8,13 @@ from typing import Any
 import numpy as np
 import pytest
 from fastapi.testclient import TestClient
-from sqlalchemy import select
+from sqlalchemy import select, update
 
 from app.core.database import Database
 from app.datasets import identity, parts, union
 from app.datasets.models import Dataset
 from app.datasets.stored import load_table
-from app.ledger.spaces import PatientBlock
+from app.ledger.spaces import PatientBlock, PatientSpace
 from tests.api.scoring_helpers import problem
 from tests.ledger.test_patient_budget import BUDGET, SCHEMA, _job, _upload
 
@@ -107,6 +107,16 @@ def test_refusals_name_the_field_and_keep_nothing(client: TestClient) -> None:
         "name": "x", "source": {"kind": "union", "datasets": [first, later]}, "public": True}),
         422, field="public")
     assert client.get("/v1/datasets").json()["total"] == before
+
+
+def test_the_organisations_delta_bounds_a_union_as_an_upload(client: TestClient,
+                                                            db: Database) -> None:
+    first = _upload(client, [f"p-{i}" for i in range(1500)], "cohort 2025")
+    later = _upload(client, [f"q-{i}" for i in range(1500)], "another cohort", seed=7)
+    with db.session_scope() as session:  # 1/(10 * 3000) < 4e-5 <= 1/(10 * 1500)
+        session.execute(update(PatientSpace).where(PatientSpace.kind == "organisation")
+                        .values(budget_delta=4e-5))
+    problem(_union(client, [first, later]), 422, field="the organisation's per-patient delta")
 
 
 def test_erasing_a_member_erases_the_unions_rows(client: TestClient) -> None:
