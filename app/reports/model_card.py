@@ -34,6 +34,10 @@ def _training_data(dataset: Dataset) -> TrainingData:
             "regenerates every row, is shown to admins and data stewards only); no real "
             "patient is in it"
         )
+    elif dataset.union_of is not None:
+        members = ", ".join(str(d) for d in dataset.union_of)
+        source = (f"a union of the uploaded tables of datasets {members} (each patient once, "
+                  "with the latest listed table's row)")
     else:
         source = f"uploaded table ({dataset.source_kind})"
     return TrainingData(

@@ -163,3 +163,5 @@ def test_retrain_on_a_union_holding_the_follow_up(client: TestClient, run_worker
     assert done["status"] == "succeeded", done
     entries = client.get(f"/v1/datasets/{joined}/privacy-report").json()["entries"]
     assert len(entries) == 1 and entries[0]["job_id"] == retrain.json()["id"]
+    card = client.get(f"/v1/jobs/{retrain.json()['id']}/privacy-report").json()["model_card"]
+    assert f"datasets {first}, {follow}" in card["training_data"]["source"], card
