@@ -23,6 +23,7 @@ from app.core.database import Database, get_database, set_database
 from app.core.logs import ContextFilter, JsonFormatter
 from app.core.migrations import upgrade_head
 from app.core.settings import settings
+from app.flows import index_upkeep
 from app.main import create_app
 from worker.runner import Worker
 
@@ -74,6 +75,7 @@ def _sqlite_database(tmp_path: Path) -> Iterator[Database]:
         target.close()
     db = Database(f"sqlite:///{path}")
     yield db
+    index_upkeep.wait_idle(timeout=60)  # an upload's index upkeep ends with its test
     db.dispose()
 
 
@@ -87,6 +89,7 @@ def _postgres_database() -> Iterator[Database]:
         upgrade_head(url)
         db = Database(url)
         yield db
+        index_upkeep.wait_idle(timeout=60)
         db.dispose()
     finally:
         with admin.begin() as conn:

@@ -4,18 +4,22 @@ names by its SHA-256 (``app.datasets.index_segments`` says what a segment is).
 Under ``DATA_DIR/patients/``: ``space-{id}-{sha}.segment`` holds one segment in a raw format
 (``SEGMENT_MAGIC``, three counts, then the digests, blocks and moved maps as little-endian
 64-bit words, written and hashed straight from the arrays); ``space-{id}-{sha}.index`` is the
-**list** (``LIST_MAGIC`` and JSON: each segment's SHA-256 and the count of distinct patients).
+**list** (``LIST_MAGIC`` and JSON: each segment's SHA-256, the count of distinct patients,
+and the SHA-256 of the list it replaced).
 The space row records the list's SHA-256 and the count; the list names each segment's
 SHA-256: a file that does not hash to what names it is refused, never trusted. An index
 written before segments (one raw ``INDEX_MAGIC`` file, or an ``.npz`` before that) loads as
 one base segment. Files are written before the transaction commits: a rollback leaves an
-unused file, never a row naming a missing one.
+unused file, never a row naming a missing one. ``collect`` deletes, after the row has moved
+on, the files that neither the recorded index nor the one it replaced names.
 """
 
 import hashlib
 import io
 import json
 import secrets
+import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -33,20 +37,27 @@ class IndexCorrupted(RuntimeError):
     """An index file is missing or its bytes do not hash to what names it."""
 
 
-def _path(space: PatientSpace, sha256: str, suffix: str) -> Path:
-    return settings.data_dir / "patients" / f"space-{space.id}-{sha256}{suffix}"
+def _path(space: PatientSpace | int, sha256: str, suffix: str) -> Path:
+    space_id = space if isinstance(space, int) else space.id
+    return settings.data_dir / "patients" / f"space-{space_id}-{sha256}{suffix}"
 
 
 def _read(space: PatientSpace, sha256: str, suffixes: tuple[str, ...]) -> bytes:
+    return _read_at(space, sha256, suffixes)[0]
+
+
+def _read_at(space: PatientSpace, sha256: str,
+             suffixes: tuple[str, ...]) -> tuple[bytes, Path]:
     for suffix in suffixes:
+        path = _path(space, sha256, suffix)
         try:
-            data = _path(space, sha256, suffix).read_bytes()
+            data = path.read_bytes()
         except FileNotFoundError:
             continue
         if hashlib.sha256(data).hexdigest() != sha256:
             raise IndexCorrupted(f"patient index file of space {space.id} does not match "
                                  "what names it")
-        return data
+        return data, path
     raise IndexCorrupted(f"patient index file {sha256[:12]} of space {space.id} is missing")
 
 
@@ -153,12 +164,30 @@ def _sha256(parts: list[memoryview]) -> str:
 
 def store(space: PatientSpace, before: Index, after: Index) -> None:
     """Write ``after``'s segments that ``before`` (the index it grew from) lacks, and its
-    list, and point the space row at the list.
+    list, and point the space row at the list (``written``, then ``record``)."""
+    record(space, written(space.id, space.index_sha256, before, after))
+
+
+@dataclass(frozen=True)
+class Written:
+    """An index whose files are written, not yet recorded on its space row: its list's
+    SHA-256, the index, its segments' SHA-256s, and the list it replaces (``previous``)."""
+
+    sha256: str
+    index: Index
+    shas: tuple[str, ...]
+    previous: str | None
+
+
+def written(space_id: int, replaces: str | None, before: Index, after: Index) -> Written:
+    """Write ``after``'s segments that ``before`` (the index the space row records now, its
+    list ``replaces``) lacks, and its list naming the one it replaces; the row is unchanged
+    (so this may run on a thread of its own while the caller's session works).
 
     The arrays are written and hashed from their own memory, never joined into one bytes
     object: in the served process fresh buffers cost far more than their copy (page faults).
     """
-    cached = _last.get(space.id)
+    cached = _last.get(space_id)
     known = (dict(zip((id(s) for s in cached[1].segments), cached[2], strict=True))
              if cached is not None and cached[1] is before else {})
     shas = []
@@ -167,10 +196,79 @@ def store(space: PatientSpace, before: Index, after: Index) -> None:
         if sha is None:
             parts = _segment_parts(segment)
             sha = _sha256(parts)
-            _write(_path(space, sha, ".segment"), parts)
+            _write(_path(space_id, sha, ".segment"), parts)
         shas.append(sha)
-    listed = LIST_MAGIC + json.dumps({"segments": shas, "patients": after.patients}).encode()
+    listed = LIST_MAGIC + json.dumps({"segments": shas, "patients": after.patients,
+                                      "previous": replaces}).encode()
     sha = hashlib.sha256(listed).hexdigest()
-    _write(_path(space, sha, ".index"), [memoryview(listed)])
-    space.index_sha256, space.index_rows = sha, after.patients
-    _remember(space.id, sha, after, tuple(shas))
+    _write(_path(space_id, sha, ".index"), [memoryview(listed)])
+    return Written(sha, after, tuple(shas), replaces)
+
+
+def record(space: PatientSpace, index: Written) -> None:
+    """Point the space row at a written index (the caller holds the space lock, and commits)."""
+    space.index_sha256, space.index_rows = index.sha256, index.index.patients
+    _remember(space.id, index.sha256, index.index, index.shas)
+
+
+GRACE_SECONDS = 600.0
+"""How long an index that the space row no longer records keeps its files (from when the
+list that replaced it was written), and how long any file is kept after it was written (a
+fold or an upload in another process may have written it and not yet committed)."""
+
+
+def named(space: PatientSpace, *, grace: float = GRACE_SECONDS) -> set[str] | None:
+    """The SHA-256s of the files that a reader may still read: the lists and segments of the
+    index the space row records, of the one it replaced, and of each older one replaced less
+    than ``grace`` seconds ago. None when the recorded list cannot be read (then nothing may
+    be deleted)."""
+    keep: set[str] = set()
+    sha, cutoff = space.index_sha256, time.time() - grace
+    while sha is not None and sha not in keep:
+        keep.add(sha)
+        try:
+            data, path = _read_at(space, sha, (".index", ".npz"))
+            written_at = path.stat().st_mtime
+        except (IndexCorrupted, FileNotFoundError):
+            if sha == space.index_sha256:
+                return None
+            break
+        if not data.startswith(LIST_MAGIC):  # one file from before segments
+            break
+        listed = json.loads(data[len(LIST_MAGIC):])
+        keep.update(listed["segments"])
+        if sha != space.index_sha256 and written_at <= cutoff:
+            break  # what this list replaced was replaced longer than ``grace`` ago
+        sha = listed.get("previous")
+    return keep
+
+
+def collect(space: PatientSpace, *, grace: float = GRACE_SECONDS) -> list[Path]:
+    """Delete the space's index files (and abandoned temporary files) that no index a reader
+    may still read names (``named``), once ``grace`` seconds have passed since they were
+    written; the paths deleted.
+
+    Called after the row moved on (an upload or a fold committed). A reader that loaded a
+    list just before the row moved on has ``grace`` seconds to read its segments (the list
+    the row records and the one it replaced are kept whatever their age; a fold reading
+    without the space lock gives up when a file is gone and the row has moved on)."""
+    keep = named(space, grace=grace)
+    folder = settings.data_dir / "patients"
+    if keep is None or not folder.is_dir():
+        return []
+    cutoff, removed = time.time() - grace, []
+    prefix = f"space-{space.id}-"
+    for path in sorted(folder.iterdir()):
+        name = path.name.removeprefix(".")  # ".space-...tmp": a writer's temporary file
+        if not name.startswith(prefix):
+            continue
+        if not path.name.startswith(".") and name[len(prefix):].split(".")[0] in keep:
+            continue
+        try:
+            if path.stat().st_mtime > cutoff:
+                continue
+            path.unlink()
+        except FileNotFoundError:  # another process deleted it first
+            continue
+        removed.append(path)
+    return removed

@@ -17,6 +17,7 @@ segments and writes the upload's own patients (``bench/patient_budget.py``).
 """
 
 import dataclasses
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -110,18 +111,24 @@ def add_dataset(*, session: Session, space_id: int, dataset_id: int,
              else record_coins.keyed_words(ids, space.secret, scheme=record_coins.CURRENT_SCHEME))
     new = _sorted_set(words)
     index = index_files.load(space)
-    known, current = index.blocks_of(new)
-    joined = np.bincount(current) if len(current) else np.zeros(0, np.int64)
-    old_ids = np.flatnonzero(joined)  # block ids are small positive integers: a count each
-    changes = [BlockChange(int(b), int(joined[b])) for b in old_ids]
-    live = spaces.live_block_lists(session=session, space_id=space.id)
-    shared = _shared(live, changes)
-    fresh = int(len(new) - len(current))
-    placed = spaces.apply_upload(session=session, space=space, dataset_id=dataset_id,
-                                 changes=changes, new_patients=fresh, live=live)
-    space_chain.append_upload(session=session, space=space, dataset_id=dataset_id, placed=placed)
-    index_files.store(space, index, index.with_segment(_segment(new, known, current, placed),
-                                                       fresh))
+    # numpy searches and the files' writes and hashes run without the GIL: each on a thread
+    # of its own while this one runs the SQL that does not need it (under the same lock).
+    with ThreadPoolExecutor(1, thread_name_prefix="patient-index") as pool:
+        looking = pool.submit(index.blocks_of, new)
+        live = spaces.live_block_lists(session=session, space_id=space.id)
+        known, current = looking.result()
+        joined = np.bincount(current) if len(current) else np.zeros(0, np.int64)
+        old_ids = np.flatnonzero(joined)  # block ids are small positive integers: a count each
+        changes = [BlockChange(int(b), int(joined[b])) for b in old_ids]
+        shared = _shared(live, changes)
+        fresh = int(len(new) - len(current))
+        placed = spaces.apply_upload(session=session, space=space, dataset_id=dataset_id,
+                                     changes=changes, new_patients=fresh, live=live)
+        writing = pool.submit(index_files.written, space.id, space.index_sha256, index,
+                              index.with_segment(_segment(new, known, current, placed), fresh))
+        space_chain.append_upload(session=session, space=space, dataset_id=dataset_id,
+                                  placed=placed)
+        index_files.record(space, writing.result())
     return Overlap(patients=len(new), already_known=len(current), new=fresh,
                    shared_with=shared)
 

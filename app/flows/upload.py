@@ -5,7 +5,6 @@ The route calls these; a database connection is taken only for the claim and for
 never while the body arrives, so slow clients cannot exhaust the pool that scoring needs.
 """
 
-import dataclasses
 from typing import Any
 
 from sqlalchemy.orm import Session
@@ -19,6 +18,7 @@ from app.datasets.claims import ClaimedUpload
 from app.datasets.encoding import encoder_for
 from app.datasets.models import Dataset
 from app.datasets.uploads import ReceivedUpload
+from app.flows import index_upkeep
 from app.jobs import size_floor
 from app.ledger import space_chain, spaces
 
@@ -45,7 +45,8 @@ def _own_space(session: Session, dataset: Dataset) -> spaces.PatientSpace | None
 
 
 def accept(*, received: ReceivedUpload, principal: Principal) -> Dataset:
-    """Keep the rows and record who sent them, in one transaction.
+    """Keep the rows and record who sent them, in one transaction; then (committed) queue the
+    fold of the space's patient index (``index_upkeep``), which the client does not wait for.
 
     Raises:
         DatasetTooSmall: fewer rows than any job could use (``size_floor.upload_floor``: the
@@ -58,7 +59,7 @@ def accept(*, received: ReceivedUpload, principal: Principal) -> Dataset:
         dataset = uploads.accept(session=session, received=received)
         detail: dict[str, Any] = {"rows": dataset.n_rows, "imputed": dataset.imputed,
                                   "table_sha256": dataset.table_sha256}
-        own_space = _own_space(session, dataset)
+        own_space, keyed_into = _own_space(session, dataset), None
         if own_space is not None:  # registered before spaces: its rows are its own patients
             own_space = spaces.lock_space(session=session, space_id=own_space.id)
             block = spaces.open_block(session=session, space_id=own_space.id,
@@ -66,17 +67,18 @@ def accept(*, received: ReceivedUpload, principal: Principal) -> Dataset:
             space_chain.append_opened(session=session, space=own_space, dataset_id=dataset.id,
                                       block=block)
         elif dataset.patient_space_id is not None and dataset.source_kind == "upload":
+            keyed_into = dataset.patient_space_id
             overlap = patient_index.add_dataset(
-                session=session, space_id=dataset.patient_space_id, dataset_id=dataset.id,
+                session=session, space_id=keyed_into, dataset_id=dataset.id,
                 ids=received.upload.ids, keyed=patient_index.Keyed.of(
                     received.claimed.patient_secret, received.upload.patient_words))
-            dataset.patient_overlap = {
-                **dataclasses.asdict(overlap),
-                "shared_with": {str(k): v for k, v in overlap.shared_with.items()}}
+            dataset.patient_overlap = overlap.as_json()
             # Always present (null or an id), so that even which member is withheld from
             # others says nothing of a re-upload.
             detail["patients"] = {**dataset.patient_overlap,
                                   "rows_equal_dataset": dataset.rows_equal_dataset_id}
         audit.record(session=session, principal=principal, action=Action.DATA_UPLOADED,
                      target=f"dataset/{dataset.id}", detail=detail)
-        return dataset
+    if keyed_into is not None:  # committed: the index's fold and old files, off the request
+        index_upkeep.after_upload(space_id=keyed_into)
+    return dataset

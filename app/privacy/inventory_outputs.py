@@ -111,6 +111,7 @@ _ARGUMENTS: dict[str, tuple[Release, str]] = {
     "len(swept.spools)": (OPERATIONAL, "how many upload spools a start-up sweep removed"),
     "len(swept.tables)": (OPERATIONAL, "how many unreferenced kept tables a sweep removed"),
     "len(swept.models)": (OPERATIONAL, "how many unreferenced model files a sweep removed"),
+    "space_id": (OPERATIONAL, "the patient space whose index upkeep (fold, old files) failed"),
     "traceback.format_exc(limit=3)": (
         OPERATIONAL, "a failed job's traceback: code lines and the exception's message (library "
         "text; the job's stored error keeps only the type name)"),
