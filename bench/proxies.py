@@ -131,8 +131,8 @@ def fair() -> Proxy:
                  "statsmodels Fair (1978) survey; bounds from its codebook")
 
 
-def crisis(n_rows: int) -> Proxy:
-    table = synthetic.generate(n_rows, 910_101)  # a seed no test or default was tuned on
+def crisis(n_rows: int, seed: int = 910_101) -> Proxy:
+    table = synthetic.generate(n_rows, seed)  # a seed no test or default was tuned on
     return Proxy("crisis", CRISIS_SCHEMA, table.x, table.y, False,
                  "the service's generator")
 
@@ -157,8 +157,8 @@ def _outcome(rng: np.random.Generator, logit: np.ndarray, prevalence: float) -> 
 _REGIONS = ["north", "south", "east", "west", "central"]
 
 
-def mixed(n_rows: int) -> Proxy:
-    rng = np.random.default_rng(20_251)
+def mixed(n_rows: int, seed: int = 20_251) -> Proxy:
+    rng = np.random.default_rng(seed)
     age = rng.integers(18, 91, n_rows)
     bmi = np.clip(rng.normal(27, 5, n_rows), 12, 75)
     sbp = np.clip(np.rint(rng.normal(128, 18, n_rows)), 70, 250)
@@ -187,8 +187,8 @@ def mixed(n_rows: int) -> Proxy:
                  _outcome(rng, logit, 0.15), False, "built: 10 features, one categorical")
 
 
-def wide(n_rows: int) -> Proxy:
-    rng = np.random.default_rng(20_252)
+def wide(n_rows: int, seed: int = 20_252) -> Proxy:
+    rng = np.random.default_rng(seed)
     shared = rng.normal(0, 1, (n_rows, 3))
     mixing = rng.normal(0, 0.5, (3, 18))
     labs = np.clip((rng.normal(0, 1, (n_rows, 18)) + shared @ mixing)
@@ -211,6 +211,30 @@ def wide(n_rows: int) -> Proxy:
     schema = _schema(features, "event", "Event", (0.025, 0.1))
     return Proxy("wide", schema, x, _outcome(rng, logit, 0.01), False,
                  "built: 30 features, two categorical")
+
+
+BUILT_ROWS = {"crisis": 20_000, "mixed": 50_000, "wide": 200_000}
+REAL = ("breast_cancer", "fair", "anes96", "randhie", "randhie_rare")
+
+
+def make(spec: str, generator_seed: int | None = None) -> Proxy:
+    """One table by its spec: a real one by name, or a built one as ``name`` or ``name@rows``
+    (its full size, or that many rows) drawn with ``generator_seed`` (None: the generator's
+    own fixed seed); the proxy is named by its spec."""
+    from bench import public_tables
+
+    reals = {"breast_cancer": breast_cancer, "fair": fair, "anes96": public_tables.anes96,
+             "randhie": public_tables.randhie,
+             "randhie_rare": lambda: public_tables.randhie(visits=10)}
+    if spec in reals:
+        return reals[spec]()
+    name, _, rows = spec.partition("@")
+    makers = {"crisis": crisis, "mixed": mixed, "wide": wide}
+    n_rows = int(rows) if rows else BUILT_ROWS[name]
+    extra = {} if generator_seed is None else {"seed": 1_000_003 * (generator_seed + 1)}
+    proxy = makers[name](n_rows, **extra)
+    return Proxy(spec, proxy.schema, proxy.x, proxy.y, proxy.real,
+                 proxy.note + (", a fresh generator seed per split" if extra else ""))
 
 
 def build(names: list[str], *, scale: float = 1.0) -> list[Proxy]:

@@ -13,7 +13,9 @@ one 200k-row draw to the next and no model can beat it.
 Baseline ("Opacus hand-tuned", the issue's reference): batch 512, 20 epochs, SGD momentum 0.9,
 lr 0.5, clip 1, last iterate. Default: the service's (``TrainingConfig``): full batch (q = 1),
 1000 steps, Adam at lr 0.3 (epsilon 5 noise stds), the clip of app/jobs/recipe.py, average of
-the last half of the iterates; sessions scaled over their model range.
+the last half of the iterates; sessions scaled over their model range. The service's
+capped-regime rule (``app.jobs.recipe.capped_regime``) is followed too; it does not apply
+to these tables (their calibration part carries the fine calibration at epsilon 1).
 """
 
 import argparse
@@ -31,6 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from app.datasets import synthetic  # noqa: E402
 from app.datasets.encoding import CRISIS_ENCODER  # noqa: E402
+from app.jobs import recipe as rules  # noqa: E402
 from app.jobs.recipe import default_clip, default_learning_rate  # noqa: E402
 from app.jobs.schemas import FULL_BATCH_EPOCHS, TrainingConfig  # noqa: E402
 from app.privacy.accounting import (  # noqa: E402
@@ -66,6 +69,7 @@ class Recipe:
     max_grad_norm: float | None  # None: the service's public rule (app/jobs/recipe.py)
     tail_average: float
     optimizer: str = "sgd"
+    capped_rule: bool = False  # the service's capped-regime rule (app.jobs.recipe.capped_regime)
 
 
 def ece_equal_mass(y: np.ndarray, p: np.ndarray, n_bins: int = 10) -> float:
@@ -83,13 +87,30 @@ def default_recipe() -> Recipe:
     d = TrainingConfig()
     learning_rate = d.learning_rate or default_learning_rate(d.optimizer, d.model)
     return Recipe("service default", d.batch_size, FULL_BATCH_EPOCHS, learning_rate,
-                  d.momentum, d.max_grad_norm, d.tail_average, d.optimizer)
+                  d.momentum, d.max_grad_norm, d.tail_average, d.optimizer, capped_rule=True)
 
 
 BASELINE = Recipe("Opacus hand-tuned", 512, 20, 0.5, 0.9, 1.0, 0.0)
 
 
+def capped(recipe: Recipe, n_train: int, n_calibration: int, epsilon: float | None) -> Recipe:
+    """The recipe the service plans: the capped regime's where its rule applies
+    (``app.jobs.recipe.capped_regime``; not on these 8,000-row tables, whose calibration part
+    carries the fine release at epsilon 1)."""
+    if (not recipe.capped_rule or epsilon is None
+            or not rules.full_batch_capped(target_epsilon=epsilon, delta=DELTA)
+            or not rules.small_calibration(target_epsilon=epsilon, delta=DELTA,
+                                           n_calibration=n_calibration)):
+        return recipe
+    return dataclasses.replace(
+        recipe, batch_size=rules.capped_batch_size(n_train), epochs=rules.CAPPED_EPOCHS,
+        learning_rate=rules.CAPPED_LEARNING_RATE, momentum=rules.CAPPED_MOMENTUM,
+        max_grad_norm=rules.CAPPED_CLIP, tail_average=rules.CAPPED_TAIL_AVERAGE,
+        optimizer=rules.CAPPED_OPTIMIZER)
+
+
 def spec_for(recipe: Recipe, n_train: int, epsilon: float | None, seed: int) -> TrainingSpec:
+    recipe = capped(recipe, n_train, N_ROWS - n_train, epsilon)
     batch = recipe.batch_size or n_train
     sample_rate, steps_per_epoch = poisson_plan(n_train, batch)
     epochs = recipe.epochs

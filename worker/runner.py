@@ -16,8 +16,9 @@ from app.core.logs import job_context
 from app.core.settings import settings
 from app.flows import job_run
 from app.jobs import notify, queue
-from app.jobs.models import COMPARISON, FAILED, MONITORING
-from worker import tasks
+from app.jobs import search as job_search
+from app.jobs.models import COMPARISON, FAILED, MONITORING, TRAIN
+from worker import search, tasks
 from worker.heartbeat import Heartbeat
 from worker.tasks import ClaimedJob, LeaseLost
 from worker.training import pick_device
@@ -81,7 +82,7 @@ class Worker:
             claimed = None if job is None else ClaimedJob(
                 job.id, job.dataset_id,
                 tasks.NO_SPEC if job.kind in (MONITORING, COMPARISON) else tasks.spec_of(job),
-                job.kind
+                job.kind, job_search.stored_plan(job.training) if job.kind == TRAIN else None,
             )
         if claimed is None:
             return False
@@ -98,7 +99,8 @@ class Worker:
     def _run(self, claimed: ClaimedJob) -> None:
         logger.info("job %s claimed", claimed.job_id, extra={"worker_id": self.worker_id})
         try:
-            outcome = tasks.TASKS[claimed.kind](self, claimed)
+            task = tasks.TASKS[claimed.kind] if claimed.search is None else search.run_search
+            outcome = task(self, claimed)
         except LeaseLost:
             logger.warning("job %s: lease lost, results discarded", claimed.job_id)
             return

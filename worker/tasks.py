@@ -42,7 +42,7 @@ from app.jobs.schemas import TrainingConfig
 from app.observability import job_metrics
 from app.privacy.accounting import Mechanism, finite_or_none
 from app.privacy.parallel import held_out_noise
-from worker.calibration import calibrate_if_meaningful
+from worker.calibration import Calibration, calibrate_if_meaningful
 from worker.evaluation import evaluate
 from worker.heartbeat import Heartbeat
 from worker.held_out_floors import held_out_warnings
@@ -83,6 +83,7 @@ class ClaimedJob:
     dataset_id: int
     spec: TrainingSpec
     kind: str = TRAIN
+    search: dict[str, Any] | None = None  # a search job's plan (app.jobs.search; worker.search)
 
 
 NO_SPEC = TrainingSpec(kind="none", hidden_units=0, epochs=0, batch_size=0, learning_rate=0.0,
@@ -207,8 +208,8 @@ def _end_stopped(worker: JobWorker, claimed: ClaimedJob) -> str:
     return CANCELLED
 
 
-def evaluate_step(spec: TrainingSpec, result: TrainingResult, loaded: LoadedData
-                  ) -> TrainedNetwork:
+def evaluate_step(spec: TrainingSpec, result: TrainingResult, loaded: LoadedData, *,
+                  calibrated: tuple[Calibration, float, float] | None = None) -> TrainedNetwork:
     """The evaluate step: calibrate on the calibration part, then evaluate the calibrated
     model on the evaluation part.
 
@@ -216,18 +217,25 @@ def evaluate_step(spec: TrainingSpec, result: TrainingResult, loaded: LoadedData
     records' coins, and no costlier than the training at any order, nor at the job's delta or
     the budget's (the filter's first-release rule reads the training there): parallel
     composition, no extra spend (``app.privacy.parallel``).
+
+    ``calibrated``: (its calibration, the held-out noise, the whole charge's epsilon) of a
+    model a search already calibrated (``worker.search``: its run's release chose it).
     """
     split, encoder, budget_delta = loaded.split, loaded.encoder, loaded.budget_delta
     eps_prv, eps_rdp = _epsilons(result.history, spec.delta)
     history = [Mechanism(*step) for step in result.history]
-    deltas = [spec.delta] if budget_delta is None else [spec.delta, budget_delta]
-    noise = held_out_noise(history, deltas,
-                           lambda delta: _epsilons(result.history, delta)[0])
-    calibration = calibrate_if_meaningful(
-        result.network, split.calibration.x, split.calibration.y,
-        history=history, delta=spec.delta, training_epsilon=eps_prv, encoder=encoder,
-        noise_multiplier=noise,
-    )
+    if calibrated is not None:
+        calibration, noise, eps_prv = calibrated
+        eps_rdp = eps_prv  # a search's figure is its RDP (app.privacy.selection)
+    else:
+        deltas = [spec.delta] if budget_delta is None else [spec.delta, budget_delta]
+        noise = held_out_noise(history, deltas,
+                               lambda delta: _epsilons(result.history, delta)[0])
+        calibration = calibrate_if_meaningful(
+            result.network, split.calibration.x, split.calibration.y,
+            history=history, delta=spec.delta, training_epsilon=eps_prv, encoder=encoder,
+            noise_multiplier=noise,
+        )
     evaluation = split.evaluation
     metrics = evaluate(
         evaluation.y,
@@ -238,6 +246,7 @@ def evaluate_step(spec: TrainingSpec, result: TrainingResult, loaded: LoadedData
         rng=np.random.default_rng(),
     )
     metrics["calibration"] = calibration.as_dict()
+    metrics["search"] = None  # a search's best run: worker.search fills it
     metrics["held_out_warnings"] = held_out_warnings(  # parts below their size floor
         calibration=calibration, metrics=metrics, evaluation_rows=len(evaluation.y),
         epsilon=eps_prv)

@@ -75,6 +75,9 @@ class TrainedNetwork:
     epsilon_rdp: float  # RDP accountant; inf when non-private
     delta: float
     schema: DatasetSchema  # the declaration the network's inputs were encoded from
+    # Which accountant ``epsilon`` is: the PLD headline (key prv), or "rdp" where PLD has no
+    # figure (a hyper-parameter search: repeat-and-select, ``app.privacy.selection``).
+    accountant: str = "prv"
 
 
 def store(*, trained: TrainedNetwork) -> str:
@@ -122,7 +125,7 @@ def commit(
         epsilon=finite_or_none(trained.epsilon),
         epsilon_rdp=finite_or_none(trained.epsilon_rdp),
         delta=trained.delta,
-        accountant="prv",
+        accountant=trained.accountant,
         metrics=trained.metrics,
         band_thresholds=model_thresholds(trained.schema.outcome.bands),
     )

@@ -7,6 +7,7 @@ Domains never call each other sideways for these; routers and the worker call th
 from sqlalchemy.orm import Session
 
 from app.datasets import service as dataset_service
+from app.jobs import search as job_search
 from app.jobs import service as job_service
 from app.jobs.models import Job
 from app.jobs.schemas import JobCreate, JobOut
@@ -44,4 +45,6 @@ def job_view(*, session: Session, job: Job) -> JobOut:
         job,
         model_id=registry_service.model_id_for_job(session=session, job_id=job.id),
         epsilon_planned=job_service.planned_epsilon(job),
+        search=job_search.view(training=job.training, noise_multiplier=job.noise_multiplier,
+                               sample_rate=job.sample_rate, steps=job.steps, delta=job.delta),
     )

@@ -180,6 +180,31 @@ class HeldOutWarning(_Stored):
     message: str
 
 
+class SearchCandidateRecord(_Stored):
+    """One candidate of a search's public grid: the training fields it sets (null: the job's
+    ``training``, or, for the learning rate, its optimizer's and model's default)."""
+
+    model: str | None = None
+    optimizer: str | None = None
+    learning_rate: float | None = None
+    momentum: float | None = None
+    max_grad_norm: float | None = None
+    tail_average: float | None = None
+    hidden_units: int | None = None
+
+
+class SearchRecord(_Stored):
+    """What a hyper-parameter search releases (``worker.search``): its best run alone."""
+
+    chosen_candidate: int = Field(description="the best run's index in search.candidates")
+    chosen: SearchCandidateRecord = Field(description="that candidate, as planned")
+    score: str = Field(description="what a run's score is (dp_log_loss: the log-loss of its "
+                       "DP Platt map on its calibration release; lower is better)")
+    chosen_score: float | None = Field(description="the best run's score (null: its release "
+                                       "had no bin above the noise)")
+    note: str
+
+
 class HeldOutEvaluation(_GroupMetrics):
     """A training job's held-out metrics: one DP release on the evaluation part, every figure
     post-processing of it, and the calibration record."""
@@ -200,6 +225,8 @@ class HeldOutEvaluation(_GroupMetrics):
         default_factory=list,
         description="held-out parts below their size floor at the job's noise, in words "
         "(empty: both releases meaningful; absent before the floors existed)")
+    search: SearchRecord | None = Field(
+        default=None, description="a search job's best run, the one released (null: one run)")
 
 
 class AuditSettings(_Stored):

@@ -3,14 +3,15 @@
 from typing import Any, Literal, Self
 
 from pydantic import Field, field_validator, model_validator
-from pydantic_core import PydanticCustomError
 
 from app.core.ids import MAX_ID
 from app.core.schemas import Page, RequestModel, ResponseModel, UtcDatetime, register_ranges
-from app.families import DEFAULT_FAMILY, family_names
+from app.families import DEFAULT_FAMILY
+from app.jobs.family_field import family_enum, registered_family
 from app.jobs.models import Job, JobKind
 from app.jobs.models import JobStatus as JobStatus  # the route's filter imports it here
 from app.jobs.results import ServedResults
+from app.jobs.search_schemas import SEARCH_KEY, SearchOut, SearchRequest
 from app.privacy.accountant_names import with_pld_key
 
 FULL_BATCH_EPOCHS = 1000  # one step per epoch at q = 1
@@ -35,11 +36,6 @@ class PrivacyRequest(RequestModel):
         return self
 
 
-def _family_enum(schema: dict[str, Any]) -> None:
-    """The registered families, listed when the schema is generated (as a ``Literal`` would)."""
-    schema["enum"] = list(family_names())
-
-
 class TrainingConfig(RequestModel):
     """Defaults chosen on public data (generator seeds no dataset uses, public tables), never
     on user data.
@@ -53,7 +49,7 @@ class TrainingConfig(RequestModel):
     comes from the noisy gradients, so it costs no privacy.
     """
 
-    model: str = Field(default=DEFAULT_FAMILY, json_schema_extra=_family_enum)
+    model: str = Field(default=DEFAULT_FAMILY, json_schema_extra=family_enum)
     epochs: int | None = Field(
         default=None, ge=1, le=1000,
         description=f"passes over the data; default {FULL_BATCH_EPOCHS} for full batch, "
@@ -62,12 +58,16 @@ class TrainingConfig(RequestModel):
     )
     batch_size: int | None = Field(
         default=None, ge=8, le=65536,
-        description="expected (Poisson) batch size; default: the whole training set (q = 1)",
+        description="expected (Poisson) batch size; default: the whole training set (q = 1), "
+        "or, where a full batch would hit the noise cap and the calibration part is small "
+        "(small tables at small epsilon), 256 or the whole training set when smaller "
+        "(app.jobs.recipe.capped_regime)",
     )
     optimizer: Literal["adam", "sgd"] = Field(
         default="adam",
         description="what the noisy gradients drive (post-processing: the privacy charge is "
-        "the same): adam, whose epsilon is 5 noise standard deviations, or sgd with momentum",
+        "the same): adam, whose epsilon is 5 noise standard deviations, or sgd with momentum "
+        "(default adam; plain sgd in the capped regime, as batch_size says)",
     )
     learning_rate: float | None = Field(
         default=None, gt=0, le=10,
@@ -98,13 +98,7 @@ class TrainingConfig(RequestModel):
     def _registered_family(cls, value: Any) -> Any:
         """A registered family's name, refused with the error a ``Literal`` of the names
         gives, so a family registered later is accepted without an edit here."""
-        names = family_names()
-        if value not in names:
-            quoted = [repr(name) for name in names]
-            expected = " or ".join(filter(None, (", ".join(quoted[:-1]), quoted[-1])))
-            raise PydanticCustomError("literal_error", "Input should be {expected}",
-                                      {"expected": expected})
-        return value
+        return registered_family(value)
 
 
 @register_ranges
@@ -112,6 +106,9 @@ class JobCreate(RequestModel):
     dataset_id: int = Field(ge=1, le=MAX_ID)
     privacy: PrivacyRequest
     training: TrainingConfig = Field(default_factory=TrainingConfig)
+    search: SearchRequest | None = Field(
+        default=None, description="a hyper-parameter search over public candidates, charged "
+        "as one repeat-and-select release (app/jobs/search.py); null: one run of training")
 
 
 class JobPrivacyOut(ResponseModel):
@@ -163,22 +160,29 @@ class JobOut(ResponseModel):
         description="held-out metrics (train) or the audit's results (privacy_audit); null "
         "until the job has finished")
     error: ErrorOut | None
+    search: SearchOut | None = Field(
+        default=None, description="the job's hyper-parameter search as planned and charged "
+        "(null: one run); its outcome is metrics.search")
     created_at: UtcDatetime
     started_at: UtcDatetime | None
     finished_at: UtcDatetime | None
 
     @classmethod
     def from_orm_row(
-        cls, job: Job, *, model_id: int | None, epsilon_planned: dict[str, float | None]
+        cls, job: Job, *, model_id: int | None, epsilon_planned: dict[str, float | None],
+        search: SearchOut | None = None,
     ) -> Self:
         """The job's columns, grouped, with what is not one of them: the id of the model it
-        produced and its planned epsilons (``jobs.service.planned_epsilon``)."""
+        produced, its planned epsilons (``jobs.service.planned_epsilon``) and its search
+        (kept in the stored training request, shown apart)."""
         return cls.from_row(
             job,
             privacy=JobPrivacyOut.from_row(job, epsilon_planned=epsilon_planned),
+            training={k: v for k, v in job.training.items() if k != SEARCH_KEY},
             progress=job,
             model_id=model_id,
             error=ErrorOut.of(job),
+            search=search,
         )
 
 

@@ -14,7 +14,7 @@ from app.datasets import labels
 from app.datasets.models import AWAITING_DATA, READY, Dataset
 from app.datasets.rules import max_delta
 from app.families import DEFAULT_FAMILY, create_family
-from app.jobs import notify, recipe, size_floor
+from app.jobs import notify, recipe, search, size_floor
 from app.jobs.models import CANCELLED, FINISHED, QUEUED, RUNNING, TRAIN, Job
 from app.jobs.schemas import (
     FULL_BATCH_EPOCHS,
@@ -104,6 +104,12 @@ def _resolve_noise(
                 allowed=f"0 on public datasets, else [{accounting.MIN_NOISE_MULTIPLIER}, "
                 f"{accounting.MAX_NOISE_MULTIPLIER}]",
             )
+        if sigma == 0.0 and request.search is not None:
+            raise InvalidRequest(
+                "a search selects among DP runs: its bound needs each run to be private",
+                field="privacy.noise_multiplier",
+                allowed=f"[{accounting.MIN_NOISE_MULTIPLIER}, {accounting.MAX_NOISE_MULTIPLIER}]",
+            )
         if 0.0 < sigma < accounting.MIN_NOISE_MULTIPLIER:
             raise InvalidRequest(
                 f"noise_multiplier below {accounting.MIN_NOISE_MULTIPLIER} gives no meaningful "
@@ -113,6 +119,11 @@ def _resolve_noise(
             )
         return sigma
     assert privacy.target_epsilon is not None
+    if request.search is not None:  # the whole search meets the target (app.jobs.search)
+        return search.noise_for_target(
+            search=request.search, model=request.training.model,
+            target_epsilon=privacy.target_epsilon, delta=delta, sample_rate=sample_rate,
+            steps=steps)
     return noise.noise_for_target(
         target_epsilon=privacy.target_epsilon,
         delta=delta,
@@ -127,7 +138,9 @@ def _unreachable(request: JobCreate, delta: float, sample_rate: float, steps: in
     """The 422 for a target epsilon that even the largest noise does not reach."""
     floor = accounting.PRVAccountant().epsilon(
         [accounting.Mechanism(accounting.MAX_NOISE_MULTIPLIER, sample_rate, steps)], delta
-    )
+    ) if request.search is None else search.floor_epsilon(
+        search=request.search, model=request.training.model, delta=delta,
+        sample_rate=sample_rate, steps=steps)
     return InvalidRequest(
         f"target_epsilon {request.privacy.target_epsilon:g} cannot be reached with "
         f"{request.training.epochs} epochs at batch size {request.training.batch_size}: "
@@ -148,7 +161,10 @@ def _fewer_epochs(request: JobCreate, training: TrainingConfig, delta: float,
     epochs = noise.epochs_for_target(
         target_epsilon=request.privacy.target_epsilon, delta=delta, sample_rate=sample_rate,
         steps_per_epoch=steps // training.epochs, max_epochs=training.epochs, accountant="prv",
-    )
+    ) if request.search is None else search.epochs_for_target(
+        search=request.search, model=training.model, target_epsilon=request.privacy.target_epsilon,
+        delta=delta, sample_rate=sample_rate, steps_per_epoch=steps // training.epochs,
+        max_epochs=training.epochs)
     return None if epochs is None else training.model_copy(update={"epochs": epochs})
 
 
@@ -219,7 +235,9 @@ def plan(*, dataset: Dataset, request: JobCreate) -> Job:
     delta = _resolve_delta(dataset, request.privacy.delta)
     inputs = recipe.n_inputs(dataset)
     _check_size(dataset, request, delta, inputs)
-    training = _resolve_training(request.training, dataset)
+    training = _resolve_training(recipe.capped_regime(  # small tables at small epsilon
+        request.training, target_epsilon=request.privacy.target_epsilon, delta=delta,
+        n_train=dataset.n_train, n_calibration=dataset.n_calibration), dataset)
     assert training.batch_size is not None and training.epochs is not None
     sample_rate, steps = _plan_sampling(dataset, training.batch_size, training.epochs)
     training, sample_rate, steps, sigma = _plan_noise(request, dataset, delta, training,
@@ -228,6 +246,11 @@ def plan(*, dataset: Dataset, request: JobCreate) -> Job:
         training = training.model_copy(update={"max_grad_norm": recipe.default_clip(
             noise_multiplier=sigma, sample_rate=sample_rate, steps=steps,
             n_train=dataset.n_train, inputs=inputs)})
+    stored = training.model_dump()
+    if request.search is not None:  # kept with the training request it varies
+        stored[search.SEARCH_KEY] = search.plan(
+            search=request.search, request_training=request.training, noise_multiplier=sigma,
+            sample_rate=sample_rate, steps=steps)
     job = Job(
         dataset_id=dataset.id,
         status=QUEUED,
@@ -239,7 +262,7 @@ def plan(*, dataset: Dataset, request: JobCreate) -> Job:
         epochs=training.epochs,
         delta=delta,
         max_grad_norm=training.max_grad_norm,
-        training=training.model_dump(),
+        training=stored,
         progress_epoch=0,
         epsilon_per_epoch=[],
         cancel_requested=False,
@@ -285,8 +308,10 @@ def training_event(job: Job) -> DpEvent:
     the event the ledger reserves and the planned figures compose, so a family whose training
     spends otherwise changes no branch here or in the ledger."""
     family = create_family(str(job.training.get("model", DEFAULT_FAMILY)))
-    return family.training_event(noise_multiplier=job.noise_multiplier,
-                                 sample_rate=job.sample_rate, steps=job.steps)
+    run = family.training_event(noise_multiplier=job.noise_multiplier,
+                                sample_rate=job.sample_rate, steps=job.steps)
+    plan = search.stored_plan(job.training)
+    return run if plan is None else search.event_of(plan, run)  # the whole search
 
 
 def get(*, session: Session, job_id: int) -> Job:

@@ -11,6 +11,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, NoReturn
 
+from dp_accounting.dp_event import DpEvent, RepeatAndSelectDpEvent
 from sqlalchemy.orm import Session
 
 from app.ledger import spaces
@@ -18,10 +19,10 @@ from app.ledger import spend as ledger_spend
 from app.ledger.errors import BudgetExceeded
 from app.ledger.models import LedgerEntry
 from app.ledger.spend import Budgeted
-from app.privacy import accounting
+from app.privacy import accounting, selection
 from app.privacy import noise as noise_search
 from app.privacy.figures import round_down
-from app.privacy.filter import CITATION, RenyiFilter
+from app.privacy.filter import CITATION, RenyiFilter, rdp_at
 
 COMPOSITION_ACCOUNTANT = ledger_spend.COMPOSITION_ACCOUNTANT
 
@@ -137,6 +138,9 @@ def _largest_fitting_target(
 ) -> float | None:
     """The largest target epsilon (at the entry's delta, same sample rate and steps) that the
     filter would admit now, rounded down; None when no allowed noise fits."""
+    event = ledger_spend.recorded_event(entry)
+    if isinstance(event, RepeatAndSelectDpEvent):
+        return _largest_fitting_search(guard, entries, event, spent, entry.delta)
     noise = guard.largest_fitting_noise(spent, entry.sample_rate, entry.steps)
     if not entries:  # the first-release rule may allow less noise
         alone = noise_search.noise_for_target(
@@ -150,6 +154,24 @@ def _largest_fitting_target(
     target = accounting.create_accountant(ledger_spend.TIGHT_ACCOUNTANT).epsilon(
         [mechanism], entry.delta
     )
+    return round_down(target) if math.isfinite(target) else None
+
+
+def _largest_fitting_search(guard: RenyiFilter, entries: list[LedgerEntry],
+                            event: RepeatAndSelectDpEvent, spent: float,
+                            delta: float) -> float | None:
+    """The same for a hyper-parameter search (same runs, distribution and mean): the search
+    at the smallest per-run noise the filter admits (or, first, its own epsilon within the
+    budget), by its own figure (RDP: ``app.privacy.selection``)."""
+    def fits(candidate: DpEvent) -> bool:
+        if guard.admits(spent, rdp_at([candidate], guard.order)):
+            return True
+        return not entries and selection.search_epsilon(candidate, guard.delta) <= guard.epsilon
+
+    noise = selection.smallest_fitting_noise(event, fits)
+    if noise is None:
+        return None
+    target = selection.search_epsilon(selection.with_run_noise(event, noise), delta)
     return round_down(target) if math.isfinite(target) else None
 
 

@@ -10,8 +10,12 @@ The ledger records each release as the event that describes it (``dp_accounting.
 * A statistics release: ``ComposedDpEvent`` of one ``GaussianDpEvent`` or ``LaplaceDpEvent``
   per noisy vector, each by its noise multiplier (noise over sensitivity,
   ``app.privacy.mechanisms``).
-* Any other kind (``RepeatAndSelectDpEvent``, ...): stored and composed as it is, with no new
-  code here (``accounting`` hands what it has no kernel for to dp-accounting's accountant).
+* A hyper-parameter search: ``RepeatAndSelectDpEvent(<one run's DP-SGD>, mean, shape)``
+  (Papernot and Steinke 2022; ``app.privacy.selection``), described by one run's noise and
+  sample rate and as one step: it is charged whole. Its shape may be infinite (a Poisson number
+  of runs), written ``"inf"``.
+* Any other kind: stored and composed as it is, with no new code here (``accounting`` hands
+  what it has no kernel for to dp-accounting's accountant).
 
 Serialised form (``to_json``): ``{"type": <class name in dp_accounting.dp_event>, <field>:
 <value>, ...}``, nested events as such objects, floats and ints typed by the class's fields,
@@ -39,6 +43,7 @@ from dp_accounting.dp_event import (
     NonPrivateDpEvent,
     NoOpDpEvent,
     PoissonSampledDpEvent,
+    RepeatAndSelectDpEvent,
     SelfComposedDpEvent,
 )
 
@@ -46,6 +51,10 @@ from app.privacy import mechanisms
 
 # The ledger's names for the mechanisms it describes (its ``mechanism`` column).
 SUBSAMPLED_GAUSSIAN = "poisson_subsampled_gaussian"
+REPEAT_AND_SELECT = "repeat_and_select"  # a hyper-parameter search (app.privacy.selection)
+INFINITY = "inf"
+"""How a float field holding infinity is written (JSON has no inf): a Poisson number of runs
+is ``RepeatAndSelectDpEvent``'s shape infinity."""
 NON_PRIVATE = "non_private"
 # One noisy vector of a statistics release, by its mechanism's name.
 ONE_SHOT: dict[str, type[DpEvent]] = {
@@ -72,7 +81,8 @@ def _value_to_json(value: Any, kind: Any) -> Any:
     if isinstance(value, list | tuple):
         return [_value_to_json(v, None) for v in value]
     if kind is float or (kind is None and isinstance(value, float)):
-        return float(value)
+        value = float(value)
+        return INFINITY if value == math.inf else value  # JSON has no inf (Poisson's shape)
     if kind is int or isinstance(value, bool | int):
         return int(value)
     if isinstance(value, float | str) or value is None:
@@ -108,6 +118,8 @@ def _value_from_json(value: Any, kind: Any) -> Any:
         return [_value_from_json(v, None) for v in value]
     if kind is float and isinstance(value, int | float) and not isinstance(value, bool):
         return float(value)
+    if kind is float and value == INFINITY:
+        return math.inf
     return value
 
 
@@ -176,6 +188,11 @@ def describe(event: DpEvent) -> Description:
                                event.event.sampling_probability, event.count)
         if isinstance(step, NonPrivateDpEvent):
             return Description(NON_PRIVATE, 0.0, event.event.sampling_probability, event.count)
+    if isinstance(event, RepeatAndSelectDpEvent):
+        run = describe(event.event)
+        if run.mechanism == SUBSAMPLED_GAUSSIAN:
+            # One indivisible release (steps 1): a search is charged whole or not at all.
+            return Description(REPEAT_AND_SELECT, run.noise_multiplier, run.sample_rate, 1)
     if isinstance(event, ComposedDpEvent) and event.events:
         kinds = {type(e) for e in event.events}
         kind = _NAME_OF_ONE_SHOT.get(kinds.pop()) if len(kinds) == 1 else None

@@ -23,6 +23,7 @@ from app.privacy.inventory_http import HTTP_ENTRIES
 from app.privacy.inventory_monitoring import MONITORING_ENTRIES
 from app.privacy.inventory_outputs import OUTPUT_ENTRIES
 from app.privacy.inventory_patients import PATIENT_ENTRIES
+from app.privacy.inventory_search import SEARCH_ENTRIES
 from app.privacy.inventory_statistics import STATISTICS_ENTRIES
 from app.privacy.releases import MECHANISMS, Entry, Release
 
@@ -35,8 +36,8 @@ RULE = (
 )
 
 ENTRIES: tuple[Entry, ...] = (*API_ENTRIES, *STATISTICS_ENTRIES, *PATIENT_ENTRIES,
-                               *MONITORING_ENTRIES, *COMPARISON_ENTRIES, *HTTP_ENTRIES,
-                               *OUTPUT_ENTRIES)
+                               *MONITORING_ENTRIES, *COMPARISON_ENTRIES, *SEARCH_ENTRIES,
+                               *HTTP_ENTRIES, *OUTPUT_ENTRIES)
 BY_WHERE: dict[str, Entry] = {e.where: e for e in ENTRIES}
 
 

@@ -35,7 +35,9 @@ MECHANISMS: dict[Release, str] = {
     ),
     Release.DP_TRAINING: (
         "The DP-SGD model: Poisson-subsampled Gaussian mechanism (per-sample clipping to C, "
-        "noise sigma * C per step), accounted by PLD and RDP and charged to the ledger; anything "
+        "noise sigma * C per step), accounted by PLD and RDP and charged to the ledger (a "
+        "hyper-parameter search: the best of a random number of such runs, repeat-and-select "
+        "(Papernot and Steinke 2022), accounted by RDP and charged whole); anything "
         "computed from the model and public inputs alone is post-processing (its artifact hash, "
         "a patient's risk, band and Shapley contributions). Noise 0 (non_private: true) only "
         "on a dataset marked public."

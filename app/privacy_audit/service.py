@@ -15,6 +15,7 @@ from app.datasets import service as dataset_service
 from app.jobs import service as job_service
 from app.jobs.models import PRIVACY_AUDIT, QUEUED, TRAIN, Job
 from app.jobs.schemas import ErrorOut
+from app.jobs.search_schemas import SEARCH_KEY
 from app.privacy import accounting
 from app.privacy_audit.schemas import AuditCreate, AuditOut
 
@@ -61,7 +62,8 @@ def submit(*, session: Session, request: AuditCreate) -> Job:
         noise_multiplier=target.noise_multiplier, sample_rate=target.sample_rate,
         steps=target.steps, epochs=target.epochs, delta=target.delta,
         max_grad_norm=target.max_grad_norm,
-        training={**target.training, "audit": request.model_dump()},
+        training={**{k: v for k, v in target.training.items() if k != SEARCH_KEY},  # one run
+                  "audit": request.model_dump()},
         progress_epoch=0, epsilon_per_epoch=[], cancel_requested=False,
     )
     return job_service.enqueue(session=session, job=job)

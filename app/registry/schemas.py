@@ -53,7 +53,9 @@ class PrivacyStatementOut(ResponseModel):
     """A model's (epsilon, delta) guarantee; every score it gives repeats it."""
 
     epsilon: float | None = Field(description="the PLD accountant's figure (accountant: prv, "
-                                  "the old name of pld); null: trained without DP")
+                                  "the old name of pld), or RDP's where PLD has none "
+                                  "(accountant: rdp, a hyper-parameter search); null: trained "
+                                  "without DP")
     delta: float
     accountant: str
     epsilon_rdp: float | None

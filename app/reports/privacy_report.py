@@ -10,16 +10,20 @@ are never emitted as numbers (JSON has no Infinity): the numeric field is null, 
 import math
 from typing import Any
 
+from dp_accounting.dp_event import RepeatAndSelectDpEvent
 from sqlalchemy.orm import Session
 
 from app.datasets.crisis_schema import CRISIS_SCHEMA
 from app.datasets.dataset_schema import DatasetSchema
 from app.datasets.models import Dataset
+from app.jobs import search as job_search
 from app.jobs import service as job_service
 from app.jobs.models import SUCCEEDED, Job
+from app.jobs.search_schemas import SearchCharge
 from app.ledger import spend as ledger_spend
 from app.ledger.models import NON_PRIVATE, LedgerEntry
 from app.privacy.accounting import finite_or_none
+from app.privacy.events import describe
 from app.privacy.figures import PRIVACY_UNIT, epsilon_text
 from app.privacy.filter import CITATION, RenyiFilter
 from app.privacy.terms import terms
@@ -140,15 +144,33 @@ def _statement(job: Job, dataset: Dataset, planned: dict[str, float | None]) -> 
         f"clipped to L2 norm {job.max_grad_norm:g}, and Gaussian noise with noise multiplier "
         f"{job.noise_multiplier:.4g} (standard deviation {job.noise_multiplier:.4g} x "
         f"{job.max_grad_norm:g}) is added; {job.steps} steps over {job.epochs} epochs."
-        f"{calibration} Accounting: epsilon = {epsilon_text(planned['prv'])} at delta = "
-        f"{job.delta:g} by the "
-        "PLD accountant (dp-accounting's privacy loss distribution): the headline figure."
+        f"{_search_text(job)}{calibration} Accounting: epsilon = "
+        f"{epsilon_text(planned['prv'])} at delta = {job.delta:g} by the "
+        f"{PLD_ACCOUNTING if job_search.stored_plan(job.training) is None else SEARCH_ACCOUNTING}"
         f"{_admission_text(dataset)} "
         f"Guarantee: ({epsilon_text(planned['prv'])}, {job.delta:g})-differential privacy "
         f"for adding or removing one patient's record, covering the released model, every "
         f"checkpoint or intermediate model, and {releases} (anything computed from them alone "
         f"inherits it by post-processing).{status} {limits}"
     )
+
+
+PLD_ACCOUNTING = "PLD accountant (dp-accounting's privacy loss distribution): the headline figure."
+SEARCH_ACCOUNTING = ("RDP accountant (dp-accounting's analysis of repeat-and-select; its "
+                     "privacy loss distribution has none): the headline figure.")
+
+
+def _search_text(job: Job) -> str:
+    """A search job's runs in words (empty for one run)."""
+    plan = job_search.stored_plan(job.training)
+    if plan is None:
+        return ""
+    return (f" Hyper-parameter search: a random number of such runs ({plan['runs']}, mean "
+            f"{plan['mean_runs']:g}), each on a candidate drawn uniformly from "
+            f"{len(plan['candidates'])} public candidates (a candidate may set its own clip "
+            "norm: the noise scales with it) and scored by its own calibration release; only "
+            "the best run is released (repeat-and-select, Papernot and Steinke 2022), and the "
+            "number of runs is not.")
 
 
 def _admission_text(dataset: Dataset) -> str:
@@ -208,6 +230,8 @@ def job_report(*, session: Session, job: Job, dataset: Dataset) -> JobPrivacyRep
     """Mechanism, sampling, noise, clipping, steps, delta, epsilon by accountant, per epoch."""
     planned = job_service.planned_epsilon(job)
     steps_per_epoch = job.steps // job.epochs if job.epochs else 0
+    search_view = job_search.view(training=job.training, noise_multiplier=job.noise_multiplier,
+                                  sample_rate=job.sample_rate, steps=job.steps, delta=job.delta)
     return JobPrivacyReport(
         job_id=job.id,
         dataset_id=dataset.id,
@@ -218,7 +242,8 @@ def job_report(*, session: Session, job: Job, dataset: Dataset) -> JobPrivacyRep
         training_rows=dataset.n_train,
         holdout_rows=dataset.n_holdout,
         rows_erased_at=dataset.data_erased_at,
-        mechanism="non-private" if job.non_private else "DP-SGD (Poisson-subsampled Gaussian)",
+        mechanism="non-private" if job.non_private else "DP-SGD (Poisson-subsampled Gaussian)"
+        if search_view is None else SEARCH_MECHANISM,
         non_private=job.non_private,
         sampling="poisson",
         sample_rate=job.sample_rate,
@@ -240,6 +265,7 @@ def job_report(*, session: Session, job: Job, dataset: Dataset) -> JobPrivacyRep
         ),
         epsilon_spent=job.epsilon_spent,
         epsilon_per_epoch=[EpochEpsilon.model_validate(e) for e in job.epsilon_per_epoch],
+        search=search_view,
         metrics=model_card.served_results(job.metrics),
         metrics_note=model_card.METRICS_NOTE,
         statement=_statement(job, dataset, planned),
@@ -262,7 +288,25 @@ def entry_view(entry: LedgerEntry, guard: RenyiFilter | None = None) -> LedgerEn
                                     prv=entry.epsilon_prv),  # prv: pld's deprecated alias
         epsilon_text=epsilon_text(entry.epsilon_rdp, non_private=non_private),
         filter_rdp=ledger_words.filter_rdp(entry, guard),
+        search=_search_charge(entry),
     )
+
+
+SEARCH_MECHANISM = ("hyper-parameter search: a random number of DP-SGD runs (Poisson-subsampled "
+                    "Gaussian), the best one released (repeat-and-select, Papernot and Steinke "
+                    "2022)")
+
+
+def _search_charge(entry: LedgerEntry) -> SearchCharge | None:
+    """A search entry's distribution of runs, read off its event (None: another release)."""
+    event = ledger_spend.recorded_event(entry)
+    if not isinstance(event, RepeatAndSelectDpEvent):
+        return None
+    run = describe(event.event)
+    poisson = math.isinf(event.shape)
+    return SearchCharge(runs="poisson" if poisson else "truncated_negative_binomial",
+                        mean_runs=event.mean, shape=None if poisson else event.shape,
+                        run_steps=run.steps or 0)
 
 
 def _timeline_view(point: ledger_spend.TimelinePoint) -> TimelinePointView:

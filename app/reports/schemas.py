@@ -17,6 +17,7 @@ from pydantic import Field, model_validator
 from app.core.schemas import ResponseModel
 from app.jobs.models import JobStatus
 from app.jobs.results import ServedResults
+from app.jobs.search_schemas import SearchCharge, SearchOut
 from app.ledger.models import EntryStatus
 from app.privacy_audit.schemas import AuditOut
 from app.reports.patient_schemas import PatientBudgetView
@@ -166,6 +167,9 @@ class JobPrivacyReport(ResponseModel):
     accountants: Accountants
     epsilon_spent: float | None
     epsilon_per_epoch: list[EpochEpsilon]
+    search: SearchOut | None = Field(
+        default=None, description="the job's hyper-parameter search as planned and charged "
+        "(null: one run); the run's noise, sample rate and steps above are each run's")
     # The same stored held-out metrics as the model card's (see HeldOutMetrics).
     metrics: ServedResults
     metrics_note: str
@@ -242,6 +246,9 @@ class LedgerEntryView(ResponseModel):
     filter_rdp: float | None = Field(
         description="the filter's working figure: the charged part as RDP at the filter's "
         "order, what admission adds up (null: no filter, nothing charged, or non-private)")
+    search: SearchCharge | None = Field(
+        default=None, description="a hyper-parameter search's distribution of runs (its steps "
+        "is 1: the search is charged whole); null: any other release")
     created_at: ReportDatetime
     updated_at: ReportDatetime | None  # null (like status) for an entry with no ledger record
 

@@ -1,0 +1,178 @@
+"""Private selection: a hyper-parameter search charged as one repeat-and-select release.
+
+Papernot and Steinke ("Hyperparameter Tuning with Renyi Differential Privacy", ICLR 2022):
+run a DP mechanism a *random* number K of times, each run on a candidate drawn uniformly from a
+public list, and release only the best run (its candidate, its output and its score). With K
+Poisson (mean mu; K = 0 releases nothing) or truncated negative binomial (shape eta >= 0,
+K >= 1; eta = 1 is geometric, eta = 0 logarithmic), the whole search is RDP with a bound only a
+little above one run's (Theorems 2 and 6), dp-accounting's ``RepeatAndSelectDpEvent(run, mu,
+shape)`` (shape infinity: Poisson). That bound holds for the best run *alone*: K, the other
+runs' candidates and their scores are not released (a fixed, known K loses the bound), so the
+worker keeps them to itself.
+
+A run must be one mechanism whatever its candidate: each candidate's own event must equal the
+run's (``same_runs``), so candidates vary what the DP-SGD noise does not see (model, optimizer,
+learning rate, clip norm...), not the sampling plan. A uniform choice among mechanisms that
+each meet the run's RDP meets it too (Rényi divergence is jointly quasi-convex).
+
+Accounting: dp-accounting's ``RdpAccountant`` (``app.privacy.foreign``); its PLD accountant
+has no repeat-and-select, so the headline epsilon of a search is its RDP figure (an upper
+bound), and the Rényi filter reads its RDP at the filter's order off the whole-grid curve.
+"""
+
+import math
+from collections.abc import Callable
+from typing import Literal
+
+import numpy as np
+from dp_accounting.dp_event import DpEvent, RepeatAndSelectDpEvent
+from dp_accounting.rdp.rdp_privacy_accountant import (
+    _gamma_truncated_negative_binomial,
+    _truncated_negative_binomial_mean,
+)
+
+from app.privacy import events
+from app.privacy.accounting import MAX_NOISE_MULTIPLIER, MIN_NOISE_MULTIPLIER, RDPAccountant
+from app.privacy.noise import TargetUnreachable
+
+Runs = Literal["poisson", "truncated_negative_binomial"]
+POISSON: Runs = "poisson"
+TRUNCATED_NEGATIVE_BINOMIAL: Runs = "truncated_negative_binomial"
+DEFAULT_SHAPE = 1.0
+"""eta of a truncated negative binomial search when the request leaves it: the geometric
+distribution (Papernot and Steinke's simplest case). Smaller eta charges less for the same mean
+(the bound's (1 + eta) factor) but draws long searches more often."""
+RELATIVE_TOLERANCE = 0.003
+
+
+class SearchUnreachable(TargetUnreachable):
+    """No noise multiplier within the allowed range brings the search to the target."""
+
+
+def shape_of(runs: Runs, shape: float | None) -> float:
+    """dp-accounting's shape: infinity for Poisson, else eta (default ``DEFAULT_SHAPE``)."""
+    if runs == POISSON:
+        return math.inf
+    return DEFAULT_SHAPE if shape is None else float(shape)
+
+
+def search_event(run: DpEvent, mean: float, shape: float) -> DpEvent:
+    """The whole search: ``run`` repeated a random number of times, the best one released."""
+    return RepeatAndSelectDpEvent(run, float(mean), float(shape))
+
+
+def search_epsilon(event: DpEvent, delta: float) -> float:
+    """The search's epsilon at ``delta``: RDP (dp-accounting's analysis; PLD has none)."""
+    return RDPAccountant().epsilon([event], delta)
+
+
+def noise_for_search(*, target_epsilon: float, delta: float, run_of: Callable[[float], DpEvent],
+                     mean: float, shape: float) -> float:
+    """The smallest per-run noise multiplier (within 0.3% of the target in epsilon) at which
+    the whole search's epsilon is at most ``target_epsilon``.
+
+    A bisection on log sigma (the search's epsilon falls as sigma grows); the answer is always
+    feasible: it is the upper end of the bracket, checked with the accountant.
+
+    Args:
+        run_of: one run's event at a given noise multiplier.
+
+    Raises:
+        SearchUnreachable: not even MAX_NOISE_MULTIPLIER reaches the target.
+    """
+    def eps(sigma: float) -> float:
+        return search_epsilon(search_event(run_of(sigma), mean, shape), delta)
+
+    if eps(MAX_NOISE_MULTIPLIER) > target_epsilon:
+        raise SearchUnreachable(target_epsilon)
+    low, high = MIN_NOISE_MULTIPLIER, MAX_NOISE_MULTIPLIER
+    if eps(low) <= target_epsilon:
+        return low
+    eps_high = eps(high)
+    for _ in range(40):
+        if target_epsilon - eps_high <= RELATIVE_TOLERANCE * target_epsilon or high / low < 1.0005:
+            break
+        mid = math.sqrt(low * high)
+        eps_mid = eps(mid)
+        if eps_mid <= target_epsilon:
+            high, eps_high = mid, eps_mid
+        else:
+            low = mid
+    return high
+
+
+def epochs_for_search(*, target_epsilon: float, delta: float, max_epochs: int,
+                      run_at: Callable[[int], DpEvent], mean: float, shape: float) -> int | None:
+    """The most epochs (at most ``max_epochs``) whose search reaches ``target_epsilon`` at the
+    largest noise (``run_at(epochs)``: one run's event at MAX_NOISE_MULTIPLIER); None when not
+    even one epoch does."""
+    def reaches(epochs: int) -> bool:
+        return search_epsilon(search_event(run_at(epochs), mean, shape), delta) <= target_epsilon
+
+    if not reaches(1):
+        return None
+    low, high = 1, max_epochs
+    while low < high:
+        mid = (low + high + 1) // 2
+        low, high = (mid, high) if reaches(mid) else (low, mid - 1)
+    return low
+
+
+def sampling_gamma(shape: float, mean: float) -> float:
+    """The truncated negative binomial's gamma the worker draws with: at least the accountant's
+    (``_gamma_truncated_negative_binomial`` returns the low end of its bisection, whose mean
+    may exceed ``mean`` by 1e-9), raised until the drawn mean is at most ``mean``. The bound's
+    gamma term falls and its log(mean) term rises with the mean, so the charge covers the draw.
+    """
+    gamma = _gamma_truncated_negative_binomial(shape, mean)
+    while gamma < 1.0 and _truncated_negative_binomial_mean(gamma, shape) > mean:
+        gamma = min(1.0, gamma * (1.0 + 1e-9))
+    return gamma
+
+
+def draw_runs(runs: Runs, mean: float, shape: float, rng: np.random.Generator) -> int:
+    """K, the number of runs: Poisson(mean) (0 possible) or truncated negative binomial
+    (Papernot and Steinke's Definition 1: P[K = k] proportional to (1 - gamma)^k
+    binom(k + eta - 1, k) for k >= 1; eta = 0: logarithmic)."""
+    if runs == POISSON:
+        return int(rng.poisson(mean))
+    gamma = sampling_gamma(shape, mean)
+    if gamma >= 1.0:
+        return 1
+    if shape == 0.0:
+        return int(rng.logseries(1.0 - gamma))
+    while True:  # the negative binomial conditioned on K >= 1, by rejection
+        k = int(rng.negative_binomial(shape, gamma))
+        if k >= 1:
+            return k
+
+
+def with_run_noise(event: RepeatAndSelectDpEvent, noise_multiplier: float) -> DpEvent:
+    """The same search with each run's DP-SGD at another noise multiplier.
+
+    Raises:
+        ValueError: the run is not DP-SGD (Poisson-subsampled Gaussian steps).
+    """
+    run = events.describe(event.event)
+    if run.mechanism != events.SUBSAMPLED_GAUSSIAN or run.sample_rate is None or not run.steps:
+        raise ValueError(f"a search over {run.mechanism} runs has no noise to search")
+    return search_event(events.dpsgd(noise_multiplier, run.sample_rate, run.steps),
+                        event.mean, event.shape)
+
+
+def smallest_fitting_noise(event: RepeatAndSelectDpEvent,
+                           fits: Callable[[DpEvent], bool]) -> float | None:
+    """The smallest per-run noise (to 1e-4, rounded up) at which the search ``fits`` (a
+    filter's test); None when not even MAX_NOISE_MULTIPLIER does."""
+    def ok(sigma: float) -> bool:
+        return fits(with_run_noise(event, sigma))
+
+    low, high = MIN_NOISE_MULTIPLIER, MAX_NOISE_MULTIPLIER
+    if not ok(high):
+        return None
+    if ok(low):
+        return low
+    while high - low > 1e-4 * high:
+        mid = math.sqrt(low * high)
+        low, high = (low, mid) if ok(mid) else (mid, high)
+    return high
