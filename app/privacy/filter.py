@@ -31,13 +31,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from app.privacy.accounting import (
-    MAX_NOISE_MULTIPLIER,
-    MIN_NOISE_MULTIPLIER,
     ORDERS,
     RDP_ORDERS,
     History,
     Mechanism,
     rdp_at_order,
+    smallest_allowed_noise,
 )
 
 _GRID = frozenset(RDP_ORDERS)
@@ -101,16 +100,5 @@ class RenyiFilter:
         """The smallest noise multiplier (to 1e-4, rounded up) at which ``steps`` steps at
         ``sample_rate`` fit next to ``spent_rdp``; None when even the largest allowed noise
         does not fit."""
-        def fits(sigma: float) -> bool:
-            return self.admits(spent_rdp, rdp_at([Mechanism(sigma, sample_rate, steps)],
-                                                 self.order))
-
-        low, high = MIN_NOISE_MULTIPLIER, MAX_NOISE_MULTIPLIER
-        if not fits(high):
-            return None
-        if fits(low):
-            return low
-        while high - low > 1e-4 * high:
-            mid = 0.5 * (low + high)
-            low, high = (low, mid) if fits(mid) else (mid, high)
-        return high
+        return smallest_allowed_noise(lambda sigma: self.admits(
+            spent_rdp, rdp_at([Mechanism(sigma, sample_rate, steps)], self.order)))

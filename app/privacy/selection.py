@@ -32,7 +32,12 @@ from dp_accounting.rdp.rdp_privacy_accountant import (
 )
 
 from app.privacy import events
-from app.privacy.accounting import MAX_NOISE_MULTIPLIER, MIN_NOISE_MULTIPLIER, RDPAccountant
+from app.privacy.accounting import (
+    MAX_NOISE_MULTIPLIER,
+    MIN_NOISE_MULTIPLIER,
+    RDPAccountant,
+    smallest_allowed_noise,
+)
 from app.privacy.noise import TargetUnreachable
 
 Runs = Literal["poisson", "truncated_negative_binomial"]
@@ -164,15 +169,5 @@ def smallest_fitting_noise(event: RepeatAndSelectDpEvent,
                            fits: Callable[[DpEvent], bool]) -> float | None:
     """The smallest per-run noise (to 1e-4, rounded up) at which the search ``fits`` (a
     filter's test); None when not even MAX_NOISE_MULTIPLIER does."""
-    def ok(sigma: float) -> bool:
-        return fits(with_run_noise(event, sigma))
-
-    low, high = MIN_NOISE_MULTIPLIER, MAX_NOISE_MULTIPLIER
-    if not ok(high):
-        return None
-    if ok(low):
-        return low
-    while high - low > 1e-4 * high:
-        mid = math.sqrt(low * high)
-        low, high = (low, mid) if ok(mid) else (mid, high)
-    return high
+    return smallest_allowed_noise(lambda sigma: fits(with_run_noise(event, sigma)),
+                                  geometric=True)
