@@ -27,12 +27,9 @@ defaults) per epsilon over the tables.
 
 import argparse
 import hashlib
-import itertools
 import sys
 import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
@@ -46,7 +43,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from app.core.errors import InvalidRequest  # noqa: E402
 from app.datasets import identity, record_coins  # noqa: E402
 from app.datasets.encoding import encoder_for  # noqa: E402
-from app.datasets.models import Dataset  # noqa: E402
 from app.datasets.parts import PartRows, Split  # noqa: E402
 from app.flows.job_run import LoadedData  # noqa: E402
 from app.jobs import search as job_search  # noqa: E402
@@ -55,6 +51,7 @@ from app.jobs.schemas import JobCreate  # noqa: E402
 from app.privacy.accounting import Mechanism  # noqa: E402
 from app.privacy.parallel import held_out_noise  # noqa: E402
 from bench import proxies  # noqa: E402
+from bench.proxy_study import Parts, dataset_for, seeded_noise  # noqa: E402
 from worker import search as worker_search  # noqa: E402
 from worker import training  # noqa: E402
 from worker.calibration import calibrate_model, size_floor_rows  # noqa: E402
@@ -82,39 +79,12 @@ class Cell:
     chosen: list[int] = field(default_factory=list)
 
 
-@dataclass
-class Parts:
-    x: dict[identity.Part, np.ndarray]
-    y: dict[identity.Part, np.ndarray]
-
-
 def split(proxy: proxies.Proxy, seed: int) -> Parts:
     """The proxy's parts by keyed coins (the secret a public function of the seed)."""
     secret = hashlib.sha256(f"search-bench:{proxy.name}:{seed}".encode()).hexdigest()
     part = identity.parts_of(range(len(proxy.y)), secret, scheme=record_coins.BLAKE2B_V1)
     return Parts({p: proxy.x[part == p] for p in identity.Part},
                  {p: proxy.y[part == p] for p in identity.Part})
-
-
-def dataset_for(proxy: proxies.Proxy, parts: Parts) -> Dataset:
-    """The unsaved registration ``plan`` reads: row counts and the declared schema."""
-    n = {p: len(parts.y[p]) for p in identity.Part}
-    return Dataset(id=1, name=proxy.name, source_kind="upload", n_rows=sum(n.values()),
-                   n_train=n[identity.Part.TRAIN], n_calibration=n[identity.Part.CALIBRATION],
-                   seed=0, public=False, budget_delta=None,
-                   schema_json=proxy.schema.model_dump(mode="json", by_alias=True))
-
-
-@contextmanager
-def seeded_noise(seed: int) -> Iterator[None]:
-    """The worker's secret generators, seeded for a reproducible bench (public tables only)."""
-    original, counter = training.secret_generator, itertools.count()
-    training.secret_generator = lambda device: torch.Generator(device=device).manual_seed(
-        seed * 1_000 + next(counter))
-    try:
-        yield
-    finally:
-        training.secret_generator = original
 
 
 def metrics(y: np.ndarray, p: np.ndarray) -> tuple[float, float]:
