@@ -87,7 +87,8 @@ def test_uploads_are_ready_split_and_stored_once(
     for name, rows in (("wdbc", 569), ("clinic", 3000)):
         dataset = cohorts[name].dataset
         assert dataset["state"] == "ready" and dataset["rows"] == rows
-        assert dataset["source"] == {"kind": "upload", "n_rows": rows, "seed": None}
+        assert dataset["source"] == {"kind": "upload", "n_rows": rows, "seed": None,
+                                     "datasets": None}
         parts = (dataset["training_rows"], dataset["calibration_rows"],
                  dataset["evaluation_rows"])
         assert all(p > 0 for p in parts) and sum(parts) == rows
