@@ -24,7 +24,7 @@ code here; one that no accountant supports counts as non-private (never under-re
 
 import math
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Protocol
@@ -44,23 +44,6 @@ RDP_ORDERS: tuple[float, ...] = tuple(
 )
 MIN_NOISE_MULTIPLIER = 0.3  # below this DP is nominal
 MAX_NOISE_MULTIPLIER = 100.0  # beyond this a model learns nothing useful
-
-
-def smallest_allowed_noise(fits: Callable[[float], bool], *, geometric: bool = False
-                           ) -> float | None:
-    """The smallest noise multiplier in [MIN_NOISE_MULTIPLIER, MAX_NOISE_MULTIPLIER] (to
-    1e-4 relative, rounded up) for which ``fits`` (monotone: more noise never fits less)
-    holds; None when not even the largest does. Bisection, at the arithmetic midpoint or
-    (``geometric``) the geometric one."""
-    low, high = MIN_NOISE_MULTIPLIER, MAX_NOISE_MULTIPLIER
-    if not fits(high):
-        return None
-    if fits(low):
-        return low
-    while high - low > 1e-4 * high:
-        mid = math.sqrt(low * high) if geometric else 0.5 * (low + high)
-        low, high = (low, mid) if fits(mid) else (mid, high)
-    return high
 # The headline PLD's composed PMF is capped at this many points (its interval grows past
 # dp-accounting's default 1e-4 to fit): tens of ms and a few MB per evaluation on 2 cores.
 MAX_PLD_POINTS = pld.MAX_PMF_POINTS

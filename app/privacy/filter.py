@@ -36,8 +36,8 @@ from app.privacy.accounting import (
     History,
     Mechanism,
     rdp_at_order,
-    smallest_allowed_noise,
 )
+from app.privacy.noise_bisection import smallest_allowed_noise
 
 _GRID = frozenset(RDP_ORDERS)
 

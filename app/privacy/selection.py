@@ -36,9 +36,9 @@ from app.privacy.accounting import (
     MAX_NOISE_MULTIPLIER,
     MIN_NOISE_MULTIPLIER,
     RDPAccountant,
-    smallest_allowed_noise,
 )
 from app.privacy.noise import TargetUnreachable
+from app.privacy.noise_bisection import smallest_allowed_noise
 
 Runs = Literal["poisson", "truncated_negative_binomial"]
 POISSON: Runs = "poisson"
