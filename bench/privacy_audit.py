@@ -74,16 +74,16 @@ def _spec(n_train: int, epsilon: float | None, epochs: int) -> TrainingSpec:
 @contextlib.contextmanager
 def planted_bug(scale: float) -> Iterator[None]:
     """The engine adds ``scale`` times its noise; the accountant is not told."""
-    draw = DPSGD._draw_noise
+    draw = DPSGD.draw_noise
 
     def weak(self: DPSGD, steps: int) -> list[torch.Tensor | None]:
         return [None if n is None else n.mul_(scale) for n in draw(self, steps)]
 
-    DPSGD._draw_noise = weak  # type: ignore[method-assign]
+    DPSGD.draw_noise = weak  # type: ignore[method-assign]
     try:
         yield
     finally:
-        DPSGD._draw_noise = draw  # type: ignore[method-assign]
+        DPSGD.draw_noise = draw  # type: ignore[method-assign]
 
 
 def _fmt(value: float | None, spec: str = ".3g") -> str:

@@ -14,9 +14,10 @@ warm-up. Each method runs in a few rounds interleaved with the others; the figur
 fastest epoch over all rounds (the median is printed beside it), because another process on a
 shared machine slows whatever it overlaps.
 Goals: DP / non-private <= 1.5, naive / DP >= 100, opacus / DP >= 3, and a 1M-row DP epoch
-<= 5 s with time growing linearly in rows.
+<= 5 s with time growing linearly in rows. With a GPU, a mini-batch job (1M rows, batch 512,
+20 epochs) replayed as CUDA graphs is no slower than on the CPU (``--small-batches``).
 
-Run: .venv/bin/python bench/training_speed.py [--quick] [--kind mlp] [--threads N]
+Run: .venv/bin/python bench/training_speed.py [--quick] [--kind mlp] [--threads N] [--small-batches]
 """
 
 import argparse
@@ -48,10 +49,13 @@ class Config:
     rounds: int = 3  # rounds per method, interleaved with the other methods
     scale_rows: tuple[int, ...] = (10_000, 100_000, 1_000_000)
     scale_repeats: int = 5
+    minibatch_rows: int = 1_000_000  # issue 31's mini-batch job: 1M rows, batch 512, 20 epochs
+    minibatch_epochs: int = 20
 
 
 QUICK = Config(rows=1000, batch_size=64, naive_steps=1, warmup_epochs=1, repeats=3, rounds=1,
-               scale_rows=(1000, 2000, 4000), scale_repeats=2)
+               scale_rows=(1000, 2000, 4000), scale_repeats=2, minibatch_rows=20_000,
+               minibatch_epochs=2)
 
 
 def _spec(config: Config, n_rows: int, epochs: int, noise: float, engine: str) -> TrainingSpec:
@@ -74,7 +78,8 @@ def _sync(device: torch.device) -> None:
 
 
 def epoch_seconds(
-    table: synthetic.SyntheticTable, spec: TrainingSpec, warmup: int, device: torch.device
+    table: synthetic.SyntheticTable, spec: TrainingSpec, warmup: int, device: torch.device,
+    fixed_width: bool | None = None,
 ) -> list[float]:
     """Seconds of each epoch after ``warmup``, timed between ``train``'s callbacks."""
     stamps: list[float] = []
@@ -85,7 +90,7 @@ def epoch_seconds(
         return True
 
     train(table.x, table.y, _with_epochs(spec, warmup + spec.epochs), device=device,
-          on_epoch=on_epoch)
+          on_epoch=on_epoch, fixed_width=fixed_width)
     return [float(d) for d in np.diff(stamps)[warmup - 1 :]]
 
 
@@ -229,23 +234,72 @@ def scaling(config: Config, device: torch.device, out: Callable[[str], None]) ->
     return dp_seconds
 
 
+def job_seconds(table: synthetic.SyntheticTable, spec: TrainingSpec, device: torch.device,
+                fixed_width: bool | None) -> float:
+    """Wall seconds of one whole training job (set-up and, on a GPU, the graph capture in)."""
+    _sync(device)
+    start = time.perf_counter()
+    train(table.x, table.y, spec, device=device, fixed_width=fixed_width)
+    _sync(device)
+    return time.perf_counter() - start
+
+
+def small_batches(config: Config, out: Callable[[str], None]) -> dict[str, float]:
+    """Mini-batch jobs (the capped regime's kind: many small steps) on the CPU and on the GPU,
+    eager (a launch per operation) and as replayed CUDA graphs (``worker.fixed_width``).
+
+    Goal (issue 31): the GPU's graphed job is no slower than the same job on the CPU.
+    """
+    cuda, cpu = torch.device("cuda"), torch.device("cpu")
+    rows, epochs = config.minibatch_rows, config.minibatch_epochs
+    table = synthetic.generate(rows, seed=13)
+    spec = replace(_spec(config, rows, epochs, 1.0, "vectorised"), momentum=0.0)
+    steps = spec.steps
+    methods = {
+        "CPU": lambda: [job_seconds(table, spec, cpu, None)],
+        "GPU, eager steps": lambda: [job_seconds(table, spec, cuda, False)],
+        "GPU, CUDA graph": lambda: [job_seconds(table, spec, cuda, True)],
+    }
+    job_seconds(table, replace(spec, epochs=1, steps=steps // epochs), cuda, True)  # CUDA init
+    timings = _rounds(config.rounds, methods)
+    out(f"\n### Mini-batch jobs, {config.kind}, {rows:,} rows, expected batch "
+        f"{config.batch_size}, {epochs} epochs ({steps:,} steps)\n")
+    out("| method | s/job (best) | s/job (median) | us/step | x GPU graph |")
+    out("|---|---:|---:|---:|---:|")
+    graphed = timings["GPU, CUDA graph"].best
+    for name, t in timings.items():
+        out(f"| {name} | {t.best:.3f} | {t.median:.3f} | {t.best / steps * 1e6:.1f} "
+            f"| {t.best / graphed:.2f} |")
+    cpu_ratio = timings["CPU"].best / graphed
+    out(f"\n- CPU / GPU graph = {cpu_ratio:.2f} (goal >= 1): {_verdict(cpu_ratio >= 1.0)}")
+    out(f"- GPU eager / GPU graph = {timings['GPU, eager steps'].best / graphed:.2f}")
+    return {name: t.best for name, t in timings.items()}
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="tiny sizes (a smoke run)")
     parser.add_argument("--kind", choices=["logistic", "mlp"], default="logistic")
     parser.add_argument("--threads", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--no-gpu", action="store_true", help="skip the CUDA tables")
+    parser.add_argument("--small-batches", action="store_true",
+                        help="only the mini-batch CPU / GPU eager / GPU graph table (needs CUDA)")
     args = parser.parse_args(argv)
     config = replace(QUICK if args.quick else Config(), kind=args.kind)
     torch.set_num_threads(args.threads)
     print(f"torch {torch.__version__}, {args.threads} CPU thread(s)"
           + (f", GPU {torch.cuda.get_device_name()}" if torch.cuda.is_available() else ""))
+    if args.small_batches:
+        small_batches(config, print)
+        return
     devices = [torch.device("cpu")]
     if torch.cuda.is_available() and not args.no_gpu:
         devices.append(torch.device("cuda"))
     for device in devices:
         compare(config, device, print)
         scaling(config, device, print)
+    if len(devices) > 1:
+        small_batches(config, print)
 
 
 if __name__ == "__main__":

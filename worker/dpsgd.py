@@ -11,6 +11,9 @@ Per step, exactly as Opacus with ``poisson_sampling=True``, ``clipping="flat"`` 
    (secret generator), divide by the EXPECTED batch size ``int(n q)``.
 4. The optimizer (Adam or momentum SGD, ``worker.optimizer``) sees only that noisy gradient.
 
+On a GPU the steps run at one fixed batch width and are replayed as a CUDA graph
+(``worker.fixed_width``): the same law and arithmetic, without a kernel launch per operation.
+
 Spend is recorded by an Opacus accountant through the optimizer's step hook, so the history is
 the (sigma, q, steps) list Opacus itself would keep.
 """
@@ -26,6 +29,7 @@ from torch import nn
 from app.families import family_of_network
 from app.families.gradients import CLIP_EPSILON, Batch, FunctionalGradients, PerSampleGradients
 from app.privacy.accounting import poisson_plan
+from worker.fixed_width import FixedWidthSteps
 
 __all__ = ["CLIP_EPSILON", "DPSGD", "Batch", "PerSampleGradients", "PoissonSampler", "Table",
            "bind_gradients", "per_sample_gradients", "secret_generator"]
@@ -68,15 +72,26 @@ class PoissonSampler:
         )
         self._rows_per_block = max(1, _BLOCK_DRAWS // self.draws_per_step)
 
-    def blocks(self, steps: int) -> Iterator[tuple[torch.Tensor, list[int]]]:
-        """Yield (chosen rows of several steps concatenated, batch size of each step)."""
+    def position_blocks(self, steps: int) -> Iterator[torch.Tensor]:
+        """Yield (steps of a block, width) sorted positions; those >= n_rows are not chosen.
+
+        The width is ``draws_per_step`` unless a step of the block needed more draws.
+        """
         done = 0
         while done < steps:
             rows = min(steps - done, self._rows_per_block)
-            positions = self._positions(rows)
-            chosen = positions < self.n_rows
-            yield positions[chosen], chosen.sum(dim=1).tolist()
+            yield self._positions(rows)
             done += rows
+
+    def blocks(self, steps: int) -> Iterator[tuple[torch.Tensor, list[int]]]:
+        """Yield (chosen rows of several steps concatenated, batch size of each step)."""
+        for positions in self.position_blocks(steps):
+            yield self.chosen(positions)
+
+    def chosen(self, positions: torch.Tensor) -> tuple[torch.Tensor, list[int]]:
+        """A position block's chosen rows, concatenated, and the batch size of each step."""
+        chosen = positions < self.n_rows
+        return positions[chosen], chosen.sum(dim=1).tolist()
 
     def batches(self, steps: int) -> Iterator[torch.Tensor]:
         """Yield the sorted row indices of each of ``steps`` batches."""
@@ -124,6 +139,15 @@ class Table:
         )
         return [Batch(*columns) for columns in zip(*parts, strict=True)]
 
+    def padded(self, positions: torch.Tensor) -> Batch:
+        """One step's batch at a fixed width: positions past the table are padding rows (the
+        last row, weight 0), so every step has the same shapes (``worker.fixed_width``)."""
+        weight = (positions < self.n_rows).to(self._x1.dtype)
+        rows = positions.clamp_max(self.n_rows - 1)
+        x1 = self._x1.index_select(0, rows)
+        aux = self._aux.index_select(0, rows).t().contiguous()
+        return Batch(x1[:, : self.n_features], x1.t().contiguous(), aux[0], aux[1], aux[2], weight)
+
 
 def per_sample_gradients(network: nn.Module, out: torch.Tensor) -> PerSampleGradients:
     """The fastest exact per-sample gradient rule for ``network``, writing into ``out``: its
@@ -167,6 +191,7 @@ class DPSGD:
         max_grad_norm: float,
         sampling_rng: torch.Generator,
         noise_rng: torch.Generator,
+        fixed_width: bool | None = None,
     ) -> None:
         self.table = Table(x, y)
         n_rows = self.table.n_rows
@@ -189,6 +214,14 @@ class DPSGD:
         self.accountant = PRVAccountant()
         if self.private:
             optimizer.register_step_post_hook(self._account)
+        on_gpu = x.device.type == "cuda"
+        self._fixed = (FixedWidthSteps(self, capture=on_gpu)
+                       if (on_gpu if fixed_width is None else fixed_width) else None)
+
+    @property
+    def flat(self) -> torch.Tensor:
+        """The flat gradient buffer the parameters' ``.grad`` views point into."""
+        return self._flat
 
     def _account(self, *_: object) -> None:
         self.accountant.step(noise_multiplier=self.noise_multiplier, sample_rate=self.sample_rate)
@@ -201,6 +234,9 @@ class DPSGD:
     @torch.no_grad()
     def run_epoch(self) -> None:
         """``steps_per_epoch`` optimizer steps, each on a fresh Poisson batch."""
+        if self._fixed is not None:
+            self._fixed.run_epoch(self.steps_per_epoch)
+            return
         if self.sample_rate >= 1.0:
             # Poisson sampling at rate 1 includes every record in every step: the batch is the
             # whole table, gathered once (drawing and gathering 5,600 rows per step cost 10x
@@ -208,15 +244,19 @@ class DPSGD:
             if self._everyone is None:
                 rows = torch.arange(self.table.n_rows, device=self._flat.device)
                 (self._everyone,) = self.table.batches(rows, [self.table.n_rows])
-            for noise_row in self._draw_noise(self.steps_per_epoch):
-                self._privatise(self._everyone, noise_row)
+            for noise_row in self.draw_noise(self.steps_per_epoch):
+                self.privatise(self._everyone, noise_row)
                 self.optimizer.step()
             return
-        for rows, counts in self.sampler.blocks(self.steps_per_epoch):
-            noise = self._draw_noise(len(counts))
-            for batch, noise_row in zip(self.table.batches(rows, counts), noise, strict=True):
-                self._privatise(batch, noise_row)
-                self.optimizer.step()
+        for positions in self.sampler.position_blocks(self.steps_per_epoch):
+            self.eager_block(positions, self.draw_noise(len(positions)))
+
+    def eager_block(self, positions: torch.Tensor, noise: list[torch.Tensor | None]) -> None:
+        """The steps of one position block, each batch exactly its chosen rows."""
+        rows, counts = self.sampler.chosen(positions)
+        for batch, noise_row in zip(self.table.batches(rows, counts), noise, strict=True):
+            self.privatise(batch, noise_row)
+            self.optimizer.step()
 
     @torch.no_grad()
     def gradient(self, rows: torch.Tensor, *, noise: bool = True) -> torch.Tensor:
@@ -226,11 +266,11 @@ class DPSGD:
         which is what Opacus' optimizer holds after clipping with a zero noise multiplier.
         """
         (batch,) = self.table.batches(rows, [len(rows)])
-        (noise_row,) = self._draw_noise(1) if noise else [None]
-        self._privatise(batch, noise_row)
+        (noise_row,) = self.draw_noise(1) if noise else [None]
+        self.privatise(batch, noise_row)
         return self._flat.clone()
 
-    def _draw_noise(self, steps: int) -> list[torch.Tensor | None]:
+    def draw_noise(self, steps: int) -> list[torch.Tensor | None]:
         """Noise for ``steps`` steps, already scaled by sigma C / expected batch size."""
         if not self.private:
             return [None] * steps
@@ -238,7 +278,7 @@ class DPSGD:
                             dtype=self._flat.dtype, device=self._flat.device)
         return list(noise.mul_(self._noise_std / self.expected_batch_size).unbind(0))
 
-    def _privatise(self, batch: Batch, noise: torch.Tensor | None) -> None:
+    def privatise(self, batch: Batch, noise: torch.Tensor | None) -> None:
         # An empty batch gives a zero sum and still takes the noisy step: skipping it would
         # reveal that the batch was empty.
         self._grads.accumulate(batch, self._clip if self.private else None)

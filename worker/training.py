@@ -90,9 +90,11 @@ def train(
     device: torch.device,
     on_epoch: EpochCallback | None = None,
     encoder: Encoder = CRISIS_ENCODER,
+    fixed_width: bool | None = None,
 ) -> TrainingResult:
     """Train ``spec.kind`` on raw rows (encoded here with the schema's public scaling) and
-    return the network.
+    return the network. ``fixed_width`` None: CUDA-graph steps on a GPU, eager on the CPU
+    (``worker.fixed_width``); the benchmark forces either.
 
     Raises:
         ValueError: unknown ``spec.engine``.
@@ -110,7 +112,8 @@ def train(
     y = torch.as_tensor(y_train, dtype=torch.float32)
     average = TailAverage(optimizer, first_step=first_averaged_step(spec))
     if spec.engine == "vectorised":
-        result = _train_vectorised(network, optimizer, x.to(device), y.to(device), spec, on_epoch)
+        result = _train_vectorised(network, optimizer, x.to(device), y.to(device), spec, on_epoch,
+                                   fixed_width)
     else:
         result = _train_opacus(network, optimizer, x, y, spec, device, on_epoch)
     average.apply_to(result.network)
@@ -174,6 +177,7 @@ def _train_vectorised(
     y: torch.Tensor,
     spec: TrainingSpec,
     on_epoch: EpochCallback | None,
+    fixed_width: bool | None = None,
 ) -> TrainingResult:
     # Sampling and noise must be secret: a seeded, known generator would let anyone replay
     # the batches and subtract the noise. Fresh OS entropy per job, never stored.
@@ -184,6 +188,7 @@ def _train_vectorised(
         max_grad_norm=spec.max_grad_norm,
         sampling_rng=secret_generator(x.device),
         noise_rng=secret_generator(x.device),
+        fixed_width=fixed_width,
     )
     check_plan(spec, engine.sample_rate, engine.steps_per_epoch)
     network.train()

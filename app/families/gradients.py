@@ -23,6 +23,7 @@ class Batch(NamedTuple):
     sq_norm: torch.Tensor  # (B,) |x|^2 + 1, the squared norm of [x, 1]
     norm: torch.Tensor  # (B,) its square root
     y: torch.Tensor  # (B,) labels 0/1
+    weight: torch.Tensor | None = None  # (B,) 1 for a sampled row, 0 for padding (fixed width)
 
 
 class PerSampleGradients(Protocol):
@@ -61,6 +62,8 @@ class FunctionalGradients:
         detached = {k: v.detach() for k, v in self.params.items()}
         grads = self._per_sample(detached, batch.x, batch.y)
         flat = torch.cat([g.reshape(len(batch.y), -1) for g in grads.values()], dim=1)
+        if batch.weight is not None:
+            flat = flat * batch.weight.unsqueeze(1)
         if clip is not None:
             flat = flat * clip_factor(flat.norm(dim=1), clip).unsqueeze(1)
         torch.sum(flat, dim=0, out=self.out)

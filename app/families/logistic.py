@@ -21,6 +21,8 @@ class LogisticGradients:
             self.out.zero_()
             return
         r = torch.addmv(self.b, batch.x, self.w).sigmoid_().sub_(batch.y)
+        if batch.weight is not None:  # padding rows: a zero residual, so a zero gradient
+            r.mul_(batch.weight)
         if clip is not None:
             r.mul_(clip_factor(torch.abs(r).mul_(batch.norm), clip))
         torch.mv(batch.x1t, r, out=self.out)

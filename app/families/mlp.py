@@ -31,6 +31,8 @@ class MLPGradients:
             return
         hidden = torch.addmm(self.b1, batch.x, self.w1t).tanh_()
         r = torch.addmv(self.b2, hidden, self.w2).sigmoid_().sub_(batch.y)
+        if batch.weight is not None:  # padding rows: a zero residual, so a zero gradient
+            r.mul_(batch.weight)
         hidden_sq = hidden * hidden
         a = torch.rsub(hidden_sq, 1.0).mul_(self.w2).mul_(r.unsqueeze(1))
         if clip is not None:

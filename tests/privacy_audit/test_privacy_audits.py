@@ -97,12 +97,12 @@ def test_planted_privacy_bug_fails_the_audit_loudly(
     """Test-only hook: the engine adds a twentieth of its noise while the accountant is told
     the full noise multiplier. The white-box audit must catch it."""
     job = _public_job(client)
-    draw = DPSGD._draw_noise
+    draw = DPSGD.draw_noise
 
     def weak_noise(self: DPSGD, steps: int) -> list[torch.Tensor | None]:
         return [None if n is None else n.mul_(0.05) for n in draw(self, steps)]
 
-    monkeypatch.setattr(DPSGD, "_draw_noise", weak_noise)
+    monkeypatch.setattr(DPSGD, "draw_noise", weak_noise)
     audit = client.post("/v1/audits", json={"job_id": job["id"], **QUICK}).json()
     with caplog.at_level(logging.ERROR, logger="dpcrisis.worker"):
         run_worker()

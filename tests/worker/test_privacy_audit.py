@@ -61,7 +61,7 @@ def test_planted_bug_noise_scaled_down_in_the_engine_raises_the_alarm(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """The engine adds a twentieth of its noise; the accountant still believes the full sigma."""
-    draw = DPSGD._draw_noise
+    draw = DPSGD.draw_noise
 
     def weak_noise(self: DPSGD, steps: int) -> list[torch.Tensor | None]:
         return [None if n is None else n.mul_(0.05) for n in draw(self, steps)]
@@ -71,7 +71,7 @@ def test_planted_bug_noise_scaled_down_in_the_engine_raises_the_alarm(
     plan = audit.AuditPlan(spec=spec, canaries=200, shadow_models=2, seed=3)
     honest = audit.run(plan, x, y, device=CPU, membership_attacks=False)
     assert not honest["alarm"] and honest["audited_epsilon"] < honest["accounted_epsilon"]
-    monkeypatch.setattr(DPSGD, "_draw_noise", weak_noise)
+    monkeypatch.setattr(DPSGD, "draw_noise", weak_noise)
     buggy = audit.run(plan, x, y, device=CPU, membership_attacks=False)
     assert buggy["alarm"] and buggy["audited_by"] == "white_box"
     assert buggy["audited_epsilon"] > buggy["accounted_epsilon"] == honest["accounted_epsilon"]

@@ -66,7 +66,8 @@ class CanaryDPSGD(DPSGD):
         self, network: nn.Module, optimizer: torch.optim.Optimizer, x: torch.Tensor,
         y: torch.Tensor, *, included: torch.Tensor, **engine: Any,
     ) -> None:
-        super().__init__(network, optimizer, x, y, **engine)
+        # Eager steps: the canaries' sampling draws from a generator a CUDA graph would replay.
+        super().__init__(network, optimizer, x, y, fixed_width=False, **engine)
         n_params, m = len(self._flat), len(included)
         flat = torch.zeros(n_params + m, dtype=self._flat.dtype, device=self._flat.device)
         bind_gradients(network, flat[:n_params])
