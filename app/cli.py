@@ -1,4 +1,4 @@
-"""The ``dpcrisis`` command: serve, worker, migrate, check."""
+"""The ``dpcrisis`` command: serve, worker, federation-coordinator, migrate, check."""
 
 import argparse
 import logging
@@ -57,6 +57,22 @@ def _worker(args: argparse.Namespace) -> int:
     return 0
 
 
+def _coordinate(args: argparse.Namespace) -> int:
+    """Run a federation this service coordinates: Flower's server until its last round."""
+    import json
+
+    from app.core.database import get_database
+    from app.core.migrations import upgrade_head
+    from worker.federated_coordinator import serve as serve_federation
+
+    upgrade_head()
+    report = serve_federation(get_database(), args.federation)
+    print(json.dumps({"rounds": len(report["rounds"]),
+                      "evaluated_sites": report["evaluated_sites"],
+                      "federation_epsilon": report["federation_epsilon"]}))
+    return 0 if report["evaluation"] is not None else 1
+
+
 def _check(_args: argparse.Namespace) -> int:
     """Container health check: exit 0 when the database answers at the newest migration."""
     from app.core.migrations import at_head
@@ -88,6 +104,11 @@ def build_parser() -> argparse.ArgumentParser:
     worker.add_argument("--metrics-host", default="127.0.0.1",
                         help="address of --metrics-port (default: this machine only)")
     worker.set_defaults(func=_worker)
+    coordinate = sub.add_parser("federation-coordinator",
+                                help="run a federation this service coordinates (Flower)")
+    coordinate.add_argument("--federation", type=int, required=True,
+                            help="its id here (POST /v1/federations, role coordinator)")
+    coordinate.set_defaults(func=_coordinate)
     sub.add_parser("migrate", help="apply database migrations").set_defaults(func=_migrate)
     from app.auth.cli import add_parser as add_keys_parser
 

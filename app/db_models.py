@@ -5,6 +5,7 @@ from app.cdshooks.models import CdsFeedback, CdsTokenSeen
 from app.core.database import Base
 from app.core.idempotency import IdempotencyRecord
 from app.datasets.models import Dataset
+from app.federation.models import Federation
 from app.jobs.models import Job
 from app.ledger.models import LedgerEntry, LedgerEvent
 from app.ledger.space_chain import PatientSpaceEvent
@@ -14,7 +15,7 @@ from app.registry.models import TrainedModel
 from app.statistics.models import StatisticsRelease
 
 __all__ = [
-    "ApiKey", "AuditEvent", "Base", "CdsFeedback", "CdsTokenSeen", "Dataset",
+    "ApiKey", "AuditEvent", "Base", "CdsFeedback", "CdsTokenSeen", "Dataset", "Federation",
     "MonitoringRun",
     "IdempotencyRecord", "Job", "LedgerEntry", "LedgerEvent", "PatientBlock", "PatientSpace",
     "PatientSpaceEvent", "StatisticsRelease", "TrainedModel",

@@ -11,6 +11,7 @@ from app.api.auth import audit_router, keys_router
 from app.api.cdshooks import router as cds_hooks_router
 from app.api.comparisons import router as comparisons_router
 from app.api.datasets import router as datasets_router
+from app.api.federation import router as federation_router
 from app.api.fhir import router as fhir_router
 from app.api.fhir import terminology_router
 from app.api.jobs import router as jobs_router
@@ -85,7 +86,7 @@ def create_app(*, embedded_worker: bool = False) -> FastAPI:
     routers = (datasets_router, ledger_router, patient_budget_router, jobs_router,
                models_router, scoring_router, fhir_router, keys_router, audit_router,
                privacy_audit_router, privacy_inventory_router, statistics_router,
-               monitoring_router, comparisons_router)
+               monitoring_router, comparisons_router, federation_router)
     for router in routers:
         app.include_router(router, dependencies=[Depends(authenticate)],
                            responses=AUTH_RESPONSES)

@@ -231,11 +231,15 @@ class DPSGD:
         """The accountant's (sigma, q, steps) history, as Opacus' ``accountant.history``."""
         return list(self.accountant.history)
 
-    @torch.no_grad()
     def run_epoch(self) -> None:
         """``steps_per_epoch`` optimizer steps, each on a fresh Poisson batch."""
+        self.run_steps(self.steps_per_epoch)
+
+    @torch.no_grad()
+    def run_steps(self, steps: int) -> None:
+        """``steps`` optimizer steps, each on a fresh Poisson batch (a federation's round)."""
         if self._fixed is not None:
-            self._fixed.run_epoch(self.steps_per_epoch)
+            self._fixed.run_epoch(steps)
             return
         if self.sample_rate >= 1.0:
             # Poisson sampling at rate 1 includes every record in every step: the batch is the
@@ -244,11 +248,11 @@ class DPSGD:
             if self._everyone is None:
                 rows = torch.arange(self.table.n_rows, device=self._flat.device)
                 (self._everyone,) = self.table.batches(rows, [self.table.n_rows])
-            for noise_row in self.draw_noise(self.steps_per_epoch):
+            for noise_row in self.draw_noise(steps):
                 self.privatise(self._everyone, noise_row)
                 self.optimizer.step()
             return
-        for positions in self.sampler.position_blocks(self.steps_per_epoch):
+        for positions in self.sampler.position_blocks(steps):
             self.eager_block(positions, self.draw_noise(len(positions)))
 
     def eager_block(self, positions: torch.Tensor, noise: list[torch.Tensor | None]) -> None:

@@ -17,15 +17,34 @@ capture and run after every replayed step, so the accountant records exactly the
 import warnings
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import torch
 
-if TYPE_CHECKING:
-    from worker.dpsgd import DPSGD
+from app.families.gradients import Batch
+from worker.optimizer import restart
 
 _WARM_UP_STEPS = 3  # eager iterations on a side stream before capture (torch's recipe)
 PostHook = Callable[[torch.optim.Optimizer, tuple[Any, ...], dict[str, Any]], None]
+
+
+class Engine(Protocol):
+    """What the fixed-width steps use of the DP-SGD engine (``worker.dpsgd.DPSGD``)."""
+
+    table: Any  # worker.dpsgd.Table
+    sampler: Any  # worker.dpsgd.PoissonSampler
+    sample_rate: float
+    private: bool
+    optimizer: torch.optim.Optimizer
+
+    @property
+    def flat(self) -> torch.Tensor: ...
+
+    def privatise(self, batch: Batch, noise: torch.Tensor | None) -> None: ...
+
+    def draw_noise(self, steps: int) -> list[torch.Tensor | None]: ...
+
+    def eager_block(self, positions: torch.Tensor, noise: list[torch.Tensor | None]) -> None: ...
 
 
 @contextmanager
@@ -54,7 +73,7 @@ class FixedWidthSteps:
     it the same fixed-width step runs eagerly (the CPU tests of this path).
     """
 
-    def __init__(self, engine: "DPSGD", *, capture: bool) -> None:
+    def __init__(self, engine: Engine, *, capture: bool) -> None:
         self.engine = engine
         table, device = engine.table, engine.flat.device
         self.full_table = engine.sample_rate >= 1.0
@@ -140,14 +159,10 @@ class FixedWidthSteps:
         return graph.replay
 
     def _restore(self, saved: list[torch.Tensor]) -> None:
-        """Parameters back to their initial values, optimizer state back to a fresh start
-        (zero moments and step counters: the first real step then equals an eager first step)."""
+        """Parameters back to their initial values, optimizer state back to a fresh start."""
         optimizer = self.engine.optimizer
         params = [p for group in optimizer.param_groups for p in group["params"]]
         with torch.no_grad():
             for param, value in zip(params, saved, strict=True):
                 param.copy_(value)
-            for state in optimizer.state.values():
-                for value in state.values():
-                    if isinstance(value, torch.Tensor):
-                        value.zero_()
+        restart(optimizer)

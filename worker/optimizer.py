@@ -65,3 +65,14 @@ def make_optimizer(
         return torch.optim.Adam(network.parameters(), lr=learning_rate,
                                 betas=(momentum, ADAM_BETA2), eps=epsilon, fused=fused)
     raise ValueError(f"unknown optimizer {name!r}; expected one of {OPTIMIZERS}")
+
+
+@torch.no_grad()
+def restart(optimizer: torch.optim.Optimizer) -> None:
+    """Back to a fresh start, in place: zero moments, momentum buffers and step counters, so
+    the next step equals a fresh optimizer's first (a captured CUDA graph keeps reading the
+    same tensors; a federation's site starts each round from the global weights this way)."""
+    for state in optimizer.state.values():
+        for value in state.values():
+            if isinstance(value, torch.Tensor):
+                value.zero_()

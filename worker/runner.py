@@ -14,11 +14,13 @@ import torch
 from app.core.database import Database, get_database
 from app.core.logs import job_context
 from app.core.settings import settings
+from app.federation.plan import FEDERATION_KEY
 from app.flows import job_run
 from app.jobs import notify, queue
 from app.jobs import search as job_search
-from app.jobs.models import COMPARISON, FAILED, MONITORING, TRAIN
+from app.jobs.models import COMPARISON, FAILED, FEDERATED, MONITORING, TRAIN
 from worker import search, tasks
+from worker.federated_site import run_federated
 from worker.heartbeat import Heartbeat
 from worker.tasks import ClaimedJob, LeaseLost
 from worker.training import pick_device
@@ -83,6 +85,7 @@ class Worker:
                 job.id, job.dataset_id,
                 tasks.NO_SPEC if job.kind in (MONITORING, COMPARISON) else tasks.spec_of(job),
                 job.kind, job_search.stored_plan(job.training) if job.kind == TRAIN else None,
+                job.training.get(FEDERATION_KEY) if job.kind == FEDERATED else None,
             )
         if claimed is None:
             return False
@@ -99,7 +102,8 @@ class Worker:
     def _run(self, claimed: ClaimedJob) -> None:
         logger.info("job %s claimed", claimed.job_id, extra={"worker_id": self.worker_id})
         try:
-            task = tasks.TASKS[claimed.kind] if claimed.search is None else search.run_search
+            task = (search.run_search if claimed.search is not None
+                    else run_federated if claimed.kind == FEDERATED else tasks.TASKS[claimed.kind])
             outcome = task(self, claimed)
         except LeaseLost:
             logger.warning("job %s: lease lost, results discarded", claimed.job_id)

@@ -84,6 +84,7 @@ class ClaimedJob:
     spec: TrainingSpec
     kind: str = TRAIN
     search: dict[str, Any] | None = None  # a search job's plan (app.jobs.search; worker.search)
+    federation: dict[str, Any] | None = None  # a federated job's part (app.federation.plan)
 
 
 NO_SPEC = TrainingSpec(kind="none", hidden_units=0, epochs=0, batch_size=0, learning_rate=0.0,

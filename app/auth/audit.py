@@ -29,6 +29,8 @@ class Action(StrEnum):
     BUDGET_CHANGED = "budget.changed"
     JOB_SUBMITTED = "job.submitted"
     JOB_CANCELLED = "job.cancelled"
+    FEDERATION_DECLARED = "federation.declared"
+    FEDERATION_JOINED = "federation.joined"
     MODEL_ACTIVATED = "model.activated"
     MODEL_ROLLED_BACK = "model.rolled_back"
     BAND_THRESHOLDS_CHANGED = "model.band_thresholds_changed"

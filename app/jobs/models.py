@@ -29,6 +29,7 @@ class JobKind(StrEnum):
     PRIVACY_AUDIT = "privacy_audit"
     MONITORING = "monitoring"  # a monitoring run of a model on a follow-up (app.monitoring)
     COMPARISON = "comparison"  # champion vs challenger on a follow-up (app.monitoring.comparison)
+    FEDERATED = "federated"  # this clinic's part in a federation's rounds (app.federation)
 
 
 # The short names callers import (members, so equal to the strings they were).
@@ -36,7 +37,7 @@ QUEUED, RUNNING, SUCCEEDED = JobStatus.QUEUED, JobStatus.RUNNING, JobStatus.SUCC
 FAILED, CANCELLED = JobStatus.FAILED, JobStatus.CANCELLED
 FINISHED = (SUCCEEDED, FAILED, CANCELLED)
 TRAIN, PRIVACY_AUDIT, MONITORING = JobKind.TRAIN, JobKind.PRIVACY_AUDIT, JobKind.MONITORING
-COMPARISON = JobKind.COMPARISON
+COMPARISON, FEDERATED = JobKind.COMPARISON, JobKind.FEDERATED
 
 
 class Job(Base):

@@ -15,7 +15,16 @@ from sqlalchemy.orm import Session
 from app.core.database import affected_rows
 from app.core.time import utcnow
 from app.jobs import results
-from app.jobs.models import CANCELLED, FAILED, QUEUED, RUNNING, SUCCEEDED, Job, JobStatus
+from app.jobs.models import (
+    CANCELLED,
+    FAILED,
+    FEDERATED,
+    QUEUED,
+    RUNNING,
+    SUCCEEDED,
+    Job,
+    JobStatus,
+)
 from app.ledger import service as ledger_service
 
 
@@ -129,7 +138,8 @@ def finish(
     job.metrics = metrics
     job.error_code = error_code
     job.error = error
-    ledger_service.settle(session=session, job_id=job_id, stopped_early=status == CANCELLED)
+    ledger_service.settle(session=session, job_id=job_id, stopped_early=status == CANCELLED,
+                          charged_ahead=job.kind == FEDERATED)
     return job
 
 
@@ -152,10 +162,14 @@ def reap_expired(*, session: Session) -> list[int]:
             error_code="worker_lost",
             error="the worker stopped renewing its lease; the privacy charge is kept",
         )
-        .returning(Job.id)
+        .returning(Job.id, Job.kind)
         .execution_options(synchronize_session=False)
     )
-    ids = list(session.execute(stmt).scalars())
-    for job_id in ids:
-        ledger_service.commit(session=session, job_id=job_id)
-    return ids
+    reaped = list(session.execute(stmt).tuples())
+    for job_id, kind in reaped:
+        if kind == FEDERATED:  # charged before each round: the rounds it began stay charged
+            ledger_service.settle(session=session, job_id=job_id, stopped_early=False,
+                                  charged_ahead=True)
+        else:
+            ledger_service.commit(session=session, job_id=job_id)
+    return [job_id for job_id, _ in reaped]

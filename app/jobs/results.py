@@ -26,7 +26,7 @@ from pydantic import (
     WrapValidator,
 )
 
-from app.jobs.models import COMPARISON, MONITORING, PRIVACY_AUDIT, TRAIN
+from app.jobs.models import COMPARISON, FEDERATED, MONITORING, PRIVACY_AUDIT, TRAIN
 
 logger = logging.getLogger(__name__)
 
@@ -205,6 +205,21 @@ class SearchRecord(_Stored):
     note: str
 
 
+class FederationRecord(_Stored):
+    """A federated model's federation (``worker.federated_site``): the model is FedAvg of the
+    sites' DP releases, and its guarantee is each site's own charge; the federation's
+    statement is the worst site's."""
+
+    name: str
+    site: str = Field(description="this clinic's site name")
+    rounds: int = Field(description="the rounds the federation planned")
+    rounds_run: int = Field(description="the rounds this site ran (and its ledger charged)")
+    sites: list[str] = Field(description="the sites declared")
+    federation_epsilon: float | None = Field(
+        description="the worst site's planned epsilon: the federation's statement")
+    federation_delta: float | None
+
+
 class HeldOutEvaluation(_GroupMetrics):
     """A training job's held-out metrics: one DP release on the evaluation part, every figure
     post-processing of it, and the calibration record."""
@@ -227,6 +242,8 @@ class HeldOutEvaluation(_GroupMetrics):
         "(empty: both releases meaningful; absent before the floors existed)")
     search: SearchRecord | None = Field(
         default=None, description="a search job's best run, the one released (null: one run)")
+    federation: FederationRecord | None = Field(
+        default=None, description="a federated model's federation (null: one site's model)")
 
 
 class AuditSettings(_Stored):
@@ -316,7 +333,8 @@ ServedResults = Annotated[HeldOutEvaluation | AuditResults | None,
 
 RESULT_MODELS: dict[str, type[_Stored]] = {TRAIN: HeldOutEvaluation, PRIVACY_AUDIT: AuditResults,
                                            MONITORING: MonitoringResults,
-                                           COMPARISON: ComparisonResults}
+                                           COMPARISON: ComparisonResults,
+                                           FEDERATED: HeldOutEvaluation}
 """``Job.kind`` -> the model of what it stores."""
 _ADAPTERS = {kind: TypeAdapter(model) for kind, model in RESULT_MODELS.items()}
 

@@ -75,7 +75,7 @@ def _resolve_training(training: TrainingConfig, dataset: Dataset) -> TrainingCon
                                        "learning_rate": learning_rate})
 
 
-def _resolve_delta(dataset: Dataset, requested: float | None) -> float:
+def resolve_delta(dataset: Dataset, requested: float | None) -> float:
     limit = max_delta(dataset.n_rows)
     delta = requested if requested is not None else dataset.budget_delta
     if delta is None:
@@ -232,7 +232,7 @@ def plan(*, dataset: Dataset, request: JobCreate) -> Job:
         InvalidRequest: a parameter is outside what this dataset allows.
         DatasetTooSmall: a part of the dataset is below its size floor (a 422).
     """
-    delta = _resolve_delta(dataset, request.privacy.delta)
+    delta = resolve_delta(dataset, request.privacy.delta)
     inputs = recipe.n_inputs(dataset)
     _check_size(dataset, request, delta, inputs)
     training = _resolve_training(recipe.capped_regime(  # small tables at small epsilon

@@ -20,7 +20,7 @@ anchors the history up to that point.
 """
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from sqlalchemy import or_, select, update
 from sqlalchemy.orm import Session
@@ -272,7 +272,8 @@ def verify(*, session: Session, dataset_id: int) -> dict[str, Any]:
         ``ledger_event`` (``id`` is None for a record that is missing, or for a ledger_entry
         that no record covers), or None.
     """
-    head_seq, head_hash, budget_epsilon, budget_delta, stored_order = session.execute(
+    head_seq, head_hash, budget_epsilon, budget_delta, stored_order = cast(
+        tuple[int, str, float | None, float | None, float | None], session.execute(
         select(
             dataset_ledger.c.ledger_head_seq,
             dataset_ledger.c.ledger_head_hash,
@@ -282,7 +283,7 @@ def verify(*, session: Session, dataset_id: int) -> dict[str, Any]:
         )
         .where(dataset_ledger.c.id == dataset_id)
         .with_for_update(read=True)
-    ).one()
+    ).one())  # typed columns of a Core table: older mypy reads them as object
     records = list(
         session.scalars(
             select(LedgerEvent)

@@ -11,7 +11,7 @@ release append events, never update rows. Every event extends the dataset's hash
 
 import math
 from dataclasses import dataclass
-from typing import Any, TypeGuard
+from typing import Any, TypeGuard, cast
 
 from dp_accounting import DpEvent
 from sqlalchemy import select, update
@@ -72,12 +72,13 @@ def lock_dataset(*, session: Session, dataset_id: int) -> LockedBudget:
         .values(ledger_version=dataset_ledger.c.ledger_version + 1)
         .execution_options(synchronize_session=False)
     )
-    epsilon, delta, order = session.execute(
+    epsilon, delta, order = cast(tuple[float | None, float | None, float | None],
+                                 session.execute(
         select(dataset_ledger.c.budget_epsilon, dataset_ledger.c.budget_delta,
                dataset_ledger.c.filter_order)
         .where(dataset_ledger.c.id == dataset_id)
         .execution_options(populate_existing=True)
-    ).one()
+    ).one())  # typed columns of a Core table: older mypy reads them as object
     return LockedBudget(dataset_id, epsilon, delta, order, space_id)
 
 
@@ -196,17 +197,24 @@ def release(*, session: Session, job_id: int) -> None:
         _append(session, entry, RELEASE)
 
 
-def settle(*, session: Session, job_id: int, stopped_early: bool) -> None:
-    """Close a job's entry when its worker ends it.
+def settle(*, session: Session, job_id: int, stopped_early: bool,
+           charged_ahead: bool = False) -> None:
+    """Close a job's entry when its worker ends it (or its lease runs out).
 
     Stopped at an epoch boundary (cancel, worker shutdown) after committed epochs: the unrun
     remainder is released, the committed steps stay. Anything else (success, failure, no
     epoch committed) is charged in full: a failed run may have taken steps after its last
     committed epoch.
+
+    ``charged_ahead``: the run commits its steps BEFORE it takes them (a federation's site
+    commits each round as it starts, ``worker.federated_site``), so no step ever ran beyond
+    the committed ones: whatever way it ends, the remainder is released and the committed
+    steps stay.
     """
     entry = _locked_entry(session, job_id)
-    if stopped_early and _open(entry) and _committed(entry) > 0:
-        _append(session, entry, RELEASE)
+    if charged_ahead or (stopped_early and _open(entry) and _committed(entry) > 0):
+        if _open(entry):
+            _append(session, entry, RELEASE)
     else:
         _commit_all(session, entry)
 

@@ -1,0 +1,115 @@
+"""What a service declares about a federation, and what it shows of one.
+
+Everything here is public by declaration: the sites, their public weights, the coordinator's
+address, the schema's hash and the recipe are what the clinics agreed on. The report is the
+coordinator's: which site took part in which round (the Flower rounds' membership), each site's
+planned (epsilon, delta) (a ledger figure), and the federation's evaluation, a sum of the sites'
+noisy histograms (post-processing of DP releases).
+"""
+
+from typing import Any, Literal, Self
+
+from pydantic import Field, field_validator, model_validator
+
+from app.core.schemas import RequestModel, ResponseModel, UtcDatetime, register_ranges
+from app.families import DEFAULT_FAMILY
+from app.jobs.family_field import family_enum, registered_family
+
+NAME_PATTERN = r"^[a-z0-9][a-z0-9-]{0,63}$"
+ADDRESS_PATTERN = r"^[A-Za-z0-9.-]{1,200}:[0-9]{1,5}$"
+ROLES = ("coordinator", "site")
+
+
+class FederatedRecipe(RequestModel):
+    """The plan every site runs: ``rounds`` rounds of ``local_steps`` DP-SGD steps on its own
+    training part, at the same per-record target epsilon at every site.
+
+    Each site plans its own noise for that target from its own (public) row count: a round is
+    ``local_steps`` Poisson-subsampled Gaussian steps, so a site's whole part is one DP-SGD
+    mechanism of ``rounds x local_steps`` steps on its ledger. The global model is FedAvg of the
+    sites' noisy weights with public weights: post-processing.
+    """
+
+    model: str = Field(default=DEFAULT_FAMILY, json_schema_extra=family_enum)
+    hidden_units: int = Field(default=16, ge=1, le=256)
+    rounds: int = Field(default=20, ge=1, le=200)
+    local_steps: int = Field(default=50, ge=1, le=1000)
+    target_epsilon: float = Field(gt=0, le=100, description="per record, at every site")
+    delta: float | None = Field(default=None, gt=0, lt=1, description="default: each site's "
+                                "budget delta, else min(1e-5, 1/(10 n))")
+    batch_size: int | None = Field(default=None, ge=8, le=65536,
+                                   description="expected local batch; default: the whole "
+                                   "training part (q = 1)")
+    optimizer: Literal["adam", "sgd"] = "adam"
+    learning_rate: float | None = Field(default=None, gt=0, le=10,
+                                        description="default: the family's for the optimizer")
+    momentum: float = Field(default=0.9, ge=0, lt=1)
+    max_grad_norm: float | None = Field(default=None, gt=0, le=100,
+                                        description="default: the single-site public rule")
+    min_sites: int = Field(default=2, ge=1, le=64,
+                           description="Flower's minimum of sites per round")
+    round_timeout_seconds: float = Field(default=120, ge=1, le=3600)
+
+    @field_validator("model", mode="before")
+    @classmethod
+    def _registered_family(cls, value: Any) -> Any:
+        return registered_family(value)
+
+
+class FederationSite(RequestModel):
+    name: str = Field(pattern=NAME_PATTERN)
+    weight: float = Field(default=1.0, gt=0, le=1_000_000,
+                          description="its public weight in FedAvg (never its row count)")
+    public_key: str | None = Field(default=None, max_length=2000,
+                                   description="its Flower node key (PEM), for node auth")
+
+
+class FederationCreate(RequestModel):
+    """A federation as this service takes part in it."""
+
+    name: str = Field(pattern=NAME_PATTERN)
+    role: Literal["coordinator", "site"]
+    address: str = Field(pattern=ADDRESS_PATTERN,
+                         description="host:port of the coordinator's Flower server")
+    schema_sha256: str = Field(pattern=r"^[0-9a-f]{64}$",
+                               description="the declared schema every site's dataset has")
+    recipe: FederatedRecipe
+    sites: list[FederationSite] = Field(min_length=1, max_length=64)
+    site_name: str | None = Field(default=None, pattern=NAME_PATTERN,
+                                  description="a site: which of the sites this service is")
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Self:
+        names = [site.name for site in self.sites]
+        if len(set(names)) != len(names):
+            raise ValueError("sites: each site's name must be unique")
+        if self.recipe.min_sites > len(names):
+            raise ValueError(f"recipe.min_sites must be at most the {len(names)} sites")
+        if self.role == "site" and self.site_name not in names:
+            raise ValueError("site_name: a site must name itself among the sites")
+        if self.role == "coordinator" and self.site_name is not None:
+            raise ValueError("site_name: only a site names itself")
+        return self
+
+
+class FederationJoin(RequestModel):
+    dataset_id: int = Field(ge=1, le=2**53, description="this clinic's dataset of the schema")
+
+
+class FederationOut(ResponseModel):
+    id: int
+    name: str
+    role: str
+    address: str
+    schema_sha256: str
+    recipe: dict[str, Any]
+    sites: list[dict[str, Any]]
+    site_name: str | None
+    state: str
+    report: dict[str, Any] | None = Field(
+        description="the coordinator's: rounds with their sites, statements, evaluation")
+    created_at: UtcDatetime
+
+
+register_ranges(FederationCreate)
+register_ranges(FederationJoin)

@@ -1,0 +1,180 @@
+"""The coordinator of a federation: Flower's server with FedAvg over the sites' DP releases.
+
+The coordinator never sees a row: what reaches it is each site's noisy weights after each round
+(DP-SGD releases) and, at the end, each site's noisy evaluation histogram. It averages the
+weights with the federation's PUBLIC weights (declared per site; equal by default: weighting by
+row counts would release them), keeps a round-by-round report (which sites took part in which
+round, each site's planned (epsilon, delta)) in its own database, and sums the histograms into
+the federation's evaluation (post-processing: the sum's noise is the root sum of squares of the
+sites' noise).
+
+Run: ``dpcrisis federation-coordinator --federation ID`` (flwr is the ``federated`` extra).
+"""
+
+import json
+import math
+import os
+from typing import Any
+
+import numpy as np
+
+from app.core.database import Database
+from app.federation import service as federation_service
+from app.federation.models import Federation
+from app.federation.schemas import FederatedRecipe
+from worker.dp_histogram import Release
+from worker.evaluation import evaluated
+
+
+def summed_evaluation(evaluations: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The federation's metrics from the sites' released histograms (their sum), or None when
+    no site evaluated. Subgroups are summed where every site released the same groupings."""
+    if not evaluations:
+        return None
+    releases = [e["release"] for e in evaluations]
+    first = releases[0]
+
+    def counts(histogram: dict[str, Any]) -> np.ndarray:
+        return np.stack([np.asarray(histogram["negatives"], dtype=np.float64),
+                         np.asarray(histogram["positives"], dtype=np.float64)], axis=-1)
+
+    overall = np.sum([counts(r["histograms"]["all"]) for r in releases], axis=0)
+    labels = first["groupings"]
+    same_groups = all(r["groupings"] == labels for r in releases)
+    groups: dict[str, np.ndarray] = {}
+    if same_groups:
+        for name, names in labels.items():
+            groups[name] = np.sum([np.stack([counts(r["histograms"]["by_grouping"][name][label])
+                                             for label in names]) for r in releases], axis=0)
+    noise_std = math.sqrt(sum(float(r["noise_std"]) ** 2 for r in releases))
+    l2 = math.sqrt(1 + len(groups))
+    release = Release(
+        edges=np.asarray(first["bins"], dtype=np.float64)[1:-1], overall=np.asarray(overall),
+        groups=groups, labels=labels if same_groups else {},
+        noise_multiplier=noise_std / l2,
+    )
+    thresholds = evaluations[0]["band_thresholds"]
+    return evaluated(release, thresholds, np.random.default_rng())
+
+
+class Report:
+    """What the coordinator records, written to its database after every round."""
+
+    def __init__(self, database: Database, federation: Federation) -> None:
+        self.database, self.federation_id = database, federation.id
+        self.rounds: list[dict[str, Any]] = []
+        self.statements: dict[str, dict[str, float]] = {}
+        self.evaluation: dict[str, Any] | None = None
+        self.evaluated_sites: list[str] = []
+
+    def as_dict(self) -> dict[str, Any]:
+        worst = self.worst()
+        return {"rounds": self.rounds, "site_statements": self.statements,
+                "federation_epsilon": worst[0], "federation_delta": worst[1],
+                "evaluated_sites": self.evaluated_sites, "evaluation": self.evaluation}
+
+    def worst(self) -> tuple[float | None, float | None]:
+        """The federation's statement: the worst site's (epsilon, delta)."""
+        if not self.statements:
+            return None, None
+        return (max(s["epsilon"] for s in self.statements.values()),
+                max(s["delta"] for s in self.statements.values()))
+
+    def write(self, state: str) -> None:
+        with self.database.session_scope() as session:
+            federation_service.record_report(session=session, federation_id=self.federation_id,
+                                             state=state, report=self.as_dict())
+
+
+def make_strategy(federation: Federation, report: Report) -> Any:
+    """Flower's FedAvg with the federation's public weights, its quorum and its report."""
+    os.environ.setdefault("FLWR_TELEMETRY_ENABLED", "0")
+    from flwr.common import EvaluateIns, FitIns, ndarrays_to_parameters, parameters_to_ndarrays
+    from flwr.server.strategy import FedAvg
+
+    recipe = FederatedRecipe.model_validate(federation.recipe)
+    weights = {str(site["name"]): float(site["weight"]) for site in federation.sites}
+
+    class FederationAverage(FedAvg):
+        def configure_fit(self, server_round: int, parameters: Any,
+                          client_manager: Any) -> list[tuple[Any, FitIns]]:
+            if server_round == 1:  # let every declared site join the first round
+                client_manager.wait_for(len(weights), timeout=int(recipe.round_timeout_seconds))
+            return list(super().configure_fit(server_round, parameters, client_manager))
+
+        def aggregate_fit(self, server_round: int, results: list[tuple[Any, Any]],
+                          failures: list[Any]) -> tuple[Any, dict[str, Any]]:
+            taken, refused = [], []
+            for _, fit in results:
+                site = str(fit.metrics.get("site", ""))
+                if site not in weights:
+                    refused.append(site)
+                    continue
+                taken.append((site, parameters_to_ndarrays(fit.parameters)))
+                report.statements[site] = {"epsilon": float(fit.metrics["epsilon"]),
+                                           "delta": float(fit.metrics["delta"])}
+            report.rounds.append({"round": server_round,
+                                  "sites": sorted(site for site, _ in taken),
+                                  "failures": len(failures), "refused": sorted(refused)})
+            report.write("running")
+            if len(taken) < recipe.min_sites:
+                return None, {}
+            total = sum(weights[site] for site, _ in taken)
+            layers = [np.sum([weights[site] / total * arrays[i] for site, arrays in taken],
+                             axis=0) for i in range(len(taken[0][1]))]
+            return ndarrays_to_parameters(layers), {"sites": len(taken)}
+
+        def configure_evaluate(self, server_round: int, parameters: Any,
+                               client_manager: Any) -> list[tuple[Any, EvaluateIns]]:
+            if server_round != recipe.rounds:
+                return []  # only the final model is evaluated (each site's DP release)
+            epsilon, delta = report.worst()
+            config: dict[str, bool | bytes | float | int | str] = {
+                "sites": json.dumps(sorted(weights)),
+                "federation_epsilon": "" if epsilon is None else epsilon,
+                "federation_delta": "" if delta is None else delta}
+            clients = client_manager.all().values()
+            return [(client, EvaluateIns(parameters, config)) for client in clients]
+
+        def aggregate_evaluate(self, server_round: int, results: list[tuple[Any, Any]],
+                               failures: list[Any]) -> tuple[float | None, dict[str, Any]]:
+            evaluations = []
+            for _, res in results:
+                site = str(res.metrics.get("site", ""))
+                if site in weights and "evaluation" in res.metrics:
+                    evaluations.append(json.loads(str(res.metrics["evaluation"])))
+                    report.evaluated_sites.append(site)
+            report.evaluation = summed_evaluation(evaluations)
+            return None, {}
+
+    return FederationAverage(
+        fraction_fit=1.0, fraction_evaluate=1.0, min_fit_clients=recipe.min_sites,
+        min_evaluate_clients=recipe.min_sites, min_available_clients=recipe.min_sites,
+        accept_failures=True, on_fit_config_fn=lambda rnd: {"server_round": rnd},
+    )
+
+
+def serve(database: Database, federation_id: int) -> dict[str, Any]:
+    """Run the federation's rounds on Flower's server at its declared address; returns the
+    report (also stored on the federation's row, state ``finished`` or ``failed``)."""
+    os.environ.setdefault("FLWR_TELEMETRY_ENABLED", "0")
+    from flwr.server import ServerConfig, start_server
+
+    with database.session_scope() as session:
+        federation = federation_service.get(session=session, federation_id=federation_id)
+        if federation.role != "coordinator":
+            raise ValueError(f"federation {federation_id} is declared here as a site")
+        session.expunge(federation)
+    recipe = FederatedRecipe.model_validate(federation.recipe)
+    report = Report(database, federation)
+    report.write("running")
+    try:
+        start_server(server_address=federation.address,
+                     config=ServerConfig(num_rounds=recipe.rounds,
+                                         round_timeout=recipe.round_timeout_seconds),
+                     strategy=make_strategy(federation, report))
+    except BaseException:
+        report.write("failed")
+        raise
+    report.write("finished" if report.evaluation is not None else "failed")
+    return report.as_dict()

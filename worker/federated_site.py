@@ -1,0 +1,226 @@
+"""A clinic's part in a federation: the Flower client its own worker runs for a ``federated`` job.
+
+The worker that holds the clinic's rows claims the job like any other (its lease, heartbeat and
+cancel are the queue's) and connects to the coordinator's Flower server. Per round it:
+
+1. commits the round's steps to the dataset's ledger BEFORE it touches a row (the entry was
+   reserved whole when the clinic joined), so a kill at any moment leaves no step uncharged;
+   the remainder is released when the federation ends without it (``ledger.settle``'s
+   ``charged_ahead``);
+2. loads the global weights and runs ``local_steps`` DP-SGD steps on its training part with its
+   planned noise (the single-site engine: Poisson sampling, per-sample clipping, Gaussian noise);
+3. returns the noisy weights with weight 1 (FedAvg's weights are the federation's public ones,
+   never a row count) and its site name and planned (epsilon, delta).
+
+After the last round the server sends the global model for evaluation: the site calibrates and
+evaluates it on its own held-out parts (today's DP releases, in parallel with its training: no
+extra charge), registers it in its own registry (inactive until its admin activates it) and
+returns its noisy evaluation histogram, which the coordinator sums. Nothing else leaves.
+"""
+
+import json
+import logging
+import os
+import time
+from typing import Any
+
+import numpy as np
+import torch
+
+from app.flows import job_run
+from app.flows.job_run import LoadedData
+from app.jobs import queue
+from app.jobs.models import FAILED, SUCCEEDED
+from app.privacy.accounting import finite_or_none
+from app.registry.network import build_network
+from worker import optimizer as optimizers
+from worker.dpsgd import DPSGD, secret_generator
+from worker.tasks import ClaimedJob, JobWorker, LeaseLost, evaluate_step, finish
+from worker.training import TrainingResult, epsilon_of, make_optimizer
+
+logger = logging.getLogger("dpcrisis.worker")
+CONNECT_SECONDS = 120.0  # how long a site waits for the coordinator's server to come up
+
+
+class RoundRefused(RuntimeError):
+    """The server asked for a round this site cannot run (past its plan, or stopped)."""
+
+
+class SiteRun:
+    """One site's state across the rounds: its engine, its rounds run, its final model."""
+
+    def __init__(self, worker: JobWorker, claimed: ClaimedJob, loaded: LoadedData) -> None:
+        self.worker, self.claimed, self.loaded = worker, claimed, loaded
+        assert claimed.federation is not None
+        self.plan: dict[str, Any] = claimed.federation
+        spec = claimed.spec
+        torch.manual_seed(spec.seed)  # the same initial weights at every site (not data)
+        encoder = loaded.encoder
+        self.network = build_network(spec.kind, spec.hidden_units,
+                                     encoder.n_inputs).to(worker.device)
+        train = loaded.split.train
+        self.optimizer = make_optimizer(self.network, spec, n_train=len(train.y),
+                                        fused=True)
+        device = worker.device
+        self.engine = DPSGD(
+            self.network, self.optimizer,
+            torch.as_tensor(encoder.encode(train.x), dtype=torch.float32, device=device),
+            torch.as_tensor(train.y, dtype=torch.float32, device=device),
+            batch_size=spec.batch_size, noise_multiplier=spec.noise_multiplier,
+            max_grad_norm=spec.max_grad_norm, sampling_rng=secret_generator(device),
+            noise_rng=secret_generator(device),
+        )
+        if abs(self.engine.sample_rate - spec.sample_rate) > 1e-12:
+            raise RuntimeError("the sampling differs from the rate the ledger charged")
+        self.rounds_run = 0
+        self.evaluated = False
+
+    @property
+    def site(self) -> str:
+        return str(self.plan["site"])
+
+    def weights(self) -> list[np.ndarray]:
+        return [p.detach().cpu().numpy().copy() for p in self.network.parameters()]
+
+    def load_weights(self, arrays: list[np.ndarray]) -> None:
+        with torch.no_grad():
+            for param, value in zip(self.network.parameters(), arrays, strict=True):
+                param.copy_(torch.as_tensor(value, dtype=param.dtype).reshape(param.shape))
+
+    def statement(self) -> dict[str, float | None]:
+        """This site's planned (epsilon, delta): a ledger figure of its public plan."""
+        spec = self.claimed.spec
+        eps, _ = epsilon_of([(spec.noise_multiplier, spec.sample_rate, spec.steps)], spec.delta)
+        return {"epsilon": finite_or_none(eps), "delta": spec.delta}
+
+    def run_round(self, arrays: list[np.ndarray]) -> list[np.ndarray]:
+        """Charge the round, then run it from the global weights ``arrays``."""
+        local_steps = int(self.plan["local_steps"])
+        if self.rounds_run >= int(self.plan["rounds"]):
+            raise RoundRefused("the server asked for more rounds than this site planned")
+        self._commit_round(local_steps)
+        self.load_weights(arrays)
+        optimizers.restart(self.optimizer)  # each round starts fresh from the global model
+        self.network.train()
+        self.engine.run_steps(local_steps)
+        self.rounds_run += 1
+        return self.weights()
+
+    def _commit_round(self, local_steps: int) -> None:
+        """Commit the round's steps (and renew the lease) before any row is read."""
+        spec, claimed = self.claimed.spec, self.claimed
+        steps = (self.rounds_run + 1) * local_steps
+        eps_prv, eps_rdp = epsilon_of([(spec.noise_multiplier, spec.sample_rate, steps)],
+                                      spec.delta)
+        progress = queue.EpochProgress(self.rounds_run + 1, steps, finite_or_none(eps_prv),
+                                       finite_or_none(eps_rdp))
+        with self.worker.database.session_scope() as session:
+            owned, cancel = queue.record_epoch(
+                session=session, job_id=claimed.job_id, worker_id=self.worker.worker_id,
+                progress=progress, lease_seconds=self.worker.lease_seconds)
+        if not owned:
+            raise LeaseLost(claimed.job_id)
+        if cancel or self.worker.stop_requested.is_set():
+            raise RoundRefused("this site's part was cancelled")
+
+    def finish_with(self, arrays: list[np.ndarray], config: dict[str, Any]) -> dict[str, Any]:
+        """Evaluate the global model on this site's held-out parts and register it here."""
+        self.load_weights(arrays)
+        result = TrainingResult(network=self.network, epochs_completed=self.rounds_run,
+                                history=self.engine.history)
+        trained = evaluate_step(self.claimed.spec, result, self.loaded)
+        trained.metrics["federation"] = {
+            "name": str(self.plan["name"]), "site": self.site,
+            "rounds": int(self.plan["rounds"]), "rounds_run": self.rounds_run,
+            "sites": json.loads(str(config.get("sites", "[]"))),
+            "federation_epsilon": _number(config.get("federation_epsilon")),
+            "federation_delta": _number(config.get("federation_delta")),
+        }
+        sha = job_run.store(trained=trained)
+        with self.worker.database.session_scope() as session:
+            model = job_run.commit(
+                session=session, job_id=self.claimed.job_id, dataset_id=self.claimed.dataset_id,
+                worker_id=self.worker.worker_id, trained=trained, artifact_sha256=sha)
+        if model is None:
+            raise LeaseLost(self.claimed.job_id)
+        self.evaluated = True
+        return {"release": trained.metrics["release"],
+                "band_thresholds": trained.metrics["band_thresholds"]}
+
+
+def _number(value: Any) -> float | None:
+    return None if value is None or value == "" else float(value)
+
+
+def run_federated(worker: JobWorker, claimed: ClaimedJob) -> str:
+    """Take part in the federation until its server ends; returns the job's final status."""
+    with worker.database.session_scope() as session:
+        loaded = job_run.load(session=session, dataset_id=claimed.dataset_id)
+    run = SiteRun(worker, claimed, loaded)
+    connect(str(run.plan["address"]), run)
+    if run.evaluated:
+        return SUCCEEDED
+    # The federation ended (or dropped this site) before its final model reached it: the
+    # rounds it began stay charged, the rest of the reservation is released.
+    finish(worker, claimed.job_id, FAILED, error_code="federation_ended",
+           error=f"the federation ended after {run.rounds_run} of this site's rounds")
+    return FAILED
+
+
+def connect(address: str, run: SiteRun) -> None:
+    """Run Flower's client until the server says goodbye; retry only until first contact.
+
+    With Flower's gRPC transport a client started before the server fails at once, so the
+    site retries for ``CONNECT_SECONDS``; once the server has spoken, a lost server ends it.
+    """
+    os.environ.setdefault("FLWR_TELEMETRY_ENABLED", "0")
+    import grpc
+    from flwr.client import start_client
+
+    client = site_client(run)
+    deadline, delay = time.monotonic() + CONNECT_SECONDS, 0.2
+    while True:
+        try:
+            start_client(server_address=address, client=client.to_client(), insecure=True)
+            return
+        except grpc.RpcError as exc:
+            if (client.contacted or exc.code() != grpc.StatusCode.UNAVAILABLE
+                    or time.monotonic() + delay > deadline):
+                if run.rounds_run:
+                    return  # the federation went away after rounds this site ran
+                raise
+            time.sleep(delay)
+            delay = min(delay * 2, 5.0)
+
+
+def site_client(run: SiteRun) -> Any:
+    """A Flower ``NumPyClient`` over ``run`` (built here: flwr is the ``federated`` extra)."""
+    from flwr.client import NumPyClient
+
+    class SiteClient(NumPyClient):
+        contacted = False
+
+        def get_properties(self, config: dict[str, Any]) -> dict[str, Any]:
+            self.contacted = True
+            return {"site": run.site}
+
+        def get_parameters(self, config: dict[str, Any]) -> list[np.ndarray]:
+            self.contacted = True
+            return run.weights()  # the seeded initial weights, the same at every site
+
+        def fit(self, parameters: list[np.ndarray], config: dict[str, Any]
+                ) -> tuple[list[np.ndarray], int, dict[str, Any]]:
+            self.contacted = True
+            weights = run.run_round(parameters)
+            statement = run.statement()
+            return weights, 1, {"site": run.site, "steps": int(run.plan["local_steps"]),
+                                "epsilon": statement["epsilon"] or -1.0,
+                                "delta": statement["delta"] or 0.0}
+
+        def evaluate(self, parameters: list[np.ndarray], config: dict[str, Any]
+                     ) -> tuple[float, int, dict[str, Any]]:
+            self.contacted = True
+            evaluated = run.finish_with(parameters, config)
+            return 0.0, 1, {"site": run.site, "evaluation": json.dumps(evaluated)}
+
+    return SiteClient()
