@@ -18,6 +18,21 @@ from typing import Any
 
 import numpy as np
 
+os.environ.setdefault("FLWR_TELEMETRY_ENABLED", "0")  # read when flwr is imported
+from flwr.common import (  # noqa: E402 - after the telemetry switch
+    EvaluateIns,
+    EvaluateRes,
+    FitIns,
+    FitRes,
+    Parameters,
+    ndarrays_to_parameters,
+    parameters_to_ndarrays,
+)
+from flwr.server import ServerConfig, start_server  # noqa: E402
+from flwr.server.client_manager import ClientManager  # noqa: E402
+from flwr.server.client_proxy import ClientProxy  # noqa: E402
+from flwr.server.strategy import FedAvg  # noqa: E402
+
 from app.core.database import Database
 from app.federation import service as federation_service
 from app.federation.models import Federation
@@ -86,80 +101,76 @@ class Report:
                                              state=state, report=self.as_dict())
 
 
-def make_strategy(federation: Federation, report: Report) -> Any:
-    """Flower's FedAvg with the federation's public weights, its quorum and its report."""
-    os.environ.setdefault("FLWR_TELEMETRY_ENABLED", "0")
-    from flwr.common import EvaluateIns, FitIns, ndarrays_to_parameters, parameters_to_ndarrays
-    from flwr.server.strategy import FedAvg
+class FederationAverage(FedAvg):
+    """FedAvg with the federation's public weights, its quorum, and its report."""
 
-    recipe = FederatedRecipe.model_validate(federation.recipe)
-    weights = {str(site["name"]): float(site["weight"]) for site in federation.sites}
+    def __init__(self, federation: Federation, report: Report) -> None:
+        self.recipe = FederatedRecipe.model_validate(federation.recipe)
+        self.weights = {str(site["name"]): float(site["weight"]) for site in federation.sites}
+        self.report = report
+        quorum = self.recipe.min_sites
+        super().__init__(fraction_fit=1.0, fraction_evaluate=1.0, min_fit_clients=quorum,
+                         min_evaluate_clients=quorum, min_available_clients=quorum,
+                         accept_failures=True,
+                         on_fit_config_fn=lambda rnd: {"server_round": rnd})
 
-    class FederationAverage(FedAvg):
-        def configure_fit(self, server_round: int, parameters: Any,
-                          client_manager: Any) -> list[tuple[Any, FitIns]]:
-            if server_round == 1:  # let every declared site join the first round
-                client_manager.wait_for(len(weights), timeout=int(recipe.round_timeout_seconds))
-            return list(super().configure_fit(server_round, parameters, client_manager))
+    def configure_fit(self, server_round: int, parameters: Parameters,
+                      client_manager: ClientManager) -> list[tuple[ClientProxy, FitIns]]:
+        if server_round == 1:  # let every declared site join the first round
+            client_manager.wait_for(len(self.weights),
+                                    timeout=int(self.recipe.round_timeout_seconds))
+        return list(super().configure_fit(server_round, parameters, client_manager))
 
-        def aggregate_fit(self, server_round: int, results: list[tuple[Any, Any]],
-                          failures: list[Any]) -> tuple[Any, dict[str, Any]]:
-            taken, refused = [], []
-            for _, fit in results:
-                site = str(fit.metrics.get("site", ""))
-                if site not in weights:
-                    refused.append(site)
-                    continue
-                taken.append((site, parameters_to_ndarrays(fit.parameters)))
-                report.statements[site] = {"epsilon": float(fit.metrics["epsilon"]),
-                                           "delta": float(fit.metrics["delta"])}
-            report.rounds.append({"round": server_round,
-                                  "sites": sorted(site for site, _ in taken),
-                                  "failures": len(failures), "refused": sorted(refused)})
-            report.write("running")
-            if len(taken) < recipe.min_sites:
-                return None, {}
-            total = sum(weights[site] for site, _ in taken)
-            layers = [np.sum([weights[site] / total * arrays[i] for site, arrays in taken],
-                             axis=0) for i in range(len(taken[0][1]))]
-            return ndarrays_to_parameters(layers), {"sites": len(taken)}
-
-        def configure_evaluate(self, server_round: int, parameters: Any,
-                               client_manager: Any) -> list[tuple[Any, EvaluateIns]]:
-            if server_round != recipe.rounds:
-                return []  # only the final model is evaluated (each site's DP release)
-            epsilon, delta = report.worst()
-            config: dict[str, bool | bytes | float | int | str] = {
-                "sites": json.dumps(sorted(weights)),
-                "federation_epsilon": "" if epsilon is None else epsilon,
-                "federation_delta": "" if delta is None else delta}
-            clients = client_manager.all().values()
-            return [(client, EvaluateIns(parameters, config)) for client in clients]
-
-        def aggregate_evaluate(self, server_round: int, results: list[tuple[Any, Any]],
-                               failures: list[Any]) -> tuple[float | None, dict[str, Any]]:
-            evaluations = []
-            for _, res in results:
-                site = str(res.metrics.get("site", ""))
-                if site in weights and "evaluation" in res.metrics:
-                    evaluations.append(json.loads(str(res.metrics["evaluation"])))
-                    report.evaluated_sites.append(site)
-            report.evaluation = summed_evaluation(evaluations)
+    def aggregate_fit(self, server_round: int, results: list[tuple[ClientProxy, FitRes]],
+                      failures: list[Any]) -> tuple[Parameters | None, dict[str, Any]]:
+        taken, refused = [], []
+        for _, fit in results:
+            site = str(fit.metrics.get("site", ""))
+            if site not in self.weights:
+                refused.append(site)
+                continue
+            taken.append((site, parameters_to_ndarrays(fit.parameters)))
+            self.report.statements[site] = {"epsilon": float(fit.metrics["epsilon"]),
+                                            "delta": float(fit.metrics["delta"])}
+        self.report.rounds.append({"round": server_round, "sites": sorted(s for s, _ in taken),
+                                   "failures": len(failures), "refused": sorted(refused)})
+        self.report.write("running")
+        if len(taken) < self.recipe.min_sites:
             return None, {}
+        total = sum(self.weights[site] for site, _ in taken)
+        layers = [np.sum([self.weights[site] / total * arrays[i] for site, arrays in taken],
+                         axis=0) for i in range(len(taken[0][1]))]
+        return ndarrays_to_parameters(layers), {"sites": len(taken)}
 
-    return FederationAverage(
-        fraction_fit=1.0, fraction_evaluate=1.0, min_fit_clients=recipe.min_sites,
-        min_evaluate_clients=recipe.min_sites, min_available_clients=recipe.min_sites,
-        accept_failures=True, on_fit_config_fn=lambda rnd: {"server_round": rnd},
-    )
+    def configure_evaluate(self, server_round: int, parameters: Parameters,
+                           client_manager: ClientManager
+                           ) -> list[tuple[ClientProxy, EvaluateIns]]:
+        if server_round != self.recipe.rounds:
+            return []  # only the final model is evaluated (each site's DP release)
+        epsilon, delta = self.report.worst()
+        config: dict[str, bool | bytes | float | int | str] = {
+            "sites": json.dumps(sorted(self.weights)),
+            "federation_epsilon": "" if epsilon is None else epsilon,
+            "federation_delta": "" if delta is None else delta}
+        clients = client_manager.all().values()
+        return [(client, EvaluateIns(parameters, config)) for client in clients]
+
+    def aggregate_evaluate(self, server_round: int,
+                           results: list[tuple[ClientProxy, EvaluateRes]],
+                           failures: list[Any]) -> tuple[float | None, dict[str, Any]]:
+        evaluations = []
+        for _, res in results:
+            site = str(res.metrics.get("site", ""))
+            if site in self.weights and "evaluation" in res.metrics:
+                evaluations.append(json.loads(str(res.metrics["evaluation"])))
+                self.report.evaluated_sites.append(site)
+        self.report.evaluation = summed_evaluation(evaluations)
+        return None, {}
 
 
 def serve(database: Database, federation_id: int) -> dict[str, Any]:
     """Run the federation's rounds on Flower's server at its declared address; returns the
     report (also stored on the federation's row, state ``finished`` or ``failed``)."""
-    os.environ.setdefault("FLWR_TELEMETRY_ENABLED", "0")
-    from flwr.server import ServerConfig, start_server
-
     with database.session_scope() as session:
         federation = federation_service.get(session=session, federation_id=federation_id)
         if federation.role != "coordinator":
@@ -172,7 +183,7 @@ def serve(database: Database, federation_id: int) -> dict[str, Any]:
         start_server(server_address=federation.address,
                      config=ServerConfig(num_rounds=recipe.rounds,
                                          round_timeout=recipe.round_timeout_seconds),
-                     strategy=make_strategy(federation, report))
+                     strategy=FederationAverage(federation, report))
     except BaseException:
         report.write("failed")
         raise

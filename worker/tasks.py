@@ -248,6 +248,7 @@ def evaluate_step(spec: TrainingSpec, result: TrainingResult, loaded: LoadedData
     )
     metrics["calibration"] = calibration.as_dict()
     metrics["search"] = None  # a search's best run: worker.search fills it
+    metrics["federation"] = None  # a federated model's federation: worker.federated_site's
     metrics["held_out_warnings"] = held_out_warnings(  # parts below their size floor
         calibration=calibration, metrics=metrics, evaluation_rows=len(evaluation.y),
         epsilon=eps_prv)

@@ -19,8 +19,8 @@ from app.flows import federation as federation_flow
 from app.jobs.schemas import JobOut
 
 router = APIRouter(tags=["federations"], route_class=JsonRoute)
-READERS = require_roles("admin", "data_steward", "data_scientist", "privacy_officer")
-Admin = Annotated[Principal, require_roles("admin")]
+READERS = require_roles("data_steward", "data_scientist", "privacy_officer")
+Admin = Annotated[Principal, require_roles()]
 Steward = Annotated[Principal, require_roles("data_steward")]
 
 

@@ -11,6 +11,7 @@ from typing import Any, Literal, Self
 
 from pydantic import Field, field_validator, model_validator
 
+from app.core.ids import MAX_ID
 from app.core.schemas import RequestModel, ResponseModel, UtcDatetime, register_ranges
 from app.families import DEFAULT_FAMILY
 from app.jobs.family_field import family_enum, registered_family
@@ -93,7 +94,34 @@ class FederationCreate(RequestModel):
 
 
 class FederationJoin(RequestModel):
-    dataset_id: int = Field(ge=1, le=2**53, description="this clinic's dataset of the schema")
+    dataset_id: int = Field(ge=1, le=MAX_ID, description="this clinic's dataset of the schema")
+
+
+class FederationRound(ResponseModel):
+    round: int
+    sites: list[str] = Field(description="the sites whose update this round averaged")
+    failures: int = Field(description="sites asked this round that did not answer in time")
+    refused: list[str] = Field(description="answers from names that are not declared sites")
+
+
+class SiteStatement(ResponseModel):
+    epsilon: float = Field(description="the site's planned epsilon (its ledger's figure)")
+    delta: float
+
+
+class FederationReport(ResponseModel):
+    """The coordinator's report, written after every round."""
+
+    rounds: list[FederationRound]
+    site_statements: dict[str, SiteStatement] = Field(
+        description="keyed by declared site name: each site's planned (epsilon, delta)")
+    federation_epsilon: float | None = Field(
+        description="the worst site's epsilon: every patient's guarantee is their own clinic's")
+    federation_delta: float | None
+    evaluated_sites: list[str]
+    evaluation: dict[str, Any] | None = Field(
+        description="the federation's DP evaluation: the sites' noisy histograms summed, every "
+        "metric post-processing of the sum (a job's held-out metrics' keys)")
 
 
 class FederationOut(ResponseModel):
@@ -102,11 +130,11 @@ class FederationOut(ResponseModel):
     role: str
     address: str
     schema_sha256: str
-    recipe: dict[str, Any]
-    sites: list[dict[str, Any]]
+    recipe: FederatedRecipe
+    sites: list[FederationSite]
     site_name: str | None
     state: str
-    report: dict[str, Any] | None = Field(
+    report: FederationReport | None = Field(
         description="the coordinator's: rounds with their sites, statements, evaluation")
     created_at: UtcDatetime
 

@@ -19,6 +19,7 @@ from pydantic import BaseModel, Field
 
 from app.privacy.inventory_api import API_ENTRIES
 from app.privacy.inventory_comparison import COMPARISON_ENTRIES
+from app.privacy.inventory_federation import FEDERATION_ENTRIES
 from app.privacy.inventory_http import HTTP_ENTRIES
 from app.privacy.inventory_monitoring import MONITORING_ENTRIES
 from app.privacy.inventory_outputs import OUTPUT_ENTRIES
@@ -37,6 +38,7 @@ RULE = (
 
 ENTRIES: tuple[Entry, ...] = (*API_ENTRIES, *STATISTICS_ENTRIES, *PATIENT_ENTRIES,
                                *MONITORING_ENTRIES, *COMPARISON_ENTRIES, *SEARCH_ENTRIES,
+                               *FEDERATION_ENTRIES,
                                *HTTP_ENTRIES, *OUTPUT_ENTRIES)
 BY_WHERE: dict[str, Entry] = {e.where: e for e in ENTRIES}
 

@@ -127,6 +127,10 @@ OPEN_OBJECTS: dict[str, str] = {
     "ComparisonOut.challenger": "a DP evaluation on the follow-up: HeldOutEvaluation's keys",
     "ComparisonOut.difference": "per metric change, interval and verdict "
                                 "(worker.monitoring.drift.performance_drift)",
+    "FederationReport.site_statements": "keyed by the federation's declared site names; each "
+    "value a typed (epsilon, delta) statement (SiteStatement)",
+    "FederationReport.evaluation": "the federation's DP evaluation: HeldOutEvaluation's "
+    "evaluation keys, computed from the sum of the sites' released histograms",
 }
 """Objects in a response whose keys the OpenAPI document does not enumerate, and why that is
 safe: a new one fails ``tests/privacy/test_release_inventory.py`` until it is typed or listed

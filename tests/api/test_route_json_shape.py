@@ -101,7 +101,7 @@ def test_openapi_marks_prv_deprecated_and_lists_the_vocabularies(client: TestCli
              ("JobStatus", "JobKind", "DatasetState", "EntryStatus")}
     assert words == {
         "JobStatus": ["queued", "running", "succeeded", "failed", "cancelled"],
-        "JobKind": ["train", "privacy_audit", "monitoring", "comparison"],
+        "JobKind": ["train", "privacy_audit", "monitoring", "comparison", "federated"],
         "DatasetState": ["awaiting_data", "receiving", "ready", "erased", "withdrawn"],
         "EntryStatus": ["reserved", "committed", "released"],
     }

@@ -72,6 +72,9 @@ TABLE: dict[tuple[str, str], frozenset[str] | str] = {
     ("POST", "/v1/monitoring-runs/{run_id}/retrain"): frozenset({DS}),
     ("POST", "/v1/models/{model_id}/comparisons"): frozenset({DS}),
     ("GET", "/v1/comparisons/{comparison_id}"): frozenset({DS, PO}),
+    ("POST", "/v1/federations"): ADMIN_ONLY,
+    ("GET", "/v1/federations/{federation_id}"): frozenset({ST, DS, PO}),
+    ("POST", "/v1/federations/{federation_id}/join"): frozenset({ST}),
     # Models: everyone reads (the dashboard lists them); data scientists change them.
     ("GET", "/v1/models"): frozenset({DS, PO, CL}),
     ("GET", "/v1/models/active"): frozenset({DS, PO, CL}),

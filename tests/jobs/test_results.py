@@ -40,6 +40,7 @@ def held_out_metrics(noise_multiplier: float = 1.0) -> dict[str, Any]:
     metrics["held_out_warnings"] = held_out_warnings(  # the evaluation's 400 rows: none
         calibration=calibration, metrics=metrics, evaluation_rows=400, epsilon=2.0)
     metrics["search"] = None  # one run, no hyper-parameter search
+    metrics["federation"] = None  # one site
     return metrics
 
 
