@@ -58,10 +58,18 @@ class Service:
                 self.process.kill()
 
 
-def start(root: Path) -> Service:
+def start(root: Path, **env: str) -> Service:
+    """``dpcrisis serve`` on ``root``'s database; ``env`` overrides settings (upper-cased)."""
     root.mkdir(parents=True, exist_ok=True)
-    process, base = start_server(root)
-    return Service(root, process, base)
+    if not env:
+        process, base = start_server(root)
+        return Service(root, process, base)
+    port = _free_port()
+    with (root / "serve.log").open("a") as out:
+        process = subprocess.Popen(
+            [CLI, "serve", "--port", str(port)], stdout=out, stderr=subprocess.STDOUT,
+            env={**service_env(root), **{k.upper(): v for k, v in env.items()}}, text=True)
+    return Service(root, process, f"http://127.0.0.1:{port}")
 
 
 def wait_ready(*services: Service) -> None:

@@ -3,11 +3,13 @@ each clinic's ledger charges exactly its own rounds (checked against an independ
 dp-accounting composition), each clinic registers the model with its own DP evaluation, and the
 coordinator reports which sites took part in which round and the federation's evaluation."""
 
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 from dp_accounting import GaussianDpEvent, PoissonSampledDpEvent, SelfComposedDpEvent
+from dp_accounting.pld import PLDAccountant
 from dp_accounting.rdp import RdpAccountant
 
 from tests.federated import clinics
@@ -17,11 +19,21 @@ pytestmark = pytest.mark.slow
 ROUNDS, LOCAL_STEPS, EPSILON = 4, 25, 3.0
 
 
-def _independent_epsilon(entry: dict[str, Any], steps: int) -> float:
-    """dp-accounting's RDP epsilon of ``steps`` of the entry's Poisson-subsampled Gaussian."""
+def _independent_epsilon(entry: dict[str, Any], steps: int, pld: bool = False) -> float:
+    """dp-accounting's RDP (or PLD) epsilon of ``steps`` of the entry's Poisson-subsampled
+    Gaussian at its delta."""
     event = SelfComposedDpEvent(PoissonSampledDpEvent(
         entry["sample_rate"], GaussianDpEvent(entry["noise_multiplier"])), steps)
-    return float(RdpAccountant().compose(event).get_epsilon(entry["delta"]))
+    accountant = PLDAccountant() if pld else RdpAccountant()
+    return float(accountant.compose(event).get_epsilon(entry["delta"]))
+
+
+def _charged_epsilon(service: clinics.Service, dataset_id: int, entry_id: int) -> float:
+    """The ledger's epsilon of what the entry charged (its point on the dataset's timeline)."""
+    with service.http("privacy_officer") as officer:
+        report = officer.get(f"/v1/datasets/{dataset_id}/privacy-report").json()
+    (point,) = [p for p in report["timeline"] if p["entry_id"] == entry_id]
+    return float(point["entry_epsilon"])
 
 
 def _ledger_entry(service: clinics.Service, dataset_id: int, job_id: int) -> dict[str, Any]:
@@ -73,6 +85,73 @@ def test_three_clinics_train_one_federated_model(tmp_path: Path) -> None:
         rounds = report["report"]["rounds"]
         assert [r["sites"] for r in rounds] == [sorted(n for n, _, _ in CLINICS)] * ROUNDS
         assert report["report"]["evaluation"]["roc_auc"] > 0.6
+    finally:
+        for service in (coordinator, *sites):
+            service.stop()
+
+
+SHORT_LEASE = {"worker_lease_seconds": "2", "api_reap_seconds": "0.5"}
+
+
+def _report(coordinator: clinics.Service, federation_id: int) -> dict[str, Any]:
+    with coordinator.http() as admin:
+        return dict(admin.get(f"/v1/federations/{federation_id}").json())
+
+
+def test_a_clinic_killed_mid_federation_keeps_the_charge_of_the_rounds_it_began(
+        tmp_path: Path) -> None:
+    rounds = 40
+    coordinator = clinics.start(tmp_path / "coordinator")
+    sites = [clinics.start(tmp_path / name, **SHORT_LEASE) for name, _, _ in CLINICS]
+    try:
+        clinics.wait_ready(coordinator, *sites)
+        address = clinics.address()
+        federation_id = clinics.declare(coordinator, clinics.federation_body(
+            role="coordinator", address=address, site=None, rounds=rounds,
+            local_steps=LOCAL_STEPS, epsilon=EPSILON))
+        server = clinics.coordinate(coordinator, federation_id)
+        jobs = []
+        for site, (name, rows, shift) in zip(sites, CLINICS, strict=True):
+            here = clinics.declare(site, clinics.federation_body(
+                role="site", address=address, site=name, rounds=rounds,
+                local_steps=LOCAL_STEPS, epsilon=EPSILON))
+            dataset_id = clinics.register(site, name, rows, seed=len(jobs) + 41, shift=shift)
+            jobs.append((dataset_id, clinics.join(site, here, dataset_id).json()["id"]))
+        while len((_report(coordinator, federation_id)["report"] or {}).get("rounds", [])) < 3:
+            assert server.poll() is None
+            time.sleep(0.05)
+        killed = sites[-1]
+        killed.process.kill()  # SIGKILL: no goodbye, no settlement
+        killed.process.wait()
+        for site, (_, job_id) in zip(sites[:-1], jobs[:-1], strict=True):
+            assert clinics.job_when_final(site, job_id)["status"] == "succeeded"
+        assert server.wait(timeout=120) == 0
+        report = _report(coordinator, federation_id)["report"]
+        name = CLINICS[-1][0]
+        took_part = [r["round"] for r in report["rounds"] if name in r["sites"]]
+        assert took_part[0] == 1 and took_part[-1] < rounds
+        assert all(len(r["sites"]) >= 2 for r in report["rounds"])
+        assert name not in report["evaluated_sites"]
+
+        restarted = clinics.start(killed.root, **SHORT_LEASE)  # its API reaps the lost lease
+        sites[-1] = restarted
+        clinics.wait_ready(restarted)
+        dataset_id, job_id = jobs[-1]
+        job = clinics.job_when_final(restarted, job_id, seconds=60)
+        assert job["status"] == "failed" and job["error"]["code"] == "worker_lost"
+        entry = _ledger_entry(restarted, dataset_id, job_id)
+        # Charged per round before the round touches a row: the rounds it began, no more.
+        assert entry["charged_steps"] == job["progress"]["epoch"] * LOCAL_STEPS
+        assert len(took_part) <= job["progress"]["epoch"] <= len(took_part) + 1
+        assert entry["remainder_released"]
+        # The charged part's epsilon: between dp-accounting's tight PLD figure and its RDP bound.
+        charged = _charged_epsilon(restarted, dataset_id, entry["id"])
+        tight, bound = (_independent_epsilon(entry, entry["charged_steps"], pld=True),
+                        _independent_epsilon(entry, entry["charged_steps"]))
+        assert tight * 0.98 <= charged <= bound * 1.001, (tight, charged, bound)
+        for site, (dataset_id, job_id) in zip(sites[:-1], jobs[:-1], strict=True):
+            assert _ledger_entry(site, dataset_id, job_id)["charged_steps"] == \
+                rounds * LOCAL_STEPS
     finally:
         for service in (coordinator, *sites):
             service.stop()
