@@ -19,6 +19,7 @@ from app.jobs.models import FEDERATED, QUEUED, Job
 from app.privacy import noise
 from app.privacy.accounting import poisson_plan
 
+TARGET_FIELD = "recipe.target_epsilon"  # the federation's, as declared on this service
 FEDERATION_KEY = "federation"
 """Where a federated job's ``training`` names its federation and its part in the rounds."""
 
@@ -49,7 +50,7 @@ def site_job(*, federation: Federation, dataset: Dataset) -> Job:
     inputs = rules.n_inputs(dataset)
     size_floor.check_held_out(dataset)
     size_floor.check_training(dataset=dataset, epsilon=recipe.target_epsilon, delta=delta,
-                              inputs=inputs, field=size_floor.TARGET_FIELD)
+                              inputs=inputs, field=TARGET_FIELD)
     n_train = dataset.n_train
     batch = n_train if recipe.batch_size is None else min(recipe.batch_size, n_train)
     sample_rate, _ = poisson_plan(n_train, batch)
@@ -61,7 +62,7 @@ def site_job(*, federation: Federation, dataset: Dataset) -> Job:
         raise InvalidRequest(
             f"target_epsilon {recipe.target_epsilon:g} cannot be reached in {steps} steps at "
             f"this site's sample rate {sample_rate:.3g}: the federation needs fewer rounds or "
-            "local steps, or a larger epsilon", field="recipe.target_epsilon") from exc
+            "local steps, or a larger epsilon", field=TARGET_FIELD) from exc
     clip = recipe.max_grad_norm or rules.default_clip(
         noise_multiplier=sigma, sample_rate=sample_rate, steps=steps, n_train=n_train,
         inputs=inputs)

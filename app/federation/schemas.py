@@ -7,9 +7,9 @@ planned (epsilon, delta) (a ledger figure), and the federation's evaluation, a s
 noisy histograms (post-processing of DP releases).
 """
 
-from typing import Any, Literal, Self
+from typing import Any, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, ValidationInfo, field_validator
 
 from app.core.ids import MAX_ID
 from app.core.schemas import RequestModel, ResponseModel, UtcDatetime, register_ranges
@@ -76,21 +76,31 @@ class FederationCreate(RequestModel):
                                description="the declared schema every site's dataset has")
     recipe: FederatedRecipe
     sites: list[FederationSite] = Field(min_length=1, max_length=64)
-    site_name: str | None = Field(default=None, pattern=NAME_PATTERN,
+    site_name: str | None = Field(default=None, pattern=NAME_PATTERN, validate_default=True,
                                   description="a site: which of the sites this service is")
 
-    @model_validator(mode="after")
-    def _consistent(self) -> Self:
-        names = [site.name for site in self.sites]
+    @field_validator("sites")
+    @classmethod
+    def _sites_fit_the_recipe(cls, sites: list[FederationSite],
+                              info: ValidationInfo) -> list[FederationSite]:
+        names = [site.name for site in sites]
         if len(set(names)) != len(names):
-            raise ValueError("sites: each site's name must be unique")
-        if self.recipe.min_sites > len(names):
-            raise ValueError(f"recipe.min_sites must be at most the {len(names)} sites")
-        if self.role == "site" and self.site_name not in names:
-            raise ValueError("site_name: a site must name itself among the sites")
-        if self.role == "coordinator" and self.site_name is not None:
-            raise ValueError("site_name: only a site names itself")
-        return self
+            raise ValueError("each site's name must be unique")
+        recipe = info.data.get("recipe")
+        if recipe is not None and recipe.min_sites > len(names):
+            raise ValueError(f"recipe.min_sites ({recipe.min_sites}) is more than the "
+                             f"{len(names)} sites")
+        return sites
+
+    @field_validator("site_name")
+    @classmethod
+    def _site_names_itself(cls, site_name: str | None, info: ValidationInfo) -> str | None:
+        role, sites = info.data.get("role"), info.data.get("sites")
+        if role == "coordinator" and site_name is not None:
+            raise ValueError("only a site names itself; a coordinator leaves site_name out")
+        if role == "site" and sites is not None and site_name not in [s.name for s in sites]:
+            raise ValueError("a site must name itself among the sites")
+        return site_name
 
 
 class FederationJoin(RequestModel):

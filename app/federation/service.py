@@ -5,9 +5,11 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from app.core.errors import NotFound
+from app.core.errors import Conflict, NotFound
 from app.federation.models import Federation
+from app.federation.plan import FEDERATION_KEY
 from app.federation.schemas import FederationCreate
+from app.jobs.models import FEDERATED, QUEUED, RUNNING, SUCCEEDED, Job
 
 
 class FederationNotFound(NotFound):
@@ -26,12 +28,32 @@ def create(*, session: Session, request: FederationCreate) -> Federation:
     return federation
 
 
-def get(*, session: Session, federation_id: int) -> Federation:
-    federation = session.get(Federation, federation_id)
+class AlreadyJoined(Conflict):
+    kind, title = "federation-already-joined", "This service already takes part"
+
+
+def get(*, session: Session, federation_id: int, lock: bool = False) -> Federation:
+    """``lock``: hold the row (PostgreSQL) so that two joins of one federation serialise."""
+    federation = session.get(Federation, federation_id, with_for_update=lock)
     if federation is None:
         raise FederationNotFound(f"federation {federation_id} does not exist",
                                  field="federation_id")
     return federation
+
+
+def check_not_joined(*, session: Session, federation_id: int) -> None:
+    """One part per service and federation: a second would be averaged under the same site
+    name (twice its weight) and charge its patients twice.
+
+    Raises:
+        AlreadyJoined: a part is queued, running or finished with the federation's model (409).
+    """
+    parts = session.scalars(select(Job).where(Job.kind == FEDERATED,
+                                              Job.status.in_((QUEUED, RUNNING, SUCCEEDED))))
+    for job in parts:
+        if job.training.get(FEDERATION_KEY, {}).get("id") == federation_id:
+            raise AlreadyJoined(f"this service already takes part in federation {federation_id} "
+                                f"(job {job.id}, {job.status})", field="federation_id")
 
 
 def list_all(*, session: Session) -> list[Federation]:

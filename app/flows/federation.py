@@ -33,10 +33,11 @@ def join(*, session: Session, federation_id: int, request: FederationJoin,
     that fits, as a single-site job) before anything is stored.
 
     Raises:
-        FederationNotFound, DatasetNotFound (404); NotThisFederation, BudgetExceeded,
-        DatasetNotTrainable (409); InvalidRequest, DatasetTooSmall (422).
+        FederationNotFound, DatasetNotFound (404); NotThisFederation, AlreadyJoined,
+        BudgetExceeded, DatasetNotTrainable (409); InvalidRequest, DatasetTooSmall (422).
     """
-    federation = federation_service.get(session=session, federation_id=federation_id)
+    federation = federation_service.get(session=session, federation_id=federation_id, lock=True)
+    federation_service.check_not_joined(session=session, federation_id=federation_id)
     dataset = dataset_service.get(session=session, dataset_id=request.dataset_id)
     job = plan.site_job(federation=federation, dataset=dataset)
     job_service.enqueue(session=session, job=job)

@@ -165,7 +165,7 @@ def reap_expired(*, session: Session) -> list[int]:
         .returning(Job.id, Job.kind)
         .execution_options(synchronize_session=False)
     )
-    reaped = list(session.execute(stmt).tuples())
+    reaped = [(row[0], row[1]) for row in session.execute(stmt).all()]
     for job_id, kind in reaped:
         if kind == FEDERATED:  # charged before each round: the rounds it began stay charged
             ledger_service.settle(session=session, job_id=job_id, stopped_early=False,

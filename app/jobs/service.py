@@ -15,7 +15,7 @@ from app.datasets.models import AWAITING_DATA, READY, Dataset
 from app.datasets.rules import max_delta
 from app.families import DEFAULT_FAMILY, create_family
 from app.jobs import notify, recipe, search, size_floor
-from app.jobs.models import CANCELLED, FINISHED, QUEUED, RUNNING, TRAIN, Job
+from app.jobs.models import CANCELLED, FEDERATED, FINISHED, QUEUED, RUNNING, TRAIN, Job
 from app.jobs.schemas import (
     FULL_BATCH_EPOCHS,
     MINI_BATCH_EPOCHS,
@@ -329,7 +329,8 @@ def list_page(
     status: str | None = None,
     dataset_id: int | None = None,
 ) -> tuple[list[Job], int]:
-    stmt = select(Job).where(Job.kind == TRAIN)  # privacy audits: GET /v1/audits
+    # Training jobs, a federation's part included; privacy audits: GET /v1/audits
+    stmt = select(Job).where(Job.kind.in_((TRAIN, FEDERATED)))
     if status is not None:
         stmt = stmt.where(Job.status == status)
     if dataset_id is not None:

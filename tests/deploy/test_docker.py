@@ -122,3 +122,21 @@ def test_images_copy_what_exists_and_pin_the_same_torch() -> None:
                     assert (REPO_ROOT / source).exists(), f"{dockerfile.name}: COPY {source}"
         assert f"torch=={torch_pin}" in dockerfile.read_text(), dockerfile.name
     assert ".venv" in (REPO_ROOT / ".dockerignore").read_text().split()
+
+
+def test_the_federated_compose_gives_each_clinic_its_own_service_and_volume() -> None:
+    compose = _compose("compose.federated.yaml")
+    services = compose["services"]
+    clinics = [name for name in services if name.startswith("clinic-")]
+    assert len(clinics) == 3
+    volumes = {tuple(services[name]["volumes"]) for name in clinics}
+    assert len(volumes) == 3, "each clinic keeps its rows and its ledger on its own volume"
+    for name in [*clinics, "coordinator", "coordinator-rounds"]:
+        # compose substitutes ${VAR:-default}: its default, as an unset variable gives
+        argv = [re.sub(r"\$\{\w+:-([^}]*)\}", r"\1", a) for a in _argv(services[name]["command"])]
+        args = build_parser().parse_args(argv[1:])
+        assert callable(args.func)
+        assert services[name]["build"]["args"]["EXTRAS"] == "postgres,federated"
+    rounds = _argv(services["coordinator-rounds"]["command"])
+    assert rounds[1] == "federation-coordinator"
+    assert services["coordinator-rounds"]["volumes"] == services["coordinator"]["volumes"]

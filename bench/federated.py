@@ -1,0 +1,305 @@
+"""Federation benchmark (issue 32): a federated model beside each clinic alone and pooled DP.
+
+Everything runs through the real service: a coordinator (``dpcrisis serve`` plus
+``dpcrisis federation-coordinator``), three clinics (``tests.federated.clinics.CLINICS``:
+20,000 / 4,000 / 800 rows, the middle one with the generator's ``subgroup_effect``) and one
+extra service for pooled training, each its own process on loopback with its own SQLite
+database. At each per-record epsilon (1 and 3, delta 1e-6 from each dataset's budget):
+
+- federated: a new federation of the recipe's defaults (20 rounds x 50 local steps unless told),
+  every clinic joins with its dataset; each clinic's model is the same global weights with the
+  clinic's own DP calibration;
+- alone: a default single-site job (``POST /v1/jobs``) at each clinic;
+- pooled: a default job on the three clinics' rows uploaded as one dataset (central DP).
+
+Each model is scored by its service (``/v1/risk/batch``: the calibrated probabilities it
+serves) on fresh rows of each clinic's generator (``bench/federated_data.py`` lists the seeds);
+exact AUC and log-loss on those public rows. Goals: federated within 0.01 AUC of pooled, and at
+least 0.02 AUC above the smallest clinic alone (its model scored on every clinic's held-out rows).
+
+    .venv/bin/python bench/federated.py            # the full run (about 10 minutes on 2 cores)
+    .venv/bin/python bench/federated.py --quick    # 4 rounds x 25 steps, 5,000 held-out rows
+    .venv/bin/python bench/federated.py --weights rows   # diagnostic: FedAvg by row counts
+
+The last line is ``federated_auc=A pooled_auc=P smallest_alone_auc=S`` at epsilon 3.
+"""
+
+import argparse
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from app.datasets import synthetic  # noqa: E402
+from app.federation.schemas import FederatedRecipe  # noqa: E402
+from app.privacy.noise import epochs_for_target  # noqa: E402
+from bench import federated_data as data  # noqa: E402
+from tests.e2e.service import api_client  # noqa: E402
+from tests.federated import clinics  # noqa: E402
+from tests.federated.clinics import CLINICS, Service  # noqa: E402
+
+EPSILONS = (1.0, 3.0)
+BUDGET = {"epsilon": 8.0, "delta": 1e-6}
+"""Each dataset's budget: fits federated + alone at epsilon 3 and at 1 (the ledger's filter)."""
+WITHIN_POOLED, ABOVE_SMALLEST = 0.01, 0.02
+ROUND_TIMEOUT = 120.0  # the recipe's default
+JOB_SECONDS = 1_500.0
+SMALLEST = min(CLINICS, key=lambda clinic: clinic[1])[0]
+KINDS = ("federated", "alone", "pooled")
+
+
+@dataclass
+class Cluster:
+    """The running services and the datasets registered on them."""
+
+    coordinator: Service
+    sites: dict[str, Service]
+    pooled: Service
+    datasets: dict[str, int]  # clinic name -> its dataset id at its own service
+    pooled_dataset: int = 0
+
+    def all(self) -> list[Service]:
+        return [self.coordinator, *self.sites.values(), self.pooled]
+
+
+def start(root: Path) -> Cluster:
+    coordinator = clinics.start(root / "coordinator")
+    sites = {name: clinics.start(root / name) for name, _, _ in CLINICS}
+    pooled = clinics.start(root / "pooled")
+    cluster = Cluster(coordinator, sites, pooled, {})
+    clinics.wait_ready(*cluster.all())
+    return cluster
+
+
+def register_all(cluster: Cluster, tables: dict[str, synthetic.SyntheticTable]) -> None:
+    """Each clinic's synthetic source at its own service; the union uploaded to the pooled one."""
+    for name, rows, shift in CLINICS:
+        source: dict[str, Any] = {"kind": "synthetic", "n_rows": rows,
+                                  "seed": data.CLINIC_SEEDS[name]}
+        if shift is not None:
+            source["shift"] = shift
+        cluster.datasets[name] = _create(cluster.sites[name], {"name": name, "source": source})
+    cluster.pooled_dataset = _create(cluster.pooled, {
+        "name": "pooled", "source": {"kind": "upload"}, "schema": data.pooled_schema()})
+    with api_client(cluster.pooled.base, cluster.pooled.keys["data_steward"], 300) as steward:
+        sent = steward.put(f"/v1/datasets/{cluster.pooled_dataset}/data",
+                           content=data.union_csv(tables), headers={"Content-Type": "text/csv"})
+    _expect(sent.status_code == 200, f"pooled upload: {sent.text[:500]}")
+
+
+def _create(service: Service, body: dict[str, Any]) -> int:
+    with service.http("data_steward") as steward:
+        made = steward.post("/v1/datasets", json={**body, "privacy_budget": BUDGET})
+    _expect(made.status_code == 201, f"dataset {body['name']}: {made.text[:500]}")
+    return int(made.json()["id"])
+
+
+def _expect(ok: bool, message: str) -> None:
+    if not ok:
+        raise SystemExit(f"bench/federated.py: {message}")
+
+
+def rounds_for(epsilon: float, rounds: int, local_steps: int) -> int:
+    """The most rounds (at most ``rounds``) whose full-batch steps reach ``epsilon`` within the
+    largest allowed noise: the single-site default's rule (fewer steps where a small target
+    needs it), which a site's join does not apply itself (it refuses with a 422)."""
+    fits = epochs_for_target(target_epsilon=epsilon, delta=BUDGET["delta"], sample_rate=1.0,
+                             steps_per_epoch=local_steps, max_epochs=rounds)
+    _expect(fits is not None, f"epsilon {epsilon:g}: not even one round of {local_steps} steps")
+    return int(fits or 0)
+
+
+def federate(cluster: Cluster, epsilon: float, rounds: int, local_steps: int, weights: str
+             ) -> tuple[subprocess.Popen[str], int, dict[str, int]]:
+    """Declare a new federation at the coordinator and every clinic, start Flower's server and
+    join each clinic's dataset: (the server, the federation id, clinic -> its job id)."""
+    address = clinics.address()
+
+    def body(role: str, site: str | None) -> dict[str, Any]:
+        made = clinics.federation_body(role=role, address=address, site=site, rounds=rounds,
+                                       local_steps=local_steps, epsilon=epsilon,
+                                       timeout=ROUND_TIMEOUT)
+        if weights == "rows":  # a diagnostic: the bench's row counts are public here
+            made["sites"] = [{"name": n, "weight": float(r)} for n, r, _ in CLINICS]
+        return {**made, "name": f"bench-epsilon-{epsilon:g}"}
+
+    federation_id = clinics.declare(cluster.coordinator, body("coordinator", None))
+    server = clinics.coordinate(cluster.coordinator, federation_id)
+    jobs = {}
+    for name, site in cluster.sites.items():
+        here = clinics.declare(site, body("site", name))
+        joined = clinics.join(site, here, cluster.datasets[name])
+        _expect(joined.status_code == 202, f"{name} joining: {joined.text[:500]}")
+        jobs[name] = int(joined.json()["id"])
+    return server, federation_id, jobs
+
+
+def submit(service: Service, dataset_id: int, epsilon: float) -> int:
+    """A default single-site job at ``epsilon``."""
+    with service.http("data_scientist") as scientist:
+        made = scientist.post("/v1/jobs", json={"dataset_id": dataset_id,
+                                                "privacy": {"target_epsilon": epsilon}})
+    _expect(made.status_code == 202, f"job on dataset {dataset_id}: {made.text[:500]}")
+    return int(made.json()["id"])
+
+
+def model_of(service: Service, job_id: int, what: str) -> int:
+    job = clinics.job_when_final(service, job_id, seconds=JOB_SECONDS)
+    _expect(job["status"] == "succeeded", f"{what} job {job_id}: {job}")
+    return int(job["model_id"])
+
+
+def train(cluster: Cluster, epsilon: float, rounds: int, local_steps: int, weights: str
+          ) -> tuple[dict[str, dict[str, int]], dict[str, Any]]:
+    """Every model at ``epsilon``: {kind: {clinic: model id}} (pooled under ``"pooled"``), and
+    the coordinator's report. The clinics' workers take the federated job, then the alone one
+    (the queue is first in, first out); the pooled service trains meanwhile."""
+    planned = rounds_for(epsilon, rounds, local_steps)
+    if planned < rounds:
+        print(f"\nepsilon {epsilon:g}: {rounds} x {local_steps} full-batch steps need more than "
+              f"the largest allowed noise; federating {planned} rounds ({planned * local_steps} "
+              "steps), as the single-site default plans fewer steps")
+    server, federation_id, federated = federate(cluster, epsilon, planned, local_steps,
+                                                weights)
+    alone = {name: submit(site, cluster.datasets[name], epsilon)
+             for name, site in cluster.sites.items()}
+    pooled = submit(cluster.pooled, cluster.pooled_dataset, epsilon)
+    models: dict[str, dict[str, int]] = {
+        "federated": {n: model_of(cluster.sites[n], j, "federated") for n, j in federated.items()},
+        "alone": {n: model_of(cluster.sites[n], j, "alone") for n, j in alone.items()},
+        "pooled": {"pooled": model_of(cluster.pooled, pooled, "pooled")},
+    }
+    code = server.wait(timeout=ROUND_TIMEOUT)
+    log = (cluster.coordinator.root / "coordinator.log").read_text(errors="replace")
+    _expect(code == 0, f"coordinator exited {code}: {log[-3000:]}")
+    with cluster.coordinator.http() as admin:
+        report = admin.get(f"/v1/federations/{federation_id}").json()["report"]
+    return models, report
+
+
+Scores = dict[str, dict[str, tuple[float, float]]]
+"""kind -> clinic whose held-out rows -> (AUC, log-loss)."""
+
+
+def evaluate(cluster: Cluster, models: dict[str, dict[str, int]],
+             held: dict[str, synthetic.SyntheticTable]) -> Scores:
+    """Score each model on its clinic's held-out rows (pooled, and the smallest clinic alone,
+    on every clinic's)."""
+    scores: Scores = {kind: {} for kind in (*KINDS, "smallest_alone")}
+    for name, table in held.items():
+        site = cluster.sites[name]
+        with site.http("clinician") as http:
+            for kind in ("federated", "alone"):
+                scores[kind][name] = data.metrics(
+                    table.y, data.score(http, models[kind][name], table.x))
+        with cluster.pooled.http("clinician") as http:
+            scores["pooled"][name] = data.metrics(
+                table.y, data.score(http, models["pooled"]["pooled"], table.x))
+        if name == SMALLEST:
+            scores["smallest_alone"][name] = scores["alone"][name]
+            continue
+        with cluster.sites[SMALLEST].http("clinician") as http:
+            scores["smallest_alone"][name] = data.metrics(
+                table.y, data.score(http, models["alone"][SMALLEST], table.x))
+    return scores
+
+
+def mean(scores: dict[str, tuple[float, float]], index: int = 0) -> float:
+    """The average over clinics (equal held-out sizes: the weighted mean is the plain one)."""
+    return float(np.mean([figures[index] for figures in scores.values()]))
+
+
+def print_epsilon(epsilon: float, scores: Scores, held: dict[str, synthetic.SyntheticTable],
+                  report: dict[str, Any], seconds: float) -> None:
+    print(f"\n## per-record epsilon {epsilon:g} (delta {BUDGET['delta']:g}), "
+          f"trained in {seconds:.0f} s")
+    print("\n| clinic | rows | held-out Bayes AUC | federated AUC | log-loss | alone AUC | "
+          "log-loss | pooled AUC | log-loss |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    sizes = {name: rows for name, rows, _ in CLINICS}
+    for name, table in held.items():
+        bayes = data.metrics(table.y, table.p)[0]
+        cells = " | ".join(f"{scores[k][name][0]:.4f} | {scores[k][name][1]:.4f}"
+                           for k in KINDS)
+        print(f"| {name} | {sizes[name]:,} | {bayes:.4f} | {cells} |")
+    means = " | ".join(f"{mean(scores[k]):.4f} | {mean(scores[k], 1):.4f}" for k in KINDS)
+    print(f"| mean | | | {means} |")
+    small = scores["smallest_alone"]
+    print(f"\n{SMALLEST} alone on every clinic's held-out rows: " + ", ".join(
+        f"{name} {auc:.4f} (log-loss {loss:.4f})" for name, (auc, loss) in small.items())
+        + f"; mean AUC {mean(small):.4f}")
+    evaluation = report.get("evaluation") or {}
+    print(f"coordinator's DP evaluation of the federated model (summed noisy histograms): "
+          f"roc_auc {evaluation.get('roc_auc')}; rounds with every site: "
+          f"{sum(len(r['sites']) == len(CLINICS) for r in report['rounds'])} of "
+          f"{len(report['rounds'])}; federation epsilon {report.get('federation_epsilon')}")
+    federated, pooled = mean(scores["federated"]), mean(scores["pooled"])
+    gap, gain = federated - pooled, federated - mean(small)
+    print(f"goal: federated within {WITHIN_POOLED} AUC of pooled: {gap:+.4f} "
+          f"{'PASS' if gap >= -WITHIN_POOLED else 'FAIL'}")
+    print(f"goal: federated at least {ABOVE_SMALLEST} AUC above {SMALLEST} alone: "
+          f"{gain:+.4f} {'PASS' if gain >= ABOVE_SMALLEST else 'FAIL'}")
+
+
+def arguments() -> argparse.Namespace:
+    recipe = FederatedRecipe(target_epsilon=1.0)
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true",
+                        help="4 rounds x 25 local steps, 5,000 held-out rows per clinic")
+    parser.add_argument("--rounds", type=int, default=recipe.rounds)
+    parser.add_argument("--local-steps", type=int, default=recipe.local_steps)
+    parser.add_argument("--held-out", type=int, default=20_000, help="fresh rows per clinic")
+    parser.add_argument("--weights", choices=("equal", "rows"), default="equal",
+                        help="FedAvg's public site weights: equal (the default declaration) "
+                        "or the row counts (a diagnostic)")
+    parser.add_argument("--root", type=Path, default=None,
+                        help="keep the services' databases and logs here (default: a temp dir)")
+    args = parser.parse_args()
+    if args.quick:
+        args.rounds, args.local_steps, args.held_out = 4, 25, 5_000
+    return args
+
+
+def run(args: argparse.Namespace, root: Path) -> None:
+    tables = {name: data.clinic_table(name, rows, shift) for name, rows, shift in CLINICS}
+    held = {name: data.held_out(name, shift, args.held_out) for name, _, shift in CLINICS}
+    print(f"# {len(CLINICS)} clinics ({', '.join(f'{n} {r:,}' for n, r, _ in CLINICS)} rows; "
+          f"shifts {[s for _, _, s in CLINICS]}); federated {args.rounds} rounds x "
+          f"{args.local_steps} local steps, {args.weights} FedAvg weights; {args.held_out:,} fresh "
+          "held-out rows per clinic, scored by each service's /v1/risk/batch")
+    cluster = start(root)
+    try:
+        register_all(cluster, tables)
+        final: Scores = {}
+        for epsilon in EPSILONS:
+            started = time.monotonic()
+            models, report = train(cluster, epsilon, args.rounds, args.local_steps,
+                                   args.weights)
+            seconds = time.monotonic() - started
+            final = evaluate(cluster, models, held)
+            print_epsilon(epsilon, final, held, report, seconds)
+    finally:
+        for service in cluster.all():
+            service.stop()
+    print(f"\nfederated_auc={mean(final['federated']):.4f} pooled_auc={mean(final['pooled']):.4f}"
+          f" smallest_alone_auc={mean(final['smallest_alone']):.4f}")
+
+
+def main() -> None:
+    args = arguments()
+    if args.root is not None:
+        run(args, args.root)
+        return
+    with tempfile.TemporaryDirectory(prefix="bench-federated-") as root:
+        run(args, Path(root))
+
+
+if __name__ == "__main__":
+    main()
