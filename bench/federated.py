@@ -216,10 +216,15 @@ def mean(scores: dict[str, tuple[float, float]], index: int = 0) -> float:
     return float(np.mean([figures[index] for figures in scores.values()]))
 
 
-def print_epsilon(epsilon: float, scores: Scores, held: dict[str, synthetic.SyntheticTable],
-                  report: dict[str, Any], seconds: float) -> None:
-    print(f"\n## per-record epsilon {epsilon:g} (delta {BUDGET['delta']:g}), "
-          f"trained in {seconds:.0f} s")
+def average(runs: list[Scores]) -> Scores:
+    """Each (kind, clinic)'s AUC and log-loss averaged over the repeats."""
+    return {kind: {name: (float(np.mean([r[kind][name][0] for r in runs])),
+                          float(np.mean([r[kind][name][1] for r in runs])))
+                   for name in clinic_scores}
+            for kind, clinic_scores in runs[0].items()}
+
+
+def print_table(scores: Scores, held: dict[str, synthetic.SyntheticTable]) -> None:
     print("\n| clinic | rows | held-out Bayes AUC | federated AUC | log-loss | alone AUC | "
           "log-loss | pooled AUC | log-loss |")
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
@@ -235,17 +240,33 @@ def print_epsilon(epsilon: float, scores: Scores, held: dict[str, synthetic.Synt
     print(f"\n{SMALLEST} alone on every clinic's held-out rows: " + ", ".join(
         f"{name} {auc:.4f} (log-loss {loss:.4f})" for name, (auc, loss) in small.items())
         + f"; mean AUC {mean(small):.4f}")
-    evaluation = report.get("evaluation") or {}
-    print(f"coordinator's DP evaluation of the federated model (summed noisy histograms): "
-          f"roc_auc {evaluation.get('roc_auc')}; rounds with every site: "
-          f"{sum(len(r['sites']) == len(CLINICS) for r in report['rounds'])} of "
-          f"{len(report['rounds'])}; federation epsilon {report.get('federation_epsilon')}")
-    federated, pooled = mean(scores["federated"]), mean(scores["pooled"])
-    gap, gain = federated - pooled, federated - mean(small)
+
+
+def print_epsilon(epsilon: float, runs: list[Scores], held: dict[str, synthetic.SyntheticTable],
+                  reports: list[dict[str, Any]], seconds: list[float]) -> None:
+    print(f"\n## per-record epsilon {epsilon:g} (delta {DELTA:g}): mean of {len(runs)} "
+          f"repeat(s), training {np.mean(seconds):.0f} s each")
+    scores = average(runs)
+    print_table(scores, held)
+    for kind in (*KINDS, "smallest_alone"):
+        print(f"per repeat, {kind} AUC (mean over clinics): "
+              + ", ".join(f"{mean(r[kind]):.4f}" for r in runs))
+    print("coordinator's DP evaluation of the federated model (summed noisy histograms), "
+          "roc_auc: " + ", ".join(str((r.get("evaluation") or {}).get("roc_auc"))
+                                  for r in reports)
+          + f"; rounds with every site: {sum(len(x['sites']) == len(CLINICS) for r in reports
+                                             for x in r['rounds'])} of "
+          f"{sum(len(r['rounds']) for r in reports)}; federation epsilon "
+          f"{reports[-1].get('federation_epsilon')}")
+    gaps = [mean(r["federated"]) - mean(r["pooled"]) for r in runs]
+    gains = [mean(r["federated"]) - mean(r["smallest_alone"]) for r in runs]
+    gap, gain = float(np.mean(gaps)), float(np.mean(gains))
     print(f"goal: federated within {WITHIN_POOLED} AUC of pooled: {gap:+.4f} "
-          f"{'PASS' if gap >= -WITHIN_POOLED else 'FAIL'}")
+          f"{'PASS' if gap >= -WITHIN_POOLED else 'FAIL'} (met in "
+          f"{sum(g >= -WITHIN_POOLED for g in gaps)} of {len(gaps)} repeats)")
     print(f"goal: federated at least {ABOVE_SMALLEST} AUC above {SMALLEST} alone: "
-          f"{gain:+.4f} {'PASS' if gain >= ABOVE_SMALLEST else 'FAIL'}")
+          f"{gain:+.4f} {'PASS' if gain >= ABOVE_SMALLEST else 'FAIL'} (met in "
+          f"{sum(g >= ABOVE_SMALLEST for g in gains)} of {len(gains)} repeats)")
 
 
 def arguments() -> argparse.Namespace:

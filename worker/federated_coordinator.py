@@ -39,6 +39,7 @@ from app.federation.models import Federation
 from app.federation.schemas import FederatedRecipe
 from worker.dp_histogram import Release
 from worker.evaluation import evaluated
+from worker.flower_logs import route_flower_logs
 
 
 def summed_evaluation(evaluations: list[dict[str, Any]]) -> dict[str, Any] | None:
@@ -179,6 +180,7 @@ def serve(database: Database, federation_id: int) -> dict[str, Any]:
     recipe = FederatedRecipe.model_validate(federation.recipe)
     report = Report(database, federation)
     report.write("running")
+    route_flower_logs()
     try:
         start_server(server_address=federation.address,
                      config=ServerConfig(num_rounds=recipe.rounds,

@@ -35,6 +35,7 @@ from app.privacy.accounting import finite_or_none
 from app.registry.network import build_network
 from worker import optimizer as optimizers
 from worker.dpsgd import DPSGD, secret_generator
+from worker.flower_logs import route_flower_logs
 from worker.tasks import ClaimedJob, JobWorker, LeaseLost, evaluate_step, finish
 from worker.training import TrainingResult, epsilon_of, make_optimizer
 
@@ -178,6 +179,7 @@ def connect(address: str, run: SiteRun) -> None:
     from flwr.client import start_client
 
     client = site_client(run)
+    route_flower_logs()
     deadline, delay = time.monotonic() + CONNECT_SECONDS, 0.2
     while True:
         try:
