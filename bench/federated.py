@@ -12,13 +12,19 @@ database. At each per-record epsilon (1 and 3, delta 1e-6 from each dataset's bu
 - alone: a default single-site job (``POST /v1/jobs``) at each clinic;
 - pooled: a default job on the three clinics' rows uploaded as one dataset (central DP).
 
+Where the recipe's full-batch steps cannot reach a target within the largest allowed noise
+(epsilon 1 at 1,000 steps), the bench federates fewer rounds, as a single-site default job
+plans fewer steps; a site's join refuses such a recipe (422) rather than planning it.
+
 Each model is scored by its service (``/v1/risk/batch``: the calibrated probabilities it
 serves) on fresh rows of each clinic's generator (``bench/federated_data.py`` lists the seeds);
 exact AUC and log-loss on those public rows. Goals: federated within 0.01 AUC of pooled, and at
 least 0.02 AUC above the smallest clinic alone (its model scored on every clinic's held-out rows).
+Every model is trained ``--repeats`` times (fresh DP noise, same rows): one 800-row model's
+AUC moves by a few hundredths from one noise draw to the next, so one draw cannot decide.
 
-    .venv/bin/python bench/federated.py            # the full run (about 10 minutes on 2 cores)
-    .venv/bin/python bench/federated.py --quick    # 4 rounds x 25 steps, 5,000 held-out rows
+    .venv/bin/python bench/federated.py            # 5 repeats (about 5 minutes on 2 cores)
+    .venv/bin/python bench/federated.py --quick    # 4 rounds x 25 steps, 5,000 rows, 1 repeat
     .venv/bin/python bench/federated.py --weights rows   # diagnostic: FedAvg by row counts
 
 The last line is ``federated_auc=A pooled_auc=P smallest_alone_auc=S`` at epsilon 3.
@@ -46,8 +52,10 @@ from tests.federated import clinics  # noqa: E402
 from tests.federated.clinics import CLINICS, Service  # noqa: E402
 
 EPSILONS = (1.0, 3.0)
-BUDGET = {"epsilon": 8.0, "delta": 1e-6}
-"""Each dataset's budget: fits federated + alone at epsilon 3 and at 1 (the ledger's filter)."""
+DELTA = 1e-6
+BUDGET_PER_REPEAT = 8.0
+"""Each dataset's budget epsilon per repeat: federated + alone at epsilon 3 and at 1 fit in it
+(the ledger's Renyi filter); raised with the repeats, the same rows train every repeat."""
 WITHIN_POOLED, ABOVE_SMALLEST = 0.01, 0.02
 ROUND_TIMEOUT = 120.0  # the recipe's default
 JOB_SECONDS = 1_500.0
@@ -64,9 +72,19 @@ class Cluster:
     pooled: Service
     datasets: dict[str, int]  # clinic name -> its dataset id at its own service
     pooled_dataset: int = 0
+    budget: float = BUDGET_PER_REPEAT
 
     def all(self) -> list[Service]:
         return [self.coordinator, *self.sites.values(), self.pooled]
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What every repeat runs: the federation's rounds and local steps, FedAvg's weights."""
+
+    rounds: int
+    local_steps: int
+    weights: str
 
 
 def start(root: Path) -> Cluster:
@@ -85,8 +103,9 @@ def register_all(cluster: Cluster, tables: dict[str, synthetic.SyntheticTable]) 
                                   "seed": data.CLINIC_SEEDS[name]}
         if shift is not None:
             source["shift"] = shift
-        cluster.datasets[name] = _create(cluster.sites[name], {"name": name, "source": source})
-    cluster.pooled_dataset = _create(cluster.pooled, {
+        cluster.datasets[name] = _create(cluster.sites[name], cluster.budget,
+                                         {"name": name, "source": source})
+    cluster.pooled_dataset = _create(cluster.pooled, cluster.budget, {
         "name": "pooled", "source": {"kind": "upload"}, "schema": data.pooled_schema()})
     with api_client(cluster.pooled.base, cluster.pooled.keys["data_steward"], 300) as steward:
         sent = steward.put(f"/v1/datasets/{cluster.pooled_dataset}/data",
@@ -94,9 +113,10 @@ def register_all(cluster: Cluster, tables: dict[str, synthetic.SyntheticTable]) 
     _expect(sent.status_code == 200, f"pooled upload: {sent.text[:500]}")
 
 
-def _create(service: Service, body: dict[str, Any]) -> int:
+def _create(service: Service, budget: float, body: dict[str, Any]) -> int:
     with service.http("data_steward") as steward:
-        made = steward.post("/v1/datasets", json={**body, "privacy_budget": BUDGET})
+        made = steward.post("/v1/datasets", json={
+            **body, "privacy_budget": {"epsilon": budget, "delta": DELTA}})
     _expect(made.status_code == 201, f"dataset {body['name']}: {made.text[:500]}")
     return int(made.json()["id"])
 
@@ -110,13 +130,13 @@ def rounds_for(epsilon: float, rounds: int, local_steps: int) -> int:
     """The most rounds (at most ``rounds``) whose full-batch steps reach ``epsilon`` within the
     largest allowed noise: the single-site default's rule (fewer steps where a small target
     needs it), which a site's join does not apply itself (it refuses with a 422)."""
-    fits = epochs_for_target(target_epsilon=epsilon, delta=BUDGET["delta"], sample_rate=1.0,
+    fits = epochs_for_target(target_epsilon=epsilon, delta=DELTA, sample_rate=1.0,
                              steps_per_epoch=local_steps, max_epochs=rounds)
     _expect(fits is not None, f"epsilon {epsilon:g}: not even one round of {local_steps} steps")
     return int(fits or 0)
 
 
-def federate(cluster: Cluster, epsilon: float, rounds: int, local_steps: int, weights: str
+def federate(cluster: Cluster, epsilon: float, rounds: int, plan: Plan, name: str
              ) -> tuple[subprocess.Popen[str], int, dict[str, int]]:
     """Declare a new federation at the coordinator and every clinic, start Flower's server and
     join each clinic's dataset: (the server, the federation id, clinic -> its job id)."""
@@ -124,11 +144,11 @@ def federate(cluster: Cluster, epsilon: float, rounds: int, local_steps: int, we
 
     def body(role: str, site: str | None) -> dict[str, Any]:
         made = clinics.federation_body(role=role, address=address, site=site, rounds=rounds,
-                                       local_steps=local_steps, epsilon=epsilon,
+                                       local_steps=plan.local_steps, epsilon=epsilon,
                                        timeout=ROUND_TIMEOUT)
-        if weights == "rows":  # a diagnostic: the bench's row counts are public here
+        if plan.weights == "rows":  # a diagnostic: the bench's row counts are public here
             made["sites"] = [{"name": n, "weight": float(r)} for n, r, _ in CLINICS]
-        return {**made, "name": f"bench-epsilon-{epsilon:g}"}
+        return {**made, "name": name}
 
     federation_id = clinics.declare(cluster.coordinator, body("coordinator", None))
     server = clinics.coordinate(cluster.coordinator, federation_id)
@@ -156,18 +176,18 @@ def model_of(service: Service, job_id: int, what: str) -> int:
     return int(job["model_id"])
 
 
-def train(cluster: Cluster, epsilon: float, rounds: int, local_steps: int, weights: str
+def train(cluster: Cluster, epsilon: float, plan: Plan, repeat: int
           ) -> tuple[dict[str, dict[str, int]], dict[str, Any]]:
     """Every model at ``epsilon``: {kind: {clinic: model id}} (pooled under ``"pooled"``), and
     the coordinator's report. The clinics' workers take the federated job, then the alone one
     (the queue is first in, first out); the pooled service trains meanwhile."""
-    planned = rounds_for(epsilon, rounds, local_steps)
-    if planned < rounds:
-        print(f"\nepsilon {epsilon:g}: {rounds} x {local_steps} full-batch steps need more than "
-              f"the largest allowed noise; federating {planned} rounds ({planned * local_steps} "
-              "steps), as the single-site default plans fewer steps")
-    server, federation_id, federated = federate(cluster, epsilon, planned, local_steps,
-                                                weights)
+    rounds = rounds_for(epsilon, plan.rounds, plan.local_steps)
+    if rounds < plan.rounds and repeat == 0:
+        print(f"\nepsilon {epsilon:g}: {plan.rounds} x {plan.local_steps} full-batch steps need "
+              f"more than the largest allowed noise; federating {rounds} rounds "
+              f"({rounds * plan.local_steps} steps), as the single-site default plans fewer steps")
+    name = f"bench-e{epsilon:g}-r{repeat}".replace(".", "-")
+    server, federation_id, federated = federate(cluster, epsilon, rounds, plan, name)
     alone = {name: submit(site, cluster.datasets[name], epsilon)
              for name, site in cluster.sites.items()}
     pooled = submit(cluster.pooled, cluster.pooled_dataset, epsilon)
@@ -251,12 +271,12 @@ def print_epsilon(epsilon: float, runs: list[Scores], held: dict[str, synthetic.
     for kind in (*KINDS, "smallest_alone"):
         print(f"per repeat, {kind} AUC (mean over clinics): "
               + ", ".join(f"{mean(r[kind]):.4f}" for r in runs))
+    rounds = [x for r in reports for x in r["rounds"]]
+    full = sum(len(x["sites"]) == len(CLINICS) for x in rounds)
     print("coordinator's DP evaluation of the federated model (summed noisy histograms), "
           "roc_auc: " + ", ".join(str((r.get("evaluation") or {}).get("roc_auc"))
                                   for r in reports)
-          + f"; rounds with every site: {sum(len(x['sites']) == len(CLINICS) for r in reports
-                                             for x in r['rounds'])} of "
-          f"{sum(len(r['rounds']) for r in reports)}; federation epsilon "
+          + f"; rounds with every site: {full} of {len(rounds)}; federation epsilon "
           f"{reports[-1].get('federation_epsilon')}")
     gaps = [mean(r["federated"]) - mean(r["pooled"]) for r in runs]
     gains = [mean(r["federated"]) - mean(r["smallest_alone"]) for r in runs]
@@ -273,19 +293,45 @@ def arguments() -> argparse.Namespace:
     recipe = FederatedRecipe(target_epsilon=1.0)
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true",
-                        help="4 rounds x 25 local steps, 5,000 held-out rows per clinic")
+                        help="4 rounds x 25 local steps, 5,000 held-out rows, 1 repeat")
     parser.add_argument("--rounds", type=int, default=recipe.rounds)
     parser.add_argument("--local-steps", type=int, default=recipe.local_steps)
     parser.add_argument("--held-out", type=int, default=20_000, help="fresh rows per clinic")
     parser.add_argument("--weights", choices=("equal", "rows"), default="equal",
                         help="FedAvg's public site weights: equal (the default declaration) "
                         "or the row counts (a diagnostic)")
+    parser.add_argument("--repeats", type=int, default=5, choices=range(1, 13),
+                        metavar="1..12", help="fresh DP noise for every model, same rows")
     parser.add_argument("--root", type=Path, default=None,
                         help="keep the services' databases and logs here (default: a temp dir)")
     args = parser.parse_args()
     if args.quick:
-        args.rounds, args.local_steps, args.held_out = 4, 25, 5_000
+        args.rounds, args.local_steps, args.held_out, args.repeats = 4, 25, 5_000, 1
     return args
+
+
+def collect(cluster: Cluster, plan: Plan, repeats: int,
+            held: dict[str, synthetic.SyntheticTable]) -> None:
+    """Train and score every repeat at every epsilon, then print each epsilon's figures and the
+    last line (epsilon 3, mean over clinics and repeats)."""
+    runs: dict[float, list[Scores]] = {e: [] for e in EPSILONS}
+    reports: dict[float, list[dict[str, Any]]] = {e: [] for e in EPSILONS}
+    seconds: dict[float, list[float]] = {e: [] for e in EPSILONS}
+    for repeat in range(repeats):
+        for epsilon in EPSILONS:
+            started = time.monotonic()
+            models, report = train(cluster, epsilon, plan, repeat)
+            seconds[epsilon].append(time.monotonic() - started)
+            runs[epsilon].append(evaluate(cluster, models, held))
+            reports[epsilon].append(report)
+            print(f"repeat {repeat + 1}, epsilon {epsilon:g}: " + ", ".join(
+                f"{k} {mean(runs[epsilon][-1][k]):.4f}" for k in (*KINDS, "smallest_alone")),
+                flush=True)
+    for epsilon in EPSILONS:
+        print_epsilon(epsilon, runs[epsilon], held, reports[epsilon], seconds[epsilon])
+    final = average(runs[EPSILONS[-1]])
+    print(f"\nfederated_auc={mean(final['federated']):.4f} pooled_auc={mean(final['pooled']):.4f}"
+          f" smallest_alone_auc={mean(final['smallest_alone']):.4f}")
 
 
 def run(args: argparse.Namespace, root: Path) -> None:
@@ -293,24 +339,17 @@ def run(args: argparse.Namespace, root: Path) -> None:
     held = {name: data.held_out(name, shift, args.held_out) for name, _, shift in CLINICS}
     print(f"# {len(CLINICS)} clinics ({', '.join(f'{n} {r:,}' for n, r, _ in CLINICS)} rows; "
           f"shifts {[s for _, _, s in CLINICS]}); federated {args.rounds} rounds x "
-          f"{args.local_steps} local steps, {args.weights} FedAvg weights; {args.held_out:,} fresh "
-          "held-out rows per clinic, scored by each service's /v1/risk/batch")
+          f"{args.local_steps} local steps, {args.weights} FedAvg weights; {args.held_out:,} "
+          f"fresh held-out rows per clinic, scored by each service's /v1/risk/batch; "
+          f"{args.repeats} repeat(s) of every model", flush=True)
     cluster = start(root)
     try:
+        cluster.budget = BUDGET_PER_REPEAT * args.repeats
         register_all(cluster, tables)
-        final: Scores = {}
-        for epsilon in EPSILONS:
-            started = time.monotonic()
-            models, report = train(cluster, epsilon, args.rounds, args.local_steps,
-                                   args.weights)
-            seconds = time.monotonic() - started
-            final = evaluate(cluster, models, held)
-            print_epsilon(epsilon, final, held, report, seconds)
+        collect(cluster, Plan(args.rounds, args.local_steps, args.weights), args.repeats, held)
     finally:
         for service in cluster.all():
             service.stop()
-    print(f"\nfederated_auc={mean(final['federated']):.4f} pooled_auc={mean(final['pooled']):.4f}"
-          f" smallest_alone_auc={mean(final['smallest_alone']):.4f}")
 
 
 def main() -> None:

@@ -33,6 +33,7 @@ from app.privacy.accountant_names import accountant_word
 from app.privacy.figures import epsilon_text
 from app.privacy.terms import per_patient
 from app.registry import artifacts
+from app.registry.federated import federation_clause
 from app.registry.models import ModelActivation, TrainedModel
 from app.registry.schemas import ModelOut, PrivacyStatementOut
 
@@ -315,8 +316,9 @@ def privacy_sentence(model: TrainedModel) -> str:
         f"Model {model.id} was trained with DP-SGD: ({epsilon_text(model.epsilon)}, "
         f"{model.delta:g})-differential privacy per patient record "
         f"({accountant_word(model.accountant)} accountant).{_calibration_clause(model)}"
-        f"{' ' + patients if patients else ''}"
+        f"{' ' + patients if patients else ''}{federation_clause(model)}"
     )
+
 
 
 @dataclass(frozen=True)

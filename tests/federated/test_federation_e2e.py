@@ -12,6 +12,7 @@ from dp_accounting import GaussianDpEvent, PoissonSampledDpEvent, SelfComposedDp
 from dp_accounting.pld import PLDAccountant
 from dp_accounting.rdp import RdpAccountant
 
+from tests.conftest import PATIENT
 from tests.federated import clinics
 from tests.federated.clinics import CLINICS
 
@@ -79,6 +80,13 @@ def test_three_clinics_train_one_federated_model(tmp_path: Path) -> None:
             federation = model["metrics"]["federation"]
             assert federation["rounds_run"] == ROUNDS
             assert federation["federation_epsilon"] >= model["privacy"]["epsilon"] - 1e-6
+            assert "federated model of crisis-network" in model["privacy"]["statement"]
+            with site.http("clinician") as clinician:
+                assessed = clinician.post("/v1/risk/fhir", json={
+                    "model_id": job["model_id"], "subject": "Patient/p-1", "features": PATIENT})
+            assert assessed.status_code == 200, assessed.text
+            notes = " ".join(note["text"] for note in assessed.json()["note"])
+            assert "federated model of crisis-network (3 clinics" in notes
         with coordinator.http() as admin:
             report = admin.get(f"/v1/federations/{federation_id}").json()
         assert report["state"] == "finished"

@@ -1,0 +1,19 @@
+"""A federated model's clause in its privacy statement (``app.federation``): FHIR notes, CDS
+Hooks cards and the dashboard repeat the statement, so each names the model as federated."""
+
+from app.privacy.figures import epsilon_text
+from app.registry.models import TrainedModel
+
+
+def federation_clause(model: TrainedModel) -> str:
+    """A federated model says so, with the federation's statement (the worst clinic's)."""
+    federation = (model.metrics or {}).get("federation")
+    if not isinstance(federation, dict):
+        return ""
+    epsilon, delta = federation.get("federation_epsilon"), federation.get("federation_delta")
+    worst = ("" if epsilon is None or delta is None else
+             f"; the federation's guarantee, the worst clinic's, is ({epsilon_text(epsilon)}, "
+             f"{delta:g})")
+    return (f" It is a federated model of {federation['name']} ({len(federation['sites'])} "
+            f"clinics, {federation['rounds_run']} rounds averaging each clinic's DP releases): "
+            f"this clinic's patients are covered by the statement above{worst}.")
