@@ -14,6 +14,7 @@ Run: ``dpcrisis federation-coordinator --federation ID`` (flwr is the ``federate
 import json
 import math
 import os
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -34,6 +35,7 @@ from flwr.server.client_proxy import ClientProxy  # noqa: E402
 from flwr.server.strategy import FedAvg  # noqa: E402
 
 from app.core.database import Database
+from app.core.settings import settings
 from app.federation import service as federation_service
 from app.federation.models import Federation
 from app.federation.schemas import FederatedRecipe
@@ -169,6 +171,15 @@ class FederationAverage(FedAvg):
         return None, {}
 
 
+def server_certificates(folder: Path | None) -> tuple[bytes, bytes, bytes] | None:
+    """Flower's TLS triple (CA certificate, server certificate, server key), or None: plain
+    gRPC. Raises FileNotFoundError naming a missing file."""
+    if folder is None:
+        return None
+    return tuple((folder / name).read_bytes()  # type: ignore[return-value]
+                 for name in ("ca.crt", "server.pem", "server.key"))
+
+
 def serve(database: Database, federation_id: int) -> dict[str, Any]:
     """Run the federation's rounds on Flower's server at its declared address; returns the
     report (also stored on the federation's row, state ``finished`` or ``failed``)."""
@@ -185,7 +196,8 @@ def serve(database: Database, federation_id: int) -> dict[str, Any]:
         start_server(server_address=federation.address,
                      config=ServerConfig(num_rounds=recipe.rounds,
                                          round_timeout=recipe.round_timeout_seconds),
-                     strategy=FederationAverage(federation, report))
+                     strategy=FederationAverage(federation, report),
+                     certificates=server_certificates(settings.flower_certificates))
     except BaseException:
         report.write("failed")
         raise

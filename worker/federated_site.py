@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from app.core.settings import settings
 from app.flows import job_run
 from app.flows.job_run import LoadedData
 from app.jobs import queue
@@ -180,10 +181,13 @@ def connect(address: str, run: SiteRun) -> None:
 
     client = site_client(run)
     route_flower_logs()
+    ca = settings.flower_root_certificate
+    root = None if ca is None else ca.read_bytes()  # TLS: the coordinator's CA
     deadline, delay = time.monotonic() + CONNECT_SECONDS, 0.2
     while True:
         try:
-            start_client(server_address=address, client=client.to_client(), insecure=True)
+            start_client(server_address=address, client=client.to_client(),
+                         insecure=root is None, root_certificates=root)
             return
         except grpc.RpcError as exc:
             if (client.contacted or exc.code() != grpc.StatusCode.UNAVAILABLE

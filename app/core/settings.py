@@ -89,6 +89,16 @@ class Settings(BaseSettings):
         description="on SIGTERM, how long `dpcrisis serve` waits for requests in flight (an "
         "upload still arriving is then cut, its claim given back) before it exits",
     )
+    flower_certificates: Path | None = Field(
+        default=None,
+        description="a federation's coordinator: the folder of Flower's TLS files (ca.crt, "
+        "server.pem, server.key); unset: plain gRPC (a private network only)",
+    )
+    flower_root_certificate: Path | None = Field(
+        default=None,
+        description="a federation's clinic: the CA certificate its worker checks the "
+        "coordinator's Flower server against; unset: plain gRPC",
+    )
     worker_poll_seconds: float = Field(default=1.0, gt=0)
     worker_lease_seconds: float = Field(default=60.0, gt=0)
     worker_wake: bool = Field(

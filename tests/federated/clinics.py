@@ -114,13 +114,15 @@ def join(service: Service, federation_id: int, dataset_id: int) -> httpx.Respons
                             json={"dataset_id": dataset_id})
 
 
-def coordinate(service: Service, federation_id: int) -> subprocess.Popen[str]:
-    """``dpcrisis federation-coordinator`` on the coordinator's database, logging to a file."""
+def coordinate(service: Service, federation_id: int, **env: str) -> subprocess.Popen[str]:
+    """``dpcrisis federation-coordinator`` on the coordinator's database, logging to a file;
+    ``env`` overrides settings (upper-cased)."""
     log = service.root / "coordinator.log"
     with log.open("w") as out:
-        return subprocess.Popen([CLI, "federation-coordinator", "--federation",
-                                 str(federation_id)], env=service_env(service.root),
-                                stdout=out, stderr=subprocess.STDOUT, text=True)
+        return subprocess.Popen(
+            [CLI, "federation-coordinator", "--federation", str(federation_id)],
+            env={**service_env(service.root), **{k.upper(): v for k, v in env.items()}},
+            stdout=out, stderr=subprocess.STDOUT, text=True)
 
 
 def job_when_final(service: Service, job_id: int, seconds: float = 240) -> dict[str, Any]:

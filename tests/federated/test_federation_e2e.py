@@ -15,6 +15,7 @@ from dp_accounting.rdp import RdpAccountant
 from tests.conftest import PATIENT
 from tests.federated import clinics
 from tests.federated.clinics import CLINICS
+from tests.federated.tls import write_certificates
 
 pytestmark = pytest.mark.slow
 ROUNDS, LOCAL_STEPS, EPSILON = 4, 25, 3.0
@@ -47,15 +48,19 @@ def _ledger_entry(service: clinics.Service, dataset_id: int, job_id: int) -> dic
 
 
 def test_three_clinics_train_one_federated_model(tmp_path: Path) -> None:
+    """Over Flower's TLS: the coordinator's certificate, each clinic checking it."""
+    ca = write_certificates(tmp_path / "tls")
     coordinator = clinics.start(tmp_path / "coordinator")
-    sites = [clinics.start(tmp_path / name) for name, _, _ in CLINICS]
+    sites = [clinics.start(tmp_path / name, flower_root_certificate=str(ca))
+             for name, _, _ in CLINICS]
     try:
         clinics.wait_ready(coordinator, *sites)
         address = clinics.address()
         federation_id = clinics.declare(coordinator, clinics.federation_body(
             role="coordinator", address=address, site=None, rounds=ROUNDS,
             local_steps=LOCAL_STEPS, epsilon=EPSILON))
-        server = clinics.coordinate(coordinator, federation_id)
+        server = clinics.coordinate(coordinator, federation_id,
+                                    flower_certificates=str(tmp_path / "tls"))
         jobs = []
         for site, (name, rows, shift) in zip(sites, CLINICS, strict=True):
             here = clinics.declare(site, clinics.federation_body(
