@@ -139,3 +139,34 @@ def job_when_final(service: Service, job_id: int, seconds: float = 240) -> dict[
 
 def address() -> str:
     return f"127.0.0.1:{_free_port()}"
+
+
+@dataclass
+class Launched:
+    """A federation under way: its id at the coordinator, Flower's server, and each clinic's
+    (dataset id, job id), in ``CLINICS`` order."""
+
+    federation_id: int
+    server: subprocess.Popen[str]
+    parts: list[tuple[int, int]]
+
+
+def launch(coordinator: Service, sites: list[Service], *, rounds: int, local_steps: int,
+           epsilon: float, seed: int, name: str = "crisis-network",
+           **coordinator_env: str) -> Launched:
+    """Declare the federation everywhere, start Flower's server, register each clinic's
+    cohort (seeds ``seed``, ``seed + 1``, ...) and join with it."""
+    address_ = address()
+    declared = federation_body(role="coordinator", address=address_, site=None, rounds=rounds,
+                               local_steps=local_steps, epsilon=epsilon)
+    declared["name"] = name
+    federation_id = declare(coordinator, declared)
+    server = coordinate(coordinator, federation_id, **coordinator_env)
+    parts = []
+    for offset, (site, (site_name, rows, shift)) in enumerate(zip(sites, CLINICS, strict=True)):
+        here = declare(site, {**declared, "role": "site", "site_name": site_name})
+        dataset_id = register(site, site_name, rows, seed=seed + offset, shift=shift)
+        joined = join(site, here, dataset_id)
+        assert joined.status_code == 202, joined.text
+        parts.append((dataset_id, int(joined.json()["id"])))
+    return Launched(federation_id, server, parts)

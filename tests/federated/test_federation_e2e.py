@@ -55,21 +55,10 @@ def test_three_clinics_train_one_federated_model(tmp_path: Path) -> None:
              for name, _, _ in CLINICS]
     try:
         clinics.wait_ready(coordinator, *sites)
-        address = clinics.address()
-        federation_id = clinics.declare(coordinator, clinics.federation_body(
-            role="coordinator", address=address, site=None, rounds=ROUNDS,
-            local_steps=LOCAL_STEPS, epsilon=EPSILON))
-        server = clinics.coordinate(coordinator, federation_id,
-                                    flower_certificates=str(tmp_path / "tls"))
-        jobs = []
-        for site, (name, rows, shift) in zip(sites, CLINICS, strict=True):
-            here = clinics.declare(site, clinics.federation_body(
-                role="site", address=address, site=name, rounds=ROUNDS,
-                local_steps=LOCAL_STEPS, epsilon=EPSILON))
-            dataset_id = clinics.register(site, name, rows, seed=len(jobs) + 21, shift=shift)
-            joined = clinics.join(site, here, dataset_id)
-            assert joined.status_code == 202, joined.text
-            jobs.append((dataset_id, joined.json()["id"]))
+        launched = clinics.launch(coordinator, sites, rounds=ROUNDS, local_steps=LOCAL_STEPS,
+                                  epsilon=EPSILON, seed=21,
+                                  flower_certificates=str(tmp_path / "tls"))
+        federation_id, server, jobs = launched.federation_id, launched.server, launched.parts
         finished = [clinics.job_when_final(site, job_id) for site, (_, job_id)
                     in zip(sites, jobs, strict=True)]
         assert server.wait(timeout=120) == 0, (tmp_path / "coordinator" /
@@ -118,18 +107,9 @@ def test_a_clinic_killed_mid_federation_keeps_the_charge_of_the_rounds_it_began(
     sites = [clinics.start(tmp_path / name, **SHORT_LEASE) for name, _, _ in CLINICS]
     try:
         clinics.wait_ready(coordinator, *sites)
-        address = clinics.address()
-        federation_id = clinics.declare(coordinator, clinics.federation_body(
-            role="coordinator", address=address, site=None, rounds=rounds,
-            local_steps=LOCAL_STEPS, epsilon=EPSILON))
-        server = clinics.coordinate(coordinator, federation_id)
-        jobs = []
-        for site, (name, rows, shift) in zip(sites, CLINICS, strict=True):
-            here = clinics.declare(site, clinics.federation_body(
-                role="site", address=address, site=name, rounds=rounds,
-                local_steps=LOCAL_STEPS, epsilon=EPSILON))
-            dataset_id = clinics.register(site, name, rows, seed=len(jobs) + 41, shift=shift)
-            jobs.append((dataset_id, clinics.join(site, here, dataset_id).json()["id"]))
+        launched = clinics.launch(coordinator, sites, rounds=rounds, local_steps=LOCAL_STEPS,
+                                  epsilon=EPSILON, seed=41)
+        federation_id, server, jobs = launched.federation_id, launched.server, launched.parts
         while len((_report(coordinator, federation_id)["report"] or {}).get("rounds", [])) < 3:
             assert server.poll() is None
             time.sleep(0.05)
