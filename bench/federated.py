@@ -54,8 +54,8 @@ from tests.federated.clinics import CLINICS, Service  # noqa: E402
 EPSILONS = (1.0, 3.0)
 DELTA = 1e-6
 BUDGET_PER_REPEAT = 8.0
-"""Each dataset's budget epsilon per repeat: federated + alone at epsilon 3 and at 1 fit in it
-(the ledger's Renyi filter); raised with the repeats, the same rows train every repeat."""
+"""Each dataset's (and each service's per-patient) budget epsilon per repeat: federated + alone
+at epsilon 3 and at 1 fit in it (the ledgers' Renyi filters); the same rows train every repeat."""
 WITHIN_POOLED, ABOVE_SMALLEST = 0.01, 0.02
 ROUND_TIMEOUT = 120.0  # the recipe's default
 JOB_SECONDS = 1_500.0
@@ -97,7 +97,14 @@ def start(root: Path) -> Cluster:
 
 
 def register_all(cluster: Cluster, tables: dict[str, synthetic.SyntheticTable]) -> None:
-    """Each clinic's synthetic source at its own service; the union uploaded to the pooled one."""
+    """Each clinic's synthetic source at its own service; the union uploaded to the pooled one.
+    Every service's per-patient budget is raised with the datasets' (the default, 8, would cap
+    the repeats: each model's own guarantee is its per-record epsilon)."""
+    for service in (*cluster.sites.values(), cluster.pooled):
+        with service.http() as admin:
+            raised = admin.put("/v1/patient-budget",
+                               json={"epsilon": cluster.budget, "delta": DELTA})
+        _expect(raised.status_code == 200, f"patient budget: {raised.text[:500]}")
     for name, rows, shift in CLINICS:
         source: dict[str, Any] = {"kind": "synthetic", "n_rows": rows,
                                   "seed": data.CLINIC_SEEDS[name]}

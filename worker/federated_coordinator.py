@@ -111,6 +111,10 @@ class FederationAverage(FedAvg):
         self.recipe = FederatedRecipe.model_validate(federation.recipe)
         self.weights = {str(site["name"]): float(site["weight"]) for site in federation.sites}
         self.report = report
+        rounds, tail = self.recipe.rounds, self.recipe.tail_average
+        self.first_averaged = rounds - max(1, round(tail * rounds)) + 1 if tail > 0 else rounds
+        self.mean: list[np.ndarray] | None = None  # of the global models from that round on
+        self.averaged = 0
         quorum = self.recipe.min_sites
         super().__init__(fraction_fit=1.0, fraction_evaluate=1.0, min_fit_clients=quorum,
                          min_evaluate_clients=quorum, min_available_clients=quorum,
@@ -143,7 +147,20 @@ class FederationAverage(FedAvg):
         total = sum(self.weights[site] for site, _ in taken)
         layers = [np.sum([self.weights[site] / total * arrays[i] for site, arrays in taken],
                          axis=0) for i in range(len(taken[0][1]))]
+        self.average(server_round, layers)
         return ndarrays_to_parameters(layers), {"sites": len(taken)}
+
+    def average(self, server_round: int, layers: list[np.ndarray]) -> None:
+        """Polyak-Ruppert averaging of the global models over the tail rounds: post-processing
+        of the sites' releases that averages much of their noise away."""
+        if server_round < self.first_averaged:
+            return
+        self.averaged += 1
+        if self.mean is None:
+            self.mean = [layer.copy() for layer in layers]
+            return
+        for mean, layer in zip(self.mean, layers, strict=True):
+            mean += (layer - mean) / self.averaged
 
     def configure_evaluate(self, server_round: int, parameters: Parameters,
                            client_manager: ClientManager
@@ -155,6 +172,8 @@ class FederationAverage(FedAvg):
             "sites": json.dumps(sorted(self.weights)),
             "federation_epsilon": "" if epsilon is None else epsilon,
             "federation_delta": "" if delta is None else delta}
+        if self.mean is not None:  # the model released: the tail rounds' mean
+            parameters = ndarrays_to_parameters(self.mean)
         clients = client_manager.all().values()
         return [(client, EvaluateIns(parameters, config)) for client in clients]
 

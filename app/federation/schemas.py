@@ -47,6 +47,10 @@ class FederatedRecipe(RequestModel):
     momentum: float = Field(default=0.9, ge=0, lt=1)
     max_grad_norm: float | None = Field(default=None, gt=0, le=100,
                                         description="default: the single-site public rule")
+    tail_average: float = Field(default=0.5, ge=0, lt=1,
+                                description="the model released is the mean of the global "
+                                "models of this last fraction of rounds (post-processing: the "
+                                "single-site default's rule); 0: the last round's")
     min_sites: int = Field(default=2, ge=1, le=64,
                            description="Flower's minimum of sites per round")
     round_timeout_seconds: float = Field(default=120, ge=1, le=3600)

@@ -23,7 +23,7 @@ FEDERATION_ENTRIES: list[Entry] = [
     *fields("FederatedRecipe", {
         PUBLIC_INPUT: "model hidden_units rounds local_steps target_epsilon delta batch_size "
                       "optimizer learning_rate momentum max_grad_norm min_sites "
-                      "round_timeout_seconds",
+                      "round_timeout_seconds tail_average",
     }, note="the recipe the clinics agreed on"),
     *fields("FederationSite", {PUBLIC_INPUT: "name weight public_key"},
             note="a declared site and its public FedAvg weight (never a row count)"),
