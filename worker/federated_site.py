@@ -31,7 +31,7 @@ from app.core.settings import settings
 from app.flows import job_run
 from app.flows.job_run import LoadedData
 from app.jobs import queue
-from app.jobs.models import FAILED, SUCCEEDED
+from app.jobs.models import CANCELLED, FAILED, SUCCEEDED
 from app.privacy.accounting import finite_or_none
 from app.registry.network import build_network
 from worker import optimizer as optimizers
@@ -119,7 +119,7 @@ class SiteRun:
         with self.worker.database.session_scope() as session:
             owned, cancel = queue.record_epoch(
                 session=session, job_id=claimed.job_id, worker_id=self.worker.worker_id,
-                progress=progress, lease_seconds=self.worker.lease_seconds)
+                progress=progress, lease_seconds=self.worker.lease_seconds, ahead=True)
         if not owned:
             raise LeaseLost(claimed.job_id)
         if cancel or self.worker.stop_requested.is_set():
@@ -159,7 +159,13 @@ def run_federated(worker: JobWorker, claimed: ClaimedJob) -> str:
     with worker.database.session_scope() as session:
         loaded = job_run.load(session=session, dataset_id=claimed.dataset_id)
     run = SiteRun(worker, claimed, loaded)
-    connect(str(run.plan["address"]), run)
+    try:
+        connect(str(run.plan["address"]), run)
+    except RoundRefused as refused:  # cancelled, or asked past its plan: no row was read
+        status = CANCELLED if "cancelled" in str(refused) else FAILED
+        finish(worker, claimed.job_id, status, error_code="federation_round_refused",
+               error=str(refused))
+        return status
     if run.evaluated:
         return SUCCEEDED
     # The federation ended (or dropped this site) before its final model reached it: the

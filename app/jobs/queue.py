@@ -80,8 +80,12 @@ def record_epoch(
     worker_id: str,
     progress: EpochProgress,
     lease_seconds: float,
+    ahead: bool = False,
 ) -> tuple[bool, bool]:
     """Store an epoch's progress, commit its steps to the ledger and renew the lease.
+
+    ``ahead``: the steps are committed before they run (a federation's round): a cancel
+    already asked for commits nothing, so the round it stops is not charged.
 
     Returns:
         (still_owned, cancel_requested). ``still_owned`` is False when the lease was lost.
@@ -89,6 +93,8 @@ def record_epoch(
     job = session.scalar(select(Job).where(_owned(job_id, worker_id)).with_for_update())
     if job is None:
         return False, False
+    if ahead and job.cancel_requested:
+        return True, True
     job.progress_epoch = progress.epoch
     job.epsilon_spent = progress.epsilon_prv
     job.epsilon_per_epoch = [

@@ -1,0 +1,74 @@
+"""A clinic's part without a coordinator: the real worker claims the federated job and runs its
+rounds (real DP-SGD steps, real ledger commits) through a stand-in for Flower's connection."""
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+
+from app.datasets.crisis_schema import CRISIS_SCHEMA
+from app.datasets.dataset_schema import schema_hash
+from tests.conftest import small_dataset
+from worker import federated_site
+from worker.federated_site import SiteRun
+
+pytestmark = pytest.mark.slow
+ROUNDS, LOCAL_STEPS = 5, 4
+
+
+def _join(client: TestClient, client_as: Callable[[str], TestClient]) -> tuple[int, int]:
+    made = client.post("/v1/federations", json={
+        "name": "net", "role": "site", "address": "127.0.0.1:9", "site_name": "clinic-a",
+        "schema_sha256": schema_hash(CRISIS_SCHEMA), "sites": [{"name": "clinic-a"},
+                                                               {"name": "clinic-b"}],
+        "recipe": {"rounds": ROUNDS, "local_steps": LOCAL_STEPS, "target_epsilon": 3}})
+    assert made.status_code == 201, made.text
+    dataset_id = client.post("/v1/datasets", json=small_dataset()).json()["id"]
+    joined = client_as("data_steward").post(f"/v1/federations/{made.json()['id']}/join",
+                                            json={"dataset_id": dataset_id})
+    assert joined.status_code == 202, joined.text
+    return dataset_id, int(joined.json()["id"])
+
+
+def _entry(client: TestClient, dataset_id: int, job_id: int) -> dict[str, Any]:
+    report = client.get(f"/v1/datasets/{dataset_id}/privacy-report").json()
+    (entry,) = [e for e in report["entries"] if e["job_id"] == job_id]
+    return dict(entry)
+
+
+def test_a_cancelled_part_stops_before_its_next_round_and_keeps_the_rounds_it_ran(
+        client: TestClient, client_as: Callable[[str], TestClient], run_worker: Any,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    dataset_id, job_id = _join(client, client_as)
+
+    def two_rounds_then_cancelled(address: str, run: SiteRun) -> None:
+        for _ in range(2):
+            run.run_round(run.weights())
+        assert client_as("data_scientist").post(f"/v1/jobs/{job_id}/cancel").status_code == 200
+        run.run_round(run.weights())  # refused at its commit: no row read
+
+    monkeypatch.setattr(federated_site, "connect", two_rounds_then_cancelled)
+    assert run_worker(limit=1) == 1
+    job = client.get(f"/v1/jobs/{job_id}").json()
+    assert job["status"] == "cancelled", job
+    entry = _entry(client, dataset_id, job_id)
+    # The cancel is read before the third round's commit: two rounds charged, the rest back.
+    assert entry["charged_steps"] == 2 * LOCAL_STEPS and entry["remainder_released"], entry
+
+
+def test_a_federation_that_ends_early_keeps_the_rounds_run_and_releases_the_rest(
+        client: TestClient, client_as: Callable[[str], TestClient], run_worker: Any,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    dataset_id, job_id = _join(client, client_as)
+
+    def two_rounds(address: str, run: SiteRun) -> None:
+        for _ in range(2):
+            run.run_round(run.weights())
+
+    monkeypatch.setattr(federated_site, "connect", two_rounds)
+    run_worker(limit=1)
+    job = client.get(f"/v1/jobs/{job_id}").json()
+    assert (job["status"], job["error"]["code"]) == ("failed", "federation_ended"), job
+    entry = _entry(client, dataset_id, job_id)
+    assert entry["charged_steps"] == 2 * LOCAL_STEPS and entry["remainder_released"], entry
