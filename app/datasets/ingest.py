@@ -39,7 +39,6 @@ import numpy as np
 import pyarrow as pa
 
 from app.core.errors import InvalidRequest
-from app.core.sorting import sort_uint64
 from app.datasets import record_coins, table_readers, table_store
 from app.datasets.dataset_schema import DatasetSchema, check_schema
 from app.datasets.growing_file import GrowingFile
@@ -282,7 +281,7 @@ def _duplicate_ids(ids: pa.StringArray, digests: np.ndarray, column: str,
     """Equal 64-bit id digests first (a sort of words, not of strings); only ids whose digest
     repeats are compared as text, so an accidental digest collision is never an error.
     The digests come back sorted."""
-    ordered = sort_uint64(digests)
+    ordered = np.sort(digests)
     repeated = ordered[1:][ordered[1:] == ordered[:-1]]
     if not len(repeated):
         return ordered

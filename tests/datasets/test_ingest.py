@@ -369,7 +369,7 @@ MEASURE = """
 import json, sys, tracemalloc
 from pathlib import Path
 import pyarrow as pa
-import torch  # loaded at start in the service; app.core.sorting imports it at first use
+import torch  # loaded at start in the service (its allocations are not the upload's)
 from app.datasets import ingest
 from app.datasets.dataset_schema import DatasetSchema
 schema = DatasetSchema.model_validate_json(sys.argv[3])
