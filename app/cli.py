@@ -63,7 +63,13 @@ def _coordinate(args: argparse.Namespace) -> int:
 
     from app.core.database import get_database
     from app.core.migrations import upgrade_head
-    from worker.federated_coordinator import serve as serve_federation
+
+    try:
+        from worker.federated_coordinator import serve as serve_federation
+    except ImportError as missing:  # flwr is the federated extra
+        print(f"the coordinator needs Flower ({missing}): pip install -e '.[federated]'",
+              file=sys.stderr)
+        return 2
 
     upgrade_head()
     report = serve_federation(get_database(), args.federation)

@@ -160,6 +160,12 @@ def run_federated(worker: JobWorker, claimed: ClaimedJob) -> str:
         loaded = job_run.load(session=session, dataset_id=claimed.dataset_id)
     run = SiteRun(worker, claimed, loaded)
     try:
+        import flwr  # noqa: F401 - the federated extra; without it, say so before any round
+    except ImportError:
+        finish(worker, claimed.job_id, FAILED, error_code="federated_extra_missing",
+               error="this worker cannot take part: pip install -e '.[federated]'")
+        return FAILED
+    try:
         connect(str(run.plan["address"]), run)
     except RoundRefused as refused:  # cancelled, or asked past its plan: no row was read
         status = CANCELLED if "cancelled" in str(refused) else FAILED

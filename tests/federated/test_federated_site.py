@@ -1,12 +1,14 @@
 """A clinic's part without a coordinator: the real worker claims the federated job and runs its
 rounds (real DP-SGD steps, real ledger commits) through a stand-in for Flower's connection."""
 
+import sys
 from collections.abc import Callable
 from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
 
+from app.cli import main
 from app.datasets.crisis_schema import CRISIS_SCHEMA
 from app.datasets.dataset_schema import schema_hash
 from tests.conftest import small_dataset
@@ -72,3 +74,24 @@ def test_a_federation_that_ends_early_keeps_the_rounds_run_and_releases_the_rest
     assert (job["status"], job["error"]["code"]) == ("failed", "federation_ended"), job
     entry = _entry(client, dataset_id, job_id)
     assert entry["charged_steps"] == 2 * LOCAL_STEPS and entry["remainder_released"], entry
+
+
+def test_a_worker_without_flower_fails_the_part_and_charges_nothing(
+        client: TestClient, client_as: Callable[[str], TestClient], run_worker: Any,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    dataset_id, job_id = _join(client, client_as)
+    monkeypatch.setitem(sys.modules, "flwr", None)  # an install without the federated extra
+    run_worker(limit=1)
+    job = client.get(f"/v1/jobs/{job_id}").json()
+    assert (job["status"], job["error"]["code"]) == ("failed", "federated_extra_missing"), job
+    entry = _entry(client, dataset_id, job_id)
+    assert entry["charged_steps"] == 0 and entry["status"] == "released", entry
+
+
+def test_the_coordinator_command_without_flower_says_what_to_install(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    for name in [m for m in sys.modules if m == "flwr" or m.startswith("flwr.")] + ["flwr"]:
+        monkeypatch.setitem(sys.modules, name, None)  # every Flower module unimportable
+    monkeypatch.delitem(sys.modules, "worker.federated_coordinator", raising=False)
+    assert main(["federation-coordinator", "--federation", "1"]) == 2
+    assert "pip install -e '.[federated]'" in capsys.readouterr().err
