@@ -47,6 +47,7 @@ from app.datasets.parts import PartRows, Split  # noqa: E402
 from app.flows.job_run import LoadedData  # noqa: E402
 from app.jobs import search as job_search  # noqa: E402
 from app.jobs import service as job_service  # noqa: E402
+from app.jobs.models import Job  # noqa: E402
 from app.jobs.schemas import JobCreate  # noqa: E402
 from app.privacy.accounting import Mechanism  # noqa: E402
 from app.privacy.parallel import held_out_noise  # noqa: E402
@@ -92,18 +93,27 @@ def metrics(y: np.ndarray, p: np.ndarray) -> tuple[float, float]:
     return float(roc_auc_score(y, p)), float(log_loss(y, p, labels=[0, 1]))
 
 
+def planned(proxy: proxies.Proxy, parts: Any, cell: Cell, label: str,
+            request: JobCreate) -> Job | None:
+    """The job the service plans for ``request`` on the proxy, its planned epsilon kept under
+    ``label``; None (and said) when refused."""
+    try:
+        job = job_service.plan(dataset=dataset_for(proxy, parts), request=request)
+    except InvalidRequest as refused:
+        print(f"  {label} refused at epsilon {request.privacy.target_epsilon:g}: {refused}")
+        return None
+    cell.eps[label].append(job_service.planned_epsilon(job)["prv"] or float("inf"))
+    return job
+
+
 def defaults_run(proxy: proxies.Proxy, parts: Parts, epsilon: float, seed: int,
                  cell: Cell) -> tuple[float, float] | None:
     """The defaults as the worker runs them: plan, train, the DP calibration; None: refused."""
     T, C, E = identity.Part  # noqa: N806
-    request = JobCreate.model_validate({"dataset_id": 1, "privacy": {"target_epsilon": epsilon},
-                                        "training": {"seed": seed}})
-    try:
-        job = job_service.plan(dataset=dataset_for(proxy, parts), request=request)
-    except InvalidRequest as refused:
-        print(f"  defaults refused at epsilon {epsilon:g}: {refused}")
+    job = planned(proxy, parts, cell, "defaults", JobCreate.model_validate({
+        "dataset_id": 1, "privacy": {"target_epsilon": epsilon}, "training": {"seed": seed}}))
+    if job is None:
         return None
-    cell.eps["defaults"].append(job_service.planned_epsilon(job)["prv"] or float("inf"))
     encoder, spec = encoder_for(proxy.schema), spec_of(job)
     with seeded_noise(seed):
         result = training.train(parts.x[T], parts.y[T], spec, device=torch.device("cpu"),
@@ -135,15 +145,11 @@ def search_run(proxy: proxies.Proxy, parts: Any, epsilon: float, seed: int, runs
                mean: float, cell: Cell) -> tuple[float, float] | None:
     """The search's plan and the worker's loop on the proxy's parts; None when refused."""
     T, C, E = identity.Part  # noqa: N806
-    request = JobCreate.model_validate({
+    job = planned(proxy, parts, cell, "search", JobCreate.model_validate({
         "dataset_id": 1, "privacy": {"target_epsilon": epsilon}, "training": {"seed": seed},
-        "search": {"candidates": GRID, "runs": runs, "mean_runs": mean}})
-    try:
-        job = job_service.plan(dataset=dataset_for(proxy, parts), request=request)
-    except InvalidRequest as refused:
-        print(f"  search refused at epsilon {epsilon:g}: {refused}")
+        "search": {"candidates": GRID, "runs": runs, "mean_runs": mean}}))
+    if job is None:
         return None
-    cell.eps["search"].append(job_service.planned_epsilon(job)["prv"] or float("inf"))
     plan, spec = job_search.stored_plan(job.training), spec_of(job)
     assert plan is not None
     encoder = encoder_for(proxy.schema)

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-os.environ.setdefault("FLWR_TELEMETRY_ENABLED", "0")  # read when flwr is imported
+os.environ.setdefault("FLWR_TELEMETRY_ENABLED", "0")  # as worker.flower_logs: before flwr
 from flwr.common import (  # noqa: E402 - after the telemetry switch
     EvaluateIns,
     EvaluateRes,

@@ -18,9 +18,9 @@ extra charge), registers it in its own registry (inactive until its admin activa
 returns its noisy evaluation histogram, which the coordinator sums. Nothing else leaves.
 """
 
+import functools
 import json
 import logging
-import os
 import time
 from typing import Any
 
@@ -89,8 +89,10 @@ class SiteRun:
             for param, value in zip(self.network.parameters(), arrays, strict=True):
                 param.copy_(torch.as_tensor(value, dtype=param.dtype).reshape(param.shape))
 
+    @functools.cached_property
     def statement(self) -> dict[str, float | None]:
-        """This site's planned (epsilon, delta): a ledger figure of its public plan."""
+        """This site's planned (epsilon, delta): a ledger figure of its public plan (computed
+        once: every round reports it)."""
         spec = self.claimed.spec
         eps, _ = epsilon_of([(spec.noise_multiplier, spec.sample_rate, spec.steps)], spec.delta)
         return {"epsilon": finite_or_none(eps), "delta": spec.delta}
@@ -187,7 +189,6 @@ def connect(address: str, run: SiteRun) -> None:
     With Flower's gRPC transport a client started before the server fails at once, so the
     site retries for ``CONNECT_SECONDS``; once the server has spoken, a lost server ends it.
     """
-    os.environ.setdefault("FLWR_TELEMETRY_ENABLED", "0")
     import grpc
     from flwr.client import start_client
 
@@ -230,7 +231,7 @@ def site_client(run: SiteRun) -> Any:
                 ) -> tuple[list[np.ndarray], int, dict[str, Any]]:
             self.contacted = True
             weights = run.run_round(parameters)
-            statement = run.statement()
+            statement = run.statement
             return weights, 1, {"site": run.site, "steps": int(run.plan["local_steps"]),
                                 "epsilon": statement["epsilon"] or -1.0,
                                 "delta": statement["delta"] or 0.0}

@@ -107,15 +107,15 @@ class FixedWidthSteps:
     def _run(self, replay: Callable[[], None], positions: list[torch.Tensor | None],
              noise: list[torch.Tensor | None]) -> None:
         optimizer = self.engine.optimizer
-        for row, noise_row in zip(positions, noise, strict=True):
-            if row is not None:
-                self.positions.copy_(row)
-            if noise_row is not None:
-                self.noise.copy_(noise_row)
-            with hooks_held(optimizer) as hooks:
+        with hooks_held(optimizer) as hooks:
+            for row, noise_row in zip(positions, noise, strict=True):
+                if row is not None:
+                    self.positions.copy_(row)
+                if noise_row is not None:
+                    self.noise.copy_(noise_row)
                 replay()
-            for hook in hooks:
-                hook(optimizer, (), {})
+                for hook in hooks:
+                    hook(optimizer, (), {})
 
     def _body(self) -> None:
         """One step on the static buffers: the whole of what the graph records."""

@@ -7,6 +7,11 @@ on every call (this service uses them knowingly: see ``worker.federated_coordina
 """
 
 import logging
+import os
+
+# Flower reads this when it is imported: this module is imported before flwr (its default, 1,
+# posts to telemetry.flower.ai).
+os.environ.setdefault("FLWR_TELEMETRY_ENABLED", "0")
 
 
 class _NoDeprecationBanner(logging.Filter):

@@ -172,10 +172,7 @@ def reap_expired(*, session: Session) -> list[int]:
         .execution_options(synchronize_session=False)
     )
     reaped = [(row[0], row[1]) for row in session.execute(stmt).all()]
-    for job_id, kind in reaped:
-        if kind == FEDERATED:  # charged before each round: the rounds it began stay charged
-            ledger_service.settle(session=session, job_id=job_id, stopped_early=False,
-                                  charged_ahead=True)
-        else:
-            ledger_service.commit(session=session, job_id=job_id)
+    for job_id, kind in reaped:  # a federated part is charged before each round it begins
+        ledger_service.settle(session=session, job_id=job_id, stopped_early=False,
+                              charged_ahead=kind == FEDERATED)
     return [job_id for job_id, _ in reaped]
