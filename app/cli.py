@@ -1,4 +1,5 @@
-"""The ``dpcrisis`` command: serve, worker, federation-coordinator, migrate, check."""
+"""The ``dpcrisis`` command: serve, worker, federation-coordinator, federation-key, migrate,
+check."""
 
 import argparse
 import logging
@@ -79,6 +80,26 @@ def _coordinate(args: argparse.Namespace) -> int:
     return 0 if report["evaluation"] is not None else 1
 
 
+def _federation_key(args: argparse.Namespace) -> int:
+    """Write a clinic's new signing key (PEM, owner-only) and print the public key its
+    federation declares (``sites[].public_key``); an existing file is never overwritten."""
+    import os
+
+    from app.federation.signing import new_key
+
+    private, public = new_key()
+    try:
+        handle = os.open(args.out, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        print(f"{args.out} exists: a site's key is made once (remove it to replace it)",
+              file=sys.stderr)
+        return 2
+    with os.fdopen(handle, "wb") as out:
+        out.write(private)
+    print(public)
+    return 0
+
+
 def _check(_args: argparse.Namespace) -> int:
     """Container health check: exit 0 when the database answers at the newest migration."""
     from app.core.migrations import at_head
@@ -115,6 +136,11 @@ def build_parser() -> argparse.ArgumentParser:
     coordinate.add_argument("--federation", type=int, required=True,
                             help="its id here (POST /v1/federations, role coordinator)")
     coordinate.set_defaults(func=_coordinate)
+    site_key = sub.add_parser("federation-key",
+                              help="make a clinic's federation signing key; print its public key")
+    site_key.add_argument("--out", required=True,
+                          help="where to write the private key (FEDERATION_SITE_KEY)")
+    site_key.set_defaults(func=_federation_key)
     sub.add_parser("migrate", help="apply database migrations").set_defaults(func=_migrate)
     from app.auth.cli import add_parser as add_keys_parser
 

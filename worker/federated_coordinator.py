@@ -14,6 +14,7 @@ Run: ``dpcrisis federation-coordinator --federation ID`` (flwr is the ``federate
 import json
 import math
 import os
+import secrets
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +38,7 @@ from flwr.server.strategy import FedAvg  # noqa: E402
 from app.core.database import Database
 from app.core.settings import settings
 from app.federation import service as federation_service
+from app.federation import signing
 from app.federation.models import Federation
 from app.federation.schemas import FederatedRecipe
 from worker.dp_histogram import Release
@@ -110,6 +112,10 @@ class FederationAverage(FedAvg):
     def __init__(self, federation: Federation, report: Report) -> None:
         self.recipe = FederatedRecipe.model_validate(federation.recipe)
         self.weights = {str(site["name"]): float(site["weight"]) for site in federation.sites}
+        self.keys = {str(site["name"]): str(site["public_key"]) for site in federation.sites
+                     if site.get("public_key")}  # all or none (the declaration's rule)
+        self.name = federation.name
+        self.nonces: dict[int, str] = {}  # a fresh nonce per round: a replayed answer fails
         self.report = report
         rounds, tail = self.recipe.rounds, self.recipe.tail_average
         self.first_averaged = rounds - max(1, round(tail * rounds)) + 1 if tail > 0 else rounds
@@ -118,8 +124,27 @@ class FederationAverage(FedAvg):
         quorum = self.recipe.min_sites
         super().__init__(fraction_fit=1.0, fraction_evaluate=1.0, min_fit_clients=quorum,
                          min_evaluate_clients=quorum, min_available_clients=quorum,
-                         accept_failures=True,
-                         on_fit_config_fn=lambda rnd: {"server_round": rnd})
+                         accept_failures=True, on_fit_config_fn=self.round_config)
+
+    def round_config(self, server_round: int) -> dict[str, bool | bytes | float | int | str]:
+        """What every site is sent with a round: its number and the round's fresh nonce."""
+        nonce = self.nonces.setdefault(server_round, secrets.token_hex(16))
+        return {"server_round": server_round, "nonce": nonce}
+
+    def authentic(self, site: str, kind: str, server_round: int, metrics: dict[str, Any],
+                  payload_sha256: str) -> bool:
+        """Whether an answer naming ``site`` is the site's: a declared name and, when the
+        federation keys its sites, a signature by its key over this round's nonce."""
+        if site not in self.weights:
+            return False
+        if not self.keys:
+            return True
+        figures = {k: v for k, v in metrics.items() if k not in ("site", "signature")}
+        signed = signing.message(federation=self.name, site=site, kind=kind,
+                                 server_round=server_round,
+                                 nonce=self.nonces.get(server_round, ""),
+                                 payload_sha256=payload_sha256, figures=figures)
+        return signing.verifies(self.keys[site], signed, str(metrics.get("signature", "")))
 
     def configure_fit(self, server_round: int, parameters: Parameters,
                       client_manager: ClientManager) -> list[tuple[ClientProxy, FitIns]]:
@@ -130,13 +155,15 @@ class FederationAverage(FedAvg):
 
     def aggregate_fit(self, server_round: int, results: list[tuple[ClientProxy, FitRes]],
                       failures: list[Any]) -> tuple[Parameters | None, dict[str, Any]]:
-        taken, refused = [], []
+        taken: list[tuple[str, list[np.ndarray]]] = []
+        refused: list[str] = []
         for _, fit in results:
-            site = str(fit.metrics.get("site", ""))
-            if site not in self.weights:
-                refused.append(site)
+            site, arrays = str(fit.metrics.get("site", "")), parameters_to_ndarrays(fit.parameters)
+            if (site in (s for s, _ in taken) or not self.authentic(
+                    site, signing.FIT, server_round, fit.metrics, signing.arrays_sha256(arrays))):
+                refused.append(site)  # a stranger, a forged or replayed answer, a second one
                 continue
-            taken.append((site, parameters_to_ndarrays(fit.parameters)))
+            taken.append((site, arrays))
             self.report.statements[site] = {"epsilon": float(fit.metrics["epsilon"]),
                                             "delta": float(fit.metrics["delta"])}
         self.report.rounds.append({"round": server_round, "sites": sorted(s for s, _ in taken),
@@ -169,7 +196,7 @@ class FederationAverage(FedAvg):
             return []  # only the final model is evaluated (each site's DP release)
         epsilon, delta = self.report.worst()
         config: dict[str, bool | bytes | float | int | str] = {
-            "sites": json.dumps(sorted(self.weights)),
+            **self.round_config(server_round), "sites": json.dumps(sorted(self.weights)),
             "federation_epsilon": "" if epsilon is None else epsilon,
             "federation_delta": "" if delta is None else delta}
         if self.mean is not None:  # the model released: the tail rounds' mean
@@ -183,7 +210,8 @@ class FederationAverage(FedAvg):
         evaluations = []
         for _, res in results:
             site = str(res.metrics.get("site", ""))
-            if site in self.weights and "evaluation" in res.metrics:
+            if ("evaluation" in res.metrics and site not in self.report.evaluated_sites
+                    and self.authentic(site, signing.EVALUATE, server_round, res.metrics, "")):
                 evaluations.append(json.loads(str(res.metrics["evaluation"])))
                 self.report.evaluated_sites.append(site)
         self.report.evaluation = summed_evaluation(evaluations)

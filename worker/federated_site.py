@@ -26,8 +26,10 @@ from typing import Any
 
 import numpy as np
 import torch
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from app.core.settings import settings
+from app.federation import signing
 from app.flows import job_run
 from app.flows.job_run import LoadedData
 from app.jobs import queue
@@ -76,6 +78,7 @@ class SiteRun:
             raise RuntimeError("the sampling differs from the rate the ledger charged")
         self.rounds_run = 0
         self.evaluated = False
+        self.key: Ed25519PrivateKey | None = None  # set when the federation keys its sites
 
     @property
     def site(self) -> str:
@@ -152,6 +155,38 @@ class SiteRun:
                 "band_thresholds": trained.metrics["band_thresholds"]}
 
 
+    def signed(self, figures: dict[str, Any], *, kind: str, config: dict[str, Any],
+               payload_sha256: str) -> dict[str, Any]:
+        """``figures`` with this site's name and, when the federation keys its sites, its
+        signature over them, the payload's hash and the coordinator's round and nonce."""
+        answer = {**figures, "site": self.site}
+        if self.key is None:
+            return answer
+        signed = signing.message(
+            federation=str(self.plan["name"]), site=self.site, kind=kind,
+            server_round=int(config.get("server_round", 0)), nonce=str(config.get("nonce", "")),
+            payload_sha256=payload_sha256, figures=figures)
+        return {**answer, "signature": signing.sign(self.key, signed)}
+
+
+def site_key(plan: dict[str, Any]) -> tuple[Ed25519PrivateKey | None, str | None]:
+    """This site's signing key when its federation declares keys: (key, None), or (None, why
+    it cannot take part); (None, None) when the federation keys no site."""
+    declared = plan.get("public_key")
+    if declared is None:
+        return None, None
+    path = settings.federation_site_key
+    if path is None:
+        return None, "the federation declares the sites' keys: set FEDERATION_SITE_KEY"
+    try:
+        key = signing.load_private(path)
+    except (OSError, ValueError) as exc:
+        return None, f"FEDERATION_SITE_KEY cannot be read as an Ed25519 key: {exc}"
+    if signing.public_of(key) != declared:
+        return None, "FEDERATION_SITE_KEY is not the key this site declared in the federation"
+    return key, None
+
+
 def _number(value: Any) -> float | None:
     return None if value is None or value == "" else float(value)
 
@@ -166,6 +201,11 @@ def run_federated(worker: JobWorker, claimed: ClaimedJob) -> str:
     except ImportError:
         finish(worker, claimed.job_id, FAILED, error_code="federated_extra_missing",
                error="this worker cannot take part: pip install -e '.[federated]'")
+        return FAILED
+    run.key, refused = site_key(run.plan)
+    if refused is not None:  # before any round: nothing charged, the reservation released
+        finish(worker, claimed.job_id, FAILED, error_code="federation_key_unusable",
+               error=refused)
         return FAILED
     try:
         connect(str(run.plan["address"]), run)
@@ -232,14 +272,17 @@ def site_client(run: SiteRun) -> Any:
             self.contacted = True
             weights = run.run_round(parameters)
             statement = run.statement
-            return weights, 1, {"site": run.site, "steps": int(run.plan["local_steps"]),
-                                "epsilon": statement["epsilon"] or -1.0,
-                                "delta": statement["delta"] or 0.0}
+            figures = {"steps": int(run.plan["local_steps"]),
+                       "epsilon": statement["epsilon"] or -1.0,
+                       "delta": statement["delta"] or 0.0}
+            return weights, 1, run.signed(figures, kind=signing.FIT, config=config,
+                                          payload_sha256=signing.arrays_sha256(weights))
 
         def evaluate(self, parameters: list[np.ndarray], config: dict[str, Any]
                      ) -> tuple[float, int, dict[str, Any]]:
             self.contacted = True
-            evaluated = run.finish_with(parameters, config)
-            return 0.0, 1, {"site": run.site, "evaluation": json.dumps(evaluated)}
+            evaluation = json.dumps(run.finish_with(parameters, config))
+            return 0.0, 1, run.signed({"evaluation": evaluation}, kind=signing.EVALUATE,
+                                      config=config, payload_sha256="")
 
     return SiteClient()

@@ -99,6 +99,12 @@ class Settings(BaseSettings):
         description="a federation's clinic: the CA certificate its worker checks the "
         "coordinator's Flower server against; unset: plain gRPC",
     )
+    federation_site_key: Path | None = Field(
+        default=None,
+        description="a federation's clinic: its Ed25519 private key (PEM, from `dpcrisis "
+        "federation-key`), with which its worker signs every answer to the coordinator; "
+        "needed when the federation declares the sites' public keys",
+    )
     worker_poll_seconds: float = Field(default=1.0, gt=0)
     worker_lease_seconds: float = Field(default=60.0, gt=0)
     worker_wake: bool = Field(

@@ -24,6 +24,12 @@ FEDERATION_KEY = "federation"
 """Where a federated job's ``training`` names its federation and its part in the rounds."""
 
 
+def _declared_key(federation: Federation) -> str | None:
+    """The public key this site declared for itself (None: the federation keys no site)."""
+    mine = [s for s in federation.sites if s["name"] == federation.site_name]
+    return mine[0].get("public_key") if mine else None
+
+
 class NotThisFederation(Conflict):
     kind, title = "federation-mismatch", "The dataset or service cannot take part"
 
@@ -78,6 +84,7 @@ def site_job(*, federation: Federation, dataset: Dataset) -> Job:
             "site": federation.site_name, "rounds": recipe.rounds,
             "local_steps": recipe.local_steps,
             "round_timeout_seconds": recipe.round_timeout_seconds,
+            "public_key": _declared_key(federation),
         },
     }
     return Job(

@@ -14,6 +14,7 @@ from pydantic import Field, ValidationInfo, field_validator
 from app.core.ids import MAX_ID
 from app.core.schemas import RequestModel, ResponseModel, UtcDatetime, register_ranges
 from app.families import DEFAULT_FAMILY
+from app.federation.signing import PUBLIC_KEY_PATTERN
 from app.jobs.family_field import family_enum, registered_family
 
 NAME_PATTERN = r"^[a-z0-9][a-z0-9-]{0,63}$"
@@ -65,8 +66,11 @@ class FederationSite(RequestModel):
     name: str = Field(pattern=NAME_PATTERN)
     weight: float = Field(default=1.0, gt=0, le=1_000_000,
                           description="its public weight in FedAvg (never its row count)")
-    public_key: str | None = Field(default=None, max_length=2000,
-                                   description="its Flower node key (PEM), for node auth")
+    public_key: str | None = Field(
+        default=None, pattern=PUBLIC_KEY_PATTERN,
+        description="its Ed25519 key ('ed25519:' and 32 bytes in base64, from `dpcrisis "
+        "federation-key`): the coordinator averages only answers signed by it; every site "
+        "declares one, or none does")
 
 
 class FederationCreate(RequestModel):
@@ -90,6 +94,10 @@ class FederationCreate(RequestModel):
         names = [site.name for site in sites]
         if len(set(names)) != len(names):
             raise ValueError("each site's name must be unique")
+        keyed = [site.public_key is not None for site in sites]
+        if any(keyed) and not all(keyed):
+            raise ValueError("every site declares its public_key, or none does (then any "
+                             "client that reaches the coordinator may answer for a site)")
         recipe = info.data.get("recipe")
         if recipe is not None and recipe.min_sites > len(names):
             raise ValueError(f"recipe.min_sites ({recipe.min_sites}) is more than the "
@@ -115,7 +123,8 @@ class FederationRound(ResponseModel):
     round: int
     sites: list[str] = Field(description="the sites whose update this round averaged")
     failures: int = Field(description="sites asked this round that did not answer in time")
-    refused: list[str] = Field(description="answers from names that are not declared sites")
+    refused: list[str] = Field(description="answers refused: from names that are not declared "
+                               "sites, or (sites with keys) not signed by the site's key")
 
 
 class SiteStatement(ResponseModel):

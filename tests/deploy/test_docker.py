@@ -139,4 +139,7 @@ def test_the_federated_compose_gives_each_clinic_its_own_service_and_volume() ->
         assert services[name]["build"]["args"]["EXTRAS"] == "postgres,federated"
     rounds = _argv(services["coordinator-rounds"]["command"])
     assert rounds[1] == "federation-coordinator"
+    for name in clinics:  # each signs its answers with its key, kept on its own volume
+        key = services[name]["environment"]["FEDERATION_SITE_KEY"]
+        assert key.startswith(services[name]["volumes"][0].split(":")[1] + "/")
     assert services["coordinator-rounds"]["volumes"] == services["coordinator"]["volumes"]

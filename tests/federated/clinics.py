@@ -20,8 +20,11 @@ import httpx
 
 from app.datasets.crisis_schema import CRISIS_SCHEMA
 from app.datasets.dataset_schema import schema_hash
+from app.federation import signing
 from tests.e2e.service import CLI, _free_port, api_client, server_log, service_env, start_server
 from tests.e2e.service import wait_ready as wait_server
+
+KEY_FILE = "site.pem"
 
 CLINICS: tuple[tuple[str, int, str | None], ...] = (
     ("clinic-a", 20_000, None), ("clinic-b", 4_000, "subgroup_effect"), ("clinic-c", 800, None),
@@ -70,6 +73,23 @@ def start(root: Path, **env: str) -> Service:
             [CLI, "serve", "--port", str(port)], stdout=out, stderr=subprocess.STDOUT,
             env={**service_env(root), **{k.upper(): v for k, v in env.items()}}, text=True)
     return Service(root, process, f"http://127.0.0.1:{port}")
+
+
+def site_key(root: Path) -> dict[str, str]:
+    """A new signing key in ``root`` (``dpcrisis federation-key``'s file), as the clinic's
+    setting: ``launch`` declares its public half when every clinic has one."""
+    root.mkdir(parents=True, exist_ok=True)
+    path = root / KEY_FILE
+    path.write_bytes(signing.new_key()[0])
+    return {"federation_site_key": str(path)}
+
+
+def declared_keys(sites: list[Service]) -> list[str] | None:
+    """Each clinic's public key, in order, when every clinic has a key file; else None."""
+    paths = [site.root / KEY_FILE for site in sites]
+    if not all(path.exists() for path in paths):
+        return None
+    return [signing.public_of(signing.load_private(path)) for path in paths]
 
 
 def wait_ready(*services: Service) -> None:
@@ -154,12 +174,17 @@ class Launched:
 def launch(coordinator: Service, sites: list[Service], *, rounds: int, local_steps: int,
            epsilon: float, seed: int, name: str = "crisis-network",
            **coordinator_env: str) -> Launched:
-    """Declare the federation everywhere, start Flower's server, register each clinic's
-    cohort (seeds ``seed``, ``seed + 1``, ...) and join with it."""
+    """Declare the federation everywhere (with the clinics' public keys when each has one,
+    ``site_key``), start Flower's server, register each clinic's cohort (seeds ``seed``,
+    ``seed + 1``, ...) and join with it."""
     address_ = address()
     declared = federation_body(role="coordinator", address=address_, site=None, rounds=rounds,
                                local_steps=local_steps, epsilon=epsilon)
     declared["name"] = name
+    keys = declared_keys(sites)
+    if keys is not None:
+        declared["sites"] = [{**site, "public_key": key}
+                             for site, key in zip(declared["sites"], keys, strict=True)]
     federation_id = declare(coordinator, declared)
     server = coordinate(coordinator, federation_id, **coordinator_env)
     parts = []

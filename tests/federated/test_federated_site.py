@@ -3,14 +3,18 @@ rounds (real DP-SGD steps, real ledger commits) through a stand-in for Flower's 
 
 import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
 
 from app.cli import main
+from app.core.settings import settings
 from app.datasets.crisis_schema import CRISIS_SCHEMA
 from app.datasets.dataset_schema import schema_hash
+from app.federation import signing
+from app.federation.signing import new_key
 from tests.conftest import small_dataset
 from worker import federated_site
 from worker.federated_site import SiteRun
@@ -19,11 +23,14 @@ pytestmark = pytest.mark.slow
 ROUNDS, LOCAL_STEPS = 5, 4
 
 
-def _join(client: TestClient, client_as: Callable[[str], TestClient]) -> tuple[int, int]:
+def _join(client: TestClient, client_as: Callable[[str], TestClient],
+          keys: tuple[str, str] | None = None) -> tuple[int, int]:
+    sites: list[dict[str, Any]] = [{"name": "clinic-a"}, {"name": "clinic-b"}]
+    if keys is not None:
+        sites = [{**site, "public_key": key} for site, key in zip(sites, keys, strict=True)]
     made = client.post("/v1/federations", json={
         "name": "net", "role": "site", "address": "127.0.0.1:9", "site_name": "clinic-a",
-        "schema_sha256": schema_hash(CRISIS_SCHEMA), "sites": [{"name": "clinic-a"},
-                                                               {"name": "clinic-b"}],
+        "schema_sha256": schema_hash(CRISIS_SCHEMA), "sites": sites,
         "recipe": {"rounds": ROUNDS, "local_steps": LOCAL_STEPS, "target_epsilon": 3}})
     assert made.status_code == 201, made.text
     dataset_id = client.post("/v1/datasets", json=small_dataset()).json()["id"]
@@ -88,6 +95,49 @@ def test_a_worker_without_flower_fails_the_part_and_charges_nothing(
     assert entry["charged_steps"] == 0 and entry["status"] == "released", entry
 
 
+@pytest.mark.parametrize("setting", ["unset", "another-key", "not-a-key"])
+def test_a_keyed_federation_without_this_sites_key_fails_the_part_and_charges_nothing(
+        client: TestClient, client_as: Callable[[str], TestClient], run_worker: Any,
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path, setting: str) -> None:
+    (_, mine), (other_pem, other) = new_key(), new_key()
+    dataset_id, job_id = _join(client, client_as, keys=(mine, other))
+    path = tmp_path / "site.pem"
+    path.write_bytes(other_pem if setting == "another-key" else b"not a key")
+    monkeypatch.setattr(settings, "federation_site_key", None if setting == "unset" else path)
+    monkeypatch.setattr(federated_site, "connect", lambda *_: pytest.fail("no round may run"))
+    run_worker(limit=1)
+    job = client.get(f"/v1/jobs/{job_id}").json()
+    assert (job["status"], job["error"]["code"]) == ("failed", "federation_key_unusable"), job
+    assert "FEDERATION_SITE_KEY" in job["error"]["message"]
+    entry = _entry(client, dataset_id, job_id)
+    assert entry["charged_steps"] == 0 and entry["status"] == "released", entry
+
+
+def test_a_keyed_site_signs_its_rounds_with_its_own_key(
+        client: TestClient, client_as: Callable[[str], TestClient], run_worker: Any,
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    (mine_pem, mine), (_, other) = new_key(), new_key()
+    _join(client, client_as, keys=(mine, other))
+    (tmp_path / "site.pem").write_bytes(mine_pem)
+    monkeypatch.setattr(settings, "federation_site_key", tmp_path / "site.pem")
+    seen: list[bool] = []
+
+    def one_signed_round(address: str, run: SiteRun) -> None:
+        config = {"server_round": 1, "nonce": "n1"}
+        weights = run.run_round(run.weights())
+        answer = run.signed({"steps": LOCAL_STEPS}, kind=signing.FIT, config=config,
+                            payload_sha256=signing.arrays_sha256(weights))
+        signed = signing.message(federation="net", site="clinic-a", kind=signing.FIT,
+                                 server_round=1, nonce="n1", figures={"steps": LOCAL_STEPS},
+                                 payload_sha256=signing.arrays_sha256(weights))
+        seen.append(signing.verifies(mine, signed, answer["signature"]))
+        seen.append(signing.verifies(other, signed, answer["signature"]))
+
+    monkeypatch.setattr(federated_site, "connect", one_signed_round)
+    run_worker(limit=1)
+    assert seen == [True, False]
+
+
 def test_the_coordinator_command_without_flower_says_what_to_install(
         monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     for name in [m for m in sys.modules if m == "flwr" or m.startswith("flwr.")] + ["flwr"]:
@@ -95,3 +145,15 @@ def test_the_coordinator_command_without_flower_says_what_to_install(
     monkeypatch.delitem(sys.modules, "worker.federated_coordinator", raising=False)
     assert main(["federation-coordinator", "--federation", "1"]) == 2
     assert "pip install -e '.[federated]'" in capsys.readouterr().err
+
+
+def test_the_key_command_writes_an_owner_only_key_once_and_prints_its_public_half(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "site.pem"
+    assert main(["federation-key", "--out", str(path)]) == 0
+    public = capsys.readouterr().out.strip()
+    assert path.stat().st_mode & 0o777 == 0o600
+    assert signing.public_of(signing.load_private(path)) == public
+    before = path.read_bytes()
+    assert main(["federation-key", "--out", str(path)]) == 2  # never overwritten
+    assert "exists" in capsys.readouterr().err and path.read_bytes() == before

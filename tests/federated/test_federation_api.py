@@ -15,11 +15,13 @@ from httpx import Response
 
 from app.datasets.crisis_schema import CRISIS_SCHEMA
 from app.datasets.dataset_schema import schema_hash
+from app.federation.signing import new_key
 from tests.conftest import small_dataset
 
 ClientAs = Callable[[str | None], TestClient]
 PROBLEM_JSON = "application/problem+json"
 CRISIS_SHA = schema_hash(CRISIS_SCHEMA)
+KEY = new_key()[1]
 OTHER_SHA = "0123456789abcdef" * 4
 ROUNDS, LOCAL_STEPS, TARGET = 3, 4, 2.0
 READERS = ("data_steward", "data_scientist", "privacy_officer")
@@ -120,6 +122,10 @@ def test_only_an_admin_declares_one(client: TestClient, client_as: ClientAs, rol
     pytest.param({"sites": [{"name": "clinic-a"}, {"name": "clinic-a"}]}, "sites",
                  id="duplicate-site-names"),
     pytest.param({"recipe": recipe(min_sites=3)}, "sites", id="min-sites-over-sites"),
+    pytest.param({"sites": [{"name": "clinic-a", "public_key": KEY}, {"name": "clinic-b"}]},
+                 "sites", id="keys-for-some-sites-only"),
+    pytest.param({"sites": [{"name": "clinic-a", "public_key": "ssh-ed25519 AAAA"}]},
+                 "sites.0.public_key", id="key-not-in-the-one-line-form"),
     pytest.param({"address": "coordinator.example"}, "address", id="address-without-port"),
     pytest.param({"address": "https://coordinator.example:9092"}, "address",
                  id="address-with-scheme"),

@@ -1,15 +1,19 @@
 """The coordinator's FedAvg: the federation's public weights, a refused stranger, the quorum,
-and the released model as the mean of the tail rounds' global models."""
+the released model as the mean of the tail rounds' global models, and (sites with keys) only
+answers signed by the site they name, over the round's fresh nonce."""
 
 from typing import Any
 
 import numpy as np
 import pytest
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from flwr.common import Code, FitRes, Status, ndarrays_to_parameters, parameters_to_ndarrays
 from flwr.server.client_manager import SimpleClientManager
 
+from app.federation import signing
 from app.federation.models import Federation
 from worker.federated_coordinator import FederationAverage, Report
+from worker.federated_site import SiteRun
 
 
 def _federation(rounds: int, tail: float, min_sites: int = 2) -> Federation:
@@ -59,3 +63,55 @@ def test_the_released_model_is_the_mean_of_the_tail_rounds(
     for server_round, value in enumerate([10.0, 20.0, 30.0, 50.0], start=1):
         untouched.aggregate_fit(server_round, [_fit("a", value), _fit("b", value)], [])
     np.testing.assert_allclose(untouched.mean[0] if untouched.mean else [], [50.0, 50.0])
+
+
+class _Site:
+    """What ``SiteRun.signed`` reads of a clinic's run: its plan, name and key."""
+
+    def __init__(self, site: str, key: Any) -> None:
+        self.plan, self.site, self.key = {"name": "net"}, site, key
+
+    def answer(self, arrays: list[np.ndarray], config: dict[str, Any]) -> tuple[Any, FitRes]:
+        figures = {"steps": 50, "epsilon": 3.0, "delta": 1e-6}
+        metrics = SiteRun.signed(self, figures, kind=signing.FIT,  # type: ignore[arg-type]
+                                 config=config, payload_sha256=signing.arrays_sha256(arrays))
+        return None, FitRes(Status(Code.OK, ""), ndarrays_to_parameters(arrays), 1, metrics)
+
+
+def _keyed(monkeypatch: pytest.MonkeyPatch) -> tuple[FederationAverage, dict[str, Any]]:
+    monkeypatch.setattr(Report, "write", lambda self, state: None)
+    keys = {name: Ed25519PrivateKey.generate() for name in ("a", "b")}
+    federation = _federation(rounds=4, tail=0.0)
+    federation.sites = [{**site, "public_key": signing.public_of(keys[site["name"]])}
+                        for site in federation.sites]
+    return FederationAverage(federation, Report(database=None, federation=federation)), keys  # type: ignore[arg-type]
+
+
+def test_a_keyed_federation_averages_only_answers_signed_by_the_named_site(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    strategy, keys = _keyed(monkeypatch)
+    first = strategy.round_config(1)
+    a, b = _Site("a", keys["a"]), _Site("b", keys["b"])
+    ones, fives = [np.full(2, 1.0), np.full(1, 1.0)], [np.full(2, 5.0), np.full(1, 5.0)]
+    forged = _Site("b", keys["a"]).answer(fives, first)  # b's name, a's key
+    unsigned = _Site("a", None).answer(ones, first)
+    tampered = b.answer(fives, first)
+    tampered[1].parameters = ndarrays_to_parameters([np.full(2, 99.0), np.full(1, 99.0)])
+    merged, _ = strategy.aggregate_fit(1, [a.answer(ones, first), a.answer(ones, first), forged,
+                                           unsigned, tampered, b.answer(fives, first)], [])
+    assert merged is not None
+    np.testing.assert_allclose(parameters_to_ndarrays(merged)[0], [2.0, 2.0])
+    assert strategy.report.rounds[0]["sites"] == ["a", "b"]
+    assert strategy.report.rounds[0]["refused"] == ["a", "a", "b", "b"]  # twice, forged, ...
+    replayed = a.answer(ones, first)  # round 1's nonce, sent again in round 2
+    second = strategy.round_config(2)
+    assert second["nonce"] != first["nonce"]
+    kept, _ = strategy.aggregate_fit(2, [replayed, b.answer(fives, second)], [])
+    assert kept is None  # a's replay refused: below the quorum of two
+    assert strategy.report.rounds[1]["refused"] == ["a"]
+
+
+def test_a_site_without_keys_declared_signs_nothing() -> None:
+    metrics = SiteRun.signed(_Site("a", None), {"steps": 1},  # type: ignore[arg-type]
+                             kind=signing.FIT, config={}, payload_sha256="")
+    assert metrics == {"steps": 1, "site": "a"}

@@ -48,10 +48,12 @@ def _ledger_entry(service: clinics.Service, dataset_id: int, job_id: int) -> dic
 
 
 def test_three_clinics_train_one_federated_model(tmp_path: Path) -> None:
-    """Over Flower's TLS: the coordinator's certificate, each clinic checking it."""
+    """Over Flower's TLS (the coordinator's certificate, each clinic checking it), each clinic
+    signing its answers with its own key, declared in the federation."""
     ca = write_certificates(tmp_path / "tls")
     coordinator = clinics.start(tmp_path / "coordinator")
-    sites = [clinics.start(tmp_path / name, flower_root_certificate=str(ca))
+    sites = [clinics.start(tmp_path / name, flower_root_certificate=str(ca),
+                           **clinics.site_key(tmp_path / name))
              for name, _, _ in CLINICS]
     try:
         clinics.wait_ready(coordinator, *sites)
@@ -86,6 +88,8 @@ def test_three_clinics_train_one_federated_model(tmp_path: Path) -> None:
         assert report["state"] == "finished"
         rounds = report["report"]["rounds"]
         assert [r["sites"] for r in rounds] == [sorted(n for n, _, _ in CLINICS)] * ROUNDS
+        assert all(r["refused"] == [] for r in rounds)  # every answer signed by its clinic
+        assert all(site["public_key"].startswith("ed25519:") for site in report["sites"])
         assert report["report"]["evaluation"]["roc_auc"] > 0.6
     finally:
         for service in (coordinator, *sites):
