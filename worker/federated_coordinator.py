@@ -86,12 +86,14 @@ class Report:
         self.statements: dict[str, dict[str, float]] = {}
         self.evaluation: dict[str, Any] | None = None
         self.evaluated_sites: list[str] = []
+        self.model_sha256: str | None = None  # of the weights released to the sites
 
     def as_dict(self) -> dict[str, Any]:
         worst = self.worst()
         return {"rounds": self.rounds, "site_statements": self.statements,
                 "federation_epsilon": worst[0], "federation_delta": worst[1],
-                "evaluated_sites": self.evaluated_sites, "evaluation": self.evaluation}
+                "evaluated_sites": self.evaluated_sites, "evaluation": self.evaluation,
+                "model_sha256": self.model_sha256}
 
     def worst(self) -> tuple[float | None, float | None]:
         """The federation's statement: the worst site's (epsilon, delta)."""
@@ -201,6 +203,7 @@ class FederationAverage(FedAvg):
             "federation_delta": "" if delta is None else delta}
         if self.mean is not None:  # the model released: the tail rounds' mean
             parameters = ndarrays_to_parameters(self.mean)
+        self.report.model_sha256 = signing.arrays_sha256(parameters_to_ndarrays(parameters))
         clients = client_manager.all().values()
         return [(client, EvaluateIns(parameters, config)) for client in clients]
 
@@ -211,7 +214,8 @@ class FederationAverage(FedAvg):
         for _, res in results:
             site = str(res.metrics.get("site", ""))
             if ("evaluation" in res.metrics and site not in self.report.evaluated_sites
-                    and self.authentic(site, signing.EVALUATE, server_round, res.metrics, "")):
+                    and self.authentic(site, signing.EVALUATE, server_round, res.metrics,
+                                       self.report.model_sha256 or "")):
                 evaluations.append(json.loads(str(res.metrics["evaluation"])))
                 self.report.evaluated_sites.append(site)
         self.report.evaluation = summed_evaluation(evaluations)

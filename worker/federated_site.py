@@ -79,6 +79,7 @@ class SiteRun:
         self.rounds_run = 0
         self.evaluated = False
         self.key: Ed25519PrivateKey | None = None  # set when the federation keys its sites
+        self.model_sha256 = ""  # of the global weights received for evaluation
 
     @property
     def site(self) -> str:
@@ -133,6 +134,7 @@ class SiteRun:
     def finish_with(self, arrays: list[np.ndarray], config: dict[str, Any]) -> dict[str, Any]:
         """Evaluate the global model on this site's held-out parts and register it here."""
         self.load_weights(arrays)
+        self.model_sha256 = signing.arrays_sha256(arrays)
         result = TrainingResult(network=self.network, epochs_completed=self.rounds_run,
                                 history=self.engine.history)
         trained = evaluate_step(self.claimed.spec, result, self.loaded)
@@ -142,6 +144,7 @@ class SiteRun:
             "sites": json.loads(str(config.get("sites", "[]"))),
             "federation_epsilon": _number(config.get("federation_epsilon")),
             "federation_delta": _number(config.get("federation_delta")),
+            "model_sha256": self.model_sha256,
         }
         sha = job_run.store(trained=trained)
         with self.worker.database.session_scope() as session:
@@ -283,6 +286,6 @@ def site_client(run: SiteRun) -> Any:
             self.contacted = True
             evaluation = json.dumps(run.finish_with(parameters, config))
             return 0.0, 1, run.signed({"evaluation": evaluation}, kind=signing.EVALUATE,
-                                      config=config, payload_sha256="")
+                                      config=config, payload_sha256=run.model_sha256)
 
     return SiteClient()

@@ -142,6 +142,10 @@ class FederationReport(ResponseModel):
         description="the worst site's epsilon: every patient's guarantee is their own clinic's")
     federation_delta: float | None
     evaluated_sites: list[str]
+    model_sha256: str | None = Field(
+        default=None, description="the SHA-256 of the released global model's weights, as "
+        "sent to every site; each clinic's registered model names the same "
+        "(metrics.federation.model_sha256), and signs its evaluation of exactly these weights")
     evaluation: dict[str, Any] | None = Field(
         description="the federation's DP evaluation: the sites' noisy histograms summed, every "
         "metric post-processing of the sum (a job's held-out metrics' keys)")

@@ -218,6 +218,9 @@ class FederationRecord(_Stored):
     federation_epsilon: float | None = Field(
         description="the worst site's planned epsilon: the federation's statement")
     federation_delta: float | None
+    model_sha256: str | None = Field(
+        default=None, description="the SHA-256 of the global weights this clinic received, "
+        "evaluated and registered: the coordinator's report names the same")
 
 
 class HeldOutEvaluation(_GroupMetrics):

@@ -14,6 +14,7 @@ PUBLIC_INPUT = Release.PUBLIC_INPUT
 LEDGER = Release.LEDGER
 OPERATIONAL = Release.OPERATIONAL
 DP_EVALUATION = Release.DP_EVALUATION
+DP_TRAINING = Release.DP_TRAINING
 
 FEDERATION_ENTRIES: list[Entry] = [
     *fields("FederationOut", {
@@ -35,6 +36,9 @@ FEDERATION_ENTRIES: list[Entry] = [
         OPERATIONAL: "evaluated_sites",
         LEDGER: "federation_epsilon federation_delta",
     }, note="the coordinator's report"),
+    entry("FederationReport.model_sha256", DP_TRAINING,
+          "the SHA-256 of the released global model's weights (post-processing of the sites' "
+          "DP-SGD releases): the model every clinic evaluated and registered"),
     entry("FederationReport.site_statements", LEDGER,
           "each site's planned (epsilon, delta), keyed by declared site name"),
     entry("FederationReport.evaluation", DP_EVALUATION,
@@ -43,5 +47,6 @@ FEDERATION_ENTRIES: list[Entry] = [
     *fields("FederationRecord", {
         PUBLIC_INPUT: "name site rounds sites",
         LEDGER: "rounds_run federation_epsilon federation_delta",
+        DP_TRAINING: "model_sha256",
     }, note="a federated model's federation, as its clinic's registry shows it"),
 ]

@@ -65,6 +65,9 @@ def test_three_clinics_train_one_federated_model(tmp_path: Path) -> None:
                     in zip(sites, jobs, strict=True)]
         assert server.wait(timeout=120) == 0, (tmp_path / "coordinator" /
                                                "coordinator.log").read_text()[-3000:]
+        with coordinator.http() as admin:
+            report = admin.get(f"/v1/federations/{federation_id}").json()
+        released = report["report"]["model_sha256"]
         for site, job, (dataset_id, job_id) in zip(sites, finished, jobs, strict=True):
             assert job["status"] == "succeeded", job
             entry = _ledger_entry(site, dataset_id, job_id)
@@ -75,6 +78,7 @@ def test_three_clinics_train_one_federated_model(tmp_path: Path) -> None:
                 model = http.get(f"/v1/models/{job['model_id']}").json()
             federation = model["metrics"]["federation"]
             assert federation["rounds_run"] == ROUNDS
+            assert federation["model_sha256"] == released  # the coordinator's released model
             assert federation["federation_epsilon"] >= model["privacy"]["epsilon"] - 1e-6
             assert "federated model of crisis-network" in model["privacy"]["statement"]
             with site.http("clinician") as clinician:
@@ -83,9 +87,9 @@ def test_three_clinics_train_one_federated_model(tmp_path: Path) -> None:
             assert assessed.status_code == 200, assessed.text
             notes = " ".join(note["text"] for note in assessed.json()["note"])
             assert "federated model of crisis-network (3 clinics" in notes
-        with coordinator.http() as admin:
-            report = admin.get(f"/v1/federations/{federation_id}").json()
         assert report["state"] == "finished"
+        # each clinic's evaluation signed over the released model's hash, so all three summed
+        assert sorted(report["report"]["evaluated_sites"]) == sorted(n for n, _, _ in CLINICS)
         rounds = report["report"]["rounds"]
         assert [r["sites"] for r in rounds] == [sorted(n for n, _, _ in CLINICS)] * ROUNDS
         assert all(r["refused"] == [] for r in rounds)  # every answer signed by its clinic
