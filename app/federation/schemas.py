@@ -9,17 +9,22 @@ noisy histograms (post-processing of DP releases).
 
 from typing import Any, Literal
 
-from pydantic import Field, ValidationInfo, field_validator
+from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from app.core.ids import MAX_ID
 from app.core.schemas import RequestModel, ResponseModel, UtcDatetime, register_ranges
 from app.families import DEFAULT_FAMILY
 from app.federation.signing import PUBLIC_KEY_PATTERN
 from app.jobs.family_field import family_enum, registered_family
+from app.privacy.noise import epochs_for_target
 
 NAME_PATTERN = r"^[a-z0-9][a-z0-9-]{0,63}$"
 ADDRESS_PATTERN = r"^[A-Za-z0-9.-]{1,200}:[0-9]{1,5}$"
 ROLES = ("coordinator", "site")
+DEFAULT_ROUNDS = 20
+REFERENCE_DELTA = 1e-6
+"""The delta at which the default rounds are planned when the recipe names none (each site's
+own delta may be smaller: its join then says the federation needs fewer rounds)."""
 
 
 class FederatedRecipe(RequestModel):
@@ -34,7 +39,9 @@ class FederatedRecipe(RequestModel):
 
     model: str = Field(default=DEFAULT_FAMILY, json_schema_extra=family_enum)
     hidden_units: int = Field(default=16, ge=1, le=256)
-    rounds: int = Field(default=20, ge=1, le=200)
+    rounds: int = Field(default=DEFAULT_ROUNDS, ge=1, le=200,
+                        description="default: 20, or as many as a full batch at the largest "
+                        "allowed noise reaches the target in (at the recipe's delta, else 1e-6)")
     local_steps: int = Field(default=50, ge=1, le=1000)
     target_epsilon: float = Field(gt=0, le=100, description="per record, at every site")
     delta: float | None = Field(default=None, gt=0, lt=1, description="default: each site's "
@@ -60,6 +67,25 @@ class FederatedRecipe(RequestModel):
     @classmethod
     def _registered_family(cls, value: Any) -> Any:
         return registered_family(value)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _default_rounds(cls, data: Any) -> Any:
+        """Rounds left out: the default 20, cut where a full batch at the noise cap cannot
+        reach the target in ``20 x local_steps`` steps (the single-site planner's rule at the
+        cap). A public function of the recipe, so every service declaring the same recipe
+        plans the same rounds; what the declaration answers shows them."""
+        if not isinstance(data, dict) or "rounds" in data or data.get("batch_size") is not None:
+            return data
+        target, steps = data.get("target_epsilon"), data.get("local_steps", 50)
+        delta = data.get("delta") or REFERENCE_DELTA
+        if not (isinstance(target, int | float) and 0 < target <= 100
+                and isinstance(steps, int) and 1 <= steps <= 1000
+                and isinstance(delta, float) and 0 < delta < 1):
+            return data  # the fields' own checks answer
+        fitting = epochs_for_target(target_epsilon=float(target), delta=delta, sample_rate=1.0,
+                                    steps_per_epoch=steps, max_epochs=DEFAULT_ROUNDS)
+        return data if fitting is None else {**data, "rounds": fitting}
 
 
 class FederationSite(RequestModel):

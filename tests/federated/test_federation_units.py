@@ -29,7 +29,7 @@ from app.jobs.models import FEDERATED, QUEUED, Job
 from app.jobs.schemas import JobCreate
 from app.ledger import service as ledger_service
 from app.ledger.models import LedgerEntry
-from app.privacy.accounting import poisson_plan
+from app.privacy.accounting import MAX_NOISE_MULTIPLIER, poisson_plan
 from tests.conftest import FAST_TRAINING, small_dataset
 from worker.evaluation import evaluate
 from worker.federated_coordinator import summed_evaluation
@@ -293,3 +293,32 @@ def test_an_unreachable_target_names_the_recipes_target(db: Database) -> None:
 
 def test_the_recipe_defaults_to_the_whole_training_part() -> None:
     assert FederatedRecipe.model_validate({"target_epsilon": 1.0}).batch_size is None
+
+
+@pytest.mark.parametrize(("target", "local_steps", "rounds"), [
+    (0.5, 50, 3), (1.0, 50, 11), (3.0, 50, 20), (0.5, 10, 15),
+])
+def test_default_rounds_are_cut_where_a_full_batch_would_pass_the_noise_cap(
+        target: float, local_steps: int, rounds: int) -> None:
+    recipe = FederatedRecipe.model_validate({"target_epsilon": target,
+                                             "local_steps": local_steps})
+    assert recipe.rounds == rounds
+    steps = rounds * local_steps
+    at_cap = [(MAX_NOISE_MULTIPLIER, 1.0, steps), (MAX_NOISE_MULTIPLIER, 1.0, steps + local_steps)]
+    fits, one_more = (epsilon_of([m], 1e-6)[0] for m in at_cap)
+    assert fits <= target and (rounds == 20 or one_more > target)
+
+
+def test_declared_rounds_or_a_mini_batch_keep_their_rounds() -> None:
+    assert FederatedRecipe.model_validate({"target_epsilon": 0.5, "rounds": 30}).rounds == 30
+    assert FederatedRecipe.model_validate({"target_epsilon": 0.5, "batch_size": 64}).rounds == 20
+
+
+def test_a_federation_at_epsilon_one_with_the_default_recipe_plans_within_the_cap(
+        db: Database) -> None:
+    with db.session_scope() as session:
+        dataset = _dataset(session)
+        site = _site(dataset)
+        site.recipe = FederatedRecipe.model_validate({"target_epsilon": 1.0}).model_dump()
+        job = plan.site_job(federation=site, dataset=dataset)
+    assert job.steps == 11 * 50 and job.noise_multiplier <= MAX_NOISE_MULTIPLIER
