@@ -157,7 +157,6 @@ class SiteRun:
         return {"release": trained.metrics["release"],
                 "band_thresholds": trained.metrics["band_thresholds"]}
 
-
     def signed(self, figures: dict[str, Any], *, kind: str, config: dict[str, Any],
                payload_sha256: str) -> dict[str, Any]:
         """``figures`` with this site's name and, when the federation keys its sites, its
