@@ -98,6 +98,7 @@ BOUNDED = settings(
 )
 
 
+@pytest.mark.slow  # about 30 s over every operation: the full suite runs it, not the fast lane
 @schema.parametrize()
 @BOUNDED
 def test_api_conforms_to_its_schema(case: Case, sqlite_app: TestClient) -> None:

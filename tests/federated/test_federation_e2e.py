@@ -4,6 +4,8 @@ dp-accounting composition), each clinic registers the model with its own DP eval
 coordinator reports which sites took part in which round and the federation's evaluation."""
 
 import time
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -47,60 +49,92 @@ def _ledger_entry(service: clinics.Service, dataset_id: int, job_id: int) -> dic
     return dict(entry)
 
 
-def test_three_clinics_train_one_federated_model(tmp_path: Path) -> None:
-    """Over Flower's TLS (the coordinator's certificate, each clinic checking it), each clinic
-    signing its answers with its own key, declared in the federation."""
-    ca = write_certificates(tmp_path / "tls")
-    coordinator = clinics.start(tmp_path / "coordinator")
-    sites = [clinics.start(tmp_path / name, flower_root_certificate=str(ca),
-                           **clinics.site_key(tmp_path / name))
-             for name, _, _ in CLINICS]
+SHORT_LEASE = {"worker_lease_seconds": "3", "api_reap_seconds": "0.5"}
+"""The clinic the kill test kills (the last): its restarted API reaps its part within seconds.
+The others keep the default lease, so a slow moment on a shared machine cannot lose theirs."""
+
+
+@dataclass
+class Cluster:
+    """A coordinator and the three clinics, over Flower's TLS (the coordinator's certificate,
+    each clinic checking it), each clinic signing its answers with its own key; the last
+    clinic with a short lease, so its part is reaped within seconds of its kill. Shared by the
+    tests of this module
+    (each declares its own federation and registers its own cohorts)."""
+
+    tls: Path
+    coordinator: clinics.Service
+    sites: list[clinics.Service]
+    site_env: list[dict[str, str]]
+
+    def restart(self, index: int) -> clinics.Service:
+        """Start clinic ``index`` again on its own database, as it was started."""
+        self.sites[index] = clinics.start(self.sites[index].root, **self.site_env[index])
+        clinics.wait_ready(self.sites[index])
+        return self.sites[index]
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    root = tmp_path_factory.mktemp("federation")
+    ca = write_certificates(root / "tls")
+    envs = [{"flower_root_certificate": str(ca), **clinics.site_key(root / name)}
+            for name, _, _ in CLINICS]
+    envs[-1].update(SHORT_LEASE)
+    coordinator = clinics.start(root / "coordinator")
+    sites = [clinics.start(root / name, **env) for (name, _, _), env in zip(CLINICS, envs,
+                                                                             strict=True)]
+    running = Cluster(root / "tls", coordinator, sites, envs)
     try:
         clinics.wait_ready(coordinator, *sites)
-        launched = clinics.launch(coordinator, sites, rounds=ROUNDS, local_steps=LOCAL_STEPS,
-                                  epsilon=EPSILON, seed=21,
-                                  flower_certificates=str(tmp_path / "tls"))
-        federation_id, server, jobs = launched.federation_id, launched.server, launched.parts
-        finished = [clinics.job_when_final(site, job_id) for site, (_, job_id)
-                    in zip(sites, jobs, strict=True)]
-        assert server.wait(timeout=120) == 0, (tmp_path / "coordinator" /
-                                               "coordinator.log").read_text()[-3000:]
-        with coordinator.http() as admin:
-            report = admin.get(f"/v1/federations/{federation_id}").json()
-        released = report["report"]["model_sha256"]
-        for site, job, (dataset_id, job_id) in zip(sites, finished, jobs, strict=True):
-            assert job["status"] == "succeeded", job
-            entry = _ledger_entry(site, dataset_id, job_id)
-            assert entry["charged_steps"] == ROUNDS * LOCAL_STEPS
-            independent = _independent_epsilon(entry, entry["charged_steps"])
-            assert entry["epsilon"]["rdp"] == pytest.approx(independent, rel=1e-3)
-            with site.http("data_scientist") as http:
-                model = http.get(f"/v1/models/{job['model_id']}").json()
-            federation = model["metrics"]["federation"]
-            assert federation["rounds_run"] == ROUNDS
-            assert federation["model_sha256"] == released  # the coordinator's released model
-            assert federation["federation_epsilon"] >= model["privacy"]["epsilon"] - 1e-6
-            assert "federated model of crisis-network" in model["privacy"]["statement"]
-            with site.http("clinician") as clinician:
-                assessed = clinician.post("/v1/risk/fhir", json={
-                    "model_id": job["model_id"], "subject": "Patient/p-1", "features": PATIENT})
-            assert assessed.status_code == 200, assessed.text
-            notes = " ".join(note["text"] for note in assessed.json()["note"])
-            assert "federated model of crisis-network (3 clinics" in notes
-        assert report["state"] == "finished"
-        # each clinic's evaluation signed over the released model's hash, so all three summed
-        assert sorted(report["report"]["evaluated_sites"]) == sorted(n for n, _, _ in CLINICS)
-        rounds = report["report"]["rounds"]
-        assert [r["sites"] for r in rounds] == [sorted(n for n, _, _ in CLINICS)] * ROUNDS
-        assert all(r["refused"] == [] for r in rounds)  # every answer signed by its clinic
-        assert all(site["public_key"].startswith("ed25519:") for site in report["sites"])
-        assert report["report"]["evaluation"]["roc_auc"] > 0.6
+        yield running
     finally:
-        for service in (coordinator, *sites):
+        for service in (running.coordinator, *running.sites):
             service.stop()
 
 
-SHORT_LEASE = {"worker_lease_seconds": "2", "api_reap_seconds": "0.5"}
+def test_three_clinics_train_one_federated_model(cluster: Cluster) -> None:
+    """Over Flower's TLS, each clinic signing its answers with its own key, declared in the
+    federation."""
+    coordinator, sites = cluster.coordinator, cluster.sites
+    launched = clinics.launch(coordinator, sites, rounds=ROUNDS, local_steps=LOCAL_STEPS,
+                              epsilon=EPSILON, seed=21, name="crisis-network",
+                              flower_certificates=str(cluster.tls))
+    federation_id, server, jobs = launched.federation_id, launched.server, launched.parts
+    finished = [clinics.job_when_final(site, job_id) for site, (_, job_id)
+                in zip(sites, jobs, strict=True)]
+    assert server.wait(timeout=120) == 0, (coordinator.root /
+                                           "coordinator.log").read_text()[-3000:]
+    with coordinator.http() as admin:
+        report = admin.get(f"/v1/federations/{federation_id}").json()
+    released = report["report"]["model_sha256"]
+    for site, job, (dataset_id, job_id) in zip(sites, finished, jobs, strict=True):
+        assert job["status"] == "succeeded", job
+        entry = _ledger_entry(site, dataset_id, job_id)
+        assert entry["charged_steps"] == ROUNDS * LOCAL_STEPS
+        independent = _independent_epsilon(entry, entry["charged_steps"])
+        assert entry["epsilon"]["rdp"] == pytest.approx(independent, rel=1e-3)
+        with site.http("data_scientist") as http:
+            model = http.get(f"/v1/models/{job['model_id']}").json()
+        federation = model["metrics"]["federation"]
+        assert federation["rounds_run"] == ROUNDS
+        assert federation["model_sha256"] == released  # the coordinator's released model
+        assert federation["federation_epsilon"] >= model["privacy"]["epsilon"] - 1e-6
+        assert "federated model of crisis-network" in model["privacy"]["statement"]
+        with site.http("clinician") as clinician:
+            assessed = clinician.post("/v1/risk/fhir", json={
+                "model_id": job["model_id"], "subject": "Patient/p-1", "features": PATIENT})
+        assert assessed.status_code == 200, assessed.text
+        notes = " ".join(note["text"] for note in assessed.json()["note"])
+        assert "federated model of crisis-network (3 clinics" in notes
+    assert report["state"] == "finished"
+    # each clinic's evaluation signed over the released model's hash, so all three summed
+    assert sorted(report["report"]["evaluated_sites"]) == sorted(n for n, _, _ in CLINICS)
+    rounds = report["report"]["rounds"]
+    assert [r["sites"] for r in rounds] == [sorted(n for n, _, _ in CLINICS)] * ROUNDS
+    assert all(r["refused"] == [] for r in rounds)  # every answer signed by its clinic
+    assert all(site["public_key"].startswith("ed25519:") for site in report["sites"])
+    assert report["report"]["evaluation"]["roc_auc"] > 0.6
 
 
 def _report(coordinator: clinics.Service, federation_id: int) -> dict[str, Any]:
@@ -109,50 +143,43 @@ def _report(coordinator: clinics.Service, federation_id: int) -> dict[str, Any]:
 
 
 def test_a_clinic_killed_mid_federation_keeps_the_charge_of_the_rounds_it_began(
-        tmp_path: Path) -> None:
+        cluster: Cluster) -> None:
     rounds = 40
-    coordinator = clinics.start(tmp_path / "coordinator")
-    sites = [clinics.start(tmp_path / name, **SHORT_LEASE) for name, _, _ in CLINICS]
-    try:
-        clinics.wait_ready(coordinator, *sites)
-        launched = clinics.launch(coordinator, sites, rounds=rounds, local_steps=LOCAL_STEPS,
-                                  epsilon=EPSILON, seed=41)
-        federation_id, server, jobs = launched.federation_id, launched.server, launched.parts
-        while len((_report(coordinator, federation_id)["report"] or {}).get("rounds", [])) < 3:
-            assert server.poll() is None
-            time.sleep(0.05)
-        killed = sites[-1]
-        killed.process.kill()  # SIGKILL: no goodbye, no settlement
-        killed.process.wait()
-        for site, (_, job_id) in zip(sites[:-1], jobs[:-1], strict=True):
-            assert clinics.job_when_final(site, job_id)["status"] == "succeeded"
-        assert server.wait(timeout=120) == 0
-        report = _report(coordinator, federation_id)["report"]
-        name = CLINICS[-1][0]
-        took_part = [r["round"] for r in report["rounds"] if name in r["sites"]]
-        assert took_part[0] == 1 and took_part[-1] < rounds
-        assert all(len(r["sites"]) >= 2 for r in report["rounds"])
-        assert name not in report["evaluated_sites"]
+    coordinator, sites = cluster.coordinator, cluster.sites
+    launched = clinics.launch(coordinator, sites, rounds=rounds, local_steps=LOCAL_STEPS,
+                              epsilon=EPSILON, seed=41, name="crisis-network-killed",
+                              flower_certificates=str(cluster.tls))
+    federation_id, server, jobs = launched.federation_id, launched.server, launched.parts
+    while len((_report(coordinator, federation_id)["report"] or {}).get("rounds", [])) < 3:
+        assert server.poll() is None
+        time.sleep(0.05)
+    killed = sites[-1]
+    killed.process.kill()  # SIGKILL: no goodbye, no settlement
+    killed.process.wait()
+    for site, (_, job_id) in zip(sites[:-1], jobs[:-1], strict=True):
+        assert clinics.job_when_final(site, job_id)["status"] == "succeeded"
+    assert server.wait(timeout=120) == 0
+    report = _report(coordinator, federation_id)["report"]
+    name = CLINICS[-1][0]
+    took_part = [r["round"] for r in report["rounds"] if name in r["sites"]]
+    assert took_part[0] == 1 and took_part[-1] < rounds
+    assert all(len(r["sites"]) >= 2 for r in report["rounds"])
+    assert name not in report["evaluated_sites"]
 
-        restarted = clinics.start(killed.root, **SHORT_LEASE)  # its API reaps the lost lease
-        sites[-1] = restarted
-        clinics.wait_ready(restarted)
-        dataset_id, job_id = jobs[-1]
-        job = clinics.job_when_final(restarted, job_id, seconds=60)
-        assert job["status"] == "failed" and job["error"]["code"] == "worker_lost"
-        entry = _ledger_entry(restarted, dataset_id, job_id)
-        # Charged per round before the round touches a row: the rounds it began, no more.
-        assert entry["charged_steps"] == job["progress"]["epoch"] * LOCAL_STEPS
-        assert len(took_part) <= job["progress"]["epoch"] <= len(took_part) + 1
-        assert entry["remainder_released"]
-        # The charged part's epsilon: between dp-accounting's tight PLD figure and its RDP bound.
-        charged = _charged_epsilon(restarted, dataset_id, entry["id"])
-        tight, bound = (_independent_epsilon(entry, entry["charged_steps"], pld=True),
-                        _independent_epsilon(entry, entry["charged_steps"]))
-        assert tight * 0.98 <= charged <= bound * 1.001, (tight, charged, bound)
-        for site, (dataset_id, job_id) in zip(sites[:-1], jobs[:-1], strict=True):
-            assert _ledger_entry(site, dataset_id, job_id)["charged_steps"] == \
-                rounds * LOCAL_STEPS
-    finally:
-        for service in (coordinator, *sites):
-            service.stop()
+    restarted = cluster.restart(len(sites) - 1)  # its API reaps the lost lease
+    dataset_id, job_id = jobs[-1]
+    job = clinics.job_when_final(restarted, job_id, seconds=60)
+    assert job["status"] == "failed" and job["error"]["code"] == "worker_lost"
+    entry = _ledger_entry(restarted, dataset_id, job_id)
+    # Charged per round before the round touches a row: the rounds it began, no more.
+    assert entry["charged_steps"] == job["progress"]["epoch"] * LOCAL_STEPS
+    assert len(took_part) <= job["progress"]["epoch"] <= len(took_part) + 1
+    assert entry["remainder_released"]
+    # The charged part's epsilon: between dp-accounting's tight PLD figure and its RDP bound.
+    charged = _charged_epsilon(restarted, dataset_id, entry["id"])
+    tight, bound = (_independent_epsilon(entry, entry["charged_steps"], pld=True),
+                    _independent_epsilon(entry, entry["charged_steps"]))
+    assert tight * 0.98 <= charged <= bound * 1.001, (tight, charged, bound)
+    for site, (dataset_id, job_id) in zip(sites[:-1], jobs[:-1], strict=True):
+        assert _ledger_entry(site, dataset_id, job_id)["charged_steps"] == \
+            rounds * LOCAL_STEPS
