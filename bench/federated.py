@@ -45,8 +45,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from app.datasets import synthetic  # noqa: E402
-from app.federation.schemas import FederatedRecipe  # noqa: E402
-from app.privacy.noise import epochs_for_target  # noqa: E402
+from app.federation.schemas import FederatedRecipe, rounds_within_cap  # noqa: E402
 from bench import federated_data as data  # noqa: E402
 from tests.e2e.service import api_client  # noqa: E402
 from tests.federated import clinics  # noqa: E402
@@ -138,8 +137,8 @@ def rounds_for(epsilon: float, rounds: int, local_steps: int) -> int:
     """The most rounds (at most ``rounds``, which ``--rounds`` may set above the default 20)
     whose full-batch steps reach ``epsilon`` within the largest allowed noise: the rule of the
     recipe's default rounds, here for any ``rounds``."""
-    fits = epochs_for_target(target_epsilon=epsilon, delta=DELTA, sample_rate=1.0,
-                             steps_per_epoch=local_steps, max_epochs=rounds)
+    fits = rounds_within_cap(target_epsilon=epsilon, local_steps=local_steps, delta=DELTA,
+                             most=rounds)
     _expect(fits is not None, f"epsilon {epsilon:g}: not even one round of {local_steps} steps")
     return int(fits or 0)
 

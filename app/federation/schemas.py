@@ -27,6 +27,14 @@ REFERENCE_DELTA = 1e-6
 own delta may be smaller: its join then says the federation needs fewer rounds)."""
 
 
+def rounds_within_cap(*, target_epsilon: float, local_steps: int, delta: float,
+                      most: int = DEFAULT_ROUNDS) -> int | None:
+    """The most rounds (at most ``most``) of ``local_steps`` full-batch steps that reach
+    ``target_epsilon`` within the largest allowed noise; None when not even one does."""
+    return epochs_for_target(target_epsilon=target_epsilon, delta=delta, sample_rate=1.0,
+                             steps_per_epoch=local_steps, max_epochs=most)
+
+
 class FederatedRecipe(RequestModel):
     """The plan every site runs: ``rounds`` rounds of ``local_steps`` DP-SGD steps on its own
     training part, at the same per-record target epsilon at every site.
@@ -83,8 +91,8 @@ class FederatedRecipe(RequestModel):
                 and isinstance(steps, int) and 1 <= steps <= 1000
                 and isinstance(delta, float) and 0 < delta < 1):
             return data  # the fields' own checks answer
-        fitting = epochs_for_target(target_epsilon=float(target), delta=delta, sample_rate=1.0,
-                                    steps_per_epoch=steps, max_epochs=DEFAULT_ROUNDS)
+        fitting = rounds_within_cap(target_epsilon=float(target), local_steps=steps,
+                                    delta=delta)
         return data if fitting is None else {**data, "rounds": fitting}
 
 

@@ -40,6 +40,12 @@ def _join(client: TestClient, client_as: Callable[[str], TestClient],
     return dataset_id, int(joined.json()["id"])
 
 
+def _ended(client: TestClient, dataset_id: int, job_id: int
+           ) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The part's job as it ended, and its ledger entry."""
+    return client.get(f"/v1/jobs/{job_id}").json(), _entry(client, dataset_id, job_id)
+
+
 def _entry(client: TestClient, dataset_id: int, job_id: int) -> dict[str, Any]:
     report = client.get(f"/v1/datasets/{dataset_id}/privacy-report").json()
     (entry,) = [e for e in report["entries"] if e["job_id"] == job_id]
@@ -59,9 +65,8 @@ def test_a_cancelled_part_stops_before_its_next_round_and_keeps_the_rounds_it_ra
 
     monkeypatch.setattr(federated_site, "connect", two_rounds_then_cancelled)
     assert run_worker(limit=1) == 1
-    job = client.get(f"/v1/jobs/{job_id}").json()
+    job, entry = _ended(client, dataset_id, job_id)
     assert job["status"] == "cancelled", job
-    entry = _entry(client, dataset_id, job_id)
     # The cancel is read before the third round's commit: two rounds charged, the rest back.
     assert entry["charged_steps"] == 2 * LOCAL_STEPS and entry["remainder_released"], entry
 
@@ -77,9 +82,8 @@ def test_a_federation_that_ends_early_keeps_the_rounds_run_and_releases_the_rest
 
     monkeypatch.setattr(federated_site, "connect", two_rounds)
     run_worker(limit=1)
-    job = client.get(f"/v1/jobs/{job_id}").json()
+    job, entry = _ended(client, dataset_id, job_id)
     assert (job["status"], job["error"]["code"]) == ("failed", "federation_ended"), job
-    entry = _entry(client, dataset_id, job_id)
     assert entry["charged_steps"] == 2 * LOCAL_STEPS and entry["remainder_released"], entry
 
 
@@ -89,9 +93,8 @@ def test_a_worker_without_flower_fails_the_part_and_charges_nothing(
     dataset_id, job_id = _join(client, client_as)
     monkeypatch.setitem(sys.modules, "flwr", None)  # an install without the federated extra
     run_worker(limit=1)
-    job = client.get(f"/v1/jobs/{job_id}").json()
+    job, entry = _ended(client, dataset_id, job_id)
     assert (job["status"], job["error"]["code"]) == ("failed", "federated_extra_missing"), job
-    entry = _entry(client, dataset_id, job_id)
     assert entry["charged_steps"] == 0 and entry["status"] == "released", entry
 
 
@@ -106,10 +109,9 @@ def test_a_keyed_federation_without_this_sites_key_fails_the_part_and_charges_no
     monkeypatch.setattr(settings, "federation_site_key", None if setting == "unset" else path)
     monkeypatch.setattr(federated_site, "connect", lambda *_: pytest.fail("no round may run"))
     run_worker(limit=1)
-    job = client.get(f"/v1/jobs/{job_id}").json()
+    job, entry = _ended(client, dataset_id, job_id)
     assert (job["status"], job["error"]["code"]) == ("failed", "federation_key_unusable"), job
     assert "FEDERATION_SITE_KEY" in job["error"]["message"]
-    entry = _entry(client, dataset_id, job_id)
     assert entry["charged_steps"] == 0 and entry["status"] == "released", entry
 
 
