@@ -128,7 +128,8 @@ def request_for(parts: Parts, proxy: proxies.Proxy, epsilon: float, seed: int,
     if capped is None:
         return request.model_copy(update={"training": recipe.capped_regime(
             request.training, target_epsilon=epsilon, delta=delta, n_train=n_train,
-            n_calibration=len(parts.y[identity.Part.CALIBRATION]))})
+            n_calibration=len(parts.y[identity.Part.CALIBRATION]),
+            inputs=encoder_for(proxy.schema).n_inputs)})
     assert isinstance(capped, dict)
     extra = dict(capped)
     fraction, most = extra.pop("batch_fraction", None), extra.pop("batch_max", 65536)

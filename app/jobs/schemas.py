@@ -60,7 +60,8 @@ class TrainingConfig(RequestModel):
         default=None, ge=8, le=65536,
         description="expected (Poisson) batch size; default: the whole training set (q = 1), "
         "or, where a full batch would hit the noise cap and the calibration part is small "
-        "(small tables at small epsilon), 256 or the whole training set when smaller "
+        "or the schema has 16 inputs or more (small or wide tables at small epsilon), 256 or "
+        "the whole training set when smaller "
         "(app.jobs.recipe.capped_regime)",
     )
     optimizer: Literal["adam", "sgd"] = Field(

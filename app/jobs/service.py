@@ -235,9 +235,9 @@ def plan(*, dataset: Dataset, request: JobCreate) -> Job:
     delta = resolve_delta(dataset, request.privacy.delta)
     inputs = recipe.n_inputs(dataset)
     _check_size(dataset, request, delta, inputs)
-    training = _resolve_training(recipe.capped_regime(  # small tables at small epsilon
+    training = _resolve_training(recipe.capped_regime(  # small or wide tables at small epsilon
         request.training, target_epsilon=request.privacy.target_epsilon, delta=delta,
-        n_train=dataset.n_train, n_calibration=dataset.n_calibration), dataset)
+        n_train=dataset.n_train, n_calibration=dataset.n_calibration, inputs=inputs), dataset)
     assert training.batch_size is not None and training.epochs is not None
     sample_rate, steps = _plan_sampling(dataset, training.batch_size, training.epochs)
     training, sample_rate, steps, sigma = _plan_noise(request, dataset, delta, training,

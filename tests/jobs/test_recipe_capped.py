@@ -1,10 +1,10 @@
 """The capped regime's rule (app/jobs/recipe.py, issue 31): where the full-batch default would
-hit the noise cap and the calibration part is too small for the fine DP calibration, the
-tutorial's Poisson mini-batches (256 rows, or all of them) instead.
+hit the noise cap and the calibration part is too small for the fine DP calibration, or the
+schema has many inputs, the tutorial's Poisson mini-batches (256 rows, or all of them) instead.
 
 What the tests pin: the regime is read from public quantities only (the target, delta, the
-parts' row counts), what the request set is kept, the batch follows the row count, and a plan
-with the rule never spends more than its target.
+parts' row counts, the schema's inputs), what the request set is kept, the batch follows the
+row count, and a plan with the rule never spends more than its target.
 """
 
 from typing import Any
@@ -58,9 +58,20 @@ def test_small_calibration_is_below_twice_the_fine_releases_floor() -> None:
 
 
 def _capped(training: TrainingConfig, target: float = 0.5, n_train: int = 3_000,
-            n_calibration: int = 200) -> TrainingConfig:
+            n_calibration: int = 200, inputs: int = 6) -> TrainingConfig:
     return recipe.capped_regime(training, target_epsilon=target, delta=1e-5, n_train=n_train,
-                                n_calibration=n_calibration)
+                                n_calibration=n_calibration, inputs=inputs)
+
+
+def test_many_inputs_take_the_mini_batch_recipe_at_any_row_count() -> None:
+    large = {"n_train": 21_000, "n_calibration": 4_500}  # the fine calibration carries it
+    assert _capped(_training(), **large) == _training()
+    assert _capped(_training(), inputs=recipe.MANY_INPUTS - 1, **large) == _training()
+    wide = _capped(_training(), inputs=recipe.MANY_INPUTS, **large)
+    assert (wide.batch_size, wide.optimizer) == (recipe.CAPPED_BATCH, recipe.CAPPED_OPTIMIZER)
+    for target in (1.25, 3.0):  # not capped: the full batch, whatever the inputs
+        assert _capped(_training(), target=target, inputs=37, **large) == _training()
+    assert recipe.mini_batch_wins(target_epsilon=1.0, delta=1e-5, n_calibration=100, inputs=1)
 
 
 def test_the_rule_fills_the_regime_only_where_the_request_left_it_to_the_defaults() -> None:
@@ -94,7 +105,7 @@ def test_a_plan_with_the_rule_is_mini_batch_and_within_its_target(n_rows: int,
     delta = job_service.plan(dataset=dataset, request=request).delta
     ruled = request.model_copy(update={"training": recipe.capped_regime(
         request.training, target_epsilon=target, delta=delta, n_train=dataset.n_train,
-        n_calibration=dataset.n_calibration)})
+        n_calibration=dataset.n_calibration, inputs=recipe.n_inputs(dataset))})
     job = job_service.plan(dataset=dataset, request=ruled)
     assert job.training["optimizer"] == recipe.CAPPED_OPTIMIZER
     rate, _ = accounting.poisson_plan(dataset.n_train, min(256, dataset.n_train))
@@ -102,3 +113,25 @@ def test_a_plan_with_the_rule_is_mini_batch_and_within_its_target(n_rows: int,
     assert job.max_grad_norm == recipe.CAPPED_CLIP  # the fixed clip, not the full-batch rule
     planned = job_service.planned_epsilon(job)["prv"]
     assert planned is not None and planned <= target
+
+
+def _numeric_schema(n_features: int) -> dict[str, Any]:
+    return {"features": [{"name": f"lab_{k}", "kind": "numeric", "lower": 0.0, "upper": 10.0,
+                          "reference": 5.0} for k in range(n_features)],
+            "outcome": {"name": "event", "label": "an event",
+                        "bands": {"low_medium": 0.05, "medium_high": 0.2}}}
+
+
+@pytest.mark.parametrize(("n_features", "mini_batch"), [(recipe.MANY_INPUTS - 1, False),
+                                                        (recipe.MANY_INPUTS, True)])
+def test_a_large_tables_plan_follows_its_declared_inputs(n_features: int,
+                                                         mini_batch: bool) -> None:
+    dataset = Dataset(id=1, n_rows=30_000, n_train=21_000, n_calibration=4_500,
+                      budget_delta=None, public=False, schema_json=_numeric_schema(n_features))
+    assert recipe.n_inputs(dataset) == n_features
+    request = JobCreate.model_validate({"dataset_id": 1, "privacy": {"target_epsilon": 1.0}})
+    job = job_service.plan(dataset=dataset, request=request)
+    assert (job.training["batch_size"] == recipe.CAPPED_BATCH) is mini_batch
+    assert (job.training["optimizer"] == recipe.CAPPED_OPTIMIZER) is mini_batch
+    planned = job_service.planned_epsilon(job)["prv"]
+    assert planned is not None and planned <= 1.0
