@@ -52,7 +52,7 @@ from app.datasets.encoding import encoder_for  # noqa: E402
 from app.datasets.models import Dataset  # noqa: E402
 from app.jobs import recipe  # noqa: E402
 from app.jobs import service as job_service  # noqa: E402
-from app.jobs.schemas import JobCreate  # noqa: E402
+from app.jobs.schemas import JobCreate, TrainingConfig  # noqa: E402
 from app.jobs.size_floor import CALIBRATION_WITHHELD  # noqa: E402
 from app.privacy.accounting import Mechanism  # noqa: E402
 from app.privacy.parallel import held_out_noise  # noqa: E402
@@ -216,6 +216,11 @@ def header(proxy: proxies.Proxy, splits: int) -> str:
             f"{' (real public table)' if proxy.real else ''}: {proxy.note}")
 
 
+def _without_rule(training: TrainingConfig, **_: Any) -> TrainingConfig:
+    """The capped-regime rule switched off (``--capped off``): the request's training as is."""
+    return training
+
+
 def main(argv: list[str] | None = None) -> dict[str, tuple[int, dict[float, Cell]]]:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--set", choices=sorted(SETS), default="proxy")
@@ -236,6 +241,8 @@ def main(argv: list[str] | None = None) -> dict[str, tuple[int, dict[float, Cell
     epsilons = tuple(float(e) for e in args.epsilons.split(","))
     overrides = json.loads(args.training)
     capped = args.capped if args.capped in (None, "off") else json.loads(args.capped)
+    if capped == "off":  # ``plan`` applies the rule itself: off there too
+        recipe.capped_regime = _without_rule  # type: ignore[assignment]
     if args.calibration == "v2":  # the fine release from the floor up, never the coarse one
         calibration.COARSE_BELOW = 1.0
     torch.set_num_threads(1)  # tiny models: more threads only contend (7x slower on 2 cores)
