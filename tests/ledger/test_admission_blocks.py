@@ -1,8 +1,9 @@
 """Admission over many blocks decides exactly as composing each block's entries afresh.
 
 ``app.ledger.admission`` computes each charged entry's RDP once per admission and reads only the
-blocks that hold the dataset, filtered by the database (``spaces.patterns_of``: JSON containment
-on SQLite and PostgreSQL), and the uploads' blocks are opened in one batched INSERT
+blocks that hold the dataset, filtered by the database (``spaces.patterns_of``: a substring of
+the JSON text on SQLite, checked again, so dataset 1 must not take 11's blocks; containment on
+PostgreSQL), and the uploads' blocks are opened in one batched INSERT
 (``spaces.apply_upload``); ``bench/patient_budget.py`` measures why. Here, on both databases,
 for overlapping uploads with partly charged ledgers: the live blocks are the id sets'
 membership patterns, and every admission's decision, scope, spend and entries equal a
