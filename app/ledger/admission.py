@@ -111,11 +111,14 @@ def _block_refusal(session: Session, space_id: int, dataset_id: int,
     rdp = {d: [ledger_spend.spent_rdp([e], guard.order) for e in found]
            for d, found in by_dataset.items()}
     own = ledger_spend.spent_rdp([entry], guard.order)
+    spent = {p: math.fsum(r for d in p for r in rdp.get(d, [])) for p in patterns}
+    most = max(spent.values(), default=0.0)
     refusals = []
-    for pattern in patterns:
+    for pattern in patterns:  # the filter admits a spend when it admits a larger one: only
+        if spent[pattern] < most:  # the most-spent blocks can be the tightest refusal
+            continue
         charged = [e for d in pattern for e in by_dataset.get(d, [])]
-        spent = math.fsum(r for d in pattern for r in rdp.get(d, []))
-        refused = _refusal(guard, charged, entry, spent, own)
+        refused = _refusal(guard, charged, entry, spent[pattern], own)
         if refused is not None:
             refusals.append(dataclasses.replace(refused, scope=PATIENTS))
     return max(refusals, key=lambda r: r.spent, default=None)
