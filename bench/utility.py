@@ -97,11 +97,9 @@ def capped(recipe: Recipe, n_train: int, n_calibration: int, epsilon: float | No
     """The recipe the service plans: the capped regime's where its rule applies
     (``app.jobs.recipe.capped_regime``; not on these 8,000-row, 6-input tables, whose
     calibration part carries the fine release at epsilon 1)."""
-    if (not recipe.capped_rule or epsilon is None
-            or not rules.full_batch_capped(target_epsilon=epsilon, delta=DELTA)
-            or not rules.mini_batch_wins(target_epsilon=epsilon, delta=DELTA,
-                                         n_calibration=n_calibration,
-                                         inputs=CRISIS_ENCODER.n_inputs)):
+    if not recipe.capped_rule or not rules.capped_regime_applies(
+            target_epsilon=epsilon, delta=DELTA, n_calibration=n_calibration,
+            inputs=CRISIS_ENCODER.n_inputs):
         return recipe
     return dataclasses.replace(
         recipe, batch_size=rules.capped_batch_size(n_train), epochs=rules.CAPPED_EPOCHS,

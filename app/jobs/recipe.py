@@ -222,12 +222,16 @@ def capped_batch_size(n_train: int) -> int:
     return min(n_train, CAPPED_BATCH)
 
 
-def mini_batch_wins(*, target_epsilon: float, delta: float, n_calibration: int,
-                    inputs: int) -> bool:
-    """Where the full batch is capped, whether the mini-batch recipe ranks or calibrates
-    better than capped full-batch Adam: a small calibration part (``small_calibration``), or
-    MANY_INPUTS inputs or more (Adam's noise-normalised steps random-walk every weight that
-    the noise hides, and the logit noise that adds up grows with the inputs: see the module)."""
+def capped_regime_applies(*, target_epsilon: float | None, delta: float, n_calibration: int,
+                          inputs: int) -> bool:
+    """Whether the full batch is capped (``full_batch_capped``) and the mini-batch recipe ranks
+    or calibrates better there than capped full-batch Adam: a small calibration part
+    (``small_calibration``), or MANY_INPUTS inputs or more (Adam's noise-normalised steps
+    random-walk every weight that the noise hides, and the logit noise that adds up grows with
+    the inputs: see the module)."""
+    if target_epsilon is None or not full_batch_capped(target_epsilon=target_epsilon,
+                                                       delta=delta):
+        return False
     return inputs >= MANY_INPUTS or small_calibration(
         target_epsilon=target_epsilon, delta=delta, n_calibration=n_calibration)
 
@@ -236,17 +240,16 @@ def capped_regime(training: TrainingConfig, *, target_epsilon: float | None, del
                   n_train: int, n_calibration: int, inputs: int) -> TrainingConfig:
     """``training`` with the capped regime's recipe (see the module) where the request left
     the batch and the epochs to the defaults, the full-batch plan would hit the noise cap and
-    the mini-batch recipe wins there (``mini_batch_wins``); else unchanged.
+    the mini-batch recipe wins there (``capped_regime_applies``); else unchanged.
 
     Only settings the request did not set are filled (the optimizer's learning rate and
     momentum only with the optimizer), from public quantities: the target, delta, the parts'
     row counts and the schema's inputs. Applied twice, it changes nothing more.
     """
     given = training.model_fields_set
-    if ("batch_size" in given or "epochs" in given or target_epsilon is None
-            or not full_batch_capped(target_epsilon=target_epsilon, delta=delta)
-            or not mini_batch_wins(target_epsilon=target_epsilon, delta=delta,
-                                   n_calibration=n_calibration, inputs=inputs)):
+    if ("batch_size" in given or "epochs" in given
+            or not capped_regime_applies(target_epsilon=target_epsilon, delta=delta,
+                                         n_calibration=n_calibration, inputs=inputs)):
         return training
     update: dict[str, object] = {"batch_size": capped_batch_size(n_train),
                                  "epochs": CAPPED_EPOCHS}

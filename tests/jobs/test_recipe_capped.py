@@ -71,7 +71,8 @@ def test_many_inputs_take_the_mini_batch_recipe_at_any_row_count() -> None:
     assert (wide.batch_size, wide.optimizer) == (recipe.CAPPED_BATCH, recipe.CAPPED_OPTIMIZER)
     for target in (1.25, 3.0):  # not capped: the full batch, whatever the inputs
         assert _capped(_training(), target=target, inputs=37, **large) == _training()
-    assert recipe.mini_batch_wins(target_epsilon=1.0, delta=1e-5, n_calibration=100, inputs=1)
+    assert recipe.capped_regime_applies(target_epsilon=1.0, delta=1e-5, n_calibration=100,
+                                        inputs=1)
 
 
 def test_the_rule_fills_the_regime_only_where_the_request_left_it_to_the_defaults() -> None:
