@@ -44,6 +44,7 @@ from app.federation.schemas import FederatedRecipe
 from worker.dp_histogram import Release
 from worker.evaluation import evaluated
 from worker.flower_logs import route_flower_logs
+from worker.secure_aggregation import SecureServer, SiteGrid
 
 
 def summed_evaluation(evaluations: list[dict[str, Any]]) -> dict[str, Any] | None:
@@ -123,6 +124,9 @@ class FederationAverage(FedAvg):
         self.first_averaged = rounds - max(1, round(tail * rounds)) + 1 if tail > 0 else rounds
         self.mean: list[np.ndarray] | None = None  # of the global models from that round on
         self.averaged = 0
+        self.secure = self.recipe.secure_aggregation
+        self.global_arrays: list[np.ndarray] = []  # a secure round's starting global model
+        self.grid: SiteGrid | None = None  # a secure round's links (which answers it refused)
         quorum = self.recipe.min_sites
         super().__init__(fraction_fit=1.0, fraction_evaluate=1.0, min_fit_clients=quorum,
                          min_evaluate_clients=quorum, min_available_clients=quorum,
@@ -157,6 +161,8 @@ class FederationAverage(FedAvg):
 
     def aggregate_fit(self, server_round: int, results: list[tuple[ClientProxy, FitRes]],
                       failures: list[Any]) -> tuple[Parameters | None, dict[str, Any]]:
+        if self.secure:
+            return self.aggregate_secure(server_round, results, failures)
         taken: list[tuple[str, list[np.ndarray]]] = []
         refused: list[str] = []
         for _, fit in results:
@@ -178,6 +184,39 @@ class FederationAverage(FedAvg):
                          axis=0) for i in range(len(taken[0][1]))]
         self.average(server_round, layers)
         return ndarrays_to_parameters(layers), {"sites": len(taken)}
+
+    def on_secure_round(self, server_round: int, arrays: list[np.ndarray],
+                        grid: SiteGrid | None) -> None:
+        """A secure round begins (its global model and links) or ends: a round the protocol
+        halted (fewer sites than the quorum finished it) is reported with no sites."""
+        if grid is not None:
+            self.global_arrays, self.grid = arrays, grid
+            return
+        if not self.report.rounds or self.report.rounds[-1]["round"] != server_round:
+            refused = sorted(self.grid.refused) if self.grid is not None else []
+            self.report.rounds.append({"round": server_round, "sites": [], "failures": 0,
+                                       "refused": refused})
+            self.report.write("running")
+
+    def aggregate_secure(self, server_round: int, results: list[tuple[ClientProxy, FitRes]],
+                         failures: list[Any]) -> tuple[Parameters | None, dict[str, Any]]:
+        """A SecAgg+ round: every result carries the same unmasked weighted mean of the
+        updates of the sites whose masked vectors it holds (each of their answers checked stage
+        by stage by the grid); the global model moves by it."""
+        sites = sorted({str(fit.metrics.get("site", "")) for _, fit in results})
+        for _, fit in results:
+            self.report.statements[str(fit.metrics["site"])] = {
+                "epsilon": float(fit.metrics["epsilon"]), "delta": float(fit.metrics["delta"])}
+        refused = sorted(self.grid.refused) if self.grid is not None else []
+        self.report.rounds.append({"round": server_round, "sites": sites,
+                                   "failures": len(failures), "refused": refused})
+        self.report.write("running")
+        if len(sites) < self.recipe.min_sites or not results:
+            return None, {}
+        update = parameters_to_ndarrays(results[0][1].parameters)
+        layers = [start + step for start, step in zip(self.global_arrays, update, strict=True)]
+        self.average(server_round, layers)
+        return ndarrays_to_parameters(layers), {"sites": len(sites)}
 
     def average(self, server_round: int, layers: list[np.ndarray]) -> None:
         """Polyak-Ruppert averaging of the global models over the tail rounds: post-processing
@@ -243,11 +282,14 @@ def serve(database: Database, federation_id: int) -> dict[str, Any]:
     report = Report(database, federation)
     report.write("running")
     route_flower_logs()
+    strategy = FederationAverage(federation, report)
+    server = SecureServer(strategy, recipe.min_sites, recipe.round_timeout_seconds,
+                          strategy.on_secure_round) if recipe.secure_aggregation else None
     try:
-        start_server(server_address=federation.address,
+        start_server(server_address=federation.address, server=server,
+                     strategy=strategy if server is None else None,
                      config=ServerConfig(num_rounds=recipe.rounds,
                                          round_timeout=recipe.round_timeout_seconds),
-                     strategy=FederationAverage(federation, report),
                      certificates=server_certificates(settings.flower_certificates))
     except BaseException:
         report.write("failed")

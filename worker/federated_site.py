@@ -19,6 +19,7 @@ returns its noisy evaluation histogram, which the coordinator sums. Nothing else
 """
 
 import functools
+import hashlib
 import json
 import logging
 import time
@@ -43,6 +44,7 @@ from worker.tasks import ClaimedJob, JobWorker, LeaseLost, evaluate_step, finish
 from worker.training import TrainingResult, epsilon_of, make_optimizer
 
 logger = logging.getLogger("dpcrisis.worker")
+SECURE_FIELD = "secagg"  # ``worker.secure_aggregation.FIELD`` (flwr is imported only to run)
 CONNECT_SECONDS = 120.0  # how long a site waits for the coordinator's server to come up
 
 
@@ -80,6 +82,7 @@ class SiteRun:
         self.evaluated = False
         self.key: Ed25519PrivateKey | None = None  # set when the federation keys its sites
         self.model_sha256 = ""  # of the global weights received for evaluation
+        self.stages: Any = None  # a secure federation's SecAgg+ state (``secure_answer``)
 
     @property
     def site(self) -> str:
@@ -100,6 +103,30 @@ class SiteRun:
         spec = self.claimed.spec
         eps, _ = epsilon_of([(spec.noise_multiplier, spec.sample_rate, spec.steps)], spec.delta)
         return {"epsilon": finite_or_none(eps), "delta": spec.delta}
+
+    def figures(self) -> dict[str, Any]:
+        """What a round's answer says beside its weights: the steps and the site's plan."""
+        statement = self.statement
+        return {"steps": int(self.plan["local_steps"]), "epsilon": statement["epsilon"] or -1.0,
+                "delta": statement["delta"] or 0.0}
+
+    def secure_answer(self, config: dict[str, Any]) -> dict[str, Any]:
+        """This site's signed answer to one SecAgg+ stage (its masked vector stage runs the
+        round: ``run_round``, charged first)."""
+        from worker import secure_aggregation  # flwr is the ``federated`` extra
+
+        if self.stages is None:
+            self.stages = secure_aggregation.SiteStages(
+                self.run_round, lambda: {**self.figures(), "site": self.site})
+        stage, payload = self.stages.answer(config)
+        if self.stages.clipped:
+            logger.warning("federated part: %d update values clipped to +-%g for secure "
+                           "aggregation so far", self.stages.clipped,
+                           secure_aggregation.UPDATE_RANGE)
+        return self.signed({secure_aggregation.FIELD: payload},
+                           kind=secure_aggregation.kind_of(stage), config=config,
+                           payload_sha256=hashlib.sha256(payload).hexdigest(),
+                           covered=(secure_aggregation.FIELD,))
 
     def run_round(self, arrays: list[np.ndarray]) -> list[np.ndarray]:
         """Charge the round, then run it from the global weights ``arrays``."""
@@ -158,12 +185,14 @@ class SiteRun:
                 "band_thresholds": trained.metrics["band_thresholds"]}
 
     def signed(self, figures: dict[str, Any], *, kind: str, config: dict[str, Any],
-               payload_sha256: str) -> dict[str, Any]:
+               payload_sha256: str, covered: tuple[str, ...] = ()) -> dict[str, Any]:
         """``figures`` with this site's name and, when the federation keys its sites, its
-        signature over them, the payload's hash and the coordinator's round and nonce."""
+        signature over them (less the ``covered`` ones: the payload, signed by its hash), the
+        payload's hash and the coordinator's round and nonce."""
         answer = {**figures, "site": self.site}
         if self.key is None:
             return answer
+        figures = {k: v for k, v in figures.items() if k not in covered}
         signed = signing.message(
             federation=str(self.plan["name"]), site=self.site, kind=kind,
             server_round=int(config.get("server_round", 0)), nonce=str(config.get("nonce", "")),
@@ -272,12 +301,13 @@ def site_client(run: SiteRun) -> Any:
         def fit(self, parameters: list[np.ndarray], config: dict[str, Any]
                 ) -> tuple[list[np.ndarray], int, dict[str, Any]]:
             self.contacted = True
+            if SECURE_FIELD in config:  # a SecAgg+ stage (``worker.secure_aggregation``)
+                return [], 0, run.secure_answer(config)
+            if run.plan.get("secure_aggregation"):  # before any charge or row
+                raise RoundRefused("the federation requires secure aggregation; the "
+                                   "coordinator asked for a plain round")
             weights = run.run_round(parameters)
-            statement = run.statement
-            figures = {"steps": int(run.plan["local_steps"]),
-                       "epsilon": statement["epsilon"] or -1.0,
-                       "delta": statement["delta"] or 0.0}
-            return weights, 1, run.signed(figures, kind=signing.FIT, config=config,
+            return weights, 1, run.signed(run.figures(), kind=signing.FIT, config=config,
                                           payload_sha256=signing.arrays_sha256(weights))
 
         def evaluate(self, parameters: list[np.ndarray], config: dict[str, Any]

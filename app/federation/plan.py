@@ -24,6 +24,16 @@ FEDERATION_KEY = "federation"
 """Where a federated job's ``training`` names its federation and its part in the rounds."""
 
 
+def _part(federation: Federation, recipe: FederatedRecipe) -> dict[str, Any]:
+    """What the site's worker needs of the federation to take part in its rounds."""
+    return {"id": federation.id, "name": federation.name, "address": federation.address,
+            "site": federation.site_name, "rounds": recipe.rounds,
+            "local_steps": recipe.local_steps,
+            "round_timeout_seconds": recipe.round_timeout_seconds,
+            "public_key": _declared_key(federation),
+            "secure_aggregation": recipe.secure_aggregation}
+
+
 def _declared_key(federation: Federation) -> str | None:
     """The public key this site declared for itself (None: the federation keys no site)."""
     mine = [s for s in federation.sites if s["name"] == federation.site_name]
@@ -79,13 +89,7 @@ def site_job(*, federation: Federation, dataset: Dataset) -> Job:
         "epochs": recipe.rounds, "learning_rate": learning_rate, "optimizer": recipe.optimizer,
         "momentum": recipe.momentum, "max_grad_norm": clip, "tail_average": 0.0, "seed": 0,
         "world_size": 1,
-        FEDERATION_KEY: {
-            "id": federation.id, "name": federation.name, "address": federation.address,
-            "site": federation.site_name, "rounds": recipe.rounds,
-            "local_steps": recipe.local_steps,
-            "round_timeout_seconds": recipe.round_timeout_seconds,
-            "public_key": _declared_key(federation),
-        },
+        FEDERATION_KEY: _part(federation, recipe),
     }
     return Job(
         dataset_id=dataset.id, status=QUEUED, kind=FEDERATED,

@@ -70,11 +70,23 @@ class FederatedRecipe(RequestModel):
     min_sites: int = Field(default=2, ge=1, le=64,
                            description="Flower's minimum of sites per round")
     round_timeout_seconds: float = Field(default=120, ge=1, le=3600)
+    secure_aggregation: bool = Field(
+        default=False, description="every round through Flower's SecAgg+: the coordinator "
+        "learns only the weighted sum of the sites' updates (needs min_sites of at least 2; a "
+        "site that declares it refuses a plain round)")
 
     @field_validator("model", mode="before")
     @classmethod
     def _registered_family(cls, value: Any) -> Any:
         return registered_family(value)
+
+    @field_validator("secure_aggregation")
+    @classmethod
+    def _secure_needs_two(cls, secure: bool, info: ValidationInfo) -> bool:
+        if secure and info.data.get("min_sites", 2) < 2:
+            raise ValueError("secure aggregation needs min_sites of at least 2: one site's "
+                             "masked update unmasked alone is that site's update")
+        return secure
 
     @model_validator(mode="before")
     @classmethod

@@ -24,7 +24,7 @@ FEDERATION_ENTRIES: list[Entry] = [
     *fields("FederatedRecipe", {
         PUBLIC_INPUT: "model hidden_units rounds local_steps target_epsilon delta batch_size "
                       "optimizer learning_rate momentum max_grad_norm min_sites "
-                      "round_timeout_seconds tail_average",
+                      "round_timeout_seconds tail_average secure_aggregation",
     }, note="the recipe the clinics agreed on"),
     *fields("FederationSite", {PUBLIC_INPUT: "name weight public_key"},
             note="a declared site and its public FedAvg weight (never a row count)"),

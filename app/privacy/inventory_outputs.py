@@ -15,6 +15,7 @@ LEDGER = Release.LEDGER
 PUBLIC_BY_CONVENTION = Release.PUBLIC_BY_CONVENTION
 AUDIT = Release.AUDIT
 OPERATIONAL = Release.OPERATIONAL
+DP_TRAINING = Release.DP_TRAINING
 
 
 def _page(template: str, variables: dict[str, Release | tuple[Release, ...]]) -> list[Entry]:
@@ -112,6 +113,11 @@ _ARGUMENTS: dict[str, tuple[Release, str]] = {
     "len(swept.tables)": (OPERATIONAL, "how many unreferenced kept tables a sweep removed"),
     "len(swept.models)": (OPERATIONAL, "how many unreferenced model files a sweep removed"),
     "space_id": (OPERATIONAL, "the patient space whose index upkeep (fold, old files) failed"),
+    "self.stages.clipped": (
+        DP_TRAINING, "how many values of a clinic's federated updates (its noisy weights minus "
+        "the global ones: post-processing of its DP-SGD release) were clipped for secure "
+        "aggregation, in the clinic's own log"),
+    "secure_aggregation.UPDATE_RANGE": (PUBLIC_INPUT, "secure aggregation's fixed range"),
     "traceback.format_exc(limit=3)": (
         OPERATIONAL, "a failed job's traceback: code lines and the exception's message (library "
         "text; the job's stored error keeps only the type name)"),

@@ -172,15 +172,16 @@ class Launched:
 
 
 def launch(coordinator: Service, sites: list[Service], *, rounds: int, local_steps: int,
-           epsilon: float, seed: int, name: str = "crisis-network",
+           epsilon: float, seed: int, name: str = "crisis-network", secure: bool = False,
            **coordinator_env: str) -> Launched:
     """Declare the federation everywhere (with the clinics' public keys when each has one,
-    ``site_key``), start Flower's server, register each clinic's cohort (seeds ``seed``,
-    ``seed + 1``, ...) and join with it."""
+    ``site_key``; ``secure``: every round through SecAgg+), start Flower's server, register
+    each clinic's cohort (seeds ``seed``, ``seed + 1``, ...) and join with it."""
     address_ = address()
     declared = federation_body(role="coordinator", address=address_, site=None, rounds=rounds,
                                local_steps=local_steps, epsilon=epsilon)
     declared["name"] = name
+    declared["recipe"]["secure_aggregation"] = secure
     keys = declared_keys(sites)
     if keys is not None:
         declared["sites"] = [{**site, "public_key": key}

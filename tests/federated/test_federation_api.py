@@ -122,6 +122,8 @@ def test_only_an_admin_declares_one(client: TestClient, client_as: ClientAs, rol
     pytest.param({"sites": [{"name": "clinic-a"}, {"name": "clinic-a"}]}, "sites",
                  id="duplicate-site-names"),
     pytest.param({"recipe": recipe(min_sites=3)}, "sites", id="min-sites-over-sites"),
+    pytest.param({"recipe": recipe(min_sites=1, secure_aggregation=True)},
+                 "recipe.secure_aggregation", id="secure-aggregation-of-one-site"),
     pytest.param({"sites": [{"name": "clinic-a", "public_key": KEY}, {"name": "clinic-b"}]},
                  "sites", id="keys-for-some-sites-only"),
     pytest.param({"sites": [{"name": "clinic-a", "public_key": "ssh-ed25519 AAAA"}]},

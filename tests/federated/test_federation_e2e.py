@@ -137,6 +137,31 @@ def test_three_clinics_train_one_federated_model(cluster: Cluster) -> None:
     assert report["report"]["evaluation"]["roc_auc"] > 0.6
 
 
+def test_three_clinics_train_over_secure_aggregation(cluster: Cluster) -> None:
+    """Every round through Flower's SecAgg+ (the coordinator sums masked updates): each clinic
+    charged exactly its rounds, each round's sum holds all three, the model as good."""
+    coordinator, sites = cluster.coordinator, cluster.sites
+    launched = clinics.launch(coordinator, sites, rounds=ROUNDS, local_steps=LOCAL_STEPS,
+                              epsilon=EPSILON, seed=31, name="crisis-network-secure",
+                              secure=True, flower_certificates=str(cluster.tls))
+    finished = [clinics.job_when_final(site, job_id) for site, (_, job_id)
+                in zip(sites, launched.parts, strict=True)]
+    assert launched.server.wait(timeout=120) == 0, (coordinator.root /
+                                                    "coordinator.log").read_text()[-3000:]
+    for site, job, (dataset_id, job_id) in zip(sites, finished, launched.parts, strict=True):
+        assert job["status"] == "succeeded", job
+        entry = _ledger_entry(site, dataset_id, job_id)
+        assert entry["charged_steps"] == ROUNDS * LOCAL_STEPS
+        assert entry["epsilon"]["rdp"] == pytest.approx(
+            _independent_epsilon(entry, entry["charged_steps"]), rel=1e-3)
+    report = _report(coordinator, launched.federation_id)
+    assert report["state"] == "finished" and report["recipe"]["secure_aggregation"]
+    rounds = report["report"]["rounds"]
+    assert [r["sites"] for r in rounds] == [sorted(n for n, _, _ in CLINICS)] * ROUNDS
+    assert all(r["refused"] == [] for r in rounds)
+    assert report["report"]["evaluation"]["roc_auc"] > 0.6
+
+
 def _report(coordinator: clinics.Service, federation_id: int) -> dict[str, Any]:
     with coordinator.http() as admin:
         return dict(admin.get(f"/v1/federations/{federation_id}").json())
