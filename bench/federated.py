@@ -27,6 +27,7 @@ AUC moves by a few hundredths from one noise draw to the next, so one draw canno
     .venv/bin/python bench/federated.py            # 5 repeats (about 5 minutes on 2 cores)
     .venv/bin/python bench/federated.py --quick    # 4 rounds x 25 steps, 5,000 rows, 1 repeat
     .venv/bin/python bench/federated.py --weights rows   # diagnostic: FedAvg by row counts
+    .venv/bin/python bench/federated.py --secure   # every round through SecAgg+
 
 The last line is ``federated_auc=A pooled_auc=P smallest_alone_auc=S`` at epsilon 3.
 """
@@ -85,6 +86,7 @@ class Plan:
     rounds: int
     local_steps: int
     weights: str
+    secure: bool = False
 
 
 def start(root: Path) -> Cluster:
@@ -153,6 +155,7 @@ def federate(cluster: Cluster, epsilon: float, rounds: int, plan: Plan, name: st
         made = clinics.federation_body(role=role, address=address, site=site, rounds=rounds,
                                        local_steps=plan.local_steps, epsilon=epsilon,
                                        timeout=ROUND_TIMEOUT)
+        made["recipe"]["secure_aggregation"] = plan.secure
         if plan.weights == "rows":  # a diagnostic: the bench's row counts are public here
             made["sites"] = [{"name": n, "weight": float(r)} for n, r, _ in CLINICS]
         return {**made, "name": name}
@@ -307,6 +310,8 @@ def arguments() -> argparse.Namespace:
     parser.add_argument("--weights", choices=("equal", "rows"), default="equal",
                         help="FedAvg's public site weights: equal (the default declaration) "
                         "or the row counts (a diagnostic)")
+    parser.add_argument("--secure", action="store_true",
+                        help="every round through SecAgg+ (recipe.secure_aggregation)")
     parser.add_argument("--repeats", type=int, default=5, choices=range(1, 13),
                         metavar="1..12", help="fresh DP noise for every model, same rows")
     parser.add_argument("--root", type=Path, default=None,
@@ -346,14 +351,16 @@ def run(args: argparse.Namespace, root: Path) -> None:
     held = {name: data.held_out(name, shift, args.held_out) for name, _, shift in CLINICS}
     print(f"# {len(CLINICS)} clinics ({', '.join(f'{n} {r:,}' for n, r, _ in CLINICS)} rows; "
           f"shifts {[s for _, _, s in CLINICS]}); federated {args.rounds} rounds x "
-          f"{args.local_steps} local steps, {args.weights} FedAvg weights; {args.held_out:,} "
+          f"{args.local_steps} local steps, {args.weights} FedAvg weights"
+          f"{', SecAgg+' if args.secure else ''}; {args.held_out:,} "
           f"fresh held-out rows per clinic, scored by each service's /v1/risk/batch; "
           f"{args.repeats} repeat(s) of every model", flush=True)
     cluster = start(root)
     try:
         cluster.budget = BUDGET_PER_REPEAT * args.repeats
         register_all(cluster, tables)
-        collect(cluster, Plan(args.rounds, args.local_steps, args.weights), args.repeats, held)
+        collect(cluster, Plan(args.rounds, args.local_steps, args.weights, args.secure),
+                args.repeats, held)
     finally:
         for service in cluster.all():
             service.stop()
