@@ -119,7 +119,7 @@ class SiteRun:
             self.stages = secure_aggregation.SiteStages(
                 self.run_round, lambda: {**self.figures(), "site": self.site})
         stage, payload = self.stages.answer(config)
-        if self.stages.clipped:
+        if stage == "collect_masked_vectors" and self.stages.clipped:  # the round's update
             logger.warning("federated part: %d update values clipped to +-%g for secure "
                            "aggregation so far", self.stages.clipped,
                            secure_aggregation.UPDATE_RANGE)

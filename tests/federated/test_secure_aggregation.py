@@ -60,12 +60,13 @@ def _federation(keys: dict[str, Ed25519PrivateKey], where: str) -> Federation:
                               "round_timeout_seconds": 30})
 
 
-@pytest.mark.parametrize("dropped", ["forger", "killed"])
+@pytest.mark.parametrize("dropped", ["forger", "killed", "none"])
 def test_the_global_model_moves_by_the_weighted_mean_of_the_signed_sites_updates(
         monkeypatch: pytest.MonkeyPatch, dropped: str) -> None:
     """Site c takes no part: it answers with a key it did not declare (refused at the setup
     stage), or it dies in its round after sharing its keys (its masks rebuilt from a and b's
-    shares). Either way the sum is a and b's, unmasked."""
+    shares); either way the sum is a and b's, unmasked. Or it takes part, its update of 100
+    clipped to secure aggregation's range (16)."""
     monkeypatch.setattr(Report, "write", lambda self, state: None)
     keys = {name: Ed25519PrivateKey.generate() for name in STEPS}
     where = address()
@@ -88,10 +89,16 @@ def test_the_global_model_moves_by_the_weighted_mean_of_the_signed_sites_updates
         thread.join(timeout=30)
     assert history is not None
     rounds = strategy.report.rounds
+    final = parameters_to_ndarrays(server.parameters)
+    if dropped == "none":  # 2 rounds of (3 x 1 + 1 x 5 + 1 x 16) / 5
+        assert [r["sites"] for r in rounds] == [["a", "b", "c"]] * 2
+        assert sites[2].stages is not None and sites[2].stages.clipped == 2 * 7
+        for layer in final:
+            np.testing.assert_allclose(layer, 2 * 24 / 5, atol=1e-4)
+        return
     assert [r["sites"] for r in rounds] == [["a", "b"], ["a", "b"]]
     assert [r["refused"] for r in rounds] == ([["c"], ["c"]] if dropped == "forger" else
                                               [[], []])
-    final = parameters_to_ndarrays(server.parameters)
     for layer, shape in zip(final, SHAPES, strict=True):  # 2 rounds of (3 x 1 + 1 x 5) / 4
         assert layer.shape == shape
         np.testing.assert_allclose(layer, 4.0, atol=1e-4)  # SecAgg+'s quantisation
