@@ -172,6 +172,8 @@ class SiteRun:
             "federation_epsilon": _number(config.get("federation_epsilon")),
             "federation_delta": _number(config.get("federation_delta")),
             "model_sha256": self.model_sha256,
+            "secure_aggregation": bool(self.stages is not None
+                                       and self.stages.rounds == self.rounds_run),
         }
         sha = job_run.store(trained=trained)
         with self.worker.database.session_scope() as session:

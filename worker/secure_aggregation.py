@@ -270,6 +270,7 @@ class SiteStages:
         self.context = Context(run_id=0, node_id=0, node_config={}, state=RecordDict(),
                                run_config={})
         self.clipped = 0  # update values clipped to UPDATE_RANGE, over the rounds
+        self.rounds = 0  # rounds trained through the protocol
 
     def answer(self, config: dict[str, Any]) -> tuple[str, bytes]:
         """The stage this message is in, and this site's answer to it (to sign and send)."""
@@ -283,6 +284,7 @@ class SiteStages:
             fit = compat.recorddict_to_fitins(message.content, keep_input=True)
             start = parameters_to_ndarrays(fit.parameters)
             update = [w - s for w, s in zip(self.train(start), start, strict=True)]
+            self.rounds += 1
             self.clipped += int(sum(np.count_nonzero(np.abs(u) > UPDATE_RANGE) for u in update))
             update = [np.clip(u, -UPDATE_RANGE, UPDATE_RANGE) for u in update]
             res = FitRes(Status(Code.OK, ""), ndarrays_to_parameters(update), weight,

@@ -221,6 +221,9 @@ class FederationRecord(_Stored):
     model_sha256: str | None = Field(
         default=None, description="the SHA-256 of the global weights this clinic received, "
         "evaluated and registered: the coordinator's report names the same")
+    secure_aggregation: bool = Field(
+        default=False, description="every round this clinic ran was summed under secure "
+        "aggregation (SecAgg+): the coordinator never saw this clinic's update")
 
 
 class HeldOutEvaluation(_GroupMetrics):

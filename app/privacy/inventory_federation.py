@@ -45,7 +45,7 @@ FEDERATION_ENTRIES: list[Entry] = [
           "the sites' noisy evaluation histograms summed (the sum's noise is the root sum of "
           "squares of theirs); every metric post-processing of the sum"),
     *fields("FederationRecord", {
-        PUBLIC_INPUT: "name site rounds sites",
+        PUBLIC_INPUT: "name site rounds sites secure_aggregation",
         LEDGER: "rounds_run federation_epsilon federation_delta",
         DP_TRAINING: "model_sha256",
     }, note="a federated model's federation, as its clinic's registry shows it"),

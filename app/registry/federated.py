@@ -14,6 +14,9 @@ def federation_clause(model: TrainedModel) -> str:
     worst = ("" if epsilon is None or delta is None else
              f"; the federation's guarantee, the worst clinic's, is ({epsilon_text(epsilon)}, "
              f"{delta:g})")
+    summed = (", summed under secure aggregation" if federation.get("secure_aggregation")
+              else "")
     return (f" It is a federated model of {federation['name']} ({len(federation['sites'])} "
-            f"clinics, {federation['rounds_run']} rounds averaging each clinic's DP releases): "
-            f"this clinic's patients are covered by the statement above{worst}.")
+            f"clinics, {federation['rounds_run']} rounds averaging each clinic's DP "
+            f"releases{summed}): this clinic's patients are covered by the statement "
+            f"above{worst}.")

@@ -117,7 +117,7 @@ def test_three_clinics_train_one_federated_model(cluster: Cluster) -> None:
         with site.http("data_scientist") as http:
             model = http.get(f"/v1/models/{job['model_id']}").json()
         federation = model["metrics"]["federation"]
-        assert federation["rounds_run"] == ROUNDS
+        assert federation["rounds_run"] == ROUNDS and not federation["secure_aggregation"]
         assert federation["model_sha256"] == released  # the coordinator's released model
         assert federation["federation_epsilon"] >= model["privacy"]["epsilon"] - 1e-6
         assert "federated model of crisis-network" in model["privacy"]["statement"]
@@ -154,6 +154,10 @@ def test_three_clinics_train_over_secure_aggregation(cluster: Cluster) -> None:
         assert entry["charged_steps"] == ROUNDS * LOCAL_STEPS
         assert entry["epsilon"]["rdp"] == pytest.approx(
             _independent_epsilon(entry, entry["charged_steps"]), rel=1e-3)
+        with site.http("data_scientist") as http:
+            model = http.get(f"/v1/models/{job['model_id']}").json()
+        assert model["metrics"]["federation"]["secure_aggregation"] is True
+        assert "summed under secure aggregation" in model["privacy"]["statement"]
     report = _report(coordinator, launched.federation_id)
     assert report["state"] == "finished" and report["recipe"]["secure_aggregation"]
     rounds = report["report"]["rounds"]

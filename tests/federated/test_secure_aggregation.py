@@ -93,6 +93,7 @@ def test_the_global_model_moves_by_the_weighted_mean_of_the_signed_sites_updates
     if dropped == "none":  # 2 rounds of (3 x 1 + 1 x 5 + 1 x 16) / 5
         assert [r["sites"] for r in rounds] == [["a", "b", "c"]] * 2
         assert sites[2].stages is not None and sites[2].stages.clipped == 2 * 7
+        assert all(site.stages is not None and site.stages.rounds == 2 for site in sites)
         for layer in final:
             np.testing.assert_allclose(layer, 2 * 24 / 5, atol=1e-4)
         return
