@@ -68,8 +68,11 @@ class Cluster:
     site_env: list[dict[str, str]]
 
     def restart(self, index: int) -> clinics.Service:
-        """Start clinic ``index`` again on its own database, as it was started."""
+        """Start clinic ``index`` again on its own database, as it was started (its API keys
+        are in that database: the same ones serve)."""
+        keys = self.sites[index].keys
         self.sites[index] = clinics.start(self.sites[index].root, **self.site_env[index])
+        self.sites[index].keys = keys
         clinics.wait_ready(self.sites[index])
         return self.sites[index]
 
@@ -171,12 +174,16 @@ def _report(coordinator: clinics.Service, federation_id: int) -> dict[str, Any]:
         return dict(admin.get(f"/v1/federations/{federation_id}").json())
 
 
+@pytest.mark.parametrize("secure", [False, True], ids=["plain", "secure-aggregation"])
 def test_a_clinic_killed_mid_federation_keeps_the_charge_of_the_rounds_it_began(
-        cluster: Cluster) -> None:
+        cluster: Cluster, secure: bool) -> None:
+    """SIGKILL of one clinic mid-federation; with secure aggregation, whatever stage it was in,
+    the two others' rounds go on (its masks rebuilt from their shares)."""
     rounds = 40
     coordinator, sites = cluster.coordinator, cluster.sites
     launched = clinics.launch(coordinator, sites, rounds=rounds, local_steps=LOCAL_STEPS,
-                              epsilon=EPSILON, seed=41, name="crisis-network-killed",
+                              epsilon=EPSILON, seed=41 + 10 * secure, secure=secure,
+                              name=f"crisis-network-killed-{'secure' if secure else 'plain'}",
                               flower_certificates=str(cluster.tls))
     federation_id, server, jobs = launched.federation_id, launched.server, launched.parts
     while len((_report(coordinator, federation_id)["report"] or {}).get("rounds", [])) < 3:
