@@ -174,16 +174,21 @@ class FederationAverage(FedAvg):
             taken.append((site, arrays))
             self.report.statements[site] = {"epsilon": float(fit.metrics["epsilon"]),
                                             "delta": float(fit.metrics["delta"])}
-        self.report.rounds.append({"round": server_round, "sites": sorted(s for s, _ in taken),
-                                   "failures": len(failures), "refused": sorted(refused)})
-        self.report.write("running")
-        if len(taken) < self.recipe.min_sites:
+        if not self.close_round(server_round, sorted(s for s, _ in taken), failures, refused):
             return None, {}
         total = sum(self.weights[site] for site, _ in taken)
         layers = [np.sum([self.weights[site] / total * arrays[i] for site, arrays in taken],
                          axis=0) for i in range(len(taken[0][1]))]
         self.average(server_round, layers)
         return ndarrays_to_parameters(layers), {"sites": len(taken)}
+
+    def close_round(self, server_round: int, sites: list[str], failures: list[Any],
+                    refused: list[str]) -> bool:
+        """Report the round (which sites' answers it takes) and whether they make the quorum."""
+        self.report.rounds.append({"round": server_round, "sites": sites,
+                                   "failures": len(failures), "refused": sorted(refused)})
+        self.report.write("running")
+        return len(sites) >= self.recipe.min_sites
 
     def on_secure_round(self, server_round: int, arrays: list[np.ndarray],
                         grid: SiteGrid | None) -> None:
@@ -193,10 +198,11 @@ class FederationAverage(FedAvg):
             self.global_arrays, self.grid = arrays, grid
             return
         if not self.report.rounds or self.report.rounds[-1]["round"] != server_round:
-            refused = sorted(self.grid.refused) if self.grid is not None else []
-            self.report.rounds.append({"round": server_round, "sites": [], "failures": 0,
-                                       "refused": refused})
-            self.report.write("running")
+            self.close_round(server_round, [], [], self.refused())
+
+    def refused(self) -> list[str]:
+        """The sites whose answers this secure round's links refused."""
+        return list(self.grid.refused) if self.grid is not None else []
 
     def aggregate_secure(self, server_round: int, results: list[tuple[ClientProxy, FitRes]],
                          failures: list[Any]) -> tuple[Parameters | None, dict[str, Any]]:
@@ -207,11 +213,7 @@ class FederationAverage(FedAvg):
         for _, fit in results:
             self.report.statements[str(fit.metrics["site"])] = {
                 "epsilon": float(fit.metrics["epsilon"]), "delta": float(fit.metrics["delta"])}
-        refused = sorted(self.grid.refused) if self.grid is not None else []
-        self.report.rounds.append({"round": server_round, "sites": sites,
-                                   "failures": len(failures), "refused": refused})
-        self.report.write("running")
-        if len(sites) < self.recipe.min_sites or not results:
+        if not self.close_round(server_round, sites, failures, self.refused()) or not results:
             return None, {}
         update = parameters_to_ndarrays(results[0][1].parameters)
         layers = [start + step for start, step in zip(self.global_arrays, update, strict=True)]
@@ -283,8 +285,8 @@ def serve(database: Database, federation_id: int) -> dict[str, Any]:
     report.write("running")
     route_flower_logs()
     strategy = FederationAverage(federation, report)
-    server = SecureServer(strategy, recipe.min_sites, recipe.round_timeout_seconds,
-                          strategy.on_secure_round) if recipe.secure_aggregation else None
+    server = SecureServer(strategy, recipe.min_sites,
+                          recipe.round_timeout_seconds) if recipe.secure_aggregation else None
     try:
         start_server(server_address=federation.address, server=server,
                      strategy=strategy if server is None else None,

@@ -44,7 +44,6 @@ from worker.tasks import ClaimedJob, JobWorker, LeaseLost, evaluate_step, finish
 from worker.training import TrainingResult, epsilon_of, make_optimizer
 
 logger = logging.getLogger("dpcrisis.worker")
-SECURE_FIELD = "secagg"  # ``worker.secure_aggregation.FIELD`` (flwr is imported only to run)
 CONNECT_SECONDS = 120.0  # how long a site waits for the coordinator's server to come up
 
 
@@ -119,7 +118,7 @@ class SiteRun:
             self.stages = secure_aggregation.SiteStages(
                 self.run_round, lambda: {**self.figures(), "site": self.site})
         stage, payload = self.stages.answer(config)
-        if stage == "collect_masked_vectors" and self.stages.clipped:  # the round's update
+        if stage == secure_aggregation.Stage.COLLECT_MASKED_VECTORS and self.stages.clipped:
             logger.warning("federated part: %d update values clipped to +-%g for secure "
                            "aggregation so far", self.stages.clipped,
                            secure_aggregation.UPDATE_RANGE)
@@ -289,6 +288,8 @@ def site_client(run: SiteRun) -> Any:
     """A Flower ``NumPyClient`` over ``run`` (built here: flwr is the ``federated`` extra)."""
     from flwr.client import NumPyClient
 
+    from worker.secure_aggregation import FIELD  # flwr is there: this is its client
+
     class SiteClient(NumPyClient):
         contacted = False
 
@@ -303,7 +304,7 @@ def site_client(run: SiteRun) -> Any:
         def fit(self, parameters: list[np.ndarray], config: dict[str, Any]
                 ) -> tuple[list[np.ndarray], int, dict[str, Any]]:
             self.contacted = True
-            if SECURE_FIELD in config:  # a SecAgg+ stage (``worker.secure_aggregation``)
+            if FIELD in config:  # a SecAgg+ stage (``worker.secure_aggregation``)
                 return [], 0, run.secure_answer(config)
             if run.plan.get("secure_aggregation"):  # before any charge or row
                 raise RoundRefused("the federation requires secure aggregation; the "

@@ -86,6 +86,9 @@ class Answers(Protocol):
     def authentic(self, site: str, kind: str, server_round: int, metrics: dict[str, Any],
                   payload_sha256: str) -> bool: ...
 
+    def on_secure_round(self, server_round: int, arrays: list[np.ndarray],
+                        grid: "SiteGrid | None") -> None: ...
+
 
 class NumberedClients(SimpleClientManager):
     """Flower's client manager, giving each connection a node id: SecAgg+ addresses its sites by
@@ -233,10 +236,10 @@ def workflow(min_sites: int, timeout: float) -> SecAggPlusWorkflow:
 class SecureServer(Server):
     """Flower's server whose every round is a SecAgg+ round (its evaluation is the plain one)."""
 
-    def __init__(self, strategy: Any, min_sites: int, timeout: float,
-                 on_round: Callable[[int, list[np.ndarray], SiteGrid | None], None]) -> None:
+    def __init__(self, strategy: Any, min_sites: int, timeout: float) -> None:
         super().__init__(client_manager=NumberedClients(), strategy=strategy)
-        self.min_sites, self.timeout, self.on_round = min_sites, timeout, on_round
+        self.answers: Answers = strategy  # told when each round begins and ends
+        self.min_sites, self.timeout = min_sites, timeout
 
     def fit_round(self, server_round: int, timeout: float | None
                   ) -> tuple[Parameters | None, dict[str, Any], Any] | None:
@@ -250,13 +253,13 @@ class SecureServer(Server):
             self.parameters, keep_input=True)
         clients = self.client_manager()
         assert isinstance(clients, SimpleClientManager)
-        grid = SiteGrid(clients, self.strategy, server_round, timeout or self.timeout)  # type: ignore[arg-type]
-        self.on_round(server_round, parameters_to_ndarrays(self.parameters), grid)
+        grid = SiteGrid(clients, self.answers, server_round, timeout or self.timeout)
+        self.answers.on_secure_round(server_round, parameters_to_ndarrays(self.parameters), grid)
         try:
             workflow(self.min_sites, timeout or self.timeout)(grid, context)
         finally:
             grid.close()
-        self.on_round(server_round, [], None)  # the round ended (a halted one changes nothing)
+        self.answers.on_secure_round(server_round, [], None)  # ended (halted: no change)
         return compat.arrayrecord_to_parameters(
             context.state.array_records[MAIN_PARAMS_RECORD], keep_input=True), {}, ([], [])
 

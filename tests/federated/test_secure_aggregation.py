@@ -16,7 +16,7 @@ from flwr.server import ServerConfig, start_server
 from app.federation import signing
 from app.federation.models import Federation
 from tests.federated.clinics import address
-from worker import federated_site, secure_aggregation
+from worker import federated_site
 from worker.federated_coordinator import FederationAverage, Report
 from worker.federated_site import RoundRefused, SiteRun
 from worker.secure_aggregation import SecureServer
@@ -82,7 +82,7 @@ def test_the_global_model_moves_by_the_weighted_mean_of_the_signed_sites_updates
                for site in sites]
     for thread in threads:
         thread.start()
-    server = SecureServer(strategy, 2, 30.0, strategy.on_secure_round)
+    server = SecureServer(strategy, 2, 30.0)
     history = start_server(server_address=where, server=server,
                            config=ServerConfig(num_rounds=2, round_timeout=30))
     for thread in threads:
@@ -116,4 +116,3 @@ def test_a_site_that_requires_secure_aggregation_refuses_a_plain_round() -> None
                                                                 {"server_round": 1})
     assert plain.rounds_run == 1 and metrics["site"] == "b"
     np.testing.assert_allclose(weights[0], 5.0)
-    assert federated_site.SECURE_FIELD == secure_aggregation.FIELD  # kept apart: flwr is an extra
