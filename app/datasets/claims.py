@@ -49,6 +49,7 @@ class ClaimedUpload:
     coin_scheme: str
     budget_delta: float | None
     patient_secret: str | None = None  # the organisation's patient key, where it keys ids
+    patient_space_id: int | None = None  # that space (where the secret is set)
 
 
 def stale_before(now: datetime) -> datetime:
@@ -78,8 +79,10 @@ def claim(*, session: Session, dataset_id: int) -> ClaimedUpload:
     session.refresh(dataset)
     if claimed != 1:
         _refuse(dataset)
+    secret = _patient_secret(session, dataset)
     return ClaimedUpload(dataset.id, token, table_schema(dataset), dataset.coin_scheme,
-                         dataset.budget_delta, _patient_secret(session, dataset))
+                         dataset.budget_delta, secret,
+                         None if secret is None else dataset.patient_space_id)
 
 
 def _refuse(dataset: Dataset) -> None:

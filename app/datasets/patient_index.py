@@ -13,11 +13,13 @@ match its row is refused, never trusted. An upload adds its segment under the sp
 (``app.ledger.spaces``): its patients already known move to the blocks with the new dataset
 added, the rest are new, and each split block's other patients stay in a block of their own.
 The ids are keyed while the body arrives (``Keyed``), so the accept only searches the
-segments and writes the upload's own patients (``bench/patient_budget.py``).
+segments and writes the upload's own patients (``bench/patient_budget.py``); the search
+begins before the space lock, in the index this process last saw (``look_ahead``), and
+counts only if the space row, read under the lock, still names that index.
 """
 
 import dataclasses
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,7 +35,8 @@ from app.ledger import space_chain, spaces
 from app.ledger.spaces import BlockChange, PatientSpace
 
 EMPTY = np.zeros(0, np.uint64)
-__all__ = ["IndexCorrupted", "Keyed", "Overlap", "add_dataset", "digests", "resolved"]
+__all__ = ["IndexCorrupted", "Keyed", "LookAhead", "Overlap", "add_dataset", "digests",
+           "look_ahead", "resolved"]
 
 
 @dataclass(frozen=True)
@@ -71,11 +74,15 @@ def _sorted_set(words: np.ndarray) -> np.ndarray:
     Raises:
         InvalidRequest: two ids of the table are one patient (422: a patient is one row).
     """
-    ordered = words if np.all(words[1:] >= words[:-1]) else np.sort(words)
+    ordered = words if _is_sorted(words) else np.sort(words)
     if np.any(ordered[1:] == ordered[:-1]):
         raise InvalidRequest("two rows have the same patient id: a patient is one row",
                              field="body", allowed="one row per patient id")
     return ordered
+
+
+def _is_sorted(words: np.ndarray) -> bool:
+    return bool(np.all(words[1:] >= words[:-1]))
 
 
 @dataclass(frozen=True)
@@ -91,12 +98,37 @@ class Keyed:
         return None if secret is None or words is None else cls(secret, words)
 
 
+@dataclass(frozen=True)
+class LookAhead:
+    """An upload's patients looked up before the space lock is taken, in the index this
+    process last read or wrote for the space (``index_files.cached``), on a thread while the
+    accept's first steps run (``look_ahead``); ``add_dataset`` uses the answer only if the
+    space row, read under its lock, still names that index, and for those very words."""
+
+    index_sha256: str
+    words: np.ndarray
+    found: "Future[tuple[np.ndarray, np.ndarray]]"
+
+
+def look_ahead(*, space_id: int, keyed: Keyed | None, pool: Executor) -> LookAhead | None:
+    """Start the lookup of ``keyed``'s words (sorted, as the upload's duplicate check leaves
+    them) on ``pool``; None when there is nothing to start it with (no words, or no index
+    of the space in this process yet: ``add_dataset`` then looks up under the lock)."""
+    cached = index_files.cached(space_id)
+    if keyed is None or cached is None or not _is_sorted(keyed.words):
+        return None
+    sha256, index = cached
+    return LookAhead(sha256, keyed.words, pool.submit(index.blocks_of, keyed.words))
+
+
 def add_dataset(*, session: Session, space_id: int, dataset_id: int,
-                ids: pa.Array | pa.ChunkedArray, keyed: Keyed | None = None) -> Overlap:
+                ids: pa.Array | pa.ChunkedArray, keyed: Keyed | None = None,
+                ahead: LookAhead | None = None) -> Overlap:
     """Key an accepted upload's patients into the space and move them into their blocks, in
     the caller's transaction, under the space lock. ``keyed``: the ids' words under the
     space's key, taken as the body arrived; used only if that is still the space's key (else
-    the ids are keyed here).
+    the ids are keyed here). ``ahead``: their lookup begun before the lock
+    (``look_ahead``), used only if it was made in the index the space row names now.
 
     Raises:
         InvalidRequest: an id repeats (422).
@@ -113,7 +145,9 @@ def add_dataset(*, session: Session, space_id: int, dataset_id: int,
     # numpy searches and the files' writes and hashes run without the GIL: each on a thread
     # of its own while this one runs the SQL that does not need it (under the same lock).
     with ThreadPoolExecutor(1, thread_name_prefix="patient-index") as pool:
-        looking = pool.submit(index.blocks_of, new)
+        looking = (ahead.found if ahead is not None and ahead.words is new
+                   and ahead.index_sha256 == space.index_sha256
+                   else pool.submit(index.blocks_of, new))
         live = spaces.live_block_lists(session=session, space_id=space.id)
         known, current = looking.result()
         joined = np.bincount(current) if len(current) else np.zeros(0, np.int64)

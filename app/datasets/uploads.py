@@ -15,9 +15,10 @@ fingerprint and the patient index stay too, so erased data cannot come back unde
 budget.
 """
 
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
-from sqlalchemy import select
+from sqlalchemy import event, select
 from sqlalchemy.orm import Session
 
 from app.core.settings import settings
@@ -87,18 +88,36 @@ def accept(*, session: Session, received: ReceivedUpload) -> Dataset:
     upload = received.upload
     dataset.rows_equal_dataset_id = check_new_source(
         session, upload_fingerprint(upload.fingerprint), patient_space_id=keyed)
-    stored = upload.commit()  # the file as sent, named by its bytes
+    _keep_before_commit(session, upload)  # the file as sent, named by its bytes
     counts = identity.part_counts(identity.parts_of_words(upload.id_words))
     dataset.n_rows = upload.n_rows
     dataset.n_train = counts[identity.Part.TRAIN]
     dataset.n_calibration = counts[identity.Part.CALIBRATION]
     dataset.record_secret = received.secret
     dataset.source_fingerprint = source_identity(dataset, upload.fingerprint)
-    dataset.table_sha256, dataset.imputed = stored.sha256, upload.imputed
+    dataset.table_sha256, dataset.imputed = upload.sha256, upload.imputed
     dataset.table_media_type = upload.media_type
     dataset.state = READY
     session.flush()
     return dataset
+
+
+_KEEPERS = ThreadPoolExecutor(2, thread_name_prefix="keep-table")
+
+
+def _keep_before_commit(session: Session, upload: PendingUpload) -> None:
+    """Keep the upload's file (copied or linked, flushed to disk, renamed) on a thread while
+    the caller's transaction goes on (the patient index's work, ``app.flows.upload``), and
+    make that transaction's commit wait for it: a row never names a file not yet kept, and a
+    file that could not be kept fails the commit. A transaction rolled back after this leaves
+    the file behind for the start-up sweep (``app.flows.sweep``), as a failure after the
+    keep always did."""
+    keeping = _KEEPERS.submit(upload.commit)
+
+    def kept(_: Session) -> None:
+        keeping.result()
+
+    event.listen(session, "before_commit", kept, once=True)
 
 
 def erase_data(*, session: Session, dataset: Dataset) -> Dataset:

@@ -102,7 +102,7 @@ def block_change(*, dataset_id: int | None, closed: list[int],
     datasets sorted (``dataset`` None: migration 0021's baseline)."""
     return {"dataset": None if dataset_id is None else int(dataset_id),
             "closed": sorted(int(b) for b in closed),
-            "opened": [{"id": int(b), "datasets": sorted(int(d) for d in datasets),
+            "opened": [{"id": int(b), "datasets": sorted(map(int, datasets)),
                         "size": int(size)} for b, datasets, size in sorted(opened)]}
 
 

@@ -265,11 +265,12 @@ def apply_upload(*, session: Session, space: PatientSpace, dataset_id: int,
             raise ValueError(f"block {change.block_id} of {live[change.block_id][1]} patients "
                              f"cannot give {change.joined}")
     opened: list[tuple[list[int], int]] = []  # every change checked, then all written
-    for change in changes:
+    for change in changes:  # each block's datasets made canonical once (sorted, distinct)
         datasets, size = live[change.block_id]
-        opened.append(([*datasets, dataset_id], change.joined))
+        stays = sorted(set(datasets))
+        opened.append((sorted({*stays, dataset_id}), change.joined))
         if change.joined < size:
-            opened.append((datasets, size - change.joined))
+            opened.append((stays, size - change.joined))
     if new_patients:
         opened.append(([dataset_id], new_patients))
     inserted = _insert_blocks(session, space.id, opened, now)
@@ -282,7 +283,7 @@ def apply_upload(*, session: Session, space: PatientSpace, dataset_id: int,
     fresh = next(ids) if new_patients else None
     _close(session, [change.block_id for change in changes], now)
     return UploadBlocks(joined, stayed, fresh, [change.block_id for change in changes],
-                        [(block, sorted(set(datasets)), int(size))
+                        [(block, datasets, size)
                          for block, (datasets, size) in zip(inserted, opened, strict=True)])
 
 
@@ -296,7 +297,8 @@ def _close(session: Session, block_ids: list[int], now: datetime) -> None:
 
 def _insert_blocks(session: Session, space_id: int, opened: list[tuple[list[int], int]],
                    now: datetime) -> list[int]:
-    """Open blocks (their datasets and sizes) in one executemany INSERT; their ids, in order.
+    """Open blocks (their datasets, sorted and distinct, and sizes) in one executemany
+    INSERT; their ids, in order.
 
     The ids are read back as this space's blocks above its highest id before the INSERT,
     in id order: the caller holds the space lock, so no other writer adds blocks to it, and
@@ -309,19 +311,18 @@ def _insert_blocks(session: Session, space_id: int, opened: list[tuple[list[int]
         return []
     table = PatientBlock.__table__
     assert isinstance(table, Table)
-    rows = [(sorted({int(d) for d in datasets}), int(size)) for datasets, size in opened]
     floor = session.scalar(select(func.max(PatientBlock.id))
                            .where(PatientBlock.space_id == space_id)) or 0
     if session.get_bind().dialect.name == "sqlite":
-        _insert_sqlite(session, table, space_id, rows, now)
+        _insert_sqlite(session, table, space_id, opened, now)
     else:
         session.execute(insert(table), [{"space_id": space_id, "datasets": datasets,
                                          "size": size, "created_at": now}
-                                        for datasets, size in rows])
+                                        for datasets, size in opened])
     found = session.execute(select(PatientBlock.id, PatientBlock.size)
                             .where(PatientBlock.space_id == space_id, PatientBlock.id > floor)
                             .order_by(PatientBlock.id)).all()
-    if [size for _, size in found] != [size for _, size in rows]:
+    if [size for _, size in found] != [size for _, size in opened]:
         raise RuntimeError(f"space {space_id}: the blocks read back are not those opened")
     return [block for block, _ in found]
 

@@ -20,7 +20,7 @@ from app.auth.models import AuditEvent
 from app.core.database import Database, get_database
 from app.core.settings import settings
 from app.core.time import utcnow
-from app.datasets import claims, uploads
+from app.datasets import claims, table_store, uploads
 from app.datasets.claims import DatasetNotAwaitingData, UploadInProgress
 from app.datasets.models import AWAITING_DATA, READY, RECEIVING, Dataset
 from tests.datasets.test_upload_api import _csv, _put, _register, _rows
@@ -137,3 +137,27 @@ def test_a_registration_that_never_received_rows_can_be_deleted(
         withdrawn = session.scalars(select(AuditEvent).where(
             AuditEvent.action == Action.DATASET_WITHDRAWN)).all()
         assert [e.target for e in withdrawn] == [f"dataset/{empty['id']}"]
+
+
+def test_a_table_that_cannot_be_kept_fails_the_accept_and_registers_nothing(
+        db: Database, client: TestClient, _data_dir: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The file is kept on a thread while the accept goes on; its commit waits for it, so a
+    table that could not be kept (a full disk) leaves the dataset as it was."""
+    dataset_id = _register(client)["id"]
+    with db.session_scope() as session:
+        claimed = claims.claim(session=session, dataset_id=dataset_id)
+    received = uploads.receive(claimed=claimed, path=_write(db, _csv(_rows(300))),
+                               media_type="text/csv")
+
+    def disk_full(*args: object, **kwargs: object) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(table_store, "keep_as_sent", disk_full)
+    with pytest.raises(OSError, match="No space left"), db.session_scope() as session:
+        assert uploads.accept(session=session, received=received).state == READY
+    with db.session_scope() as session:
+        dataset = session.get(Dataset, dataset_id)
+        assert dataset is not None
+        assert (dataset.state, dataset.table_sha256, dataset.n_rows) == (RECEIVING, None, 0)
+    assert not _data_dir.exists() or _tables(_data_dir) == []
