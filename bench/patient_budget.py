@@ -16,10 +16,13 @@ for patients anywhere), so the space holds thousands of distinct blocks. Each is
 2. Upload (SQLite): a 1,000,000-row CSV (``bench.ingest.make_table``: ids ``pt-0`` to
    ``pt-999999``, so it shares patients with every block: the worst case, every live block
    splits) uploaded into that space through the upload flow the route calls (claim, receive,
-   accept with ``add_dataset``; ``--http``: also a streamed PUT to a real ``dpcrisis serve`` on
-   the same database, warmed up by a 1,000-row upload), and the same into a fresh space that
-   holds nobody yet, against a bare ``pyarrow.csv.read_csv`` of the same file in fresh
-   processes in the same run (goal <= 3x); and ``add_dataset`` alone for the same ids, in a
+   accept with ``add_dataset``; ``--http``: also a streamed PUT to a real ``dpcrisis serve``,
+   warmed up by a 1,000-row upload, ``--repeat`` times, each server on a fresh copy of the
+   space as the flow found it, each PUT paired with a bare read just before it: the machine's
+   speed drifts by half within minutes, and the medians of pairs measured together are what
+   compare), and the same into a fresh space that holds nobody yet, against a bare
+   ``pyarrow.csv.read_csv`` of the same file in fresh processes in the same run (goal <= 3x,
+   medians); and ``add_dataset`` alone for the same ids, in a
    transaction rolled back. The space's delta is set to 1e-7 first (<= 1/(10 n) for
    1,000,000 rows). The index's fold runs after each upload's commit, off the request
    (``app.flows.index_upkeep``): populating runs it after each ``add_dataset``, and the flow
@@ -32,6 +35,9 @@ Run: .venv/bin/python bench/patient_budget.py [--quick] [--postgres URL] [--http
 
 import argparse
 import gc
+import os
+import shutil
+import sqlite3
 import statistics
 import sys
 import tempfile
@@ -302,21 +308,45 @@ def fresh_space(root: Path, name: str) -> Database:
     return db
 
 
-def http_upload(root: Path, db: Database, csv_path: Path) -> float:
-    """Seconds of a streamed PUT of the CSV to a real ``dpcrisis serve`` on ``db``, after a
-    1,000-row upload that warms the process up (as ``bench/ingest.py --http``)."""
-    process, base = bench_service.start_server(root, "--no-worker", env={
-        "DATA_DIR": str(settings.data_dir), "DATABASE_URL": db.url})
-    try:
-        with bench_service.api_client(base, timeout=900) as http:
-            warm_up = ingest.write_csv(ingest.make_table(1000, seed=99, prefix="warm-up-"),
-                                       root / "warm-up.csv")
-            ingest.upload(http, warm_up, pid=process.pid, delta=UPLOAD_DELTA)  # not timed
-            return float(ingest.upload(http, csv_path, pid=process.pid,
-                                       delta=UPLOAD_DELTA)["seconds"])
-    finally:
-        process.terminate()
-        process.wait(timeout=60)
+def snapshot(db: Database, root: Path, name: str) -> Path:
+    """``db`` (SQLite's backup API) and the data directory as they are now: the state each
+    served repeat starts from, so every timed PUT meets the same space."""
+    folder = root / name
+    folder.mkdir()
+    with (sqlite3.connect(db.url.removeprefix("sqlite:///")) as source,
+          sqlite3.connect(folder / "bench.db") as target):
+        source.backup(target)
+    shutil.copytree(settings.data_dir, folder / "data")
+    return folder
+
+
+def http_uploads(root: Path, state: Path, csv_path: Path, repeat: int,
+                 bare_csv: Path) -> list[tuple[float, float]]:
+    """``repeat`` pairs (PUT seconds, bare read seconds): each a streamed PUT of the CSV to a
+    fresh ``dpcrisis serve`` on a fresh copy of ``state``, after a 1,000-row upload that warms
+    the process up (as ``bench/ingest.py --http``), and a bare read of ``bare_csv`` in a
+    fresh process right before it, so the two are measured in the same minute."""
+    pairs = []
+    for k in range(repeat):
+        run = root / f"{state.name}-{k}"
+        shutil.copytree(state, run)
+        os.sync()  # the copy's writeback done before the clocks start, not during them
+        read = ingest.run_in_child("read", bare_csv, 1)["seconds"]
+        process, base = bench_service.start_server(run, "--no-worker", env={
+            "DATA_DIR": str(run / "data"), "DATABASE_URL": f"sqlite:///{run / 'bench.db'}"})
+        try:
+            with bench_service.api_client(base, timeout=900) as http:
+                warm_up = ingest.write_csv(ingest.make_table(1000, seed=99, prefix="warm-up-"),
+                                           run / "warm-up.csv")
+                ingest.upload(http, warm_up, pid=process.pid, delta=UPLOAD_DELTA)  # not timed
+                seconds = float(ingest.upload(http, csv_path, pid=process.pid,
+                                              delta=UPLOAD_DELTA)["seconds"])
+        finally:
+            process.terminate()
+            process.wait(timeout=60)
+            shutil.rmtree(run, ignore_errors=True)
+        pairs.append((seconds, read))
+    return pairs
 
 
 def upload_rows(db: Database, root: Path, rows: int, repeat: int, http: bool) -> None:
@@ -332,7 +362,9 @@ def upload_rows(db: Database, root: Path, rows: int, repeat: int, http: bool) ->
     print(f"\nUpload: {rows:,}-row CSV ({flow_csv.stat().st_size / 2**20:.0f} MiB) into the "
           f"organisation's space ({known:,} patients, {live_block_count(db):,} live blocks) "
           f"and, for comparison, into a fresh space; bare read: median of {repeat} fresh "
-          "processes\n")
+          "processes; PUT: median of as many served processes, each on a fresh copy of the "
+          "space, its bare read right before it\n")
+    states = {"this": snapshot(db, root, "this-space")} if http else {}
     bare = ingest.run_in_child("read", flow_csv, repeat)["seconds"]
     found: dict[str, tuple[float | None, float]] = {
         "add_dataset alone (rolled back)": (None, add_dataset_alone(db, flow_csv))}
@@ -342,9 +374,17 @@ def upload_rows(db: Database, root: Path, rows: int, repeat: int, http: bool) ->
     empty.dispose()
     if http:
         empty = fresh_space(root, "fresh-put.db")
-        found["PUT through dpcrisis serve"] = (http_upload(root, empty, put_csv),
-                                               http_upload(root, db, put_csv))
+        states["fresh"] = snapshot(empty, root, "fresh-space")
         empty.dispose()
+        served = {name: http_uploads(root, state, put_csv, repeat, flow_csv)
+                  for name, state in states.items()}
+        bare = statistics.median([bare, *(b for pairs in served.values() for _, b in pairs)])
+        for name, pairs in served.items():
+            print(f"  (PUT into {name} space: " + ", ".join(
+                f"{put:.2f} s against a bare read of {read:.2f} s" for put, read in pairs) + ")")
+        fresh_put, this_put = (statistics.median(put for put, _ in served[name])
+                               for name in ("fresh", "this"))
+        found["PUT through dpcrisis serve"] = (fresh_put, this_put)
     print("| what | fresh space: s | x bare read | this space: s | x bare read |")
     print("|---|---:|---:|---:|---:|")
     print(f"| pyarrow.csv.read_csv | {bare:.2f} | 1.00 | | |")
@@ -362,7 +402,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--quick", action="store_true",
                         help="10 datasets of 10,000 of 100,000 ids, a 100,000-row upload")
     parser.add_argument("--admissions", type=int, default=50)
-    parser.add_argument("--repeat", type=int, default=3, help="bare reads (fresh processes)")
+    parser.add_argument("--repeat", type=int, default=3,
+                        help="bare reads (fresh processes) and served PUTs (fresh copies)")
     parser.add_argument("--postgres", metavar="URL", help="also admission on PostgreSQL")
     parser.add_argument("--http", action="store_true", help="also a PUT to a served process")
     args = parser.parse_args(argv)
