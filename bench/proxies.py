@@ -213,7 +213,35 @@ def wide(n_rows: int, seed: int = 20_252) -> Proxy:
                  "built: 30 features, two categorical")
 
 
-BUILT_ROWS = {"crisis": 20_000, "mixed": 50_000, "wide": 200_000}
+_SCALE = list(range(1, 8))
+
+
+def strong(n_rows: int, seed: int = 20_253) -> Proxy:
+    """A common outcome that a few inputs nearly decide (non-private AUC about 0.95): where the
+    defaults' models are confident, so their probabilities' scale matters most."""
+    rng = np.random.default_rng(seed)
+    leaning = np.clip(np.rint(rng.normal(4, 1.8, n_rows)), 1, 7)
+    views = np.clip(np.rint(leaning[:, None] + rng.normal(0, 1.5, (n_rows, 3))), 1, 7)
+    age = rng.integers(18, 91, n_rows)
+    education = rng.integers(1, 8, n_rows)
+    income = rng.integers(1, 25, n_rows)
+    union, urban = rng.binomial(1, 0.15, n_rows), rng.binomial(1, 0.6, n_rows)
+    logit = (1.3 * (leaning - 4) + (views - 4) @ np.array([0.6, 0.4, 0.2])
+             + 0.01 * (age - 50) - 0.1 * (education - 4) - 0.03 * (income - 12)
+             + 0.6 * union + 0.3 * urban)
+    features = (
+        [_numeric("leaning", 1, 7, 4, "integer")]
+        + [_numeric(f"view_{i}", 1, 7, 4, "integer") for i in range(3)]
+        + [_numeric("age", 18, 110, 45, "integer"), _numeric("education", 1, 7, 4, "integer"),
+           _numeric("income", 1, 24, 12, "integer"), _binary("union"), _binary("urban")]
+    )
+    x = np.column_stack([leaning, views, age, education, income, union, urban])
+    return Proxy("strong", _schema(features, "event", "Event", (0.2, 0.6)),
+                 x.astype(np.float64), _outcome(rng, logit, 0.4), False,
+                 "built: 9 features, a few nearly decide a 40% outcome")
+
+
+BUILT_ROWS = {"crisis": 20_000, "mixed": 50_000, "wide": 200_000, "strong": 20_000}
 REAL = ("breast_cancer", "fair", "anes96", "randhie", "randhie_rare")
 
 
@@ -229,7 +257,7 @@ def make(spec: str, generator_seed: int | None = None) -> Proxy:
     if spec in reals:
         return reals[spec]()
     name, _, rows = spec.partition("@")
-    makers = {"crisis": crisis, "mixed": mixed, "wide": wide}
+    makers = {"crisis": crisis, "mixed": mixed, "wide": wide, "strong": strong}
     n_rows = int(rows) if rows else BUILT_ROWS[name]
     extra = {} if generator_seed is None else {"seed": 1_000_003 * (generator_seed + 1)}
     proxy = makers[name](n_rows, **extra)
