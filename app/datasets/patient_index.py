@@ -74,15 +74,11 @@ def _sorted_set(words: np.ndarray) -> np.ndarray:
     Raises:
         InvalidRequest: two ids of the table are one patient (422: a patient is one row).
     """
-    ordered = words if _is_sorted(words) else np.sort(words)
+    ordered = words if np.all(words[1:] >= words[:-1]) else np.sort(words)
     if np.any(ordered[1:] == ordered[:-1]):
         raise InvalidRequest("two rows have the same patient id: a patient is one row",
                              field="body", allowed="one row per patient id")
     return ordered
-
-
-def _is_sorted(words: np.ndarray) -> bool:
-    return bool(np.all(words[1:] >= words[:-1]))
 
 
 @dataclass(frozen=True)
@@ -112,10 +108,11 @@ class LookAhead:
 
 def look_ahead(*, space_id: int, keyed: Keyed | None, pool: Executor) -> LookAhead | None:
     """Start the lookup of ``keyed``'s words (sorted, as the upload's duplicate check leaves
-    them) on ``pool``; None when there is nothing to start it with (no words, or no index
-    of the space in this process yet: ``add_dataset`` then looks up under the lock)."""
+    them: ``add_dataset`` uses the answer only for the very array it found sorted) on
+    ``pool``; None when there is nothing to start it with (no words, or no index of the space
+    in this process yet: ``add_dataset`` then looks up under the lock)."""
     cached = index_files.cached(space_id)
-    if keyed is None or cached is None or not _is_sorted(keyed.words):
+    if keyed is None or cached is None:
         return None
     sha256, index = cached
     return LookAhead(sha256, keyed.words, pool.submit(index.blocks_of, keyed.words))
