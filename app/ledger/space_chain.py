@@ -138,8 +138,10 @@ def append_opened(*, session: Session, space: PatientSpace, dataset_id: int,
 
 def _append(session: Session, space: PatientSpace, kind: str,
             blocks: dict[str, Any] | None) -> PatientSpaceEvent:
-    head = session.scalar(select(PatientSpaceEvent).where(PatientSpaceEvent.space_id == space.id)
-                          .order_by(PatientSpaceEvent.seq.desc()).limit(1))
+    # The head's number and hash only: not its blocks (an upload's can list thousands).
+    head = session.execute(select(PatientSpaceEvent.seq, PatientSpaceEvent.hash)
+                           .where(PatientSpaceEvent.space_id == space.id)
+                           .order_by(PatientSpaceEvent.seq.desc()).limit(1)).first()
     seq = 1 if head is None else head.seq + 1
     prev_hash = GENESIS_HASH if head is None else head.hash
     created_at = utcnow()
