@@ -61,7 +61,7 @@ from app.privacy.parallel import held_out_noise  # noqa: E402
 from bench import baselines, peers, proxies  # noqa: E402
 from bench.peers import Scores  # noqa: E402
 from bench.proxy_report import SPREAD_ROWS, Cell, print_summary, print_table  # noqa: E402
-from worker import calibration, training  # noqa: E402
+from worker import calibration, platt_fit, training  # noqa: E402
 from worker.calibration import COARSE_METHOD, calibrate_if_meaningful  # noqa: E402
 from worker.tasks import spec_of  # noqa: E402
 
@@ -224,6 +224,24 @@ def _without_rule(training: TrainingConfig, **_: Any) -> TrainingConfig:
     return training
 
 
+_RARE = np.log(np.array([0.0025, 0.005, 0.01, 0.02, 0.04, 0.08, 0.16, 0.32]) /
+               (1 - np.array([0.0025, 0.005, 0.01, 0.02, 0.04, 0.08, 0.16, 0.32])))
+V2_EDGES = np.sort(np.concatenate([[-12.0, -10.0, -8.0], _RARE, [0.0], -_RARE, [8.0, 10.0, 12.0]]))
+"""dp-platt-binned-v2's 24 bins (``--fit clamped``)."""
+
+
+def _clamped_fit(counts: np.ndarray, positives: np.ndarray, *, noise_std: float,
+                 edges: np.ndarray, slope_mean: float) -> tuple[float, float]:
+    """``--fit clamped``: the fit before the deconvolved one (v2's: bins under the noise floor
+    left out, positives clamped, the slope's prior N(1, 0.1), the coarse release's N(1, 0.3))."""
+    return platt_fit.fit_clamped(
+        counts, positives, logits=calibration.bin_logits(edges),
+        min_count=calibration.NOISE_FLOOR * noise_std,
+        prior_mean=(1.0, calibration.PRIOR_INTERCEPT),
+        prior_sd=(0.3 if edges is calibration.COARSE_EDGES else 0.1,
+                  calibration.PRIOR_INTERCEPT_SD))
+
+
 def main(argv: list[str] | None = None) -> dict[str, tuple[int, dict[float, Cell]]]:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--set", choices=sorted(SETS), default="proxy")
@@ -239,7 +257,14 @@ def main(argv: list[str] | None = None) -> dict[str, tuple[int, dict[float, Cell
     parser.add_argument("--capped", help="off: without the capped-regime rule (the recipe "
                         "before issue 31); or JSON settings replacing the rule's (exploration; "
                         "batch_fraction and batch_max scale the batch to n)")
+    parser.add_argument("--fit", choices=["deconvolved", "clamped"], default="deconvolved",
+                        help="clamped: the calibration before v3 (dp-platt-binned-v2's 24 bins, "
+                        "the noisy counts clamped, bins under the noise floor left out, the "
+                        "slope's sd 0.1)")
     args = parser.parse_args(argv)
+    if args.fit == "clamped":
+        calibration.fit_platt = _clamped_fit  # type: ignore[assignment]
+        calibration.EDGES = V2_EDGES
     names = args.tables.split(",") if args.tables else SETS[args.set]
     epsilons = tuple(float(e) for e in args.epsilons.split(","))
     overrides = json.loads(args.training)

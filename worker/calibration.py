@@ -14,11 +14,16 @@ How:
 - Its noise (``app.privacy.parallel.dominated_gaussian_noise``) makes it no costlier than the
   training it follows, at every RDP order and at the job's delta: the job's ledger charge
   covers the calibration unchanged.
-- Platt's two parameters are then fitted to the noisy counts (post-processing) with a weak public
-  prior (slope near 1, intercept near 0) that matters only when the counts are very noisy; bins
-  whose noisy count is within the noise of zero are left out of the fit.
-- The edges are symmetric in log-odds (0.25% .. 99.75%, and out to log-odds 12), so a common
-  outcome (30-40%) is calibrated as well as a rare one (v1 stopped at 32%).
+- Platt's two parameters are then fitted to the noisy counts (post-processing) under the
+  release's own likelihood: each bin's true counts are unknown, the release is them plus
+  Gaussian noise of a known std, so the fit sums over the counts the noise could hide
+  (``worker.platt_fit``; v2 read the noisy counts as counts, clamped, and left out bins within
+  the noise of zero, which pulled a confident model's slope far down). A weak public prior
+  (slope near 1, intercept near 0) matters only when the counts are very noisy; each bin's
+  probability is the map's mean over where its rows lie (``bin_points``).
+- The edges are symmetric in log-odds, 1.5 apart, with open bins beyond log-odds 8: a common
+  outcome (30-40%) is calibrated as well as a rare one, and 12 bins keep each bin's counts
+  further above the noise than v2's 24.
 - The fitted map is folded into the model's last linear layer, so every consumer of the model
   (scoring, Shapley contributions, FHIR, CDS Hooks) sees calibrated probabilities.
 """
@@ -34,55 +39,64 @@ from app.datasets.encoding import CRISIS_ENCODER, Encoder
 from app.jobs import size_floor
 from app.privacy.accounting import Mechanism
 from app.privacy.parallel import dominated_gaussian_noise
+from worker.platt_fit import fit_deconvolved
 from worker.training import predict_log_odds
 
-METHOD = "dp-platt-binned-v2"
-# Logit bin edges, public and fixed, never taken from the data. v1 had probabilities 0.25% ..
-# 32% doubling (where a rare outcome's scores live) and one open bin above: at a 30-40% outcome
-# most rows fell in that bin, whose one representative logit bent the fit (measured on public
-# tables, bench/proxy_study.py: log-loss worse after calibration than before). v2 is symmetric
-# in log-odds: the same edges for the rare outcome, mirrored for the common one (0.25% .. 50%
-# .. 99.75%), and, for confident models (well separated data), edges at log-odds 8, 10 and 12
-# on both sides, so the open outer bins start where a probability is within 6e-6 of 0 or 1.
-RARE_EDGE_PROBABILITIES = (0.0025, 0.005, 0.01, 0.02, 0.04, 0.08, 0.16, 0.32)
-FAR_EDGES = (8.0, 10.0, 12.0)
-_RARE = np.log(np.array(RARE_EDGE_PROBABILITIES) / (1.0 - np.array(RARE_EDGE_PROBABILITIES)))
-EDGES = np.sort(np.concatenate([-np.array(FAR_EDGES), _RARE, [0.0], -_RARE[::-1],
-                                np.array(FAR_EDGES)]))
+METHOD = "dp-platt-binned-v3"
+EDGES = np.array([-8.0, -6.0, -4.5, -3.0, -1.5, 0.0, 1.5, 3.0, 4.5, 6.0, 8.0])
+"""Logit bin edges, public and fixed, never taken from the data: 12 bins, symmetric in
+log-odds, 1.5 apart from probability 1.1% to 98.9%, then 6 and 8 (0.25% and 0.03%) for rare
+outcomes and confident models. History: v1 had probabilities 0.25% .. 32% and one open bin
+above, whose one representative logit bent the fit at a 30-40% outcome; v2 mirrored those
+edges and added log-odds 8, 10 and 12 on both sides: 24 bins, each with the noise of a whole
+count, so on a few hundred calibration rows most bins were mostly noise. v3 (with the
+deconvolved fit, ``worker.platt_fit``) fits the same models' probabilities better on every
+proxy table where it differs (bench/calibration_fits.py, the same models and noise draws:
+docs/benchmarks.md), most on confident models of a common outcome (the 2,500-row ``strong``
+proxy at epsilon 1: log-loss 0.269 against 0.323 for v2 with the clamped fit)."""
 SENSITIVITY = math.sqrt(2.0)
+FLOOR_BINS = 24
+"""The bins the size floor is computed for (``size_floor_rows``): v2's 24, kept with v3's 12
+bins so that which parts are calibrated, and which jobs get the capped regime's recipe
+(``app.jobs.recipe.CALIBRATION_BINS``), did not move with the fit; a floor for 12 bins would
+be 1.4 times lower (not measured yet)."""
 # Public prior (Gaussian) on the Platt parameters. Clipping mostly shifts a DP model's intercept
-# (measured: slope 0.9-1.0, intercept about -1 log-odds at 2% prevalence with clip 0.5), and a
-# few dozen noisy positives cannot pin a slope down, so the slope is held near 1. Chosen on the
-# public proxy generator (bench/utility.py prints ECE before and after); the intercept's sd
-# went from 3 to 1 with the clip rule of app/jobs/recipe.py (bench/proxy_study.py): a default
-# clip now leaves the model close to calibrated, and on a small calibration part (85 rows of
-# a 569-row table) the looser prior let the noise move the intercept by 2 log-odds, tripling
-# the log-loss, while on the 2% generator either sd gives the same log-loss within 0.2%.
-PRIOR_SLOPE, PRIOR_SLOPE_SD = 1.0, 0.1
+# (measured: slope 0.9-1.0, intercept about -1 log-odds at 2% prevalence with clip 0.5). The
+# intercept's sd went from 3 to 1 with the clip rule of app/jobs/recipe.py (bench/proxy_study.py):
+# on a small calibration part (85 rows of a 569-row table) the looser prior let the noise move
+# the intercept by 2 log-odds; with the deconvolved fit, sds of 2 and 3 still did worse than 1
+# on the proxies (bench/calibration_fits.py). The slope's prior depends on the training's plan
+# (public): a full-batch model comes out over-confident (the DP noise adds to its logits; the
+# evaluation rows' own Platt slope is 0.53-0.95 on the proxies), a mini-batch model of the
+# capped regime's recipe under-confident or calibrated (0.9-1.5). Mean 0.75 for noisy full-batch
+# models, 1 otherwise, sd 0.3 for both releases (bench/calibration_fits.py, the same models and
+# noise draws): against mean 1 it lowered the log-loss of the ``strong`` proxies' full-batch
+# models by 0.005-0.019 at epsilon 1 to 8 and moved the other proxies' by at most 0.001; means
+# 0.65 and 0.8 did about as well, and sd 0.2 a little better (0.001-0.005) but it could no
+# longer shrink a 3 times over-confident model below the base rate's log-loss
+# (tests/worker/test_calibration_coarse.py).
+PRIOR_SLOPE, PRIOR_SLOPE_SD = 1.0, 0.3
+FULL_BATCH_PRIOR_SLOPE = 0.75
 PRIOR_INTERCEPT, PRIOR_INTERCEPT_SD = 0.0, 1.0
 NOISE_FLOOR = 2.0
-"""A bin enters the fit only when its noisy count is at least this many noise stds: an empty
-bin's noise, clamped at 0, would otherwise add phantom rows (half of them positive) where the
-model puts nobody. v2 has 24 bins, most of them empty at any one prevalence; without this the
-fit on a 2% outcome came out worse than no calibration (bench/proxy_study.py)."""
-MIN_SLOPE = 0.05  # keeps the map increasing: calibration never changes the ranking (AUC)
-COARSE_METHOD = "dp-platt-binned-coarse-v1"
+"""Noise stds a bin's noisy count must reach for ``binned_log_loss`` (a search's score) to
+count it (the size floor's factor too). The fit no longer leaves any bin out: a bin the noise
+swamps is nearly flat in its likelihood (``worker.platt_fit``)."""
+COARSE_METHOD = "dp-platt-binned-coarse-v2"
 COARSE_EDGES = np.array([-3.0, -1.5, 0.0, 1.5, 3.0])
-COARSE_SLOPE_SD = 0.3
 COARSE_BELOW = 2.0
 """The coarse release (issue 31), for calibration parts from the size floor up to COARSE_BELOW
-times it: 6 public logit bins instead of 24, so each bin's counts stand further above the
-noise, and a looser prior on the slope (sd 0.3 against 0.1), so the fit can shrink an
-over-confident model's logits toward the base rate. Just above the floor the fine release's
-bins hold a few noisy rows each and its prior keeps the slope near 1: on bench/proxy_study.py's
-800-row, 15% proxy (about 135 calibration rows, 1.3 times the floor at epsilon 1) its log-loss
-was 0.377 with the fine release and 0.369 with the coarse one (base rate 0.395; 5 splits,
-paired), and on the full-batch models of that table 0.420 fine, 0.418 coarse with sd 0.1,
-0.396 coarse with sd 0.3. Below the floor nothing is released still: a first version
-released the coarse bins down to their own, half as large, floor, and on a real table of the
-confirmation set (anes96, 140 calibration rows at epsilon 0.5) five runs of one job spread
-over 0.51 in log-loss, and the mean was 0.343 against 0.266 for the uncalibrated tutorial
-model."""
+times it: 6 public logit bins, so each bin's counts stand further above the noise. Measured
+with v2's fit (then against v2's 24 bins and a prior slope sd of 0.1 for the fine release): on
+bench/proxy_study.py's 800-row, 15% proxy (about 135 calibration rows, 1.3 times the floor at
+epsilon 1) its log-loss was 0.377 with the fine release and 0.369 with the coarse one (base
+rate 0.395; 5 splits, paired), and on the full-batch models of that table 0.420 fine, 0.418
+coarse with sd 0.1, 0.396 coarse with sd 0.3. With the deconvolved fit the 6 bins still beat
+v3's 12 there (bench/calibration_fits.py: 0.277 against 0.285 on the 1,000-row ``strong``
+proxy at epsilon 1). Below the floor nothing is released still: a first version released the
+coarse bins down to their own, half as large, floor, and on a real table of the confirmation
+set (anes96, 140 calibration rows at epsilon 0.5) five runs of one job spread over 0.51 in
+log-loss, and the mean was 0.343 against 0.266 for the uncalibrated tutorial model."""
 
 
 @dataclass(frozen=True)
@@ -117,7 +131,7 @@ def release_counts(
     return counts, positives
 
 
-def _bin_logits(edges: np.ndarray = EDGES) -> np.ndarray:
+def bin_logits(edges: np.ndarray = EDGES) -> np.ndarray:
     """A representative logit per bin: the centre of inner bins, half the next bin's width
     beyond the ends."""
     centres = 0.5 * (edges[:-1] + edges[1:])
@@ -125,41 +139,42 @@ def _bin_logits(edges: np.ndarray = EDGES) -> np.ndarray:
     return np.concatenate([[edges[0] - low / 2], centres, [edges[-1] + high / 2]])
 
 
-def fit_platt(
-    counts: np.ndarray, positives: np.ndarray, *, min_count: float = 0.0,
-    edges: np.ndarray = EDGES, slope_sd: float = PRIOR_SLOPE_SD,
-) -> tuple[float, float]:
-    """MAP (slope, intercept) of logit' = slope * logit + intercept on (noisy) binned counts.
+_GAUSS_NODES, _GAUSS_WEIGHTS = np.polynomial.legendre.leggauss(4)
 
-    Bins whose noisy count is below ``min_count`` are left out and negative noisy counts are
-    clamped (post-processing). The objective (binomial log-likelihood plus the Gaussian prior)
-    is concave: damped Newton steps converge.
-    """
-    n = np.where(counts >= min_count, np.clip(counts, 0.0, None), 0.0)
-    k = np.clip(positives, 0.0, n)
-    design = np.column_stack([_bin_logits(edges), np.ones(len(n))])
-    prior_mean = np.array([PRIOR_SLOPE, PRIOR_INTERCEPT])
-    prior_precision = np.diag([slope_sd**-2, PRIOR_INTERCEPT_SD**-2])
 
-    def objective(theta: np.ndarray) -> float:
-        eta = design @ theta
-        loglik = k * -np.logaddexp(0.0, -eta) + (n - k) * -np.logaddexp(0.0, eta)
-        d = theta - prior_mean
-        return float(np.sum(loglik) - 0.5 * d @ prior_precision @ d)
+def bin_points(edges: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Where each bin's rows lie, for the fit to average the map over (post-processing of the
+    released ``counts``): in an inner bin, 4 Gauss-Legendre points weighted by a density
+    tilted as the neighbouring bins' counts fall or rise (in the tail of the logits'
+    distribution a 1.5-wide bin's rows crowd toward its inner edge; its centre alone
+    attenuated the fitted slope by 13% on exact counts of a 2% outcome); an open outer bin
+    at its representative logit."""
+    logits = bin_logits(edges)
+    log_counts = np.log(np.clip(np.asarray(counts, float), 1.0, None))
+    half = 0.5 * np.diff(edges)  # inner bin i (1 .. len(edges) - 1) spans edges[i-1 : i+1]
+    tilt = (log_counts[2:] - log_counts[:-2]) / (logits[2:] - logits[:-2])
+    tilt = np.clip(tilt, -3.0 / half, 3.0 / half)  # at most 3 e-folds across half a bin
+    nodes = np.repeat(logits[:, None], len(_GAUSS_NODES), axis=1)
+    weights = np.zeros_like(nodes)
+    weights[[0, -1], 0] = 1.0
+    offsets = half[:, None] * _GAUSS_NODES[None, :]
+    nodes[1:-1] = logits[1:-1, None] + offsets
+    density = _GAUSS_WEIGHTS[None, :] * np.exp(tilt[:, None] * offsets)
+    weights[1:-1] = density / density.sum(axis=1, keepdims=True)
+    return nodes, weights
 
-    theta = prior_mean.copy()
-    for _ in range(100):
-        p = 0.5 * (1.0 + np.tanh(0.5 * (design @ theta)))
-        gradient = design.T @ (k - n * p) - prior_precision @ (theta - prior_mean)
-        hessian = design.T @ (design * (n * p * (1 - p))[:, None]) + prior_precision
-        step = np.linalg.solve(hessian, gradient)
-        scale, current = 1.0, objective(theta)
-        while objective(theta + scale * step) < current and scale > 1e-6:
-            scale /= 2.0
-        theta = theta + scale * step
-        if float(np.max(np.abs(scale * step))) < 1e-10:
-            break
-    return max(float(theta[0]), MIN_SLOPE), float(theta[1])
+
+def fit_platt(counts: np.ndarray, positives: np.ndarray, *, noise_std: float,
+              edges: np.ndarray = EDGES, slope_sd: float = PRIOR_SLOPE_SD,
+              intercept_sd: float = PRIOR_INTERCEPT_SD,
+              slope_mean: float = PRIOR_SLOPE) -> tuple[float, float]:
+    """MAP (slope, intercept) of logit' = slope * logit + intercept on counts released with
+    Gaussian noise of std ``noise_std``, under the release's own likelihood
+    (``worker.platt_fit``) and the public prior."""
+    nodes, weights = bin_points(edges, counts)
+    return fit_deconvolved(counts, positives, noise_std=noise_std, nodes=nodes, weights=weights,
+                           prior_mean=(slope_mean, PRIOR_INTERCEPT),
+                           prior_sd=(slope_sd, intercept_sd))
 
 
 def binned_log_loss(counts: np.ndarray, positives: np.ndarray, slope: float, intercept: float,
@@ -169,24 +184,33 @@ def binned_log_loss(counts: np.ndarray, positives: np.ndarray, slope: float, int
     release (inf when no bin counts)."""
     n = np.where(counts >= min_count, np.clip(counts, 0.0, None), 0.0)
     k = np.clip(positives, 0.0, n)
-    eta = slope * _bin_logits() + intercept
+    eta = slope * bin_logits() + intercept
     total = float(np.sum(n))
     if total <= 0.0:
         return math.inf
     return float(np.sum(k * np.logaddexp(0.0, -eta) + (n - k) * np.logaddexp(0.0, eta))) / total
 
 
+def prior_slope(history: list[Mechanism]) -> float:
+    """The slope's prior mean for a model trained by ``history`` (public: the plan):
+    FULL_BATCH_PRIOR_SLOPE when every step saw every row with noise (the noise is what makes
+    such a model over-confident), else PRIOR_SLOPE (a non-private model's too)."""
+    noisy_full_batch = bool(history) and all(
+        step.sample_rate >= 1.0 and step.noise_multiplier > 0 for step in history)
+    return FULL_BATCH_PRIOR_SLOPE if noisy_full_batch else PRIOR_SLOPE
+
+
 def calibrate(
     logits: np.ndarray, y: np.ndarray, noise_multiplier: float, rng: np.random.Generator,
-    *, coarse: bool = False,
+    *, coarse: bool = False, slope_mean: float = PRIOR_SLOPE,
 ) -> Calibration:
     """Release the noisy binned counts of the calibration rows and fit Platt's map to them
-    (``coarse``: on COARSE_EDGES' 6 bins with the looser COARSE_SLOPE_SD)."""
+    (``coarse``: on COARSE_EDGES' 6 bins), the slope's prior centred at ``slope_mean``
+    (``prior_slope``)."""
     edges = COARSE_EDGES if coarse else EDGES
     counts, positives = release_counts(logits, y, noise_multiplier, rng, edges)
-    min_count = NOISE_FLOOR * noise_multiplier * SENSITIVITY
-    slope, intercept = fit_platt(counts, positives, min_count=min_count, edges=edges,
-                                 slope_sd=COARSE_SLOPE_SD if coarse else PRIOR_SLOPE_SD)
+    slope, intercept = fit_platt(counts, positives, noise_std=noise_multiplier * SENSITIVITY,
+                                 edges=edges, slope_mean=slope_mean)
     return Calibration(
         method=COARSE_METHOD if coarse else METHOD, rows=int(len(y)),
         noise_multiplier=float(noise_multiplier),
@@ -227,16 +251,17 @@ def calibrate_model(
              else dominated_gaussian_noise(history, delta, training_epsilon))
     generator = rng if rng is not None else np.random.default_rng()
     log_odds = predict_log_odds(network, x_holdout, encoder)
-    calibration = calibrate(log_odds, y_holdout, noise, generator, coarse=coarse)
+    calibration = calibrate(log_odds, y_holdout, noise, generator, coarse=coarse,
+                            slope_mean=prior_slope(history))
     fold_into(network, calibration)
     return calibration
 
 
 def size_floor_rows(noise_multiplier: float) -> int:
     """The calibration rows a meaningful release needs at this noise (``app.jobs.size_floor``:
-    the rarer outcome, at most half the rows, summed over the 24 bins, at least NOISE_FLOOR
-    noise stds)."""
-    return size_floor.calibration_floor(noise_multiplier=noise_multiplier, bins=len(EDGES) + 1)
+    the rarer outcome, at most half the rows, summed over FLOOR_BINS bins, at least
+    NOISE_FLOOR noise stds)."""
+    return size_floor.calibration_floor(noise_multiplier=noise_multiplier, bins=FLOOR_BINS)
 
 
 def withheld(rows: int, noise_multiplier: float) -> Calibration:

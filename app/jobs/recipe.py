@@ -185,7 +185,8 @@ CAPPED_EPOCHS = 20
 CAPPED_OPTIMIZER, CAPPED_LEARNING_RATE, CAPPED_MOMENTUM = "sgd", 0.5, 0.0
 CAPPED_CLIP, CAPPED_TAIL_AVERAGE = 1.0, 0.0
 CALIBRATION_BINS = 24
-"""The fine DP calibration release's bins (``worker.calibration.EDGES``: 23 edges)."""
+"""The bins the DP calibration's size floor is computed for (``worker.calibration.FLOOR_BINS``:
+the fine release's 24 bins before v3, kept so that the floor did not move with its 12)."""
 SMALL_CALIBRATION_FACTOR = 2.0
 """A calibration part below this many times its size floor cannot carry the fine release
 (``worker.calibration.COARSE_BELOW``): the capped regime's mini-batch recipe applies there."""

@@ -43,7 +43,7 @@ def test_the_batch_is_the_capped_batch_or_the_whole_part_when_smaller() -> None:
 
 
 def test_small_calibration_is_below_twice_the_fine_releases_floor() -> None:
-    assert recipe.CALIBRATION_BINS == len(calibration.EDGES) + 1
+    assert recipe.CALIBRATION_BINS == calibration.FLOOR_BINS
     assert recipe.SMALL_CALIBRATION_FACTOR == calibration.COARSE_BELOW
     for target in (0.5, 1.0):
         noise = gaussian_noise(target, 1e-5)  # a full-batch plan's held-out noise: one Gaussian

@@ -157,18 +157,19 @@ def test_platt_fit_recovers_a_map_at_a_common_outcome(slope: float, intercept: f
 def test_bin_edges_are_symmetric_in_log_odds_and_cover_confident_models() -> None:
     np.testing.assert_allclose(cal.EDGES, -cal.EDGES[::-1], atol=1e-12)
     assert np.all(np.diff(cal.EDGES) > 0)
-    assert cal.EDGES[-1] >= 12 and 0.0 in cal.EDGES
+    assert cal.EDGES[-1] >= 8 and 0.0 in cal.EDGES  # open bins from 0.03% and 99.97%
 
 
 def test_empty_bins_noise_adds_no_phantom_rows() -> None:
-    """Every calibration row in one bin: the other bins' noisy counts (clamped at 0, so
-    positive on average) stay out of the fit, which then matches the exact one closely."""
+    """Every calibration row in one bin: the other bins' noisy counts (positive on average
+    once clamped at 0; read as rows, half of them positive, they moved v1's fit by log-odds)
+    are read as the noise they are, and the fit matches the exact one closely."""
     z = np.full(20_000, -4.0)
     y = (np.arange(20_000) % 50 == 0).astype(float)  # 2%: logit(0.02) = -3.89
     exact = cal.calibrate(z, y, 0.0, np.random.default_rng(0))
     noisy = [cal.calibrate(z, y, 3.0, np.random.default_rng(k)) for k in range(20)]
     fitted = np.array([c.slope * -4.0 + c.intercept for c in noisy])
-    assert np.abs(fitted - (exact.slope * -4.0 + exact.intercept)).max() < 0.15
+    assert np.abs(fitted - (exact.slope * -4.0 + exact.intercept)).max() < 0.2
 
 
 @pytest.mark.parametrize(("sigma", "q", "steps"), [(1.1, 0.09, 220), (0.8, 0.02, 2000)])

@@ -15,6 +15,7 @@ from app.jobs import size_floor
 from app.privacy.accounting import Mechanism
 from app.registry.network import build_network
 from worker import calibration as cal
+from worker import platt_fit
 
 NOISE = 3.73  # the held-out noise at epsilon 1, delta 1e-5, full batch
 
@@ -52,7 +53,8 @@ def test_the_part_size_and_the_noise_pick_the_release(rows: str, method: str) ->
 def test_on_a_small_noisy_part_the_coarse_fit_shrinks_an_overconfident_model_further() -> None:
     """150 calibration rows at epsilon 1's noise (the rule's coarse range), a model 3 times
     over-confident (the truth's slope: 1/3), 200 draws of rows and noise: the coarse fit's
-    slope is lower and its log-loss on fresh rows below the fine fit's and the base rate's."""
+    slope is lower and its log-loss on fresh rows below the fine fit's and the base rate's
+    (fewer bins: each bin's counts stand further above the same noise)."""
     fresh, y_fresh = _overconfident(20_000, 3.0, np.random.default_rng(9))
 
     def log_loss(slope: float, intercept: float) -> float:
@@ -69,7 +71,7 @@ def test_on_a_small_noisy_part_the_coarse_fit_shrinks_an_overconfident_model_fur
     fine_slope, coarse_slope, fine_loss, coarse_loss = np.mean(fits, axis=0)
     prevalence = float(np.mean(y_fresh))
     base = -(prevalence * np.log(prevalence) + (1 - prevalence) * np.log1p(-prevalence))
-    assert coarse_slope < fine_slope - 0.05
+    assert coarse_slope < fine_slope - 0.03
     assert coarse_loss < min(fine_loss, base) < log_loss(1.0, 0.0)
 
 
@@ -81,4 +83,4 @@ def test_a_coarse_release_keeps_the_ranking_and_carries_noise_at_the_held_out_sc
     assert np.allclose(draws.std(axis=0), NOISE * cal.SENSITIVITY, rtol=0.08)
     assert np.allclose(draws.mean(axis=0), exact, atol=0.6)
     record = cal.calibrate(logits, y, NOISE, np.random.default_rng(5), coarse=True)
-    assert record.slope >= cal.MIN_SLOPE  # an increasing map: the ranking (AUC) is kept
+    assert record.slope >= platt_fit.MIN_SLOPE  # an increasing map: the ranking (AUC) is kept

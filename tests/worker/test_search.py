@@ -31,7 +31,7 @@ def test_a_candidate_changes_its_fields_and_never_the_mechanism() -> None:
 
 
 def test_the_score_is_the_log_loss_of_the_map_on_the_binned_counts() -> None:
-    centres = calibration._bin_logits()  # noqa: SLF001
+    centres = calibration.bin_logits()
     n = np.full(len(centres), 100.0)
     k = n / (1.0 + np.exp(-centres))  # calibrated at slope 1, intercept 0
     right = calibration.binned_log_loss(n, k, 1.0, 0.0)
