@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from app.privacy.accounting import Mechanism
+from app.privacy.accounting import MAX_NOISE_MULTIPLIER, Mechanism
 from worker import calibration as cal
 from worker import platt_fit
 
@@ -96,3 +96,24 @@ def test_the_slopes_prior_follows_the_plan_and_yields_to_the_counts() -> None:
     fitted = cal.calibrate(logits, y, 1.0, np.random.default_rng(4),
                            slope_mean=cal.prior_slope(full_batch))
     assert fitted.slope == pytest.approx(1.0, abs=0.05)
+
+
+def test_where_the_noise_is_wide_one_gaussian_a_bin_reads_the_release_as_the_sum_does(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Above WIDE_NOISE the fit reads each bin's release as one Gaussian (the grid would pass
+    200 x 200 pairs a bin); at a noise std of 20, where both run, they agree."""
+    rng = np.random.default_rng(5)
+    logits = rng.normal(-1.0, 2.5, 20_000)
+    y = rng.binomial(1, 1 / (1 + np.exp(-0.7 * logits))).astype(float)
+    counts, positives = cal.release_counts(logits, y, 20.0 / cal.SENSITIVITY,
+                                           np.random.default_rng(0))
+    nodes, weights = cal.bin_points(cal.EDGES, counts)
+    summed = platt_fit.fit_deconvolved(counts, positives, noise_std=20.0, nodes=nodes,
+                                       weights=weights, prior_mean=(1.0, 0.0), prior_sd=(0.3, 1.0))
+    monkeypatch.setattr(platt_fit, "WIDE_NOISE", 10.0)
+    gaussian = platt_fit.fit_deconvolved(counts, positives, noise_std=20.0, nodes=nodes,
+                                         weights=weights, prior_mean=(1.0, 0.0),
+                                         prior_sd=(0.3, 1.0))
+    assert gaussian == pytest.approx(summed, abs=0.01)
+    largest = cal.calibrate(logits, y, MAX_NOISE_MULTIPLIER, np.random.default_rng(1))
+    assert platt_fit.MIN_SLOPE <= largest.slope < 3.0 and abs(largest.intercept) < 5.0
