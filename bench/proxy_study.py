@@ -224,9 +224,10 @@ def _without_rule(training: TrainingConfig, **_: Any) -> TrainingConfig:
     return training
 
 
-_RARE = np.log(np.array([0.0025, 0.005, 0.01, 0.02, 0.04, 0.08, 0.16, 0.32]) /
-               (1 - np.array([0.0025, 0.005, 0.01, 0.02, 0.04, 0.08, 0.16, 0.32])))
-V2_EDGES = np.sort(np.concatenate([[-12.0, -10.0, -8.0], _RARE, [0.0], -_RARE, [8.0, 10.0, 12.0]]))
+_RARE = np.array([0.0025, 0.005, 0.01, 0.02, 0.04, 0.08, 0.16, 0.32])
+_RARE_LOGITS = np.log(_RARE / (1 - _RARE))
+V2_EDGES = np.sort(np.concatenate([[-12.0, -10.0, -8.0], _RARE_LOGITS, [0.0], -_RARE_LOGITS,
+                                   [8.0, 10.0, 12.0]]))
 """dp-platt-binned-v2's 24 bins (``--fit clamped``)."""
 
 

@@ -12,6 +12,8 @@ A bin whose noise swamps its counts is then nearly flat in the map's parameters,
 be, and no bin needs leaving out. Post-processing of the release only.
 """
 
+from collections.abc import Callable
+
 import numpy as np
 from scipy.optimize import minimize
 from scipy.special import gammaln, logsumexp
@@ -85,9 +87,7 @@ def fit_deconvolved(counts: np.ndarray, positives: np.ndarray, *, noise_std: flo
         value = float(np.sum(per_bin) - 0.5 * np.sum(precision * (theta - mean) ** 2))
         return -value, -gradient
 
-    found = minimize(negative, mean, jac=True, method="L-BFGS-B",
-                     bounds=[(MIN_SLOPE, None), (None, None)])
-    return float(found.x[0]), float(found.x[1])
+    return _maximised(negative, mean)
 
 
 def _fit_gaussian(counts: np.ndarray, positives: np.ndarray, std: float, nodes: np.ndarray,
@@ -113,7 +113,14 @@ def _fit_gaussian(counts: np.ndarray, positives: np.ndarray, std: float, nodes: 
                              pull @ np.sum(slope_of_p, axis=1)]) - precision * (theta - mean)
         return -value, -gradient
 
-    found = minimize(negative, mean, jac=True, method="L-BFGS-B",
+    return _maximised(negative, mean)
+
+
+def _maximised(negative: Callable[[np.ndarray], tuple[float, np.ndarray]],
+               start: np.ndarray) -> tuple[float, float]:
+    """(slope, intercept) minimising ``negative`` (value and gradient) from ``start``, the
+    slope held at MIN_SLOPE or above."""
+    found = minimize(negative, start, jac=True, method="L-BFGS-B",
                      bounds=[(MIN_SLOPE, None), (None, None)])
     return float(found.x[0]), float(found.x[1])
 
