@@ -3,12 +3,14 @@
 The route writes each received chunk to the file (``receive``) while the ingestion reads it on a
 worker thread (``reader``): a reader's ``read`` returns what has arrived and waits for more
 until the body is complete, so parsing and checking overlap the network transfer instead of
-following it. A body over the size limit, or a client gone mid-body, makes every reader raise
-``BodyAborted``. A Parquet file is read from its end, so its reading waits for the whole body
-(``wait_complete``).
+following it. The body's SHA-256 (the kept file's name) is taken chunk by chunk as it arrives,
+so no pass over the whole file follows the last row's checks. A body over the size limit, or
+a client gone mid-body, makes every reader raise ``BodyAborted``. A Parquet file is read from
+its end, so its reading waits for the whole body (``wait_complete``).
 """
 
 import asyncio
+import hashlib
 import threading
 import time
 from collections.abc import AsyncIterable, AsyncIterator, Callable
@@ -68,6 +70,7 @@ class GrowingFile:
         self.complete = False
         self.aborted = False
         self._changed = threading.Condition()
+        self._digest = hashlib.sha256()
         path.touch()
 
     async def receive(self, chunks: AsyncIterable[bytes], *, max_bytes: int,
@@ -86,6 +89,7 @@ class GrowingFile:
                                              allowed=f"at most {max_bytes} bytes")
                     out.write(chunk)
                     out.flush()
+                    self._digest.update(chunk)  # releases the GIL: readers go on beside it
                     self._grow(len(chunk))
         except BaseException:
             self.abort()
@@ -118,6 +122,15 @@ class GrowingFile:
 
     def wait_complete(self) -> None:
         self.wait_for(float("inf"))  # type: ignore[arg-type]
+
+    def sha256(self) -> str:
+        """The whole body's SHA-256 (hex), once it is complete.
+
+        Raises:
+            BodyAborted: the body stopped before its end.
+        """
+        self.wait_complete()
+        return self._digest.hexdigest()
 
     def reader(self) -> "GrowingReader":
         return GrowingReader(self)

@@ -34,6 +34,7 @@ from collections.abc import Callable, Generator, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeAlias
 
 import numpy as np
 import pyarrow as pa
@@ -52,6 +53,9 @@ SUFFIXES = {CSV: ".csv", PARQUET: ".parquet"}  # in the default dialect: see Tab
 MediaType = str | TableFormat
 """``text/csv; delimiter=";"`` as sent, or the format ``media_type_of`` read from it."""
 IdDigest = Callable[[pa.StringArray], np.ndarray]
+IdColumn: TypeAlias = pa.StringArray | pa.ChunkedArray
+"""An upload's ids: its batches' arrays as they came (``ingest_and_store``: never copied into
+one), or one array (``ingest_file``)."""
 """A 64-bit word per id, equal for equal ids (duplicates are then confirmed by text)."""
 
 
@@ -62,7 +66,7 @@ class PendingUpload:
     is in the data directory."""
 
     n_rows: int
-    ids: pa.StringArray
+    ids: "IdColumn"
     imputed: dict[str, int]
     fingerprint: str
     id_words: np.ndarray  # (n,) uint64: ``id_digest`` of each id
@@ -136,7 +140,8 @@ def ingest_and_store(path: Source, *, media_type: MediaType, schema: DatasetSche
         digest: list[Future[str]] = []
 
         def hash_file() -> None:  # the file is whole once read: hashed beside the last checks
-            digest.append(pool.submit(table_store.file_sha256, _path_of(path)))
+            digest.append(pool.submit(path.sha256) if isinstance(path, GrowingFile)  # as sent
+                          else pool.submit(table_store.file_sha256, path))
 
         fmt = media_type_of(media_type)
         kept = _ingest(path, fmt, schema,
@@ -185,7 +190,7 @@ class _Columns:
         self.hashes: list[np.ndarray] = []  # per batch, while its columns are in cache
         self.attributes: dict[str, list[np.ndarray]] = {a.name: [] for a in schema.attributes}
         self.id_chunks: list[pa.Array] = []
-        self.id_array: pa.StringArray | None = None
+        self.id_array: IdColumn | None = None
         self.imputed = dict.fromkeys(schema.feature_names, 0)
 
     def add(self, batch: CheckedBatch, log: ErrorLog) -> None:
@@ -236,13 +241,16 @@ class _Columns:
             self.patient_chunks.clear()
         return self.patient_array
 
-    def ids(self) -> pa.StringArray:
-        """The id column as one array (built once; the id chunks are then freed)."""
+    def ids(self) -> IdColumn:
+        """The id column (built once; the id chunks are then freed): one array with the rows
+        kept, else the batches' arrays as they came (an upload only compares or keys them,
+        and joining a million ids into one array took 35 ms at the end of every upload)."""
         if self.id_array is None:
             if self.schema.id_column is None:
                 self.id_array = _row_numbers(0, self.n_rows)
             else:
-                self.id_array = pa.chunked_array(self.id_chunks, pa.string()).combine_chunks()
+                chunked = pa.chunked_array(self.id_chunks, pa.string())
+                self.id_array = chunked.combine_chunks() if self.keep_rows else chunked
             self.id_chunks.clear()
         return self.id_array
 
@@ -276,7 +284,7 @@ def _read(kept: _Columns, batches: Iterator[pa.RecordBatch], log: ErrorLog,
                              decimal=decimal), log)
 
 
-def _duplicate_ids(ids: pa.StringArray, digests: np.ndarray, column: str,
+def _duplicate_ids(ids: IdColumn, digests: np.ndarray, column: str,
                    log: ErrorLog) -> np.ndarray:
     """Equal 64-bit id digests first (a sort of words, not of strings); only ids whose digest
     repeats are compared as text, so an accidental digest collision is never an error.

@@ -350,11 +350,15 @@ def test_a_body_is_received_to_disk_within_a_size_limit(tmp_path: Path) -> None:
     with received.reader() as reader:
         assert reader.read(4) == b"pati" and reader.read() == b"".join(chunks)[4:]
         assert reader.read(10) == b""
+    # Hashed as it arrived: the kept file's name, without a pass over the file after it.
+    assert received.sha256() == table_store.file_sha256(received.path)
     too_large = growing_file.GrowingFile(tmp_path / "b")
     with pytest.raises(growing_file.UploadTooLarge):
         asyncio.run(too_large.receive(body(), max_bytes=20))
     with pytest.raises(growing_file.BodyAborted), too_large.reader() as reader:
         reader.read()
+    with pytest.raises(growing_file.BodyAborted):
+        too_large.sha256()
 
 
 def test_windows_line_endings_and_quoted_cells_are_read(tmp_path: Path) -> None:
