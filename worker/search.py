@@ -124,8 +124,7 @@ def one_run(worker: JobWorker, loaded: LoadedData, spec: TrainingSpec, candidate
     part = loaded.split.calibration
     released = calibration_release.calibrate(
         predict_log_odds(result.network, part.x, loaded.encoder), part.y, noise, rng,
-        slope_mean=calibration_release.prior_slope(
-            [Mechanism(*step) for step in result.history]))
+        prior=calibration_release.prior_for([Mechanism(*step) for step in result.history]))
     floor = calibration_release.NOISE_FLOOR * noise * calibration_release.SENSITIVITY
     score = calibration_release.binned_log_loss(
         np.asarray(released.noisy_counts), np.asarray(released.noisy_positives),

@@ -82,20 +82,29 @@ def test_the_map_stays_increasing_whatever_the_release() -> None:
     assert slope == pytest.approx(platt_fit.MIN_SLOPE)
 
 
-def test_the_slopes_prior_follows_the_plan_and_yields_to_the_counts() -> None:
-    """A noisy full-batch model's prior slope is below 1 (its noise makes it over-confident),
-    a mini-batch or non-private model's is 1; where the counts are many, a calibrated model
-    keeps slope 1."""
-    full_batch = [Mechanism(2.0, 1.0, 1000)]
-    assert cal.prior_slope(full_batch) == cal.FULL_BATCH_PRIOR_SLOPE < 1.0
-    assert cal.prior_slope([Mechanism(1.0, 0.05, 400)]) == cal.PRIOR_SLOPE == 1.0
-    assert cal.prior_slope([Mechanism(0.0, 1.0, 1000)]) == cal.PRIOR_SLOPE  # non-private
+def test_the_prior_follows_the_plan_and_yields_to_the_counts() -> None:
+    """A noisy full-batch model's prior slope is below 1 (its noise makes it over-confident);
+    a noisy mini-batch model's is the identity map held tighter; a non-private model's, or a
+    history of both kinds, the default. Where the counts are many, every prior yields: a
+    calibrated model keeps slope 1, and a 3 times over-confident mini-batch model is brought
+    back to about a third."""
+    full_batch, mini_batch = [Mechanism(2.0, 1.0, 1000)], [Mechanism(1.0, 0.05, 400)]
+    assert cal.prior_for(full_batch).slope_mean == cal.FULL_BATCH_PRIOR_SLOPE < 1.0
+    assert cal.prior_for(mini_batch) == cal.MINI_BATCH_PRIOR
+    assert cal.MINI_BATCH_PRIOR.slope_mean == 1.0
+    assert cal.MINI_BATCH_PRIOR.slope_sd < cal.PRIOR_SLOPE_SD
+    assert cal.prior_for([Mechanism(0.0, 1.0, 1000)]) == cal.DEFAULT_PRIOR  # non-private
+    assert cal.prior_for([*full_batch, *mini_batch]) == cal.DEFAULT_PRIOR
     rng = np.random.default_rng(3)
     logits = rng.normal(-1.0, 2.0, 20_000)
     y = rng.binomial(1, 1 / (1 + np.exp(-logits))).astype(float)
-    fitted = cal.calibrate(logits, y, 1.0, np.random.default_rng(4),
-                           slope_mean=cal.prior_slope(full_batch))
-    assert fitted.slope == pytest.approx(1.0, abs=0.05)
+    for history in (full_batch, mini_batch):
+        fitted = cal.calibrate(logits, y, 1.0, np.random.default_rng(4),
+                               prior=cal.prior_for(history))
+        assert fitted.slope == pytest.approx(1.0, abs=0.05)
+    fitted = cal.calibrate(3.0 * logits, y, 1.0, np.random.default_rng(4),
+                           prior=cal.prior_for(mini_batch))
+    assert fitted.slope == pytest.approx(1 / 3, abs=0.03)
 
 
 def test_where_the_noise_is_wide_one_gaussian_a_bin_reads_the_release_as_the_sum_does(
