@@ -45,7 +45,7 @@ def _prv(job: Any) -> float:
 def test_a_small_target_with_default_epochs_is_planned_with_fewer_epochs(target: float) -> None:
     """1000 full-batch steps at the noise cap spend 1.2 at delta 1e-5; the plan takes the most
     epochs that reach the target instead of refusing."""
-    job = _plan(_dataset(), {"target_epsilon": target})
+    job = _plan(_dataset(200_000), {"target_epsilon": target})  # large: not the capped regime
     assert job.epochs < FULL_BATCH_EPOCHS and job.steps == job.epochs  # full batch: q = 1
     assert job.training["epochs"] == job.epochs  # the answer shows the epochs used
     assert _prv(job) <= target
@@ -78,7 +78,7 @@ def test_epochs_the_user_set_are_kept_and_an_unreachable_target_is_still_a_422()
 
 def test_a_target_no_single_epoch_reaches_is_a_422() -> None:
     with pytest.raises(InvalidRequest) as refused:
-        _plan(_dataset(), {"target_epsilon": 0.001})
+        _plan(_dataset(200_000), {"target_epsilon": 0.001})
     assert refused.value.field == "privacy.target_epsilon"
 
 
@@ -97,7 +97,7 @@ def test_the_clip_grows_with_rows_and_epsilon_and_shrinks_with_inputs() -> None:
     small, large = _plan(_dataset(400), {"target_epsilon": 1.0}, {"batch_size": 280}), _plan(
         _dataset(200_000), {"target_epsilon": 1.0})  # full batch (the capped regime: clip 1)
     assert small.max_grad_norm == recipe.CLIP_MIN and large.max_grad_norm == recipe.CLIP_MAX
-    clips = [_plan(_dataset(2000), {"target_epsilon": eps}).max_grad_norm for eps in (1, 3, 8)]
+    clips = [_plan(_dataset(5000), {"target_epsilon": eps}).max_grad_norm for eps in (1, 3, 8)]
     assert clips == sorted(clips) and clips[0] < clips[-1]
     wide = DatasetSchema.model_validate({
         "features": [{"name": f"x{i}", "kind": "numeric", "lower": 0, "upper": 1,
