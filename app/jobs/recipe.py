@@ -67,8 +67,8 @@ steps random-walk the weights of inputs that carry no signal: on the 30-input, 1
 part was below the floor, so nothing corrected it). Where, in addition, the calibration part
 is below SMALL_CALIBRATION_FACTOR times the fine calibration's size floor
 (``small_calibration``: the DP calibration cannot correct the scale of the logits well
-there; the factor was 2 until the measurements in its docstring), a request that leaves the batch and the
-epochs to the defaults gets the tutorial's mini-batch recipe:
+there; the factor was 2 until the measurements in its docstring), a request that leaves the
+batch and the epochs to the defaults gets the tutorial's mini-batch recipe:
 Poisson batches of 256 rows (all the training rows when fewer, so no table is refused), 20
 epochs, plain SGD at lr 0.5 without momentum, clip 1, the last iterate; the DP calibration
 follows as for every job. Chosen on bench/proxy_study.py's proxy set (built tables only; 3
