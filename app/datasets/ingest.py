@@ -53,10 +53,10 @@ SUFFIXES = {CSV: ".csv", PARQUET: ".parquet"}  # in the default dialect: see Tab
 MediaType = str | TableFormat
 """``text/csv; delimiter=";"`` as sent, or the format ``media_type_of`` read from it."""
 IdDigest = Callable[[pa.StringArray], np.ndarray]
+"""A 64-bit word per id, equal for equal ids (duplicates are then confirmed by text)."""
 IdColumn: TypeAlias = pa.StringArray | pa.ChunkedArray
 """An upload's ids: its batches' arrays as they came (``ingest_and_store``: never copied into
 one), or one array (``ingest_file``)."""
-"""A 64-bit word per id, equal for equal ids (duplicates are then confirmed by text)."""
 
 
 @dataclass(frozen=True)
@@ -66,7 +66,7 @@ class PendingUpload:
     is in the data directory."""
 
     n_rows: int
-    ids: "IdColumn"
+    ids: IdColumn
     imputed: dict[str, int]
     fingerprint: str
     id_words: np.ndarray  # (n,) uint64: ``id_digest`` of each id
