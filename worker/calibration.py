@@ -293,6 +293,26 @@ def size_floor_rows(noise_multiplier: float) -> int:
     return size_floor.calibration_floor(noise_multiplier=noise_multiplier, bins=FLOOR_BINS)
 
 
+MINI_BATCH_FLOOR_SHARE = 0.5
+"""A noisy mini-batch model's calibration is released (coarse) from this share of the size
+floor up: under MINI_BATCH_PRIOR's tight identity map a release the noise swamps barely moves
+the map, so the floor's reason (below it the loose prior's fit was the noise's) no longer
+holds there. Chosen on the proxy set (bench/proxy_study.py, 5 splits, log-loss mean (worst),
+withheld then released): mixed@800 at epsilon 0.5 .392 (.533) -> .381 (.482), strong@1000 at
+0.5 .269 (.294) -> .267 (.290); confirmed on tables it was not chosen on: breast cancer at 1
+.539 (.729) -> .514 (.662), anes96 at 0.5 .253 (.316) -> .250 (.317). With the loose prior a
+release from half the floor had spread anes96's log-loss over 0.51 (``COARSE_BELOW``)."""
+
+
+def release_floor_rows(noise_multiplier: float, history: list[Mechanism]) -> int:
+    """The calibration rows from which a model trained by ``history`` gets a release at this
+    noise: the size floor, or MINI_BATCH_FLOOR_SHARE of it for a noisy mini-batch model."""
+    floor = size_floor_rows(noise_multiplier)
+    if prior_for(history) == MINI_BATCH_PRIOR:
+        return math.ceil(MINI_BATCH_FLOOR_SHARE * floor)
+    return floor
+
+
 def withheld(rows: int, noise_multiplier: float) -> Calibration:
     """The record of a calibration not released: nothing counted, nothing fitted, the model's
     own probabilities kept (the identity map)."""
@@ -315,15 +335,15 @@ def calibrate_if_meaningful(
     encoder: Encoder = CRISIS_ENCODER,
     rng: np.random.Generator | None = None,
 ) -> Calibration:
-    """``calibrate_model`` when the calibration part meets its size floor at this noise (the
-    coarse release, 6 bins, below COARSE_BELOW times the floor); else no release at all
-    (``withheld``): below the floor the DP fit is the noise's and the prior's, and it hurt the
-    log-loss more often than it helped (``bench/calibration_floor.py``). The floor reads public
-    quantities only (the part's row count and the noise), so the choice releases nothing
-    either. ``rng``: as ``calibrate_model``'s (a seeded one for benches on
-    public tables only)."""
+    """``calibrate_model`` when the calibration part meets its floor at this noise
+    (``release_floor_rows``; the coarse release, 6 bins, below COARSE_BELOW times the size
+    floor); else no release at all (``withheld``): below the floor the DP fit is the noise's
+    and the prior's, and under a loose prior it hurt the log-loss more often than it helped
+    (``bench/calibration_floor.py``). The floor reads public quantities only (the part's row
+    count, the noise and the plan), so the choice releases nothing either. ``rng``: as
+    ``calibrate_model``'s (a seeded one for benches on public tables only)."""
     rows, floor = len(y_holdout), size_floor_rows(noise_multiplier)
-    if rows < floor:
+    if rows < release_floor_rows(noise_multiplier, history):
         return withheld(rows, noise_multiplier)
     return calibrate_model(network, x_holdout, y_holdout, history=history, delta=delta,
                            training_epsilon=training_epsilon, encoder=encoder,

@@ -12,7 +12,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from app.jobs import size_floor
-from worker.calibration import Calibration, size_floor_rows
+from app.privacy.accounting import Mechanism
+from worker.calibration import Calibration, release_floor_rows, size_floor_rows
 
 
 def _warning(part: str, rows: int, minimum: int, *, released: bool,
@@ -24,7 +25,8 @@ def _warning(part: str, rows: int, minimum: int, *, released: bool,
 
 
 def held_out_warnings(*, calibration: Calibration, metrics: Mapping[str, Any],
-                      evaluation_rows: int, epsilon: float) -> list[dict[str, Any]]:
+                      evaluation_rows: int, epsilon: float,
+                      history: list[Mechanism] | None = None) -> list[dict[str, Any]]:
     """The held-out parts below their floor at the job's noise (empty: both meaningful).
 
     Args:
@@ -33,11 +35,14 @@ def held_out_warnings(*, calibration: Calibration, metrics: Mapping[str, Any],
             included.
         evaluation_rows: the evaluation part's rows (public by convention).
         epsilon: the job's PLD epsilon (``math.inf``: non-private), for the words only.
+        history: the training's plan, whose kind sets the calibration's floor
+            (``worker.calibration.release_floor_rows``; none given: the size floor).
     """
     warnings = []
     if calibration.method == size_floor.CALIBRATION_WITHHELD:
-        warnings.append(_warning("calibration", calibration.rows,
-                                 size_floor_rows(calibration.noise_multiplier),
+        minimum = (size_floor_rows(calibration.noise_multiplier) if history is None
+                   else release_floor_rows(calibration.noise_multiplier, history))
+        warnings.append(_warning("calibration", calibration.rows, minimum,
                                  released=False, epsilon=epsilon))
     release = metrics["release"]
     minimum = size_floor.evaluation_floor(noise_std=float(release["noise_std"]),

@@ -251,7 +251,8 @@ def evaluate_step(spec: TrainingSpec, result: TrainingResult, loaded: LoadedData
     metrics["federation"] = None  # a federated model's federation: worker.federated_site's
     metrics["held_out_warnings"] = held_out_warnings(  # parts below their size floor
         calibration=calibration, metrics=metrics, evaluation_rows=len(evaluation.y),
-        epsilon=eps_prv)
+        epsilon=eps_prv,
+        history=None if calibrated is not None else history)  # a search's: the size floor
     return TrainedNetwork(
         network=result.network, kind=spec.kind, hidden_units=spec.hidden_units,
         calibration_method=calibration.method, metrics=metrics, epsilon=eps_prv,

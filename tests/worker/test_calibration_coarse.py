@@ -16,6 +16,7 @@ from app.privacy.accounting import Mechanism
 from app.registry.network import build_network
 from worker import calibration as cal
 from worker import platt_fit
+from worker.held_out_floors import held_out_warnings
 
 NOISE = 3.73  # the held-out noise at epsilon 1, delta 1e-5, full batch
 
@@ -48,6 +49,37 @@ def test_the_part_size_and_the_noise_pick_the_release(rows: str, method: str) ->
     if method == cal.COARSE_METHOD:
         assert record.bin_edges_logit == list(cal.COARSE_EDGES)
         assert len(record.noisy_counts) == len(cal.COARSE_EDGES) + 1
+
+
+@pytest.mark.parametrize(("history", "from_share"), [
+    ([Mechanism(83.8, 1.0, 500)], 1.0),  # noisy full batch: the size floor
+    ([Mechanism(2.0, 0.3, 60)], cal.MINI_BATCH_FLOOR_SHARE),  # noisy mini-batch: its share
+    ([Mechanism(0.0, 0.3, 60)], 1.0)])  # non-private: the size floor
+def test_a_noisy_mini_batch_model_is_released_from_its_share_of_the_floor(
+        history: list[Mechanism], from_share: float) -> None:
+    """Under the mini-batch prior's tight identity map a release the noise swamps barely moves
+    the map, so such a model's coarse release begins below the size floor; the plan (public)
+    decides, never the rows. The held-out warning names the same minimum."""
+    floor = cal.size_floor_rows(NOISE)
+    assert cal.release_floor_rows(NOISE, history) == int(np.ceil(from_share * floor))
+    rng = np.random.default_rng(5)
+    n = int(np.ceil(cal.MINI_BATCH_FLOOR_SHARE * floor)) + 2  # under the floor, over its share
+    x = np.column_stack([rng.integers(18, 81, n), rng.integers(0, 28, n),
+                         rng.integers(1, 101, n), rng.integers(0, 51, n),
+                         rng.integers(0, 2, n), rng.integers(0, 2, n)]).astype(float)
+    y = (rng.random(n) < 0.3).astype(float)
+    record = cal.calibrate_if_meaningful(
+        build_network("logistic"), x, y, history=history, delta=1e-5, training_epsilon=1.0,
+        noise_multiplier=NOISE, rng=np.random.default_rng(0))
+    released = from_share < 1.0
+    assert record.method == (cal.COARSE_METHOD if released else size_floor.CALIBRATION_WITHHELD)
+    if not released:
+        metrics = {"release": {"noise_std": 1.0, "bins": list(range(13))}}
+        warning = held_out_warnings(calibration=record, metrics=metrics, evaluation_rows=10**6,
+                                    epsilon=1.0, history=history)[0]
+        assert (warning["release"], warning["minimum_rows"]) == ("calibration", floor)
+    else:  # the map stays near the identity: the tight prior and the swamped counts
+        assert abs(record.slope - 1.0) < 0.5 and abs(record.intercept) < 0.6
 
 
 def test_on_a_small_noisy_part_the_coarse_fit_shrinks_an_overconfident_model_further() -> None:
