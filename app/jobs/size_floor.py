@@ -55,7 +55,9 @@ epsilon could make it meaningful). So a job needs at least 10 (inputs + 1) + 20 
 a 2-row or a 30-row table never trains. Above that, a held-out part below its floor at the
 job's own noise does not stop the job: the calibration is then not released (the model's own
 probabilities stand, uncalibrated) and the evaluation is released but flagged, and the model's
-statement, card and dashboard say so (``shortfall_message``).
+statement, card and dashboard say so (``shortfall_message``). A noisy mini-batch model's
+calibration, fitted under a tight identity prior that a swamped release barely moves, is
+released from half the calibration floor (``worker.calibration.MINI_BATCH_FLOOR_SHARE``).
 """
 
 import math
