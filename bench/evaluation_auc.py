@@ -72,7 +72,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from app.bands import LOW_MEDIUM, MEDIUM_HIGH, cut_offs, model_thresholds  # noqa: E402
 from app.datasets import identity, synthetic  # noqa: E402
 from app.datasets import parts as dataset_parts  # noqa: E402
-from app.datasets.crisis_schema import CRISIS_SCHEMA  # noqa: E402
+from app.datasets.built_in_schema import BUILT_IN_SCHEMA  # noqa: E402
 from app.datasets.dataset_schema import DatasetSchema  # noqa: E402
 from app.datasets.encoding import encoder_for  # noqa: E402
 from app.datasets.table_store import IngestedTable  # noqa: E402
@@ -191,7 +191,7 @@ def fair() -> Table:
 
 def crisis() -> Table:
     generated = synthetic.generate(20_000, 910_101)  # the seed bench/proxies.py uses
-    proxy = proxies.Proxy("crisis", CRISIS_SCHEMA, generated.x, generated.y, False,
+    proxy = proxies.Proxy("crisis", BUILT_IN_SCHEMA, generated.x, generated.y, False,
                           "the service's generator")
     return Table(proxy, lambda m: synthetic.subgroups(generated.x[m], generated.sex[m]))
 

@@ -20,7 +20,7 @@ import numpy as np
 from sklearn.metrics import log_loss, roc_auc_score
 
 from app.datasets import synthetic
-from app.datasets.crisis_schema import CRISIS_SCHEMA
+from app.datasets.built_in_schema import BUILT_IN_SCHEMA
 from app.features import FEATURE_NAMES
 from app.scoring.schemas import MAX_BATCH
 
@@ -40,14 +40,14 @@ def held_out(name: str, shift: str | None, rows: int) -> synthetic.SyntheticTabl
 
 def pooled_schema() -> dict[str, Any]:
     """The generator's declared schema with an id column: an upload needs its patients' ids."""
-    return {**CRISIS_SCHEMA.model_dump(mode="json", by_alias=True), "id_column": ID_COLUMN}
+    return {**BUILT_IN_SCHEMA.model_dump(mode="json", by_alias=True), "id_column": ID_COLUMN}
 
 
 def union_csv(tables: dict[str, synthetic.SyntheticTable]) -> bytes:
     """Every clinic's rows as one CSV (ids ``<clinic>-<row>``): the pooled central dataset."""
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
-    writer.writerow([ID_COLUMN, *FEATURE_NAMES, "sex", CRISIS_SCHEMA.outcome.name])
+    writer.writerow([ID_COLUMN, *FEATURE_NAMES, "sex", BUILT_IN_SCHEMA.outcome.name])
     for name, table in tables.items():
         for i in range(len(table.y)):
             writer.writerow([f"{name}-{i}", *(int(v) for v in table.x[i]),

@@ -58,7 +58,7 @@ import pyarrow.parquet as pq
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from app.datasets import ingest  # noqa: E402
-from app.datasets.crisis_schema import CRISIS_SCHEMA
+from app.datasets.built_in_schema import BUILT_IN_SCHEMA
 from app.datasets.dataset_schema import DatasetSchema, FeatureKind  # noqa: E402
 from bench import service  # noqa: E402
 from bench.scoring_latency import cpu_seconds  # noqa: E402
@@ -345,7 +345,7 @@ def http_measure(n_rows: int, repeat: int, requests: int) -> dict[str, Any]:
                 crisis.raise_for_status()
                 found["crisis"] = train(http, crisis.json()["id"], process.pid)
             found["latency"] = latencies(base, {found["train"]["model_id"]: SCHEMA,
-                                                found["crisis"]["model_id"]: CRISIS_SCHEMA},
+                                                found["crisis"]["model_id"]: BUILT_IN_SCHEMA},
                                          requests)
         finally:
             process.terminate()

@@ -63,7 +63,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from app.bands import model_thresholds  # noqa: E402
 from app.datasets import identity, synthetic  # noqa: E402
-from app.datasets.crisis_schema import CRISIS_SCHEMA  # noqa: E402
+from app.datasets.built_in_schema import BUILT_IN_SCHEMA  # noqa: E402
 from app.datasets.models import Dataset  # noqa: E402
 from app.datasets.parts import PartRows  # noqa: E402
 from app.datasets.rules import max_delta  # noqa: E402
@@ -83,8 +83,8 @@ from worker.monitoring.drift import NoisyHistogram, feature_drift, performance_d
 from worker.monitoring.task import N_BOOTSTRAP, release_follow_up  # noqa: E402
 from worker.tasks import spec_of  # noqa: E402
 
-THRESHOLDS = model_thresholds(CRISIS_SCHEMA.outcome.bands)
-BINS = schema_bins(CRISIS_SCHEMA)
+THRESHOLDS = model_thresholds(BUILT_IN_SCHEMA.outcome.bands)
+BINS = schema_bins(BUILT_IN_SCHEMA)
 PHQ9 = [b.name for b in BINS].index("phq9")
 SIZES = (2_000, 20_000, 200_000)
 DROPS = (0.01, 0.02, 0.03, 0.04, 0.05, 0.075, 0.1, 0.15, 0.2)
@@ -135,7 +135,7 @@ def plan_reference(training_rows: int = 100_000, training_epsilon: float = 3.0,
         n_train=round(training_rows * share[identity.Part.TRAIN]),
         n_calibration=round(training_rows * share[identity.Part.CALIBRATION]), seed=0,
         public=False, budget_delta=budget_delta,
-        schema_json=CRISIS_SCHEMA.model_dump(mode="json", by_alias=True))
+        schema_json=BUILT_IN_SCHEMA.model_dump(mode="json", by_alias=True))
     job = job_service.plan(dataset=dataset, request=JobCreate.model_validate(
         {"dataset_id": 1, "privacy": {"target_epsilon": training_epsilon}}))
     spec = spec_of(job)
@@ -144,7 +144,7 @@ def plan_reference(training_rows: int = 100_000, training_epsilon: float = 3.0,
                            lambda delta: training.epsilon_of(history, delta)[0])
     request = monitoring_service.reference_request(BINS, run_epsilon)
     noises = release_noise.calibrate(
-        statistics_plan.plan(schema=CRISIS_SCHEMA, request=request),
+        statistics_plan.plan(schema=BUILT_IN_SCHEMA, request=request),
         mechanism=request.privacy.mechanism, epsilon=run_epsilon, delta=budget_delta)
     return Reference(training_rows, share[identity.Part.EVALUATION], noise,
                      tuple(vectors[0].scale for vectors in noises), training_epsilon,

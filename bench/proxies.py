@@ -39,7 +39,7 @@ from typing import Any
 import numpy as np
 
 from app.datasets import synthetic
-from app.datasets.crisis_schema import CRISIS_SCHEMA
+from app.datasets.built_in_schema import BUILT_IN_SCHEMA
 from app.datasets.dataset_schema import DatasetSchema
 
 RADIUS_CAP = 40.0
@@ -133,7 +133,7 @@ def fair() -> Proxy:
 
 def crisis(n_rows: int, seed: int = 910_101) -> Proxy:
     table = synthetic.generate(n_rows, seed)  # a seed no test or default was tuned on
-    return Proxy("crisis", CRISIS_SCHEMA, table.x, table.y, False,
+    return Proxy("crisis", BUILT_IN_SCHEMA, table.x, table.y, False,
                  "the service's generator")
 
 

@@ -25,7 +25,7 @@ COLUMNS = ('schema_json', 'schema_hash', 'state', 'table_sha256', 'imputed', 'da
 def upgrade() -> None:
     # The crisis schema as the service declares it at this revision (not a frozen copy: the
     # generator's schema and the service's reading of it must agree).
-    from app.datasets.crisis_schema import CRISIS_SCHEMA
+    from app.datasets.built_in_schema import BUILT_IN_SCHEMA
     from app.datasets.dataset_schema import schema_hash
 
     op.add_column('dataset', sa.Column('schema_json', sa.JSON(), nullable=True))
@@ -39,8 +39,8 @@ def upgrade() -> None:
     dataset = sa.table('dataset', sa.column('source_kind'), sa.column('schema_json', sa.JSON()),
                        sa.column('schema_hash'))
     op.get_bind().execute(sa.update(dataset).where(dataset.c.source_kind == 'synthetic').values(
-        schema_json=CRISIS_SCHEMA.model_dump(mode='json', by_alias=True),
-        schema_hash=schema_hash(CRISIS_SCHEMA)))
+        schema_json=BUILT_IN_SCHEMA.model_dump(mode='json', by_alias=True),
+        schema_hash=schema_hash(BUILT_IN_SCHEMA)))
 
 
 def downgrade() -> None:

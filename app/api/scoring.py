@@ -11,7 +11,7 @@ from app.auth.models import ROLES
 from app.auth.principal import Principal
 from app.core.ids import MAX_ID
 from app.core.openapi import problems
-from app.datasets.crisis_schema import CRISIS_SCHEMA
+from app.datasets.built_in_schema import BUILT_IN_SCHEMA
 from app.flows import schemas as schema_flow
 from app.flows import scoring as scoring_flow
 from app.scoring import render
@@ -68,4 +68,4 @@ def get_feature_spec(
     labels, codes. The named model's (what it scores), the named dataset's, or the active
     model's; with neither named and no model active, the built-in generator's schema."""
     schema = schema_flow.schema_for(model_id=model_id, dataset_id=dataset_id)
-    return feature_document(schema or CRISIS_SCHEMA)
+    return feature_document(schema or BUILT_IN_SCHEMA)

@@ -44,9 +44,10 @@ from app.cdshooks.schemas import (
 )
 from app.core.errors import DomainError, InvalidRequest, NotFound
 from app.core.settings import settings
+from app.datasets.built_in_schema import BUILT_IN_SCHEMA, LEGACY_SERVICE_ID
 from app.datasets.dataset_schema import outcome_words
 from app.datasets.encoding import GENERATOR_ENCODER, Encoder
-from app.fhir.codes import CRISIS_TOPIC, label_of, topic_of
+from app.fhir.codes import BUILT_IN_TOPIC, label_of, topic_of
 from app.scoring import model_cache
 from app.scoring import service as scoring_service
 from app.scoring.patients import allowed_of, features_model
@@ -56,10 +57,10 @@ SERVICE_ID = "dpcrisis-risk"
 """The service's id, as discovery lists it: the product's name and nothing of an outcome, since
 the active model may predict any declared outcome (the title, the description and the cards
 name it)."""
-LEGACY_SERVICE_IDS = ("dpcrisis-crisis-risk",)
+LEGACY_SERVICE_IDS = (LEGACY_SERVICE_ID,)
 """Ids discovery listed before outcomes were declared: still answered (hooks and feedback), so
-no EHR registration breaks, but no longer listed. The id names a crisis risk, so a hook call on
-it is answered only while the active model predicts the built-in crisis outcome (its card
+no EHR registration breaks, but no longer listed. The id names the built-in schema's outcome,
+so a hook call on it is answered only while the active model predicts that outcome (its card
 topic, ``app.fhir.codes.topic_of``); a model of another outcome is never served under it."""
 SERVICE_IDS = (SERVICE_ID, *LEGACY_SERVICE_IDS)
 HOOK = "patient-view"
@@ -204,8 +205,8 @@ def evaluate(
             counted (a band mix without them would follow each EHR's minimum band).
 
     Raises:
-        UnknownService: not this service's id, or the first release's crisis id while the
-            active model predicts another outcome (404).
+        UnknownService: not this service's id, or the first release's id while the active
+            model predicts another outcome than the built-in schema's (404).
         WrongHook: a hook other than patient-view (400).
         ModelNotFound, NoActiveModel: no model to score with (404, 409).
         PrefetchIncomplete: features whose prefetch keys were all left out (412).
@@ -217,10 +218,11 @@ def evaluate(
         raise WrongHook(f"service {SERVICE_ID} answers {HOOK!r}, not {hook!r}", field="hook",
                         allowed=HOOK)
     model = model_cache.resolve(None)
-    if service_id in LEGACY_SERVICE_IDS and topic_of(model.encoder.schema) != CRISIS_TOPIC:
+    if service_id in LEGACY_SERVICE_IDS and topic_of(model.encoder.schema) != BUILT_IN_TOPIC:
         raise UnknownService(
-            f"{service_id!r} is the crisis risk service of the first release; the active model "
-            f"predicts {outcome_words(model.encoder.schema)}: call {SERVICE_ID!r}")
+            f"{service_id!r} is the first release's service of "
+            f"{outcome_words(BUILT_IN_SCHEMA)}; the active model predicts "
+            f"{outcome_words(model.encoder.schema)}: call {SERVICE_ID!r}")
     sources = sources_of(model.encoder)
     got = features_from_prefetch(prefetch, sources=sources, patient_id=patient_id, today=today)
     if got.absent and not sources.unavailable:

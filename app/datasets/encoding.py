@@ -20,7 +20,7 @@ from functools import cached_property
 
 import numpy as np
 
-from app.datasets.crisis_schema import CRISIS_SCHEMA, LEGACY_CRISIS_HASH
+from app.datasets.built_in_schema import BUILT_IN_SCHEMA, LEGACY_BUILT_IN_HASH
 from app.datasets.dataset_schema import DatasetSchema, FeatureKind, schema_hash
 
 SCALING = "schema-v3"
@@ -97,7 +97,7 @@ _BUILT: dict[str, Encoder] = {}
 def encoder_for(schema: DatasetSchema) -> Encoder:
     """The schema's encoder, one per declaration (by its hash), shared by every caller."""
     digest = schema_hash(schema)
-    if digest == LEGACY_CRISIS_HASH:  # stored before the crisis outcome declared its wording
+    if digest == LEGACY_BUILT_IN_HASH:  # stored before the crisis outcome declared its wording
         return CRISIS_ENCODER
     encoder = _BUILT.get(digest)
     if encoder is None:  # its own copy: the caller's schema object may be changed later
@@ -111,7 +111,7 @@ def built_encoder(digest: str) -> Encoder:
     return _BUILT[digest]
 
 
-CRISIS_ENCODER = encoder_for(CRISIS_SCHEMA)
+CRISIS_ENCODER = encoder_for(BUILT_IN_SCHEMA)
 GENERATOR_ENCODER = CRISIS_ENCODER
 """The built-in generator's encoder, by the role outcome-neutral code gives it (what a service
 describes while no model is active)."""

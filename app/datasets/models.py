@@ -79,7 +79,7 @@ class Dataset(Base):
     )
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
     # The declared schema (app.datasets.dataset_schema) as JSON, and its hash; the synthetic
-    # generator's is CRISIS_SCHEMA.
+    # generator's is BUILT_IN_SCHEMA.
     schema_json: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
     schema_hash: Mapped[str | None] = mapped_column(String(64), nullable=True)
     # awaiting_data (an upload registered, no rows yet) | receiving (one upload's body is

@@ -9,7 +9,7 @@ from sqlalchemy.orm import Session
 from app.core.database import affected_rows
 from app.core.errors import Conflict, InvalidRequest, NotFound
 from app.datasets import identity, patient_index, synthetic, table_store, union
-from app.datasets.crisis_schema import CRISIS_SCHEMA
+from app.datasets.built_in_schema import BUILT_IN_SCHEMA
 from app.datasets.dataset_schema import check_schema, schema_hash
 from app.datasets.models import AWAITING_DATA, READY, WITHDRAWN, Dataset
 from app.datasets.rules import check_delta, check_new_source, upload_fingerprint
@@ -18,7 +18,7 @@ from app.ledger import service as ledger_service
 from app.ledger import space_chain, spaces
 from app.privacy.filter import filter_order
 
-CRISIS_SCHEMA_JSON = CRISIS_SCHEMA.model_dump(mode="json", by_alias=True)
+CRISIS_SCHEMA_JSON = BUILT_IN_SCHEMA.model_dump(mode="json", by_alias=True)
 
 
 class DatasetNotFound(NotFound):
@@ -114,7 +114,7 @@ def _synthetic(session: Session, request: DatasetCreate) -> Dataset:
         coin_scheme=identity.CURRENT_SCHEME,
         source_fingerprint=fingerprint, content_fingerprint=generated,
         schema_json=CRISIS_SCHEMA_JSON,
-        schema_hash=schema_hash(CRISIS_SCHEMA), state=READY, ledger_version=0,
+        schema_hash=schema_hash(BUILT_IN_SCHEMA), state=READY, ledger_version=0,
     )
 
 
@@ -123,7 +123,7 @@ def generated_rows_fingerprint(n_rows: int, seed: int, shift: str | None = None)
     would have: ids are not part of a table's content fingerprint."""
     table = synthetic.generate(n_rows, seed, shift)
     content = table_store.fingerprint(
-        CRISIS_SCHEMA, table.x.astype(np.float64), table.y.astype(np.float64),
+        BUILT_IN_SCHEMA, table.x.astype(np.float64), table.y.astype(np.float64),
         {"sex": table.sex.astype(np.int64)})
     return upload_fingerprint(content)
 

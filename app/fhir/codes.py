@@ -1,10 +1,10 @@
 """Code systems the FHIR and CDS Hooks faces use, and how each feature of a schema is coded.
 
 A feature is coded by the ``code`` its declared schema gives it (system, code, display): the
-built-in crisis schema declares LOINC 30525-0 for age and 44261-6 for the PHQ-9 total score. A
+built-in schema declares LOINC 30525-0 for age and 44261-6 for the PHQ-9 total score. A
 feature without a declared code is coded in a local code system of its schema, its code the
-feature's name (``local_system``): the built-in crisis schema keeps ``FEATURE_SYSTEM``
-(``...crisis-features|gaf``), which EHRs have mapped since the first release; any other
+feature's name (``local_system``): the built-in schema keeps ``FEATURE_SYSTEM`` (its own,
+``app.datasets.built_in_schema``), which EHRs have mapped since the first release; any other
 declaration gets ``.../CodeSystem/schema-features-<the first 16 hex digits of its schema
 hash>``, the same for every model trained on that declaration, never another's, and served
 at that URL (``app.fhir.terminology``). That names the feature in a RiskAssessment, but no EHR
@@ -14,31 +14,11 @@ records Observations in it on its own, so CDS Hooks does not prefetch it
 What a model predicts is its schema's declared outcome (``outcome_concept``): its coding when
 declared, its label as text; nothing here says what that outcome is.
 
-The crisis schema as an example, and where CDS Hooks finds each feature in an EHR (the one
-table of the mapping; ``app.cdshooks.prefetch`` reads it):
-
-| feature       | coded as       | CDS Hooks prefetch key: the FHIR resources read            |
-|---------------|----------------|------------------------------------------------------------|
-| age           | LOINC 30525-0  | patient: Patient.birthDate (or an Observation 30525-0)     |
-| phq9          | LOINC 44261-6  | phq9: the latest Observation 44261-6, valueQuantity 0-27   |
-| gaf           | local gaf      | gaf: the latest Observation local gaf, 1-100               |
-| num_sessions  | local          | encounters: the Encounters that took place (not planned,   |
-|               | num_sessions   | cancelled or entered-in-error) in the 365 days before the  |
-|               |                | call, counted; capped at the feature's upper bound (50)    |
-| substance_use | local          | conditions: any Condition (not refuted / entered-in-error) |
-|               | substance_use  | coded ICD-10-CM or ICD-10 F10-F16, F18, F19 (or a code     |
-|               |                | below them), SNOMED CT 66214007, 26416006, 191816009,      |
-|               |                | 7200002 or 15167005 (SUBSTANCE_USE_CODES): yes; none: no   |
-| prior_crisis  | local          | conditions: any Condition coded ICD-10-CM R45.851, R45.88, |
-|               | prior_crisis   | T14.91, X71-X83, Z91.5; ICD-10 X60-X84, Z91.5; SNOMED CT   |
-|               |                | 82313006, 6471006 or 248062006 (PRIOR_CRISIS_CODES), or an |
-|               |                | Encounter with such a reasonCode: yes; none: no            |
-
-The local codes (``FEATURE_SYSTEM|gaf``, ...) are still read from Observations anywhere in the
-prefetch, as before: an Observation's explicit count wins over counted Encounters, and a yes
-from an Observation or a Condition is a yes. F17 (nicotine) is left out of substance use on
-purpose. SNOMED CT codes match exactly (no subsumption: there is no terminology server here);
-ICD codes match the code and every code below it (``F10`` matches ``F10.20``).
+The built-in schema declares where CDS Hooks finds each of its features in an EHR
+(``app.datasets.built_in_schema``'s table; ``ehr_sources`` holds that mapping and
+``app.cdshooks.prefetch`` reads it). SNOMED CT codes match exactly (no subsumption: there is no
+terminology server here); ICD codes match the code and every code below it (``F10`` matches
+``F10.20``).
 
 A declared schema's yes/no feature coded in SNOMED CT, ICD-10-CM or ICD-10 is read the same
 way, from Conditions (and Encounter reasons) with its code, as well as from Observations.
@@ -51,27 +31,28 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from app.datasets.crisis_schema import CRISIS_SCHEMA, LEGACY_CRISIS_HASH
-from app.datasets.crisis_schema import LOINC as LOINC  # re-exported with the other systems
+from app.datasets.built_in_schema import (
+    BUILT_IN_SCHEMA,
+    LEGACY_BUILT_IN_HASH,
+    SELF_HARM_FEATURE,
+)
+from app.datasets.built_in_schema import FEATURE_SYSTEM as FEATURE_SYSTEM  # the built-in's
+from app.datasets.built_in_schema import LOINC as LOINC  # re-exported with the other systems
+from app.datasets.built_in_schema import TOPIC_CODE as TOPIC_CODE  # the built-in's
 from app.datasets.dataset_schema import DatasetSchema, FeatureSpec, outcome_words, schema_hash
 
 AGE_LOINC = "30525-0"
-FEATURE_SYSTEM = "https://dpcrisis.dev/fhir/CodeSystem/crisis-features"
-"""The built-in crisis schema's local code system (its features without a declared code)."""
 SCHEMA_FEATURES = "https://dpcrisis.dev/fhir/CodeSystem/schema-features-"
 """Any other declaration's local code system: this, then ``SCHEMA_KEY_DIGITS`` of its hash."""
 SCHEMA_KEY_DIGITS = 16
 """64 bits of the schema's SHA-256: FHIR ids are at most 64 characters, so not all 64 digits."""
-BUILT_IN_HASHES = frozenset({schema_hash(CRISIS_SCHEMA), LEGACY_CRISIS_HASH})
+BUILT_IN_HASHES = frozenset({schema_hash(BUILT_IN_SCHEMA), LEGACY_BUILT_IN_HASH})
 MODEL_SYSTEM = "https://dpcrisis.dev/fhir/CodeSystem/model"
 MODEL_ID_SYSTEM = "https://dpcrisis.dev/fhir/sid/model-id"
 ARTIFACT_SYSTEM = "https://dpcrisis.dev/fhir/sid/model-artifact-sha256"
 BAND_SYSTEM = "https://dpcrisis.dev/fhir/CodeSystem/risk-band"
 TOPIC_SYSTEM = "https://dpcrisis.dev/fhir/CodeSystem/cds-topic"
 """CDS Hooks card topics (``source.topic``) of outcomes with no code of their own."""
-TOPIC_CODE = "crisis-risk-30d"
-"""The built-in crisis schema's card topic, which EHRs have filtered on since the first
-release: an identifier, kept (``topic_of``)."""
 OUTCOME_TOPIC_CODE = "outcome-risk"
 """The topic of a card about an outcome declared without a code: the same for all of them."""
 RISK_PROBABILITY = "http://terminology.hl7.org/CodeSystem/risk-probability"
@@ -123,7 +104,7 @@ SUBSTANCE_USE_CODES: tuple[DiagnosisCode, ...] = (
     DiagnosisCode(SNOMED, "7200002", "Alcoholism (disorder)"),
     DiagnosisCode(SNOMED, "15167005", "Alcohol abuse (disorder)"),
 )
-PRIOR_CRISIS_CODES: tuple[DiagnosisCode, ...] = (
+SELF_HARM_CODES: tuple[DiagnosisCode, ...] = (
     DiagnosisCode(ICD10CM, "R45.851", "Suicidal ideations"),
     DiagnosisCode(ICD10CM, "R45.88", "Nonsuicidal self-harm"),
     DiagnosisCode(ICD10CM, "T14.91", "Suicide attempt"),
@@ -158,9 +139,9 @@ class EhrSources:
 
 NO_EHR_SOURCES = EhrSources()
 _EHR_SOURCES = {
-    schema_hash(CRISIS_SCHEMA): EhrSources(
+    schema_hash(BUILT_IN_SCHEMA): EhrSources(
         local_codes=True,
-        diagnoses={"substance_use": SUBSTANCE_USE_CODES, "prior_crisis": PRIOR_CRISIS_CODES},
+        diagnoses={"substance_use": SUBSTANCE_USE_CODES, SELF_HARM_FEATURE: SELF_HARM_CODES},
         sessions="num_sessions"),
 }
 
@@ -197,8 +178,8 @@ def schema_key(digest: str) -> str:
 
 
 def local_system(schema: DatasetSchema) -> str:
-    """The code system of the schema's features without a declared code: the crisis schema's
-    published one for the built-in schema, else one of the declaration's own."""
+    """The code system of the schema's features without a declared code: the published one
+    for the built-in schema, else one of the declaration's own."""
     digest = schema_hash(schema)
     return FEATURE_SYSTEM if digest in BUILT_IN_HASHES else SCHEMA_FEATURES + schema_key(digest)
 
@@ -242,12 +223,8 @@ class Topic:
 OUTCOME_TOPIC = Topic(TOPIC_SYSTEM, OUTCOME_TOPIC_CODE, "Risk of a model's declared outcome")
 
 
-def _crisis_topic() -> Topic:
-    """The topic EHRs know the built-in crisis schema's cards by; its words are that schema's."""
-    return Topic(TOPIC_SYSTEM, TOPIC_CODE, f"Risk: {outcome_words(CRISIS_SCHEMA)}")
-
-
-CRISIS_TOPIC = _crisis_topic()
+BUILT_IN_TOPIC = Topic(TOPIC_SYSTEM, TOPIC_CODE, f"Risk: {outcome_words(BUILT_IN_SCHEMA)}")
+"""The topic EHRs know the built-in schema's cards by; its words are that schema's."""
 
 
 def topic_of(schema: DatasetSchema) -> Topic:
@@ -255,15 +232,16 @@ def topic_of(schema: DatasetSchema) -> Topic:
 
     EHRs group, filter and count cards by topic, so cards about different outcomes must not
     share one, and one outcome's must keep theirs whichever model or version scored: an
-    outcome declared with a code is its topic (that coding); the built-in crisis outcome keeps
-    ``cds-topic|crisis-risk-30d``, which EHRs have filtered on since the first release; an
+    outcome declared with a code is its topic (that coding); the built-in schema's outcome
+    keeps its ``cds-topic`` code (``TOPIC_CODE``), which EHRs have filtered on since the first
+    release; an
     outcome declared without a code gets the neutral ``cds-topic|outcome-risk``, which names
     no outcome (the card does).
     """
     code = schema.outcome.code
-    crisis = CRISIS_SCHEMA.outcome.code
+    built_in = BUILT_IN_SCHEMA.outcome.code
     if code is None:
         return OUTCOME_TOPIC
-    if crisis is not None and (code.system, code.code) == (crisis.system, crisis.code):
-        return CRISIS_TOPIC
+    if built_in is not None and (code.system, code.code) == (built_in.system, built_in.code):
+        return BUILT_IN_TOPIC
     return Topic(code.system, code.code, code.display or outcome_words(schema))

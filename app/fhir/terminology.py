@@ -8,7 +8,7 @@ path of their canonical URL (``https://dpcrisis.dev/fhir/CodeSystem/risk-band`` 
   the model's own.
 - ``cds-topic``: the topics of CDS Hooks cards (``source.topic``) that are not an outcome's own
   coding (``app.fhir.codes.topic_of``): ``outcome-risk`` for an outcome declared without a
-  code, and the built-in crisis schema's topic, worded by that schema.
+  code, and the built-in schema's topic, worded by that schema.
 
 A schema's own code systems are read by id or found by URL, never listed (a search without
 ``url`` lists only the two above), so no caller without a key enumerates the clinics'
@@ -16,8 +16,8 @@ declarations:
 
 - ``schema-features-<16 hex digits>``: a declared schema's features without a declared code,
   for each schema a stored model was trained on (the digits start its schema hash);
-- ``crisis-features`` and ``crisis-outcome``: the built-in crisis schema's uncoded features
-  (published before schemas, ``app.fhir.codes``) and its declared outcome, worded by it.
+- the built-in schema's uncoded features (published before schemas, its ``FEATURE_SYSTEM``)
+  and its declared outcome, worded by it (``app.datasets.built_in_schema``).
 
 Every definition is a public declaration (band rule, schema labels and bounds), never a
 statistic of any data.
@@ -30,11 +30,11 @@ from sqlalchemy.orm import Session
 
 from app.bands import Band
 from app.core.errors import NotFound
-from app.datasets.crisis_schema import CRISIS_SCHEMA
+from app.datasets.built_in_schema import BUILT_IN_SCHEMA, FEATURE_SYSTEM_NAME
 from app.datasets.dataset_schema import DatasetSchema, outcome_words
 from app.fhir.codes import (
     BAND_SYSTEM,
-    CRISIS_TOPIC,
+    BUILT_IN_TOPIC,
     FEATURE_SYSTEM,
     OUTCOME_TOPIC,
     SCHEMA_KEY_DIGITS,
@@ -98,9 +98,9 @@ def _topics(session: Session) -> list[dict[str, Any]]:
                                             "scoring model declares without a code; the card "
                                             "names that outcome.")]
     if registry_service.built_in_schema_in_use(session=session):
-        crisis = CRISIS_SCHEMA.outcome.description or outcome_words(CRISIS_SCHEMA)
-        topics.append(_topic_concept(CRISIS_TOPIC,
-                                     f"Cards about the built-in schema's outcome: {crisis}"))
+        words = BUILT_IN_SCHEMA.outcome.description or outcome_words(BUILT_IN_SCHEMA)
+        topics.append(_topic_concept(BUILT_IN_TOPIC,
+                                     f"Cards about the built-in schema's outcome: {words}"))
     return topics
 
 
@@ -124,20 +124,21 @@ def code_systems(session: Session) -> dict[str, dict[str, Any]]:
 def _built_in_systems() -> dict[str, dict[str, Any]]:
     """The built-in schema's own CodeSystems by id (its uncoded features, its outcome): like
     any schema's, read by id or found by URL, never listed."""
-    systems = {"crisis-features": _code_system(
-        "crisis-features", FEATURE_SYSTEM, "DpcrisisCrisisFeatures",
+    features = FEATURE_SYSTEM.removeprefix(BASE)
+    systems = {features: _code_system(
+        features, FEATURE_SYSTEM, FEATURE_SYSTEM_NAME,
         "Features of the built-in schema",
         "The built-in synthetic generator's schema's features without a clinical code of "
-        "their own: each code is the feature's name.", _feature_concepts(CRISIS_SCHEMA))}
-    outcome = CRISIS_SCHEMA.outcome.code
+        "their own: each code is the feature's name.", _feature_concepts(BUILT_IN_SCHEMA))}
+    outcome = BUILT_IN_SCHEMA.outcome.code
     if outcome is not None and outcome.system.startswith(BASE):
         cid = outcome.system.removeprefix(BASE)
-        words = outcome_words(CRISIS_SCHEMA)
+        words = outcome_words(BUILT_IN_SCHEMA)
         systems[cid] = _code_system(
             cid, outcome.system, "DpcrisisBuiltInOutcome", "Outcome of the built-in schema",
             "The outcome the built-in synthetic generator's schema declares.",
             [{"code": outcome.code, "display": outcome.display or words,
-              "definition": CRISIS_SCHEMA.outcome.description or words}])
+              "definition": BUILT_IN_SCHEMA.outcome.description or words}])
     return systems
 
 

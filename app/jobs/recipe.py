@@ -116,7 +116,7 @@ worst split at 0.5 is lower (.531 against .603 and .606).
 
 import math
 
-from app.datasets.crisis_schema import CRISIS_SCHEMA
+from app.datasets.built_in_schema import BUILT_IN_SCHEMA
 from app.datasets.dataset_schema import DatasetSchema
 from app.datasets.encoding import encoder_for
 from app.datasets.models import Dataset
@@ -140,7 +140,7 @@ and 0.025)."""
 def n_inputs(dataset: Dataset) -> int:
     """The model's inputs under the dataset's declared schema (one-hot categories counted);
     a registration without a schema is the built-in generator's."""
-    schema = (CRISIS_SCHEMA if dataset.schema_json is None
+    schema = (BUILT_IN_SCHEMA if dataset.schema_json is None
               else DatasetSchema.model_validate(dataset.schema_json))
     return encoder_for(schema).n_inputs
 

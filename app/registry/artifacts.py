@@ -10,7 +10,7 @@ from torch import nn
 
 from app.core.errors import Conflict
 from app.core.settings import settings
-from app.datasets.crisis_schema import CRISIS_SCHEMA
+from app.datasets.built_in_schema import BUILT_IN_SCHEMA
 from app.datasets.dataset_schema import DatasetSchema, schema_hash
 from app.datasets.encoding import LEGACY_SCALING, SCALING, encoder_for
 from app.families import create_family, legacy_family_of
@@ -45,7 +45,7 @@ def schema_in(config: dict[str, Any], sha256: str) -> DatasetSchema:
     """
     scaling = config.get("scaling")
     if scaling == LEGACY_SCALING:
-        return CRISIS_SCHEMA
+        return BUILT_IN_SCHEMA
     if scaling != SCALING:
         # Scoring it with today's scaling would silently give wrong risks: refuse instead.
         raise ArtifactIncompatible(

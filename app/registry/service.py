@@ -25,7 +25,7 @@ from torch import nn
 from app import bands
 from app.core.errors import Conflict, NotFound
 from app.core.recent import RecentMemory
-from app.datasets.crisis_schema import CRISIS_SCHEMA, LEGACY_CRISIS_HASH
+from app.datasets.built_in_schema import BUILT_IN_SCHEMA, LEGACY_BUILT_IN_HASH
 from app.datasets.dataset_schema import DatasetSchema, schema_hash
 from app.jobs import size_floor
 from app.jobs.models import SUCCEEDED, Job
@@ -136,18 +136,18 @@ def resolve(*, session: Session, model_id: int | None) -> TrainedModel:
 def schema_of(model: TrainedModel) -> DatasetSchema:
     """The declared schema the model was trained on (before schemas: the crisis schema)."""
     if model.schema_json is None:
-        return CRISIS_SCHEMA
+        return BUILT_IN_SCHEMA
     return DatasetSchema.model_validate(model.schema_json)
 
 
 def schema_hash_of(model: TrainedModel) -> str:
-    return model.schema_hash or schema_hash(CRISIS_SCHEMA)
+    return model.schema_hash or schema_hash(BUILT_IN_SCHEMA)
 
 
 def built_in_schema_in_use(*, session: Session) -> bool:
     """Whether any stored model was trained on the built-in crisis schema (a model from before
     schemas has no hash and is one): only then does the service describe that outcome."""
-    hashes = (schema_hash(CRISIS_SCHEMA), LEGACY_CRISIS_HASH)
+    hashes = (schema_hash(BUILT_IN_SCHEMA), LEGACY_BUILT_IN_HASH)
     found = session.scalar(select(TrainedModel.id).where(
         or_(TrainedModel.schema_hash.in_(hashes), TrainedModel.schema_hash.is_(None))).limit(1))
     return found is not None

@@ -13,7 +13,7 @@ from typing import Any
 from dp_accounting.dp_event import RepeatAndSelectDpEvent
 from sqlalchemy.orm import Session
 
-from app.datasets.crisis_schema import CRISIS_SCHEMA
+from app.datasets.built_in_schema import BUILT_IN_SCHEMA
 from app.datasets.dataset_schema import DatasetSchema
 from app.datasets.models import Dataset
 from app.jobs import search as job_search
@@ -222,7 +222,7 @@ def _trained_schema(*, session: Session, job: Job, dataset: Dataset) -> DatasetS
         return registry_service.schema_of(registry_service.get(session=session,
                                                                model_id=model_id))
     if dataset.schema_json is None:
-        return CRISIS_SCHEMA
+        return BUILT_IN_SCHEMA
     return DatasetSchema.model_validate(dataset.schema_json)
 
 

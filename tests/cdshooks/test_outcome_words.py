@@ -9,7 +9,7 @@ import pytest
 
 from app.bands import DEFAULT_BAND_THRESHOLDS
 from app.cdshooks.cards import SUMMARY_LIMIT, card, insufficient_card
-from app.datasets.crisis_schema import CRISIS_SCHEMA
+from app.datasets.built_in_schema import BUILT_IN_SCHEMA
 from app.datasets.dataset_schema import DatasetSchema, outcome_words
 from app.scoring.schemas import RiskResult
 
@@ -19,13 +19,13 @@ CRISIS = re.compile(r"\bcrisis\b", re.IGNORECASE)  # the word, not the product's
 def _schema(label: str | None) -> DatasetSchema:
     outcome = {"name": "readmitted_365d", **({"label": label} if label else {})}
     return DatasetSchema.model_validate({
-        **CRISIS_SCHEMA.model_dump(mode="json", by_alias=True), "outcome": outcome})
+        **BUILT_IN_SCHEMA.model_dump(mode="json", by_alias=True), "outcome": outcome})
 
 
 def test_the_words_are_the_declared_label_or_the_column() -> None:
     assert outcome_words(_schema("Readmission within a year")) == "Readmission within a year"
     assert outcome_words(_schema(None)) == "readmitted_365d"
-    assert "risis" in outcome_words(CRISIS_SCHEMA)  # the built-in schema keeps its own words
+    assert "risis" in outcome_words(BUILT_IN_SCHEMA)  # the built-in schema keeps its own words
 
 
 def scored(band: str = "high", probability: float = 0.41) -> RiskResult:
@@ -53,7 +53,7 @@ def test_a_card_for_another_outcome_says_nothing_of_a_crisis() -> None:
     ("low", "info"), ("medium", "info"), ("high", "warning")])
 def test_the_indicator_follows_the_band_and_is_never_critical(band: str,
                                                               indicator: str) -> None:
-    assert card(scored(band), schema=CRISIS_SCHEMA).indicator == indicator
+    assert card(scored(band), schema=BUILT_IN_SCHEMA).indicator == indicator
 
 
 def test_a_long_label_is_shortened_never_the_probability() -> None:

@@ -9,7 +9,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from app.dashboard.router import ASSETS, STATIC_DIR
-from app.datasets.crisis_schema import CRISIS_SCHEMA
+from app.datasets.built_in_schema import BUILT_IN_SCHEMA
 from app.main import create_app
 
 PAGES = {"/dashboard": "index.html", "/dashboard/privacy": "privacy.html"}
@@ -129,8 +129,8 @@ def _code(text: str) -> str:
 def test_no_schema_is_written_into_the_page() -> None:
     """The form, the CSV columns and the explanation labels come from the scoring model's
     declared schema at run time: no feature name, label or bound is in the page's files."""
-    words = {f.name for f in CRISIS_SCHEMA.features}
-    words |= {f.label for f in CRISIS_SCHEMA.features if f.label and len(f.label) > 3}
+    words = {f.name for f in BUILT_IN_SCHEMA.features}
+    words |= {f.label for f in BUILT_IN_SCHEMA.features if f.label and len(f.label) > 3}
     texts = {p.name: _code(p.read_text()) for p in STATIC_DIR.glob("*.js")}
     texts["index.html"] = (STATIC_DIR / "index.html").read_text()
     for name, text in texts.items():

@@ -13,7 +13,7 @@ from pydantic import ValidationError
 from app.bands import model_thresholds
 from app.core.errors import InvalidRequest, install_error_handlers
 from app.datasets import synthetic
-from app.datasets.crisis_schema import CRISIS_SCHEMA
+from app.datasets.built_in_schema import BUILT_IN_SCHEMA
 from app.datasets.dataset_schema import (
     NAME_PATTERN,
     DatasetSchema,
@@ -205,7 +205,7 @@ def test_the_hash_ignores_key_order_number_spelling_and_defaults() -> None:
     changed = copy.deepcopy(CONTRACT)
     changed["features"][0]["upper"] = 26
     assert schema_hash(_parse(changed)) != schema_hash(_parse(CONTRACT))
-    assert len(schema_hash(CRISIS_SCHEMA)) == 64
+    assert len(schema_hash(BUILT_IN_SCHEMA)) == 64
 
 
 def test_a_models_thresholds_are_the_declared_bands_else_the_legacy_default() -> None:
@@ -217,7 +217,7 @@ def test_a_models_thresholds_are_the_declared_bands_else_the_legacy_default() ->
     del stored_before_bands["outcome"]["bands"]
     legacy = _parse(stored_before_bands).outcome.bands
     assert model_thresholds(legacy) == {"low_medium": 0.05, "medium_high": 0.2}
-    assert model_thresholds(CRISIS_SCHEMA.outcome.bands) == {"low_medium": 0.05,
+    assert model_thresholds(BUILT_IN_SCHEMA.outcome.bands) == {"low_medium": 0.05,
                                                              "medium_high": 0.2}
     copied = model_thresholds(legacy)
     copied["low_medium"] = 0.9  # each model gets its own copy, never the default itself
@@ -225,9 +225,9 @@ def test_a_models_thresholds_are_the_declared_bands_else_the_legacy_default() ->
 
 
 def test_the_generator_schema_is_the_feature_spec() -> None:
-    check_schema(CRISIS_SCHEMA)
-    assert CRISIS_SCHEMA.feature_names == [f.name for f in FEATURES]
-    for spec, feature in zip(CRISIS_SCHEMA.features, FEATURES, strict=True):
+    check_schema(BUILT_IN_SCHEMA)
+    assert BUILT_IN_SCHEMA.feature_names == [f.name for f in FEATURES]
+    for spec, feature in zip(BUILT_IN_SCHEMA.features, FEATURES, strict=True):
         assert spec.kind == feature.kind
         assert spec.bounds == (feature.lower, feature.upper)
         assert spec.reference_value == feature.reference
@@ -235,7 +235,7 @@ def test_the_generator_schema_is_the_feature_spec() -> None:
         assert spec.model_range == (feature.lower, model_upper)
         assert spec.label == feature.label and (spec.unit or "") == feature.unit
         assert (spec.code.code if spec.code else None) == feature.loinc
-    assert CRISIS_SCHEMA.features[3].model_upper == 15
-    assert CRISIS_SCHEMA.attributes[0].categories == list(synthetic.SEX_CATEGORIES)
-    assert CRISIS_SCHEMA.subgroups == ["sex"]
-    assert "sex" not in CRISIS_SCHEMA.feature_names  # a subgroup the model never sees
+    assert BUILT_IN_SCHEMA.features[3].model_upper == 15
+    assert BUILT_IN_SCHEMA.attributes[0].categories == list(synthetic.SEX_CATEGORIES)
+    assert BUILT_IN_SCHEMA.subgroups == ["sex"]
+    assert "sex" not in BUILT_IN_SCHEMA.feature_names  # a subgroup the model never sees

@@ -18,7 +18,7 @@ from httpx import Response
 
 from app.core.settings import settings
 from app.datasets import synthetic
-from app.datasets.crisis_schema import CRISIS_SCHEMA
+from app.datasets.built_in_schema import BUILT_IN_SCHEMA
 from app.datasets.schemas import same_rows_warning
 from tests.datasets.test_upload_api import _csv, _put, _register, _rows
 
@@ -108,7 +108,7 @@ def test_a_generators_rows_reuploaded_are_the_registered_source(
         "privacy_budget": {"epsilon": 1, "delta": 1e-5}})
     assert private.status_code == 201, private.text
     table = synthetic.generate(400, 4242)
-    schema = {**CRISIS_SCHEMA.model_dump(mode="json", by_alias=True), "id_column": "pid"}
+    schema = {**BUILT_IN_SCHEMA.model_dump(mode="json", by_alias=True), "id_column": "pid"}
     names = [f["name"] for f in schema["features"]]
     lines = [",".join(["pid", *names, "sex", "crisis_30d"])]
     for i in reversed(range(400)):  # another order, other ids: the same rows

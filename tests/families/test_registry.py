@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from app.datasets.crisis_schema import CRISIS_SCHEMA
+from app.datasets.built_in_schema import BUILT_IN_SCHEMA
 from app.families import (
     UnknownFamily,
     create_family,
@@ -67,7 +67,7 @@ def test_artifact_without_family_key_still_loads(tmp_path: Path, stored: dict[st
     """An artifact written before configs had ``family`` (and one with no kind at all)."""
     network = build_network("mlp", 4, 6)
     config = artifacts.artifact_config(kind="mlp", hidden_units=4, calibration="platt",
-                                       schema=CRISIS_SCHEMA)
+                                       schema=BUILT_IN_SCHEMA)
     assert config["family"] == "mlp" == config["kind"]
     legacy = {k: v for k, v in config.items() if k not in ("family", "kind")} | stored
     sha = artifacts.save(network, legacy, root=tmp_path)

@@ -18,7 +18,7 @@ from typing import Any
 
 import httpx
 
-from app.datasets.crisis_schema import CRISIS_SCHEMA
+from app.datasets.built_in_schema import BUILT_IN_SCHEMA
 from app.datasets.dataset_schema import schema_hash
 from app.federation import signing
 from tests.e2e.service import CLI, _free_port, api_client, server_log, service_env, start_server
@@ -101,7 +101,7 @@ def federation_body(*, role: str, address: str, site: str | None, rounds: int, l
                     epsilon: float, min_sites: int = 2, timeout: float = 60) -> dict[str, Any]:
     return {
         "name": "crisis-network", "role": role, "address": address,
-        "schema_sha256": schema_hash(CRISIS_SCHEMA),
+        "schema_sha256": schema_hash(BUILT_IN_SCHEMA),
         "recipe": {"rounds": rounds, "local_steps": local_steps, "target_epsilon": epsilon,
                    "min_sites": min_sites, "round_timeout_seconds": timeout},
         "sites": [{"name": name} for name, _, _ in CLINICS],

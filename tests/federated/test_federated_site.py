@@ -11,7 +11,7 @@ from fastapi.testclient import TestClient
 
 from app.cli import main
 from app.core.settings import settings
-from app.datasets.crisis_schema import CRISIS_SCHEMA
+from app.datasets.built_in_schema import BUILT_IN_SCHEMA
 from app.datasets.dataset_schema import schema_hash
 from app.federation import signing
 from app.federation.signing import new_key
@@ -30,7 +30,7 @@ def _join(client: TestClient, client_as: Callable[[str], TestClient],
         sites = [{**site, "public_key": key} for site, key in zip(sites, keys, strict=True)]
     made = client.post("/v1/federations", json={
         "name": "net", "role": "site", "address": "127.0.0.1:9", "site_name": "clinic-a",
-        "schema_sha256": schema_hash(CRISIS_SCHEMA), "sites": sites,
+        "schema_sha256": schema_hash(BUILT_IN_SCHEMA), "sites": sites,
         "recipe": {"rounds": ROUNDS, "local_steps": LOCAL_STEPS, "target_epsilon": 3}})
     assert made.status_code == 201, made.text
     dataset_id = client.post("/v1/datasets", json=small_dataset()).json()["id"]

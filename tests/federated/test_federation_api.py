@@ -13,14 +13,14 @@ import pytest
 from fastapi.testclient import TestClient
 from httpx import Response
 
-from app.datasets.crisis_schema import CRISIS_SCHEMA
+from app.datasets.built_in_schema import BUILT_IN_SCHEMA
 from app.datasets.dataset_schema import schema_hash
 from app.federation.signing import new_key
 from tests.conftest import small_dataset
 
 ClientAs = Callable[[str | None], TestClient]
 PROBLEM_JSON = "application/problem+json"
-CRISIS_SHA = schema_hash(CRISIS_SCHEMA)
+CRISIS_SHA = schema_hash(BUILT_IN_SCHEMA)
 KEY = new_key()[1]
 OTHER_SHA = "0123456789abcdef" * 4
 ROUNDS, LOCAL_STEPS, TARGET = 3, 4, 2.0

@@ -13,7 +13,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from app.core.settings import settings
-from app.datasets.crisis_schema import CRISIS_SCHEMA
+from app.datasets.built_in_schema import BUILT_IN_SCHEMA
 from app.fhir.codes import FEATURE_CODE_EXTENSION, FEATURE_SYSTEM, SCHEMA_FEATURES
 from tests.fhir.r4 import outcome, valid
 from tests.fhir.utilisation_model import (
@@ -114,14 +114,14 @@ def test_the_built_in_schemas_code_systems(client_as: Any, client: TestClient) -
     features = public.get("/fhir/CodeSystem/crisis-features").json()
     valid(features)
     assert features["url"] == FEATURE_SYSTEM
-    uncoded = [f.name for f in CRISIS_SCHEMA.features if f.code is None]
+    uncoded = [f.name for f in BUILT_IN_SCHEMA.features if f.code is None]
     assert [c["code"] for c in features["concept"]] == uncoded
-    assert CRISIS_SCHEMA.outcome.code is not None
-    system = CRISIS_SCHEMA.outcome.code.system
+    assert BUILT_IN_SCHEMA.outcome.code is not None
+    system = BUILT_IN_SCHEMA.outcome.code.system
     found = public.get("/fhir/CodeSystem", params={"url": system}).json()
     assert found["total"] == 1
     (concept,) = found["entry"][0]["resource"]["concept"]
-    assert concept["code"] == CRISIS_SCHEMA.outcome.code.code
+    assert concept["code"] == BUILT_IN_SCHEMA.outcome.code.code
     # The band and topic systems describe any outcome; only the built-in topic names its own.
     bands = public.get("/fhir/CodeSystem/risk-band").json()
     assert not crisis_words(bands), crisis_words(bands)

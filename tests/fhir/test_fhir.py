@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from app.datasets.crisis_schema import CRISIS_SCHEMA
+from app.datasets.built_in_schema import BUILT_IN_SCHEMA
 from app.fhir.codes import BAND_SYSTEM, FEATURE_SYSTEM, RISK_PROBABILITY
 from app.fhir.service import likelihood, rounded
 from tests.api.scoring_helpers import problem, train_models
@@ -58,8 +58,8 @@ def test_risk_assessment_resource(any_client: TestClient, run_worker: Any) -> No
     assert other["identifier"] != ra["identifier"]
 
     # The built-in schema's outcome keeps its own words, its coding and its 30-day window.
-    assert CRISIS_SCHEMA.outcome.code is not None
-    crisis = {"coding": [CRISIS_SCHEMA.outcome.code.model_dump()],
+    assert BUILT_IN_SCHEMA.outcome.code is not None
+    crisis = {"coding": [BUILT_IN_SCHEMA.outcome.code.model_dump()],
               "text": "Crisis within 30 days"}
     assert ra["code"] == crisis
     (prediction,) = ra["prediction"]

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import torch
 
-from app.datasets.crisis_schema import CRISIS_SCHEMA
+from app.datasets.built_in_schema import BUILT_IN_SCHEMA
 from app.datasets.encoding import encoder_for
 from app.datasets.models import Dataset
 from app.jobs import results, size_floor
@@ -32,7 +32,7 @@ from worker import calibration, evaluation
 from worker.held_out_floors import held_out_warnings
 
 DELTA = 1e-5
-CRISIS_INPUTS = encoder_for(CRISIS_SCHEMA).n_inputs
+CRISIS_INPUTS = encoder_for(BUILT_IN_SCHEMA).n_inputs
 EPSILONS = (0.05, 0.1, 0.3, 0.5, 1.0, 2.0, 3.0, 8.0, 30.0, 100.0)
 
 

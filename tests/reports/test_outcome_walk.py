@@ -23,7 +23,7 @@ from fastapi.testclient import TestClient
 
 from app.core.settings import settings
 from app.dashboard.router import ASSETS
-from app.datasets.crisis_schema import CRISIS_SCHEMA
+from app.datasets.built_in_schema import BUILT_IN_SCHEMA
 from tests.declared_upload import train_declared
 
 PRODUCT = re.compile(r"dpcrisis", re.IGNORECASE)
@@ -163,7 +163,7 @@ def _without_builtin_examples(node: Any) -> Any:
     """The OpenAPI document less the request examples that are a patient of the built-in
     schema (their descriptions say so): feature names such as prior_crisis are that schema's
     own columns, not words about this model."""
-    builtin = set(CRISIS_SCHEMA.feature_names)
+    builtin = set(BUILT_IN_SCHEMA.feature_names)
     if isinstance(node, list):
         return [_without_builtin_examples(item) for item in node]
     if not isinstance(node, dict):
