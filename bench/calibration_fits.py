@@ -67,8 +67,8 @@ def v3_fit(slope_sd: float = cal.PRIOR_SLOPE_SD, intercept_sd: float = cal.PRIOR
         return cal.fit_platt(
             counts, positives, noise_std=std,
             edges=cal.COARSE_EDGES if coarse else (cal.EDGES if edges is None else edges),
-            slope_sd=slope_sd, intercept_sd=intercept_sd,
-            slope_mean=full_batch_slope if full_batch else cal.PRIOR_SLOPE)
+            prior=cal.Prior(full_batch_slope if full_batch else cal.PRIOR_SLOPE, slope_sd,
+                            intercept_sd))
     return fit
 
 

@@ -232,7 +232,7 @@ V2_EDGES = np.sort(np.concatenate([[-12.0, -10.0, -8.0], _RARE_LOGITS, [0.0], -_
 
 
 def _clamped_fit(counts: np.ndarray, positives: np.ndarray, *, noise_std: float,
-                 edges: np.ndarray, slope_mean: float, **_: float) -> tuple[float, float]:
+                 edges: np.ndarray, prior: calibration.Prior) -> tuple[float, float]:
     """``--fit clamped``: the fit before the deconvolved one (v2's: bins under the noise floor
     left out, positives clamped, the slope's prior N(1, 0.1), the coarse release's N(1, 0.3))."""
     return platt_fit.fit_clamped(
