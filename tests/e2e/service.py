@@ -17,10 +17,23 @@ ADMIN_KEY = "dpk_e2e-admin-key-for-tests-only-0123456789"
 """Created by the served process from ``DPCRISIS_ADMIN_KEY`` (the automated set-up path)."""
 
 
+_handed_out: set[int] = set()
+"""Ports this test process has named for a server: never named twice."""
+
+
 def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A loopback port no earlier call in this test process returned. The kernel may hand a
+    probed port out again once the probe closes, and servers started together (the federation's
+    clinics) bind only after a slow start: two of them named one port left the first answering
+    /readyz for both while the second was still importing, and the test spoke to the wrong
+    clinic (a CI run's ``key-name-taken`` 409)."""
+    while True:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port: int = s.getsockname()[1]
+        if port not in _handed_out:
+            _handed_out.add(port)
+            return port
 
 
 def service_env(tmp_path: Path) -> dict[str, str]:
