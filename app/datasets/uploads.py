@@ -46,6 +46,7 @@ class ReceivedUpload:
     claimed: ClaimedUpload
     upload: PendingUpload
     secret: str
+    parts: dict[identity.Part, int]  # rows per part, counted as the ids were keyed
 
 
 def receive(*, claimed: ClaimedUpload, path: Source, media_type: MediaType) -> ReceivedUpload:
@@ -57,14 +58,15 @@ def receive(*, claimed: ClaimedUpload, path: Source, media_type: MediaType) -> R
         InvalidRequest: the budget's delta is above 1/(10 n) for this many rows (422).
     """
     secret, patient_secret = identity.new_secret(), claimed.patient_secret
+    tally = identity.PartTally(secret, claimed.coin_scheme)
     upload = ingest_and_store(  # the keyed words find duplicate ids, then give the parts
         path, media_type=media_type, schema=claimed.schema, data_dir=settings.data_dir,
-        id_digest=lambda ids: record_coins.keyed_words(ids, secret, scheme=claimed.coin_scheme),
+        id_digest=tally,
         patient_digest=None if patient_secret is None else lambda ids: record_coins.keyed_words(
             ids, patient_secret, scheme=record_coins.CURRENT_SCHEME))
     if claimed.budget_delta is not None:
         check_delta(claimed.budget_delta, upload.n_rows, field="privacy_budget.delta")
-    return ReceivedUpload(claimed, upload, secret)
+    return ReceivedUpload(claimed, upload, secret, tally.counts_of(upload.id_words))
 
 
 def accept(*, session: Session, received: ReceivedUpload) -> Dataset:
@@ -89,7 +91,7 @@ def accept(*, session: Session, received: ReceivedUpload) -> Dataset:
     dataset.rows_equal_dataset_id = check_new_source(
         session, upload_fingerprint(upload.fingerprint), patient_space_id=keyed)
     _keep_before_commit(session, upload)  # the file as sent, named by its bytes
-    counts = identity.part_counts(identity.parts_of_words(upload.id_words))
+    counts = received.parts
     dataset.n_rows = upload.n_rows
     dataset.n_train = counts[identity.Part.TRAIN]
     dataset.n_calibration = counts[identity.Part.CALIBRATION]

@@ -148,3 +148,18 @@ def test_the_record_secret_is_never_served(client: TestClient) -> None:
     assert "secret" not in str(created).lower()
     parts = created["training_rows"] + created["calibration_rows"] + created["evaluation_rows"]
     assert parts == created["rows"] == SOURCE["n_rows"]
+
+
+def test_a_tally_counts_the_parts_of_the_words_it_took_and_only_those() -> None:
+    """Batch by batch it counts what the whole table's words give; a second pass over the
+    same ids (a CSV read again as bytes) is counted afresh from the words, not added on."""
+    secret = identity.new_secret()
+    ids = pa.array([f"mrn-{i}" for i in range(7000)])
+    tally = identity.PartTally(secret, identity.CURRENT_SCHEME)
+    words = np.concatenate([tally(ids.slice(start, 1000)) for start in range(0, 7000, 1000)])
+    expected = identity.part_counts(identity.parts_of(ids, secret, scheme=tally.scheme))
+    assert np.array_equal(words, record_coins.keyed_words(ids, secret, scheme=tally.scheme))
+    assert tally.counts_of(words) == expected
+    assert sum(expected.values()) == 7000 and min(expected.values()) > 500
+    tally(ids.slice(0, 2500))  # the first pass's batches, before the second read them all
+    assert tally.counts_of(words) == expected
