@@ -37,7 +37,7 @@ from app.registry.federated import federation_clause
 from app.registry.models import ModelActivation, TrainedModel
 from app.registry.schemas import ModelOut, PrivacyStatementOut
 
-_REGISTRY_LOCK_KEY = 0x6470637269736973  # "dpcrisis": one PostgreSQL advisory lock
+_REGISTRY_LOCK_KEY = 0x6470637269736973  # the product name in ASCII: one PostgreSQL advisory lock
 scoring_models: RecentMemory[Any] = RecentMemory()
 """What scoring remembers of the models it resolved (``app.scoring.model_cache``); every writer
 below that changes which model scores, or how it bands, forgets it when its session commits."""
@@ -134,7 +134,7 @@ def resolve(*, session: Session, model_id: int | None) -> TrainedModel:
 
 
 def schema_of(model: TrainedModel) -> DatasetSchema:
-    """The declared schema the model was trained on (before schemas: the crisis schema)."""
+    """The declared schema the model was trained on (before schemas: the built-in schema)."""
     if model.schema_json is None:
         return BUILT_IN_SCHEMA
     return DatasetSchema.model_validate(model.schema_json)
@@ -145,7 +145,7 @@ def schema_hash_of(model: TrainedModel) -> str:
 
 
 def built_in_schema_in_use(*, session: Session) -> bool:
-    """Whether any stored model was trained on the built-in crisis schema (a model from before
+    """Whether any stored model was trained on the built-in schema (a model from before
     schemas has no hash and is one): only then does the service describe that outcome."""
     hashes = (schema_hash(BUILT_IN_SCHEMA), LEGACY_BUILT_IN_HASH)
     found = session.scalar(select(TrainedModel.id).where(

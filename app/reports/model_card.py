@@ -2,8 +2,8 @@
 worded by the outcome, features and subgroups of the schema the model was trained on.
 
 Kept apart from ``app.reports.privacy_report`` (which places the card in the job's report) so
-that what a person reads about the model is in one place; the crisis wording appears only when
-the model's own schema declares that outcome (the built-in generator).
+that what a person reads about the model is in one place; every text that names the outcome
+reads it from the model's own schema (``outcome_words``), the generator's included.
 """
 
 from typing import Any
@@ -27,12 +27,12 @@ METRICS_NOTE = (
     "only for a non-private job on a public dataset (marked exact)"
 )
 
-def _training_data(dataset: Dataset) -> TrainingData:
+def _training_data(dataset: Dataset, schema: DatasetSchema) -> TrainingData:
     if dataset.source_kind == "synthetic":
         source = (
-            "synthetic: the seed article's logistic crisis generator (its seed, which "
-            "regenerates every row, is shown to admins and data stewards only); no real "
-            "patient is in it"
+            f"synthetic: the seed article's logistic generator of {_outcome(schema)} (its "
+            "seed, which regenerates every row, is shown to admins and data stewards only); "
+            "no real patient is in it"
         )
     elif dataset.union_of is not None:
         members = ", ".join(str(d) for d in dataset.union_of)
@@ -147,7 +147,7 @@ def build(job: Job, dataset: Dataset, schema: DatasetSchema) -> ModelCard:
                 "populations unlike the training data",
             ],
         ),
-        training_data=_training_data(dataset),
+        training_data=_training_data(dataset, schema),
         metrics=HeldOutMetrics(values=served_results(job.metrics), note=METRICS_NOTE),
         caveats=caveats,
         erasure=ledger_words.model_erasure(dataset.data_erased_at),

@@ -15,6 +15,7 @@ from app.bands import Band
 from app.core.ids import MAX_ID
 from app.core.schemas import ALLOWED_RANGES, RequestModel, register_ranges
 from app.core.validation import stop_early
+from app.datasets.built_in_schema import SELF_HARM_FEATURE
 
 MAX_BATCH = 10_000
 """Patients per batch call: 10,000 score in well under a second on 2 CPU cores."""
@@ -26,7 +27,7 @@ PatientFeatures = Annotated[
         "their allowed values; the active model's when no model_id is named). The example is a "
         "patient of the built-in synthetic generator's schema; another model's differ"
     ), examples=[{"age": 34, "phq9": 22, "gaf": 45, "num_sessions": 12, "substance_use": 1,
-                  "prior_crisis": 1}]),
+                  SELF_HARM_FEATURE: 1}]),
 ]
 
 
