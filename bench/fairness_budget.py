@@ -53,7 +53,7 @@ from app.datasets import identity, synthetic  # noqa: E402
 from app.datasets import parts as dataset_parts  # noqa: E402
 from app.datasets.encoding import encoder_for  # noqa: E402
 from app.datasets.models import Dataset  # noqa: E402
-from app.datasets.service import CRISIS_SCHEMA_JSON  # noqa: E402
+from app.datasets.service import BUILT_IN_SCHEMA_JSON  # noqa: E402
 from app.flows.job_run import LoadedData  # noqa: E402
 from app.jobs import service as job_service  # noqa: E402
 from app.jobs.schemas import JobCreate  # noqa: E402
@@ -99,7 +99,7 @@ def registration(n_rows: int, seed: int) -> Dataset:
                    n_train=counts[identity.Part.TRAIN],
                    n_calibration=counts[identity.Part.CALIBRATION], seed=DATA_SEED + seed,
                    record_secret=secret, coin_scheme=identity.CURRENT_SCHEME, public=False,
-                   budget_delta=None, schema_json=CRISIS_SCHEMA_JSON)
+                   budget_delta=None, schema_json=BUILT_IN_SCHEMA_JSON)
 
 
 def load(dataset: Dataset) -> LoadedData:

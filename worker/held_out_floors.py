@@ -13,7 +13,7 @@ from typing import Any
 
 from app.jobs import size_floor
 from app.privacy.accounting import Mechanism
-from worker.calibration import Calibration, release_floor_rows, size_floor_rows
+from worker.calibration import Calibration, release_floor_rows
 
 
 def _warning(part: str, rows: int, minimum: int, *, released: bool,
@@ -36,13 +36,12 @@ def held_out_warnings(*, calibration: Calibration, metrics: Mapping[str, Any],
         evaluation_rows: the evaluation part's rows (public by convention).
         epsilon: the job's PLD epsilon (``math.inf``: non-private), for the words only.
         history: the training's plan, whose kind sets the calibration's floor
-            (``worker.calibration.release_floor_rows``; none given: the size floor).
+            (``worker.calibration.release_floor_rows``; none given: no plan, the size floor).
     """
     warnings = []
     if calibration.method == size_floor.CALIBRATION_WITHHELD:
-        minimum = (size_floor_rows(calibration.noise_multiplier) if history is None
-                   else release_floor_rows(calibration.noise_multiplier, history))
-        warnings.append(_warning("calibration", calibration.rows, minimum,
+        warnings.append(_warning("calibration", calibration.rows,
+                                 release_floor_rows(calibration.noise_multiplier, history or []),
                                  released=False, epsilon=epsilon))
     release = metrics["release"]
     minimum = size_floor.evaluation_floor(noise_std=float(release["noise_std"]),

@@ -18,7 +18,7 @@ from app.ledger import service as ledger_service
 from app.ledger import space_chain, spaces
 from app.privacy.filter import filter_order
 
-CRISIS_SCHEMA_JSON = BUILT_IN_SCHEMA.model_dump(mode="json", by_alias=True)
+BUILT_IN_SCHEMA_JSON = BUILT_IN_SCHEMA.model_dump(mode="json", by_alias=True)
 
 
 class DatasetNotFound(NotFound):
@@ -113,7 +113,7 @@ def _synthetic(session: Session, request: DatasetCreate) -> Dataset:
         n_calibration=counts[identity.Part.CALIBRATION], seed=seed, record_secret=secret,
         coin_scheme=identity.CURRENT_SCHEME,
         source_fingerprint=fingerprint, content_fingerprint=generated,
-        schema_json=CRISIS_SCHEMA_JSON,
+        schema_json=BUILT_IN_SCHEMA_JSON,
         schema_hash=schema_hash(BUILT_IN_SCHEMA), state=READY, ledger_version=0,
     )
 
