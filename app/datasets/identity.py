@@ -25,7 +25,7 @@ import pyarrow as pa
 
 from app.datasets import record_coins
 
-RecordIds: TypeAlias = Iterable[int | str] | pa.Array | pa.ChunkedArray
+RecordIds: TypeAlias = Iterable[int | str] | pa.Array | pa.ChunkedArray | record_coins.IdBlocks
 CURRENT_SCHEME = record_coins.CURRENT_SCHEME
 
 

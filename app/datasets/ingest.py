@@ -52,8 +52,9 @@ from app.datasets.table_store import IngestedTable, StoredTable, fingerprint_of,
 SUFFIXES = {CSV: ".csv", PARQUET: ".parquet"}  # in the default dialect: see TableFormat.suffix
 MediaType = str | TableFormat
 """``text/csv; delimiter=";"`` as sent, or the format ``media_type_of`` read from it."""
-IdDigest = Callable[[pa.StringArray], np.ndarray]
-"""A 64-bit word per id, equal for equal ids (duplicates are then confirmed by text)."""
+IdDigest = Callable[[pa.StringArray | record_coins.IdBlocks], np.ndarray]
+"""A 64-bit word per id, equal for equal ids (duplicates are then confirmed by text); an
+upload's batch comes laid out once (``record_coins.IdBlocks``) for each of its digests."""
 IdColumn: TypeAlias = pa.StringArray | pa.ChunkedArray
 """An upload's ids: its batches' arrays as they came (``ingest_and_store``: never copied into
 one), or one array (``ingest_file``)."""
@@ -121,7 +122,8 @@ def ingest_file(path: Path, *, media_type: MediaType, schema: DatasetSchema) -> 
 def ingest_and_store(path: Source, *, media_type: MediaType, schema: DatasetSchema,
                      data_dir: Path,
                      id_digest: IdDigest = record_coins.id_digests,
-                     patient_digest: IdDigest | None = None) -> PendingUpload:
+                     patient_digest: IdDigest | None = None,
+                     on_patients: Callable[[np.ndarray], None] | None = None) -> PendingUpload:
     """Validate the table at ``path`` keeping only each row's hash and id: the rows are never
     all in memory at once. The caller commits it (kept in ``data_dir`` as sent, named by its
     bytes) or drops it (nothing was written).
@@ -131,6 +133,8 @@ def ingest_and_store(path: Source, *, media_type: MediaType, schema: DatasetSche
     parts need no second pass over the ids. ``patient_digest`` (the organisation's patient
     key, ``app.datasets.patient_index``) is taken the same way, batch by batch while the body
     arrives, and comes back as ``patient_words``: the accept then only merges.
+    ``on_patients`` is given those words, sorted, as soon as every rule held (the caller
+    starts their lookup while the fingerprint is still being taken).
 
     Raises:
         InvalidRequest: the schema breaks a rule, or the media type is not readable.
@@ -146,7 +150,8 @@ def ingest_and_store(path: Source, *, media_type: MediaType, schema: DatasetSche
         fmt = media_type_of(media_type)
         kept = _ingest(path, fmt, schema,
                        lambda: _Columns(schema, False, id_digest, on_read=hash_file,
-                                        patient_digest=patient_digest))
+                                        patient_digest=patient_digest,
+                                        on_patients=on_patients))
         return PendingUpload(n_rows=kept.n_rows, ids=kept.ids(), imputed=kept.imputed,
                              fingerprint=kept.fingerprint, id_words=kept.id_words(),
                              source=path, media_type=fmt.media_type, data_dir=data_dir,
@@ -177,9 +182,11 @@ class _Columns:
     def __init__(self, schema: DatasetSchema, keep_rows: bool,
                  id_digest: IdDigest = record_coins.id_digests,
                  on_read: Callable[[], None] = lambda: None,
-                 patient_digest: IdDigest | None = None) -> None:
+                 patient_digest: IdDigest | None = None,
+                 on_patients: Callable[[np.ndarray], None] | None = None) -> None:
         self.schema, self.keep_rows, self.n_rows, self.positives = schema, keep_rows, 0, 0
         self.id_digest, self.on_read, self.patient_digest = id_digest, on_read, patient_digest
+        self.on_patients = on_patients
         self.patient_chunks: list[np.ndarray] = []
         self.patient_array = np.zeros(0, np.uint64)  # patient_words(), once joined
         self.fingerprint = ""  # set once every row passed
@@ -209,10 +216,10 @@ class _Columns:
                                       batch.attributes))
         if not self.keep_rows:
             ids = batch.ids if batch.ids is not None else _row_numbers(first, self.n_rows)
-            texts = ids.cast(pa.string())
-            self.word_chunks.append(self.id_digest(texts))
+            laid = record_coins.IdBlocks.of(ids.cast(pa.string()))  # once for both digests
+            self.word_chunks.append(self.id_digest(laid))
             if self.patient_digest is not None:
-                self.patient_chunks.append(self.patient_digest(texts))
+                self.patient_chunks.append(self.patient_digest(laid))
             return
         self.features.append(batch.features)
         self.outcome.append(batch.outcome)
@@ -240,6 +247,13 @@ class _Columns:
             self.patient_array = np.concatenate(self.patient_chunks)
             self.patient_chunks.clear()
         return self.patient_array
+
+    def valid(self) -> None:
+        """Every rule held: the sorted patient words (``_table_errors`` sorted them) go to
+        ``on_patients``, if asked."""
+        words = self.patient_words()
+        if self.on_patients is not None and words is not None and len(words) == self.n_rows:
+            self.on_patients(words)
 
     def ids(self) -> IdColumn:
         """The id column (built once; the id chunks are then freed): one array with the rows
@@ -350,5 +364,6 @@ def _validate(schema: DatasetSchema, open_batches: Callable[..., Batches],
         _table_errors(schema, kept, log)
         if log:
             raise TableInvalid(log)
+        kept.valid()
         kept.fingerprint = fingerprint.result()
     return kept

@@ -30,13 +30,13 @@ from sqlalchemy.orm import Session
 from app.core.errors import InvalidRequest
 from app.datasets import index_files, record_coins
 from app.datasets.index_files import IndexCorrupted
-from app.datasets.index_segments import Segment
+from app.datasets.index_segments import Index, Segment
 from app.ledger import space_chain, spaces
 from app.ledger.spaces import BlockChange, PatientSpace
 
 EMPTY = np.zeros(0, np.uint64)
-__all__ = ["IndexCorrupted", "Keyed", "LookAhead", "Overlap", "add_dataset", "digests",
-           "look_ahead", "resolved"]
+__all__ = ["IndexCorrupted", "Keyed", "LookAhead", "Lookup", "Overlap", "add_dataset",
+           "digests", "look_ahead", "resolved"]
 
 
 @dataclass(frozen=True)
@@ -94,19 +94,49 @@ class Keyed:
         return None if secret is None or words is None else cls(secret, words)
 
 
+LOOKUPS = ThreadPoolExecutor(2, thread_name_prefix="patient-lookup")
+"""Where uploads' lookups run: a search releases the GIL, so a large upload's words are
+searched in two halves at once (``SPLIT_FROM``) beside the accept's SQL."""
+SPLIT_FROM = 1 << 16
+
+
+@dataclass(frozen=True)
+class Lookup:
+    """A search of sorted, distinct words in an index, running in consecutive parts."""
+
+    parts: "tuple[Future[tuple[np.ndarray, np.ndarray]], ...]"
+
+    def result(self) -> tuple[np.ndarray, np.ndarray]:
+        """As ``Index.blocks_of`` of all the words: the parts' answers joined in order."""
+        found = [part.result() for part in self.parts]
+        if len(found) == 1:
+            return found[0]
+        return (np.concatenate([known for known, _ in found]),
+                np.concatenate([blocks for _, blocks in found]))
+
+
+def _search(index: Index, words: np.ndarray, pool: Executor = LOOKUPS) -> Lookup:
+    """``index.blocks_of(words)`` started on ``pool``, a large search in two halves (each
+    still sorted and distinct)."""
+    parts = [words] if len(words) < SPLIT_FROM else np.array_split(words, 2)
+    return Lookup(tuple(pool.submit(index.blocks_of, part) for part in parts))
+
+
 @dataclass(frozen=True)
 class LookAhead:
     """An upload's patients looked up before the space lock is taken, in the index this
-    process last read or wrote for the space (``index_files.cached``), on a thread while the
-    accept's first steps run (``look_ahead``); ``add_dataset`` uses the answer only if the
-    space row, read under its lock, still names that index, and for those very words."""
+    process last read or wrote for the space (``index_files.cached``), on threads while the
+    upload's last checks and the accept's first steps run (``look_ahead``); ``add_dataset``
+    uses the answer only if the space row, read under its lock, still names that index, and
+    for those very words."""
 
     index_sha256: str
     words: np.ndarray
-    found: "Future[tuple[np.ndarray, np.ndarray]]"
+    found: Lookup
 
 
-def look_ahead(*, space_id: int, keyed: Keyed | None, pool: Executor) -> LookAhead | None:
+def look_ahead(*, space_id: int, keyed: Keyed | None,
+               pool: Executor = LOOKUPS) -> LookAhead | None:
     """Start the lookup of ``keyed``'s words (sorted, as the upload's duplicate check leaves
     them: ``add_dataset`` uses the answer only for the very array it found sorted) on
     ``pool``; None when there is nothing to start it with (no words, or no index of the space
@@ -115,7 +145,7 @@ def look_ahead(*, space_id: int, keyed: Keyed | None, pool: Executor) -> LookAhe
     if keyed is None or cached is None:
         return None
     sha256, index = cached
-    return LookAhead(sha256, keyed.words, pool.submit(index.blocks_of, keyed.words))
+    return LookAhead(sha256, keyed.words, _search(index, keyed.words, pool))
 
 
 def add_dataset(*, session: Session, space_id: int, dataset_id: int,
@@ -139,12 +169,11 @@ def add_dataset(*, session: Session, space_id: int, dataset_id: int,
              else record_coins.keyed_words(ids, space.secret, scheme=record_coins.CURRENT_SCHEME))
     new = _sorted_set(words)
     index = index_files.load(space)
-    # numpy searches and the files' writes and hashes run without the GIL: each on a thread
-    # of its own while this one runs the SQL that does not need it (under the same lock).
+    # numpy searches and the files' writes and hashes run without the GIL: on threads of
+    # their own while this one runs the SQL that does not need it (under the same lock).
     with ThreadPoolExecutor(1, thread_name_prefix="patient-index") as pool:
         looking = (ahead.found if ahead is not None and ahead.words is new
-                   and ahead.index_sha256 == space.index_sha256
-                   else pool.submit(index.blocks_of, new))
+                   and ahead.index_sha256 == space.index_sha256 else _search(index, new))
         live = spaces.live_block_lists(session=session, space_id=space.id)
         known, current = looking.result()
         joined = np.bincount(current) if len(current) else np.zeros(0, np.int64)

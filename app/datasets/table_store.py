@@ -96,7 +96,7 @@ def fingerprint_of(hashes: np.ndarray) -> str:
     """SHA-256 of the sorted row hashes: the multiset of rows, not their order."""
     digest = hashlib.sha256(_FINGERPRINT_VERSION)
     digest.update(len(hashes).to_bytes(8, "little"))
-    digest.update(np.sort(hashes).astype("<u8").tobytes())
+    digest.update(np.sort(hashes).astype("<u8", copy=False).data)  # hashed where sorted
     return digest.hexdigest()
 
 

@@ -18,12 +18,13 @@ budget.
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
+import numpy as np
 from sqlalchemy import event, select
 from sqlalchemy.orm import Session
 
 from app.core.settings import settings
 from app.core.time import utcnow
-from app.datasets import claims, identity, record_coins
+from app.datasets import claims, identity, patient_index, record_coins
 from app.datasets.claims import ClaimedUpload
 from app.datasets.ingest import MediaType, PendingUpload, ingest_and_store
 from app.datasets.models import ERASED, READY, Dataset
@@ -47,6 +48,7 @@ class ReceivedUpload:
     upload: PendingUpload
     secret: str
     parts: dict[identity.Part, int]  # rows per part, counted as the ids were keyed
+    ahead: patient_index.LookAhead | None = None  # the patients' lookup, begun once valid
 
 
 def receive(*, claimed: ClaimedUpload, path: Source, media_type: MediaType) -> ReceivedUpload:
@@ -59,14 +61,23 @@ def receive(*, claimed: ClaimedUpload, path: Source, media_type: MediaType) -> R
     """
     secret, patient_secret = identity.new_secret(), claimed.patient_secret
     tally = identity.PartTally(secret, claimed.coin_scheme)
+    ahead: list[patient_index.LookAhead] = []
+
+    def look_ahead(words: np.ndarray) -> None:  # begun while the fingerprint is taken
+        if patient_secret is not None and claimed.patient_space_id is not None:
+            ahead.extend(filter(None, [patient_index.look_ahead(
+                space_id=claimed.patient_space_id,
+                keyed=patient_index.Keyed(patient_secret, words))]))
+
     upload = ingest_and_store(  # the keyed words find duplicate ids, then give the parts
         path, media_type=media_type, schema=claimed.schema, data_dir=settings.data_dir,
         id_digest=tally,
         patient_digest=None if patient_secret is None else lambda ids: record_coins.keyed_words(
-            ids, patient_secret, scheme=record_coins.CURRENT_SCHEME))
+            ids, patient_secret, scheme=record_coins.CURRENT_SCHEME), on_patients=look_ahead)
     if claimed.budget_delta is not None:
         check_delta(claimed.budget_delta, upload.n_rows, field="privacy_budget.delta")
-    return ReceivedUpload(claimed, upload, secret, tally.counts_of(upload.id_words))
+    return ReceivedUpload(claimed, upload, secret, tally.counts_of(upload.id_words),
+                          ahead[0] if ahead else None)
 
 
 def accept(*, session: Session, received: ReceivedUpload) -> Dataset:

@@ -5,7 +5,6 @@ The route calls these; a database connection is taken only for the claim and for
 never while the body arrives, so slow clients cannot exhaust the pool that scoring needs.
 """
 
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from sqlalchemy.orm import Session
@@ -58,10 +57,7 @@ def accept(*, received: ReceivedUpload, principal: Principal) -> Dataset:
                             inputs=encoder_for(received.claimed.schema).n_inputs)
     claimed = received.claimed
     keyed = patient_index.Keyed.of(claimed.patient_secret, received.upload.patient_words)
-    with (ThreadPoolExecutor(1, thread_name_prefix="look-ahead") as pool,
-          get_database().session_scope() as session):
-        ahead = (None if claimed.patient_space_id is None else patient_index.look_ahead(
-            space_id=claimed.patient_space_id, keyed=keyed, pool=pool))
+    with get_database().session_scope() as session:
         dataset = uploads.accept(session=session, received=received)
         detail: dict[str, Any] = {"rows": dataset.n_rows, "imputed": dataset.imputed,
                                   "table_sha256": dataset.table_sha256}
@@ -76,7 +72,7 @@ def accept(*, received: ReceivedUpload, principal: Principal) -> Dataset:
             keyed_into = dataset.patient_space_id
             overlap = patient_index.add_dataset(
                 session=session, space_id=keyed_into, dataset_id=dataset.id,
-                ids=received.upload.ids, keyed=keyed, ahead=ahead)
+                ids=received.upload.ids, keyed=keyed, ahead=received.ahead)
             dataset.patient_overlap = overlap.as_json()
             # Always present (null or an id), so that even which member is withheld from
             # others says nothing of a re-upload.

@@ -331,3 +331,25 @@ def test_a_lookup_begun_before_the_lock_counts_only_for_the_index_it_was_made_in
     else:
         assert searches == [20, 10, 20]  # the other upload's, then this one's again
         assert _live(db, space_id) == {(1,): 20, (1, 3): 5, (1, 2, 3): 5, (2, 3): 5, (3,): 5}
+
+
+def test_a_large_lookup_runs_in_halves_and_answers_as_one_search(
+        db: Database, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``_search`` splits a large upload's sorted words in two (each still sorted and
+    distinct): joined, the halves' answers are the one search's, whichever half the known
+    patients fall in."""
+    space_id = _space(db)
+    _add(db, space_id, 1, range(0, 300))
+    _add(db, space_id, 2, range(200, 400))
+    with db.session_scope() as session:
+        space = session.get(PatientSpace, space_id)
+        assert space is not None and space.secret is not None
+        index = index_files.load(space)
+        words = np.sort(patient_index.digests(_ids(range(100, 700)), space.secret))
+    monkeypatch.setattr(patient_index, "SPLIT_FROM", 8)
+    lookup = patient_index._search(index, words)
+    assert len(lookup.parts) == 2
+    known, blocks = lookup.result()
+    whole_known, whole_blocks = index.blocks_of(words)
+    assert np.array_equal(known, whole_known) and np.array_equal(blocks, whole_blocks)
+    assert int(known.sum()) == 300 and len(set(blocks.tolist())) == 3  # 1 | 1,2 | 2

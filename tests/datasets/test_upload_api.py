@@ -2,6 +2,7 @@
 
 import hashlib
 import io
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -14,7 +15,7 @@ from fastapi.testclient import TestClient
 
 from app.core.database import get_database
 from app.core.settings import settings
-from app.datasets import record_coins
+from app.datasets import index_segments, record_coins
 from app.datasets.models import Dataset
 from app.datasets.parts import load_parts
 from app.datasets.schemas import same_rows_warning
@@ -345,3 +346,29 @@ def test_the_kept_table_is_the_clinics_file_and_an_edited_one_is_refused(
         with pytest.raises(StoredTableMismatch, match="no longer reads"):
             load_table(dataset)
         session.rollback()
+
+
+def test_an_uploads_patient_lookup_begins_once_its_rows_are_valid_and_is_not_made_again(
+    client: TestClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The lookup of a re-upload's patients starts as soon as its rules held, before the
+    accept (``uploads.receive``, on the lookup threads), in the index this process last saw:
+    the accept's ``add_dataset`` uses it under the space lock instead of searching again."""
+    rows = _rows(1200, seed=4)
+    first = _register(client)
+    assert _put(client, first["id"], _csv(rows[:800])).status_code == 200
+    searches: list[tuple[int, str]] = []
+    search = index_segments.Index.blocks_of
+
+    def counted(index: index_segments.Index, words: np.ndarray) -> Any:
+        searches.append((len(words), threading.current_thread().name))
+        return search(index, words)
+
+    monkeypatch.setattr(index_segments.Index, "blocks_of", counted)
+    second = _register(client, name="follow-up")
+    answer = _put(client, second["id"], _csv(rows[400:]))
+    assert answer.status_code == 200, answer.text
+    assert answer.json()["patients"] == {"patients": 800, "already_known": 400, "new": 400,
+                                         "shared_with": {str(first["id"]): 400}}
+    assert [count for count, _ in searches] == [800]
+    assert searches[0][1].startswith("patient-lookup")
