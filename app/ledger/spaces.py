@@ -292,11 +292,29 @@ def apply_upload(*, session: Session, space: PatientSpace, dataset_id: int,
 
 
 def _close(session: Session, block_ids: list[int], now: datetime) -> None:
-    """Close blocks, a few thousand per UPDATE (within SQLite's bound on parameters)."""
+    """Close blocks, a few thousand per UPDATE (within SQLite's bound on parameters); on
+    SQLite through the driver (``_sqlite_stamp``): SQLAlchemy's expansion of thousands of
+    bound ids took most of the statement's time (31 ms of 36 for an upload's 6,310)."""
+    sqlite = session.get_bind().dialect.name == "sqlite"
     for start in range(0, len(block_ids), 5000):
-        session.execute(update(PatientBlock)
-                        .where(PatientBlock.id.in_(block_ids[start:start + 5000]))
-                        .values(closed_at=now))
+        chunk = block_ids[start:start + 5000]
+        if sqlite:
+            session.connection().exec_driver_sql(
+                f"UPDATE {PatientBlock.__tablename__} SET closed_at = ? "
+                f"WHERE id IN ({', '.join('?' * len(chunk))})",
+                (_sqlite_stamp(session, now), *chunk))
+        else:
+            session.execute(update(PatientBlock).where(PatientBlock.id.in_(chunk))
+                            .values(closed_at=now))
+
+
+def _sqlite_stamp(session: Session, now: datetime) -> Any:
+    """``now`` as SQLAlchemy binds it to the blocks' timestamp columns on SQLite."""
+    dialect = session.get_bind().dialect
+    table = PatientBlock.__table__
+    assert isinstance(table, Table)
+    stamp = table.c.created_at.type.dialect_impl(dialect).bind_processor(dialect)
+    return stamp(now) if stamp is not None else now
 
 
 def _insert_blocks(session: Session, space_id: int, opened: list[tuple[list[int], int]],
@@ -319,13 +337,17 @@ def _insert_blocks(session: Session, space_id: int, opened: list[tuple[list[int]
                            .where(PatientBlock.space_id == space_id)) or 0
     if session.get_bind().dialect.name == "sqlite":
         _insert_sqlite(session, table, space_id, opened, now)
+        found = session.connection().exec_driver_sql(  # the rows as the driver gives them
+            f"SELECT id, size FROM {table.name} WHERE space_id = ? AND id > ? ORDER BY id",
+            (space_id, floor)).tuples().all()
     else:
         session.execute(insert(table), [{"space_id": space_id, "datasets": datasets,
                                          "size": size, "created_at": now}
                                         for datasets, size in opened])
-    found = session.execute(select(PatientBlock.id, PatientBlock.size)
-                            .where(PatientBlock.space_id == space_id, PatientBlock.id > floor)
-                            .order_by(PatientBlock.id)).all()
+        found = session.execute(select(PatientBlock.id, PatientBlock.size)
+                                .where(PatientBlock.space_id == space_id,
+                                       PatientBlock.id > floor)
+                                .order_by(PatientBlock.id)).tuples().all()
     if [size for _, size in found] != [size for _, size in opened]:
         raise RuntimeError(f"space {space_id}: the blocks read back are not those opened")
     return [block for block, _ in found]
@@ -336,9 +358,7 @@ def _insert_sqlite(session: Session, table: Table, space_id: int,
     """The INSERT of ``_insert_blocks`` on SQLite through the driver's executemany, with the
     values SQLAlchemy would bind (``json.dumps`` of a list of ints, the timestamp as its type
     stores it, once): its per-row binding took most of an upload's 12,620 block rows."""
-    dialect = session.get_bind().dialect
-    stamp = table.c.created_at.type.dialect_impl(dialect).bind_processor(dialect)
-    created_at = stamp(now) if stamp is not None else now
+    created_at = _sqlite_stamp(session, now)
     session.connection().exec_driver_sql(
         f"INSERT INTO {table.name} (space_id, datasets, size, created_at) VALUES (?, ?, ?, ?)",
         [(space_id, "[" + ", ".join(map(str, datasets)) + "]", size, created_at)
