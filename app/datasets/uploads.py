@@ -64,10 +64,11 @@ def receive(*, claimed: ClaimedUpload, path: Source, media_type: MediaType) -> R
     ahead: list[patient_index.LookAhead] = []
 
     def look_ahead(words: np.ndarray) -> None:  # begun while the fingerprint is taken
-        if patient_secret is not None and claimed.patient_space_id is not None:
-            ahead.extend(filter(None, [patient_index.look_ahead(
-                space_id=claimed.patient_space_id,
-                keyed=patient_index.Keyed(patient_secret, words))]))
+        if patient_secret is None or claimed.patient_space_id is None:
+            return
+        found = patient_index.look_ahead(space_id=claimed.patient_space_id,
+                                         keyed=patient_index.Keyed(patient_secret, words))
+        ahead.extend([] if found is None else [found])
 
     upload = ingest_and_store(  # the keyed words find duplicate ids, then give the parts
         path, media_type=media_type, schema=claimed.schema, data_dir=settings.data_dir,
