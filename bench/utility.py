@@ -32,7 +32,7 @@ from sklearn.metrics import roc_auc_score
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from app.datasets import synthetic  # noqa: E402
-from app.datasets.encoding import CRISIS_ENCODER  # noqa: E402
+from app.datasets.encoding import BUILT_IN_ENCODER  # noqa: E402
 from app.jobs import recipe as rules  # noqa: E402
 from app.jobs.recipe import default_clip, default_learning_rate  # noqa: E402
 from app.jobs.schemas import FULL_BATCH_EPOCHS, TrainingConfig  # noqa: E402
@@ -99,7 +99,7 @@ def capped(recipe: Recipe, n_train: int, n_calibration: int, epsilon: float | No
     calibration part carries the fine release at epsilon 1)."""
     if not recipe.capped_rule or not rules.capped_regime_applies(
             target_epsilon=epsilon, delta=DELTA, n_calibration=n_calibration,
-            inputs=CRISIS_ENCODER.n_inputs):
+            inputs=BUILT_IN_ENCODER.n_inputs):
         return recipe
     return dataclasses.replace(
         recipe, batch_size=rules.capped_batch_size(n_train), epochs=rules.CAPPED_EPOCHS,
@@ -122,7 +122,7 @@ def spec_for(recipe: Recipe, n_train: int, epsilon: float | None, seed: int) -> 
     )
     clip = recipe.max_grad_norm or default_clip(
         noise_multiplier=sigma, sample_rate=sample_rate, steps=steps, n_train=n_train,
-        inputs=CRISIS_ENCODER.n_inputs)
+        inputs=BUILT_IN_ENCODER.n_inputs)
     return TrainingSpec(
         kind="logistic", hidden_units=16, epochs=epochs, batch_size=batch,
         learning_rate=recipe.learning_rate, momentum=recipe.momentum,

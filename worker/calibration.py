@@ -35,7 +35,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from app.datasets.encoding import CRISIS_ENCODER, Encoder
+from app.datasets.encoding import BUILT_IN_ENCODER, Encoder
 from app.jobs import size_floor
 from app.privacy.accounting import Mechanism
 from app.privacy.parallel import dominated_gaussian_noise
@@ -263,7 +263,7 @@ def calibrate_model(
     delta: float,
     training_epsilon: float,
     rng: np.random.Generator | None = None,
-    encoder: Encoder = CRISIS_ENCODER,
+    encoder: Encoder = BUILT_IN_ENCODER,
     noise_multiplier: float | None = None,
     coarse: bool = False,
 ) -> Calibration:
@@ -330,7 +330,7 @@ def calibrate_if_meaningful(
     delta: float,
     training_epsilon: float,
     noise_multiplier: float,
-    encoder: Encoder = CRISIS_ENCODER,
+    encoder: Encoder = BUILT_IN_ENCODER,
     rng: np.random.Generator | None = None,
 ) -> Calibration:
     """``calibrate_model`` when the calibration part meets its floor at this noise

@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from app.datasets.encoding import CRISIS_ENCODER, Encoder
+from app.datasets.encoding import BUILT_IN_ENCODER, Encoder
 from app.registry.network import build_network
 from worker import distributed
 from worker.training import EpochCallback, TrainingResult, TrainingSpec
@@ -53,7 +53,7 @@ def train_distributed(
     device: torch.device,
     on_epoch: EpochCallback | None = None,
     sync_every: int = 1,
-    encoder: Encoder = CRISIS_ENCODER,
+    encoder: Encoder = BUILT_IN_ENCODER,
 ) -> TrainingResult:
     """Train ``spec`` in ``spec.world_size`` processes; the same result as ``training.train``.
 

@@ -21,7 +21,7 @@ from opacus import PrivacyEngine
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
-from app.datasets.encoding import CRISIS_ENCODER, Encoder
+from app.datasets.encoding import BUILT_IN_ENCODER, Encoder
 from app.privacy import accounting
 from app.registry.network import build_network, predict_logits
 from worker import optimizer as optimizers
@@ -89,7 +89,7 @@ def train(
     *,
     device: torch.device,
     on_epoch: EpochCallback | None = None,
-    encoder: Encoder = CRISIS_ENCODER,
+    encoder: Encoder = BUILT_IN_ENCODER,
     fixed_width: bool | None = None,
 ) -> TrainingResult:
     """Train ``spec.kind`` on raw rows (encoded here with the schema's public scaling) and
@@ -292,7 +292,7 @@ def epsilon_of(history: list[tuple[float, float, int]], delta: float) -> tuple[f
 
 
 def predict_log_odds(
-    network: nn.Module, x_raw: np.ndarray, encoder: Encoder = CRISIS_ENCODER
+    network: nn.Module, x_raw: np.ndarray, encoder: Encoder = BUILT_IN_ENCODER
 ) -> np.ndarray:
     """The model's log-odds for raw feature rows (the schema's encoding, as in scoring)."""
     x = torch.as_tensor(encoder.encode(x_raw), dtype=torch.float32)
@@ -300,6 +300,6 @@ def predict_log_odds(
 
 
 def predict_proba(
-    network: nn.Module, x_raw: np.ndarray, encoder: Encoder = CRISIS_ENCODER
+    network: nn.Module, x_raw: np.ndarray, encoder: Encoder = BUILT_IN_ENCODER
 ) -> np.ndarray:
     return 1.0 / (1.0 + np.exp(-predict_log_odds(network, x_raw, encoder)))

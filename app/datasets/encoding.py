@@ -11,7 +11,7 @@ Raw rows hold one number per feature, in declaration order: the value, or for a 
 feature the category's index. Each feature is one Shapley *player*: its inputs enter or leave a
 coalition together, so a categorical feature gets one contribution, not one per category.
 
-For the built-in crisis schema this is exactly the scaling that models trained before schemas
+For the built-in schema this is exactly the scaling that models trained before schemas
 used ("public-model-ranges-v2"), so those artifacts keep scoring the same.
 """
 
@@ -27,7 +27,7 @@ SCALING = "schema-v3"
 """Recorded in every artifact: the encoding above, keyed by the schema's hash."""
 
 LEGACY_SCALING = "public-model-ranges-v2"
-"""Artifacts from before declared schemas: the crisis schema's encoding, unchanged."""
+"""Artifacts from before declared schemas: the built-in schema's encoding, unchanged."""
 
 
 @dataclass(frozen=True)
@@ -97,8 +97,8 @@ _BUILT: dict[str, Encoder] = {}
 def encoder_for(schema: DatasetSchema) -> Encoder:
     """The schema's encoder, one per declaration (by its hash), shared by every caller."""
     digest = schema_hash(schema)
-    if digest == LEGACY_BUILT_IN_HASH:  # stored before the crisis outcome declared its wording
-        return CRISIS_ENCODER
+    if digest == LEGACY_BUILT_IN_HASH:  # stored before the built-in outcome declared its wording
+        return BUILT_IN_ENCODER
     encoder = _BUILT.get(digest)
     if encoder is None:  # its own copy: the caller's schema object may be changed later
         encoder = _BUILT.setdefault(digest, Encoder(schema.model_copy(deep=True)))
@@ -111,7 +111,7 @@ def built_encoder(digest: str) -> Encoder:
     return _BUILT[digest]
 
 
-CRISIS_ENCODER = encoder_for(BUILT_IN_SCHEMA)
-GENERATOR_ENCODER = CRISIS_ENCODER
+BUILT_IN_ENCODER = encoder_for(BUILT_IN_SCHEMA)
+GENERATOR_ENCODER = BUILT_IN_ENCODER
 """The built-in generator's encoder, by the role outcome-neutral code gives it (what a service
 describes while no model is active)."""

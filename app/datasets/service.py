@@ -95,7 +95,7 @@ def _synthetic(session: Session, request: DatasetCreate) -> Dataset:
     assert isinstance(request.source, SyntheticSource)
     n_rows, seed, shift = request.source.n_rows, request.source.seed, request.source.shift
     if request.declared_schema is not None:
-        raise InvalidRequest("the synthetic generator has its own schema (the crisis schema); "
+        raise InvalidRequest("the synthetic generator has its own schema (the built-in schema); "
                              "send a schema only with an upload", field="schema")
     if request.privacy_budget is not None:
         check_delta(request.privacy_budget.delta, n_rows, field="privacy_budget.delta")

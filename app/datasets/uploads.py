@@ -68,7 +68,8 @@ def receive(*, claimed: ClaimedUpload, path: Source, media_type: MediaType) -> R
             return
         found = patient_index.look_ahead(space_id=claimed.patient_space_id,
                                          keyed=patient_index.Keyed(patient_secret, words))
-        ahead.extend([] if found is None else [found])
+        if found is not None:
+            ahead.append(found)
 
     upload = ingest_and_store(  # the keyed words find duplicate ids, then give the parts
         path, media_type=media_type, schema=claimed.schema, data_dir=settings.data_dir,

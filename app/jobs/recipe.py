@@ -1,6 +1,6 @@
 """The default recipe's rules that depend on the dataset: public quantities in, settings out.
 
-The defaults were first chosen on the crisis generator (6 features, 2% outcome). On tables of
+The defaults were first chosen on the built-in generator (6 features, 2% outcome). On tables of
 other shapes (bench/proxy_study.py: two real public tables and three built ones, 4 to 30
 features, 1% to 37% outcomes, 569 to 200,000 rows) three of them did not carry over, and are
 now rules on public quantities only: the row count, the declared schema, the privacy request
@@ -20,17 +20,17 @@ public): a coordinate whose gradient is within the noise steps like momentum SGD
 lr / (6 noise stds), instead of taking a full-size step of noise. Against 3 and 10 noise stds
 (lr 0.3, 1000 steps), AUC gaps on the 1% table: 0.0143 at epsilon 1 (3: 0.0164, 10: 0.0163;
 1: 0.0227, over the goal), 0.0021 at epsilon 3 (0.0015, 0.0030), 0.042 at epsilon 0.5 (0.031,
-0.068); the 15% table at 0.5: 0.0097 (0.0077, 0.0137). On the crisis generator's 5,600-row
+0.068); the 15% table at 0.5: 0.0097 (0.0077, 0.0137). On the built-in generator's 5,600-row
 tables at epsilon 1 (bench/utility.py's data, 150 runs of fresh noise each, AUC on 200,000
 fresh rows) the noise sets the spread: mean 0.8294 and 5% of runs below 0.82 (3: 0.8269 and
 13%; 10: 0.8301 and 3%; momentum SGD, 500 steps: 0.8258 and 17%). Beta2 0.99 against torch's
 0.999 (at 3 noise stds): 0.0015 against 0.0025 at epsilon 3 on the 1% table (a shorter memory
-lets the first steps' large gradients go). On fair, crisis and mixed Adam holds SGD's AUC gaps
-within 0.002 at epsilon 1 to 8 and at 0.5 within 0.006.
+lets the first steps' large gradients go). On fair, the built-in generator and mixed Adam
+holds SGD's AUC gaps within 0.002 at epsilon 1 to 8 and at 0.5 within 0.006.
 
 Learning rate (``default_learning_rate``). Adam's is in parameter units per step: 0.3 for the
 logistic model. At 5 noise stds against 0.2: 0.042 against 0.061 at epsilon 0.5 on the 1%
-table, 0.8294 against 0.8304 on the crisis generator at epsilon 1; at 3 noise stds against
+table, 0.8294 against 0.8304 on the built-in generator at epsilon 1; at 3 noise stds against
 0.15 and 0.5: 0.016 against 0.015 and 0.021 (over the goal) at epsilon 1 on the 1% table. The
 mlp's tanh layer does not take 0.3: 0.1 (the 2% proxy at epsilon 8, 2 seeds: AUC gap 0.008
 against 0.019; momentum SGD 0.008). SGD keeps its 0.5.
@@ -84,7 +84,7 @@ splits, AUC at epsilon 0.5 / 1; the real tables confirm it, docs/benchmarks.md):
 
 The chosen one is the only candidate within 0.01 of the peer on every table, by construction
 close to it (the same algorithm, plus the DP calibration); it gains 0.03 on the wide table but
-costs up to 0.014 against the full-batch default elsewhere, and on bench/utility.py's crisis
+costs up to 0.014 against the full-batch default elsewhere, and on bench/utility.py's built-in
 generator (8,000 rows, epsilon 1) 0.011 (0.8214 against 0.8321, minimum 0.8111 against
 0.8222). Its raw probabilities are what set it apart: on the 800-row proxy at epsilon 0.5 its
 log-loss is 0.392 against 0.655 (base rate 0.395). So it applies only where the calibration
@@ -106,7 +106,7 @@ inputs at any row count; 5 splits, AUC at epsilon 0.5 / 1 (peer beside), log-los
     crisis@20000 (6)       .840/.847 (3 splits)     .839/.842                .841/.843
 
 The threshold lies between the proxies that lose by the recipe (14 and 6 inputs, and the
-crisis generator's 6 in bench/utility.py: 0.011 at epsilon 1) and the one that gains (37);
+built-in generator's 6 in bench/utility.py: 0.011 at epsilon 1) and the one that gains (37);
 fair (a real table of the confirmation set, 18 inputs) was measured with the recipe before
 the threshold was fixed at 16, so it is evidence the rule does no harm there, not a blind
 confirmation. On 10 splits of the wide table the recipe and the peer (the same algorithm)
@@ -195,10 +195,10 @@ full-batch model's logits well enough: the capped regime's mini-batch recipe app
 release's bound, ``worker.calibration.COARSE_BELOW``) until 2026-11-27; bench/proxy_study.py,
 5 splits, AUC / log-loss (spread), full-batch then mini-batch, the peer's AUC beside:
 mixed@3000 at 0.5 .720 / .404 (.057) -> .718 / .392 (.028), peer .718; strong@2500 at 1
-.964 / .260 -> .962 / .249 (the goal .255), peer .963; the crisis generator at 3,000 rows
+.964 / .260 -> .962 / .249 (the goal .255), peer .963; the built-in generator at 3,000 rows
 .769 -> .803 at 0.5 and .799 -> .806 at 1 (peer .810, .809), at 5,000 rows at 0.5 .771
 (worst .660) -> .765 (.716), peer .766; mixed@3000 at 1 .737 / .384 -> .730 / .386, peer
-.729. Full-batch stays ahead above the bound: the crisis generator at 8,000 rows, .808 -> .803
+.729. Full-batch stays ahead above the bound: the built-in generator at 8,000 rows, .808 -> .803
 at 0.5 and 0.011 at 1 (bench/utility.py). No table of the confirmation set lies between the
 old bound and the new one (they have under 1,000 rows, or 16 inputs or more, or 20,000
 rows), so none confirms it."""

@@ -37,7 +37,7 @@ def artifact_config(*, kind: str, hidden_units: int, calibration: str,
 
 
 def schema_in(config: dict[str, Any], sha256: str) -> DatasetSchema:
-    """The schema an artifact was trained on; an artifact from before schemas is the crisis
+    """The schema an artifact was trained on; an artifact from before schemas is the built-in
     schema's (its scaling was exactly that encoding).
 
     Raises:

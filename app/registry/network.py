@@ -6,12 +6,12 @@ from torch import nn
 from app.families import create_family
 from app.families.base import DEFAULT_HIDDEN_UNITS
 
-CRISIS_INPUTS = 6
-"""Inputs of the built-in crisis schema's models (its six features, one input each)."""
+BUILT_IN_INPUTS = 6
+"""Inputs of the built-in schema's models (its six features, one input each)."""
 
 
 def build_network(kind: str, hidden_units: int = DEFAULT_HIDDEN_UNITS,
-                  n_inputs: int = CRISIS_INPUTS) -> nn.Module:
+                  n_inputs: int = BUILT_IN_INPUTS) -> nn.Module:
     """The network of the family named ``kind``, tagged with it (the families own the
     networks; this is the short spelling tests and benches use).
 

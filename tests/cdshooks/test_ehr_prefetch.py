@@ -11,7 +11,7 @@ from fastapi.testclient import TestClient
 
 from app.cdshooks.prefetch import features_from_prefetch, sources_of
 from app.core.settings import CdsClient, settings
-from app.datasets.encoding import CRISIS_ENCODER
+from app.datasets.encoding import BUILT_IN_ENCODER
 from app.fhir.codes import ICD10CM, LOINC, SNOMED
 from app.fhir.service import percent
 from tests.api.scoring_helpers import train_models
@@ -62,7 +62,7 @@ def ehr_prefetch() -> dict[str, Any]:
 
 
 def read(data: dict[str, Any]) -> Any:
-    return features_from_prefetch(data, sources=sources_of(CRISIS_ENCODER),
+    return features_from_prefetch(data, sources=sources_of(BUILT_IN_ENCODER),
                                   patient_id=PATIENT_ID, today=TODAY)
 
 

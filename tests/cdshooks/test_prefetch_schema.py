@@ -9,7 +9,7 @@ import pytest
 from app.cdshooks.prefetch import features_from_prefetch, sources_of
 from app.core.errors import InvalidRequest
 from app.datasets.dataset_schema import DatasetSchema
-from app.datasets.encoding import CRISIS_ENCODER, encoder_for
+from app.datasets.encoding import BUILT_IN_ENCODER, encoder_for
 from app.fhir.codes import FEATURE_SYSTEM, LOINC
 from tests.cdshooks.test_cds_hooks import bundle, observation
 from tests.fhir.clinic_model import CLINIC, SLEEP_CODE, schema
@@ -40,7 +40,7 @@ def test_where_each_feature_comes_from() -> None:
     assert [f.name for f in uncoded.unavailable] == ["sleep_hours"]
     assert [f.name for f in sources(sleep_coded=True).unavailable] == []
     # The crisis schema's uncoded features keep their published local codes.
-    crisis = sources_of(CRISIS_ENCODER)
+    crisis = sources_of(BUILT_IN_ENCODER)
     assert crisis.unavailable == ()
     assert {c.feature.name: c.system for c in crisis.observed}["gaf"] == FEATURE_SYSTEM
 

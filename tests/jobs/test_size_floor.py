@@ -32,7 +32,7 @@ from worker import calibration, evaluation
 from worker.held_out_floors import held_out_warnings
 
 DELTA = 1e-5
-CRISIS_INPUTS = encoder_for(BUILT_IN_SCHEMA).n_inputs
+BUILT_IN_INPUTS = encoder_for(BUILT_IN_SCHEMA).n_inputs
 EPSILONS = (0.05, 0.1, 0.3, 0.5, 1.0, 2.0, 3.0, 8.0, 30.0, 100.0)
 
 
@@ -68,7 +68,7 @@ def test_gaussian_noise_inverts_the_exact_gaussian_epsilon() -> None:
 
 
 def test_the_training_floor_falls_with_epsilon_and_delta_and_grows_with_inputs() -> None:
-    for inputs in (1, CRISIS_INPUTS, 30):
+    for inputs in (1, BUILT_IN_INPUTS, 30):
         floors = [size_floor.training_floor(epsilon=e, delta=DELTA, inputs=inputs)
                   for e in EPSILONS]
         assert floors == sorted(floors, reverse=True), floors
@@ -114,7 +114,7 @@ def _privacy_requests(public: bool) -> list[dict[str, Any]]:
 def test_tiny_tables_are_refused_at_every_epsilon_whatever_their_split(rows: int) -> None:
     """Every split of 2 or 30 rows into the three parts is below a floor at no noise, for any
     schema (one input is the least): a job needs 10 (inputs + 1) + 2 x 10 >= 40 rows."""
-    for inputs in (1, CRISIS_INPUTS):
+    for inputs in (1, BUILT_IN_INPUTS):
         assert size_floor.upload_floor(inputs) > rows
         for n_train, n_cal in itertools.product(range(rows + 1), repeat=2):
             if n_train + n_cal > rows:
@@ -143,12 +143,12 @@ def test_the_refusal_names_the_rows_the_minimum_and_the_smallest_epsilon() -> No
     with pytest.raises(DatasetTooSmall) as refused:
         _plan(dataset, {"target_epsilon": 0.05})
     error = refused.value
-    minimum = size_floor.training_floor(epsilon=0.05, delta=DELTA, inputs=CRISIS_INPUTS)
+    minimum = size_floor.training_floor(epsilon=0.05, delta=DELTA, inputs=BUILT_IN_INPUTS)
     assert error.field == "privacy.target_epsilon"
     assert error.extra["training_rows"] == 100 < error.extra["minimum_training_rows"] == minimum
     assert f"{minimum}" in error.detail and "100" in error.detail
     least = float(error.extra["allowed"].strip("[]").split(",")[0])
-    assert size_floor.training_floor(epsilon=least, delta=DELTA, inputs=CRISIS_INPUTS) <= 100
+    assert size_floor.training_floor(epsilon=least, delta=DELTA, inputs=BUILT_IN_INPUTS) <= 100
     _plan(dataset, {"target_epsilon": least}, {"epochs": 1})
 
 
@@ -162,7 +162,7 @@ def test_a_noise_multiplier_job_is_held_to_its_planned_epsilon() -> None:
 
 
 def test_a_table_at_the_floor_is_planned() -> None:
-    floor = size_floor.training_floor(epsilon=1.0, delta=DELTA, inputs=CRISIS_INPUTS)
+    floor = size_floor.training_floor(epsilon=1.0, delta=DELTA, inputs=BUILT_IN_INPUTS)
     held = size_floor.HELD_OUT_MIN_ROWS
     job = _plan(_dataset(floor, held, held), {"target_epsilon": 1.0}, {"epochs": 20})
     assert job.steps > 0

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from app.bands import band_of
-from app.datasets.encoding import CRISIS_ENCODER
+from app.datasets.encoding import BUILT_IN_ENCODER
 from app.features import LOWER, N_FEATURES, REFERENCE, UPPER, scale
 from app.registry.network import build_network
 from app.scoring.explain import coalition_inputs, exact_shapley, shapley_from_values
@@ -211,7 +211,7 @@ def test_explain_rows_log_odds_and_probability_add_up(logistic_network: torch.nn
         ],
         dtype=np.float64,
     )
-    e = explain_rows(logistic_network, CRISIS_ENCODER, raw)
+    e = explain_rows(logistic_network, BUILT_IN_ENCODER, raw)
     assert e.phi.shape == e.phi_p.shape == (4, N_FEATURES)
 
     full = log_odds(logistic_network, raw)
@@ -236,7 +236,7 @@ def test_explain_rows_logistic_contributions_are_weight_times_scaled_deviation(
     logistic_network: torch.nn.Module,
 ) -> None:
     raw = np.array([[34, 22, 35, 12, 1, 1], [60, 9, 55, 20, 0, 1]], dtype=np.float64)
-    e = explain_rows(logistic_network, CRISIS_ENCODER, raw)
+    e = explain_rows(logistic_network, BUILT_IN_ENCODER, raw)
     w = logistic_network[0].weight.detach().double().numpy()[0]
     expected = w * (scale(raw) - scale(REFERENCE[None, :]))
     np.testing.assert_allclose(e.phi, expected, atol=1e-5)

@@ -21,18 +21,18 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from app.datasets.encoding import CRISIS_ENCODER
+from app.datasets.encoding import BUILT_IN_ENCODER
 from app.features import FEATURES
 from app.scoring.patients import allowed_of, features_model
 from tests.api.seeded_app import seeded_client
 from tests.conftest import PATIENT, _sqlite_database
 
 NAMES = [f.name for f in FEATURES]
-CRISIS_FEATURES = features_model(CRISIS_ENCODER)
+CRISIS_FEATURES = features_model(BUILT_IN_ENCODER)
 
 
 def allowed_range(name: str) -> str:
-    return allowed_of(next(f for f in CRISIS_ENCODER.schema.features if f.name == name))
+    return allowed_of(next(f for f in BUILT_IN_ENCODER.schema.features if f.name == name))
 API = settings(max_examples=60, deadline=None, derandomize=True, database=None,
                suppress_health_check=[HealthCheck.function_scoped_fixture])
 SCHEMA = settings(max_examples=300, deadline=None, derandomize=True, database=None)

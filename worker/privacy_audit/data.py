@@ -11,7 +11,7 @@ import torch
 from torch import nn
 
 from app.datasets import synthetic
-from app.datasets.encoding import CRISIS_ENCODER
+from app.datasets.encoding import BUILT_IN_ENCODER
 from app.features import FEATURES
 from app.privacy.accounting import poisson_plan
 from app.registry.network import predict_logits
@@ -68,5 +68,6 @@ def fit(x: np.ndarray, y: np.ndarray, spec: TrainingSpec, device: torch.device) 
 def signed_logits(network: nn.Module, x: np.ndarray, y: np.ndarray) -> np.ndarray:
     """log(p_y / (1 - p_y)) for the true label y: the logit-scaled confidence LiRA models as
     Gaussian. Minus the loss is log(sigmoid(this)), a monotone function of it."""
-    logits = predict_logits(network, torch.as_tensor(CRISIS_ENCODER.encode(x), dtype=torch.float32))
+    logits = predict_logits(network, torch.as_tensor(BUILT_IN_ENCODER.encode(x),
+                                                     dtype=torch.float32))
     return logits.double().numpy() * (2.0 * y - 1.0)

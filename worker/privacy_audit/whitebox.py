@@ -21,7 +21,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from app.datasets.encoding import CRISIS_ENCODER
+from app.datasets.encoding import BUILT_IN_ENCODER
 from app.privacy_audit import bounds
 from app.registry.network import build_network
 from worker.dpsgd import (
@@ -92,11 +92,11 @@ def canary_scores(
 ) -> np.ndarray:
     """Run the job's training with gradient canaries; each canary's score in units of C / B."""
     torch.manual_seed(spec.seed)
-    network = build_network(spec.kind, spec.hidden_units, CRISIS_ENCODER.n_inputs).to(device)
+    network = build_network(spec.kind, spec.hidden_units, BUILT_IN_ENCODER.n_inputs).to(device)
     optimizer = make_optimizer(network, spec, n_train=len(x_train), fused=True)
     engine = CanaryDPSGD(
         network, optimizer,
-        torch.as_tensor(CRISIS_ENCODER.encode(x_train), dtype=torch.float32, device=device),
+        torch.as_tensor(BUILT_IN_ENCODER.encode(x_train), dtype=torch.float32, device=device),
         torch.as_tensor(y_train, dtype=torch.float32, device=device),
         included=torch.as_tensor(included, device=device),
         batch_size=spec.batch_size, noise_multiplier=spec.noise_multiplier,
