@@ -178,13 +178,19 @@ def add_dataset(*, session: Session, space_id: int, dataset_id: int,
         known, current = looking.result()
         joined = np.bincount(current) if len(current) else np.zeros(0, np.int64)
         old_ids = np.flatnonzero(joined)  # block ids are small positive integers: a count each
-        changes = [BlockChange(int(b), int(joined[b])) for b in old_ids]
+        changes = [BlockChange(b, n) for b, n in zip(old_ids.tolist(),
+                                                     joined[old_ids].tolist(), strict=True)]
         shared = _shared(live, changes)
         fresh = int(len(new) - len(current))
         placed = spaces.apply_upload(session=session, space=space, dataset_id=dataset_id,
                                      changes=changes, new_patients=fresh, live=live)
-        writing = pool.submit(index_files.written, space.id, space.index_sha256, index,
-                              index.with_segment(_segment(new, known, current, placed), fresh))
+        space_key, replaces = space.id, space.index_sha256
+
+        def written() -> index_files.Written:  # the segment's gathers too, off this thread
+            grown = index.with_segment(_segment(new, known, current, placed), fresh)
+            return index_files.written(space_key, replaces, index, grown)
+
+        writing = pool.submit(written)
         space_chain.append_upload(session=session, space=space, dataset_id=dataset_id,
                                   placed=placed)
         index_files.record(space, writing.result())
@@ -222,7 +228,7 @@ def _shared(live: spaces.LiveBlocks, changes: list[BlockChange]) -> dict[int, in
     blocks the upload splits)."""
     shared: dict[int, int] = {}
     for change in changes:
-        for dataset in live.get(change.block_id, ([], 0))[0]:
+        for dataset in live.get(change.block_id, ([], 0, None))[0]:
             shared[dataset] = shared.get(dataset, 0) + change.joined
     return dict(sorted(shared.items()))
 
@@ -240,7 +246,7 @@ def add_union(*, session: Session, space_id: int, dataset_id: int,
     space = spaces.lock_space(session=session, space_id=space_id)
     live = spaces.live_block_lists(session=session, space_id=space.id)
     wanted = set(members)
-    changes = [BlockChange(block, size) for block, (datasets, size) in sorted(live.items())
+    changes = [BlockChange(block, size) for block, (datasets, size, _) in sorted(live.items())
                if wanted.intersection(datasets)]
     index = index_files.load(space)
     placed = spaces.apply_upload(session=session, space=space, dataset_id=dataset_id,

@@ -214,8 +214,9 @@ class UploadBlocks:
     opened: list[tuple[int, list[int], int]]
 
 
-LiveBlocks = dict[int, tuple[list[int], int]]
-"""A space's live blocks: by id, their datasets and size."""
+LiveBlocks = dict[int, tuple[list[int], int, str | None]]
+"""A space's live blocks: by id, their datasets, size, and the datasets' JSON text as stored
+where the driver gives text (SQLite; None where it decodes JSON itself)."""
 
 
 def live_block_lists(*, session: Session, space_id: int) -> LiveBlocks:
@@ -228,8 +229,8 @@ def live_block_lists(*, session: Session, space_id: int) -> LiveBlocks:
         select(PatientBlock.id, type_coerce(PatientBlock.datasets, Text), PatientBlock.size)
         .where(*_live(space_id))).all()
     lists = _json_lists([datasets for _, datasets, _ in rows])
-    return {block: (datasets, size) for (block, _, size), datasets in zip(rows, lists,
-                                                                         strict=True)}
+    return {block: (datasets, size, stored if isinstance(stored, str) else None)
+            for (block, stored, size), datasets in zip(rows, lists, strict=True)}
 
 
 def _json_lists(values: list[Any]) -> list[list[int]]:
@@ -269,15 +270,21 @@ def apply_upload(*, session: Session, space: PatientSpace, dataset_id: int,
             raise ValueError(f"block {change.block_id} of {live[change.block_id][1]} patients "
                              f"cannot give {change.joined}")
     opened: list[tuple[list[int], int]] = []  # every change checked, then all written
+    texts: list[str | None] = []  # their JSON where the stored text gives it (else None)
     for change in changes:  # each block's datasets made canonical once (sorted, distinct)
-        datasets, size = live[change.block_id]
+        datasets, size, stored = live[change.block_id]
         stays = sorted(set(datasets))
-        opened.append((sorted({*stays, dataset_id}), change.joined))
+        stored = stored if stays and stays == datasets and stored and stored.endswith("]") else None
+        opened.append((_with(stays, dataset_id), change.joined))
+        texts.append(None if stored is None or dataset_id <= stays[-1]
+                     else f"{stored[:-1]}, {dataset_id}]")  # appended, as ``_with`` did
         if change.joined < size:
             opened.append((stays, size - change.joined))
+            texts.append(stored)
     if new_patients:
         opened.append(([dataset_id], new_patients))
-    inserted = _insert_blocks(session, space.id, opened, now)
+        texts.append(None)
+    inserted = _insert_blocks(session, space.id, opened, now, texts)
     ids = iter(inserted)
     joined: dict[int, int] = {}
     stayed: dict[int, int | None] = {}
@@ -289,6 +296,14 @@ def apply_upload(*, session: Session, space: PatientSpace, dataset_id: int,
     return UploadBlocks(joined, stayed, fresh, [change.block_id for change in changes],
                         [(block, datasets, size)
                          for block, (datasets, size) in zip(inserted, opened, strict=True)])
+
+
+def _with(datasets: list[int], dataset_id: int) -> list[int]:
+    """Sorted, distinct ``datasets`` with ``dataset_id`` added (an upload's dataset is most
+    often the newest: appended, not sorted again)."""
+    if not datasets or dataset_id > datasets[-1]:
+        return [*datasets, dataset_id]
+    return sorted({*datasets, dataset_id})
 
 
 def _close(session: Session, block_ids: list[int], now: datetime) -> None:
@@ -317,9 +332,12 @@ def _sqlite_stamp(session: Session, now: datetime) -> Any:
 
 
 def _insert_blocks(session: Session, space_id: int, opened: list[tuple[list[int], int]],
-                   now: datetime) -> list[int]:
+                   now: datetime, texts: list[str | None]) -> list[int]:
     """Open blocks (their datasets, sorted and distinct, and sizes) in one executemany
-    INSERT; their ids, in order.
+    INSERT; their ids, in order. ``texts``: where not None, a block's datasets as JSON text
+    already (on SQLite written as they are: a split block's parts are its stored text, or
+    that text with the new dataset appended, so an upload splitting 6,310 blocks does not
+    write out the integers of 12,620 lists again: 20 of its accept's ms).
 
     The ids are read back as this space's blocks above its highest id before the INSERT,
     in id order: the caller holds the space lock, so no other writer adds blocks to it, and
@@ -335,7 +353,7 @@ def _insert_blocks(session: Session, space_id: int, opened: list[tuple[list[int]
     floor = session.scalar(select(func.max(PatientBlock.id))
                            .where(PatientBlock.space_id == space_id)) or 0
     if session.get_bind().dialect.name == "sqlite":
-        _insert_sqlite(session, table, space_id, opened, now)
+        _insert_sqlite(session, table, space_id, opened, now, texts)
         found = session.connection().exec_driver_sql(  # the rows as the driver gives them
             f"SELECT id, size FROM {table.name} WHERE space_id = ? AND id > ? ORDER BY id",
             (space_id, floor)).tuples().all()
@@ -353,12 +371,13 @@ def _insert_blocks(session: Session, space_id: int, opened: list[tuple[list[int]
 
 
 def _insert_sqlite(session: Session, table: Table, space_id: int,
-                   rows: list[tuple[list[int], int]], now: datetime) -> None:
+                   rows: list[tuple[list[int], int]], now: datetime,
+                   texts: list[str | None]) -> None:
     """The INSERT of ``_insert_blocks`` on SQLite through the driver's executemany, with the
     values SQLAlchemy would bind (``json.dumps`` of a list of ints, the timestamp as its type
     stores it, once): its per-row binding took most of an upload's 12,620 block rows."""
     created_at = _sqlite_stamp(session, now)
     session.connection().exec_driver_sql(
         f"INSERT INTO {table.name} (space_id, datasets, size, created_at) VALUES (?, ?, ?, ?)",
-        [(space_id, "[" + ", ".join(map(str, datasets)) + "]", size, created_at)
-         for datasets, size in rows])
+        [(space_id, "[" + ", ".join(map(str, datasets)) + "]" if text is None else text, size,
+          created_at) for (datasets, size), text in zip(rows, texts, strict=True)])

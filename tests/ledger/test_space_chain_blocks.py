@@ -4,6 +4,7 @@ replays them against the blocks in the table, so an edited ``datasets``, ``size`
 ``closed_at`` (a block reopened, or closed at another time than its record), or a block row
 deleted or added, shows; the budget records still verify."""
 
+from collections import Counter
 from datetime import UTC, datetime
 from typing import Any
 
@@ -18,7 +19,7 @@ from app.ledger import space_chain, spaces
 from app.ledger.hashing import iso_utc, record_hash
 from app.ledger.spaces import PatientBlock
 from tests.conftest import small_dataset
-from tests.ledger.test_patient_budget import _upload
+from tests.ledger.test_patient_budget import BUDGET, SCHEMA, _table, _upload
 
 T0 = datetime(2026, 3, 1, tzinfo=UTC)
 
@@ -114,3 +115,50 @@ def test_a_generators_own_block_is_chained(client: TestClient, db: Database,
             "opened": [{"id": block.id, "datasets": [dataset.id], "size": dataset.n_rows}]}
         _edit(session, block.id, **{"size": 1} if column == "size" else {"datasets": [0]})
         assert _failure(session, space).startswith(f"block {block.id} has")
+
+
+def _create(client: TestClient, name: str) -> int:
+    created = client.post("/v1/datasets", json={
+        "name": name, "source": {"kind": "upload"}, "schema": SCHEMA, "privacy_budget": BUDGET})
+    assert created.status_code == 201, created.text
+    return int(created.json()["id"])
+
+
+def _put(client: TestClient, dataset_id: int, ids: list[str]) -> None:
+    sent = client.put(f"/v1/datasets/{dataset_id}/data", content=_table(ids, dataset_id),
+                      headers={"Content-Type": "text/csv"})
+    assert sent.status_code == 200, sent.text
+
+
+def test_split_blocks_keep_their_datasets_whatever_the_stored_text_and_the_upload_order(
+    any_client: TestClient, any_db: Database
+) -> None:
+    """A split block's parts reuse its stored JSON text (the new dataset appended when it is
+    the newest): an older dataset uploaded last goes in the middle of the lists, and a
+    stored text in another spacing is reused as it is; the blocks stay each patient's
+    datasets and the chain verifies."""
+    cohorts = {"a": range(0, 600), "b": range(300, 900), "c": range(500, 1200),
+               "d": range(0, 1200, 7)}
+    made = {name: _create(any_client, name) for name in cohorts}  # ids in the order a < b < c < d
+    ids = {name: [f"p-{i}" for i in members] for name, members in cohorts.items()}
+    _put(any_client, made["a"], ids["a"])
+    _put(any_client, made["c"], ids["c"])
+    with any_db.session_scope() as session:  # one live block stored compact, as JSON allows
+        space = spaces.organisation(session=session)
+        (both,) = [b for b in spaces.live_blocks(session=session, space_id=space.id)
+                   if b.datasets == [made["a"], made["c"]]]
+        if any_db.url.startswith("sqlite"):  # (PostgreSQL's driver gives lists, not texts)
+            session.connection().exec_driver_sql(
+                f"UPDATE {PatientBlock.__tablename__} SET datasets = ? WHERE id = ?",
+                (f"[{made['a']},{made['c']}]", both.id))
+    _put(any_client, made["b"], ids["b"])  # older than c: between a and c in the lists
+    _put(any_client, made["d"], ids["d"])  # the newest: appended
+    patterns = Counter(tuple(sorted(made[n] for n in cohorts if i in cohorts[n]))
+                       for i in range(1200))
+    with any_db.session_scope() as session:
+        space = spaces.organisation(session=session)
+        live: Counter[tuple[int, ...]] = Counter()
+        for block in spaces.live_blocks(session=session, space_id=space.id):
+            live[tuple(block.datasets)] += block.size
+        assert live == patterns
+        assert space_chain.verify(session=session, space=space).valid
