@@ -169,15 +169,22 @@ def _laid_out(ids: pa.StringArray | IdBlocks) -> Iterator[IdBlocks]:
         yield IdBlocks.of(ids.slice(start, CHUNK))
 
 
+def _chunk_by_chunk(ids: pa.StringArray | IdBlocks,
+                    digest: Callable[[IdBlocks], np.ndarray]) -> np.ndarray:
+    """``digest`` of each chunk of ``_laid_out(ids)``, one word per id, in order."""
+    words = np.empty(len(ids), dtype=np.uint64)
+    at = 0
+    for chunk in _laid_out(ids):
+        words[at:at + len(chunk)] = digest(chunk)
+        at += len(chunk)
+    return words
+
+
 def aes_v2(ids: pa.StringArray | IdBlocks, secret: bytes) -> np.ndarray:
     """The v2 words: length-prepended CBC-MAC with AES-256 of each id."""
     encryptor = Cipher(algorithms.AES(_derived(secret, b"coin-cbc-mac-v2")),
                        modes.ECB()).encryptor()
-    words = np.empty(len(ids), dtype=np.uint64)
-    at = 0
-    for chunk in _laid_out(ids):
-        words[at:at + len(chunk)] = _cbc_mac_words(chunk, encryptor.update)
-        at += len(chunk)
+    words = _chunk_by_chunk(ids, lambda chunk: _cbc_mac_words(chunk, encryptor.update))
     encryptor.finalize()
     return words
 
@@ -201,17 +208,17 @@ def id_digests(ids: pa.StringArray | IdBlocks) -> np.ndarray:
     themselves. Sorting 64-bit words is several times faster than sorting a million strings
     in Arrow (0.05 s against 0.33 s for shuffled ids).
     """
-    words = np.empty(len(ids), dtype=np.uint64)
-    at = 0
-    for chunk in _laid_out(ids):
-        digest = mix64(chunk.lengths.astype(np.uint64) ^ np.uint64(0x9E3779B97F4A7C15))
-        for j, block in enumerate(chunk.words):
-            rows = chunk.counts > j
-            halves = block[rows]
-            digest[rows] = mix64(mix64(digest[rows] ^ halves[:, 0]) ^ halves[:, 1])
-        words[at:at + len(chunk)] = digest
-        at += len(chunk)
-    return words
+    return _chunk_by_chunk(ids, _unkeyed_words)
+
+
+def _unkeyed_words(ids: IdBlocks) -> np.ndarray:
+    """``id_digests`` of laid-out ids: the length, then each half block, mixed in."""
+    digest = mix64(ids.lengths.astype(np.uint64) ^ np.uint64(0x9E3779B97F4A7C15))
+    for j, block in enumerate(ids.words):
+        rows = ids.counts > j
+        halves = block[rows]
+        digest[rows] = mix64(mix64(digest[rows] ^ halves[:, 0]) ^ halves[:, 1])
+    return digest
 
 
 def keyed_words(record_ids: Iterable[int | str] | pa.Array | pa.ChunkedArray | IdBlocks,

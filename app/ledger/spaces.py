@@ -214,6 +214,8 @@ class UploadBlocks:
     opened: list[tuple[int, list[int], int]]
 
 
+Opened = tuple[list[int], int, str | None]
+"""A block an upload opens: its datasets, size, and their JSON text where already known."""
 LiveBlocks = dict[int, tuple[list[int], int, str | None]]
 """A space's live blocks: by id, their datasets, size, and the datasets' JSON text as stored
 where the driver gives text (SQLite; None where it decodes JSON itself)."""
@@ -269,22 +271,17 @@ def apply_upload(*, session: Session, space: PatientSpace, dataset_id: int,
         if not 0 < change.joined <= live[change.block_id][1]:
             raise ValueError(f"block {change.block_id} of {live[change.block_id][1]} patients "
                              f"cannot give {change.joined}")
-    opened: list[tuple[list[int], int]] = []  # every change checked, then all written
-    texts: list[str | None] = []  # their JSON where the stored text gives it (else None)
+    opened: list[Opened] = []  # every change checked, then all written
     for change in changes:  # each block's datasets made canonical once (sorted, distinct)
         datasets, size, stored = live[change.block_id]
         stays = sorted(set(datasets))
-        stored = stored if stays and stays == datasets and stored and stored.endswith("]") else None
-        opened.append((_with(stays, dataset_id), change.joined))
-        texts.append(None if stored is None or dataset_id <= stays[-1]
-                     else f"{stored[:-1]}, {dataset_id}]")  # appended, as ``_with`` did
+        text = stored if stays == datasets and stored is not None and stored.endswith("]") else None
+        opened.append((_with(stays, dataset_id), change.joined, _appended(text, stays, dataset_id)))
         if change.joined < size:
-            opened.append((stays, size - change.joined))
-            texts.append(stored)
+            opened.append((stays, size - change.joined, text))
     if new_patients:
-        opened.append(([dataset_id], new_patients))
-        texts.append(None)
-    inserted = _insert_blocks(session, space.id, opened, now, texts)
+        opened.append(([dataset_id], new_patients, None))
+    inserted = _insert_blocks(session, space.id, opened, now)
     ids = iter(inserted)
     joined: dict[int, int] = {}
     stayed: dict[int, int | None] = {}
@@ -295,7 +292,7 @@ def apply_upload(*, session: Session, space: PatientSpace, dataset_id: int,
     _close(session, [change.block_id for change in changes], now)
     return UploadBlocks(joined, stayed, fresh, [change.block_id for change in changes],
                         [(block, datasets, size)
-                         for block, (datasets, size) in zip(inserted, opened, strict=True)])
+                         for block, (datasets, size, _) in zip(inserted, opened, strict=True)])
 
 
 def _with(datasets: list[int], dataset_id: int) -> list[int]:
@@ -304,6 +301,14 @@ def _with(datasets: list[int], dataset_id: int) -> list[int]:
     if not datasets or dataset_id > datasets[-1]:
         return [*datasets, dataset_id]
     return sorted({*datasets, dataset_id})
+
+
+def _appended(text: str | None, datasets: list[int], dataset_id: int) -> str | None:
+    """``text``, the stored JSON of ``datasets``, with ``dataset_id`` appended where ``_with``
+    appends it; None where there is no such text or ``_with`` sorts."""
+    if text is None or not datasets or dataset_id <= datasets[-1]:
+        return None
+    return f"{text[:-1]}, {dataset_id}]"
 
 
 def _close(session: Session, block_ids: list[int], now: datetime) -> None:
@@ -331,13 +336,13 @@ def _sqlite_stamp(session: Session, now: datetime) -> Any:
     return stamp(now) if stamp is not None else now
 
 
-def _insert_blocks(session: Session, space_id: int, opened: list[tuple[list[int], int]],
-                   now: datetime, texts: list[str | None]) -> list[int]:
-    """Open blocks (their datasets, sorted and distinct, and sizes) in one executemany
-    INSERT; their ids, in order. ``texts``: where not None, a block's datasets as JSON text
-    already (on SQLite written as they are: a split block's parts are its stored text, or
-    that text with the new dataset appended, so an upload splitting 6,310 blocks does not
-    write out the integers of 12,620 lists again: 20 of its accept's ms).
+def _insert_blocks(session: Session, space_id: int, opened: list[Opened],
+                   now: datetime) -> list[int]:
+    """Open blocks (their datasets, sorted and distinct, sizes, and the datasets' JSON text
+    where known) in one executemany INSERT; their ids, in order. A known text is written as it
+    is on SQLite (a split block's parts are its stored text, or that text with the new
+    dataset appended, so an upload splitting 6,310 blocks does not write out the integers of
+    12,620 lists again: 20 of its accept's ms).
 
     The ids are read back as this space's blocks above its highest id before the INSERT,
     in id order: the caller holds the space lock, so no other writer adds blocks to it, and
@@ -353,26 +358,25 @@ def _insert_blocks(session: Session, space_id: int, opened: list[tuple[list[int]
     floor = session.scalar(select(func.max(PatientBlock.id))
                            .where(PatientBlock.space_id == space_id)) or 0
     if session.get_bind().dialect.name == "sqlite":
-        _insert_sqlite(session, table, space_id, opened, now, texts)
+        _insert_sqlite(session, table, space_id, opened, now)
         found = session.connection().exec_driver_sql(  # the rows as the driver gives them
             f"SELECT id, size FROM {table.name} WHERE space_id = ? AND id > ? ORDER BY id",
             (space_id, floor)).tuples().all()
     else:
         session.execute(insert(table), [{"space_id": space_id, "datasets": datasets,
                                          "size": size, "created_at": now}
-                                        for datasets, size in opened])
+                                        for datasets, size, _ in opened])
         found = session.execute(select(PatientBlock.id, PatientBlock.size)
                                 .where(PatientBlock.space_id == space_id,
                                        PatientBlock.id > floor)
                                 .order_by(PatientBlock.id)).tuples().all()
-    if [size for _, size in found] != [size for _, size in opened]:
+    if [size for _, size in found] != [size for _, size, _ in opened]:
         raise RuntimeError(f"space {space_id}: the blocks read back are not those opened")
     return [block for block, _ in found]
 
 
-def _insert_sqlite(session: Session, table: Table, space_id: int,
-                   rows: list[tuple[list[int], int]], now: datetime,
-                   texts: list[str | None]) -> None:
+def _insert_sqlite(session: Session, table: Table, space_id: int, rows: list[Opened],
+                   now: datetime) -> None:
     """The INSERT of ``_insert_blocks`` on SQLite through the driver's executemany, with the
     values SQLAlchemy would bind (``json.dumps`` of a list of ints, the timestamp as its type
     stores it, once): its per-row binding took most of an upload's 12,620 block rows."""
@@ -380,4 +384,4 @@ def _insert_sqlite(session: Session, table: Table, space_id: int,
     session.connection().exec_driver_sql(
         f"INSERT INTO {table.name} (space_id, datasets, size, created_at) VALUES (?, ?, ?, ?)",
         [(space_id, "[" + ", ".join(map(str, datasets)) + "]" if text is None else text, size,
-          created_at) for (datasets, size), text in zip(rows, texts, strict=True)])
+          created_at) for datasets, size, text in rows])
