@@ -10,6 +10,7 @@ from fastapi import Depends
 from sqlalchemy import CursorResult, Engine, MetaData, Result, create_engine, event
 from sqlalchemy.orm import DeclarativeBase, Session, sessionmaker
 
+from app.core import encoded_json
 from app.core.settings import settings
 
 NAMING_CONVENTION = {
@@ -36,7 +37,8 @@ def build_engine(url: str, **kwargs: Any) -> Engine:
         if path and path != ":memory:":
             Path(path).parent.mkdir(parents=True, exist_ok=True)
         engine = create_engine(
-            url, connect_args={"check_same_thread": False, "timeout": 30}, **kwargs
+            url, connect_args={"check_same_thread": False, "timeout": 30},
+            json_serializer=encoded_json.dumps, **kwargs
         )
 
         @event.listens_for(engine, "connect")
@@ -48,7 +50,7 @@ def build_engine(url: str, **kwargs: Any) -> Engine:
             cursor.close()
 
         return engine
-    return create_engine(url, pool_pre_ping=True, **kwargs)
+    return create_engine(url, pool_pre_ping=True, json_serializer=encoded_json.dumps, **kwargs)
 
 
 _tokens = itertools.count(1)

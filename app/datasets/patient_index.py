@@ -31,7 +31,7 @@ from app.core.errors import InvalidRequest
 from app.datasets import index_files, record_coins
 from app.datasets.index_files import IndexCorrupted
 from app.datasets.index_segments import Index, Segment
-from app.ledger import space_chain, spaces
+from app.ledger import live_cache, space_chain, spaces
 from app.ledger.spaces import BlockChange, PatientSpace
 
 EMPTY = np.zeros(0, np.uint64)
@@ -174,7 +174,8 @@ def add_dataset(*, session: Session, space_id: int, dataset_id: int,
     with ThreadPoolExecutor(1, thread_name_prefix="patient-index") as pool:
         looking = (ahead.found if ahead is not None and ahead.words is new
                    and ahead.index_sha256 == space.index_sha256 else _search(index, new))
-        live = spaces.live_block_lists(session=session, space_id=space.id)
+        live = (live_cache.take(space.id, space.chain_head_hash)
+                or spaces.live_block_lists(session=session, space_id=space.id))
         known, current = looking.result()
         joined = np.bincount(current) if len(current) else np.zeros(0, np.int64)
         old_ids = np.flatnonzero(joined)  # block ids are small positive integers: a count each
@@ -191,9 +192,10 @@ def add_dataset(*, session: Session, space_id: int, dataset_id: int,
             return index_files.written(space_key, replaces, index, grown)
 
         writing = pool.submit(written)
-        space_chain.append_upload(session=session, space=space, dataset_id=dataset_id,
-                                  placed=placed)
+        head = space_chain.append_upload(session=session, space=space, dataset_id=dataset_id,
+                                         placed=placed).hash
         index_files.record(space, writing.result())
+        live_cache.keep(space_key, head, placed.live)
     return Overlap(patients=len(new), already_known=len(current), new=fresh,
                    shared_with=shared)
 

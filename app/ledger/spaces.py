@@ -212,6 +212,7 @@ class UploadBlocks:
     fresh: int | None
     closed: list[int]
     opened: list[tuple[int, list[int], int]]
+    live: "LiveBlocks"  # the space's live blocks now, as written (``app.ledger.live_cache``)
 
 
 Opened = tuple[list[int], int, str | None]
@@ -289,10 +290,16 @@ def apply_upload(*, session: Session, space: PatientSpace, dataset_id: int,
         joined[change.block_id] = next(ids)
         stayed[change.block_id] = next(ids) if change.joined < live[change.block_id][1] else None
     fresh = next(ids) if new_patients else None
-    _close(session, [change.block_id for change in changes], now)
-    return UploadBlocks(joined, stayed, fresh, [change.block_id for change in changes],
+    closed = [change.block_id for change in changes]
+    _close(session, closed, now)
+    after = dict(live)
+    for block in closed:
+        del after[block]
+    after.update(zip(inserted, opened, strict=True))
+    return UploadBlocks(joined, stayed, fresh, closed,
                         [(block, datasets, size)
-                         for block, (datasets, size, _) in zip(inserted, opened, strict=True)])
+                         for block, (datasets, size, _) in zip(inserted, opened, strict=True)],
+                        after)
 
 
 def _with(datasets: list[int], dataset_id: int) -> list[int]:
