@@ -81,15 +81,22 @@ class Index:
         for segment, table in zip(self.segments, carried, strict=True):
             if not len(segment.keys) or not len(words):
                 continue
-            if len(segment.keys) < len(words):
-                at = np.minimum(np.searchsorted(words, segment.keys), len(words) - 1)
-                hit = words[at] == segment.keys
-                at = at[hit]
-                blocks[at], known[at] = table[segment.blocks[hit]], True
+            # Only the segment's keys within the words' range can match: a search of a part
+            # of the words (``patient_index._search`` runs halves at once) reads its part.
+            lo = int(np.searchsorted(segment.keys, words[0], "left"))
+            hi = int(np.searchsorted(segment.keys, words[-1], "right"))
+            keys, placed = segment.keys[lo:hi], segment.blocks[lo:hi]
+            if not len(keys):
                 continue
-            at = np.minimum(np.searchsorted(segment.keys, words), len(segment.keys) - 1)
-            hit = segment.keys[at] == words
-            blocks[hit], known[hit] = table[segment.blocks[at[hit]]], True
+            if len(keys) < len(words):
+                at = np.minimum(np.searchsorted(words, keys), len(words) - 1)
+                hit = words[at] == keys
+                at = at[hit]
+                blocks[at], known[at] = table[placed[hit]], True
+                continue
+            at = np.minimum(np.searchsorted(keys, words), len(keys) - 1)
+            hit = keys[at] == words
+            blocks[hit], known[hit] = table[placed[at[hit]]], True
         return known, blocks[known]
 
     def with_segment(self, segment: Segment, fresh: int) -> "Index":

@@ -29,7 +29,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
-from typing import Any
+from typing import Any, NamedTuple
 
 from sqlalchemy import (
     JSON,
@@ -191,10 +191,10 @@ def open_block(*, session: Session, space_id: int, datasets: Iterable[int],
     return block
 
 
-@dataclass(frozen=True)
-class BlockChange:
+class BlockChange(NamedTuple):
     """How an upload of ``dataset_id`` splits one live block: ``joined`` of its patients are in
-    the new dataset (they move to the block with it added), the rest stay."""
+    the new dataset (they move to the block with it added), the rest stay (a tuple: an upload
+    makes one per block it splits, thousands)."""
 
     block_id: int
     joined: int
@@ -218,8 +218,9 @@ class UploadBlocks:
 Opened = tuple[list[int], int, str | None]
 """A block an upload opens: its datasets, size, and their JSON text where already known."""
 LiveBlocks = dict[int, tuple[list[int], int, str | None]]
-"""A space's live blocks: by id, their datasets, size, and the datasets' JSON text as stored
-where the driver gives text (SQLite; None where it decodes JSON itself)."""
+"""A space's live blocks: by id, their datasets (sorted, distinct), size, and the datasets'
+JSON text as stored where the driver gives text and it is those very datasets (SQLite; None
+where it decodes JSON itself, or stored them otherwise)."""
 
 
 def live_block_lists(*, session: Session, space_id: int) -> LiveBlocks:
@@ -231,9 +232,13 @@ def live_block_lists(*, session: Session, space_id: int) -> LiveBlocks:
     rows = session.connection().execute(
         select(PatientBlock.id, type_coerce(PatientBlock.datasets, Text), PatientBlock.size)
         .where(*_live(space_id))).all()
-    lists = _json_lists([datasets for _, datasets, _ in rows])
-    return {block: (datasets, size, stored if isinstance(stored, str) else None)
-            for (block, stored, size), datasets in zip(rows, lists, strict=True)}
+    found: LiveBlocks = {}
+    for (block, stored, size), datasets in zip(rows, _json_lists([d for _, d, _ in rows]),
+                                               strict=True):
+        canonical = sorted(set(datasets))  # as every writer stores them; made sure of once
+        known = (isinstance(stored, str) and canonical == datasets and stored.endswith("]"))
+        found[block] = (canonical, size, stored if known else None)
+    return found
 
 
 def _json_lists(values: list[Any]) -> list[list[int]]:
@@ -257,7 +262,7 @@ def apply_upload(*, session: Session, space: PatientSpace, dataset_id: int,
     """Close every block the upload splits and open its parts; open the block of patients
     seen first in this upload. The caller holds the space lock and chains the answer
     (``space_chain.append_upload``: that module imports this one). ``live``: the space's
-    ``live_block_lists`` as the caller read them under that lock (read here if not given).
+    live blocks under that lock (``live_block_lists`` or ``live_cache``; read if not given).
 
     Raises:
         ValueError: a change names a block that is not live in this space, or more patients
@@ -273,10 +278,8 @@ def apply_upload(*, session: Session, space: PatientSpace, dataset_id: int,
             raise ValueError(f"block {change.block_id} of {live[change.block_id][1]} patients "
                              f"cannot give {change.joined}")
     opened: list[Opened] = []  # every change checked, then all written
-    for change in changes:  # each block's datasets made canonical once (sorted, distinct)
-        datasets, size, stored = live[change.block_id]
-        stays = sorted(set(datasets))
-        text = stored if stays == datasets and stored is not None and stored.endswith("]") else None
+    for change in changes:
+        stays, size, text = live[change.block_id]
         opened.append((_with(stays, dataset_id), change.joined, _appended(text, stays, dataset_id)))
         if change.joined < size:
             opened.append((stays, size - change.joined, text))

@@ -353,3 +353,29 @@ def test_a_large_lookup_runs_in_halves_and_answers_as_one_search(
     whole_known, whole_blocks = index.blocks_of(words)
     assert np.array_equal(known, whole_known) and np.array_equal(blocks, whole_blocks)
     assert int(known.sum()) == 300 and len(set(blocks.tolist())) == 3  # 1 | 1,2 | 2
+
+
+@CASES
+@given(cohorts=uploads, asked=st.sets(st.integers(0, 79), min_size=1),
+       cut=st.floats(0, 1))
+def test_a_lookup_of_any_part_of_the_words_answers_as_each_patients_block(
+        db: Database, cohorts: list[set[int]], asked: set[int], cut: float) -> None:
+    """``blocks_of`` reads only the segment keys within its words' range: each of two parts
+    of the words (cut anywhere, as ``_search``'s halves) finds exactly the known patients and
+    their live blocks that the compacted index holds, ids outside every cohort unknown."""
+    space_id = _space(db)
+    with _compaction("never"):
+        for k, cohort in enumerate(cohorts):
+            _add(db, space_id, 100 + k, cohort)
+    with db.session_scope() as session:
+        space = session.get(PatientSpace, space_id)
+        assert space is not None and space.secret is not None
+        index = index_files.load(space)
+        keys, live = patient_index.resolved(space)
+        words = np.sort(patient_index.digests(_ids(sorted(asked)), space.secret))
+    truth = dict(zip(keys.tolist(), live.tolist(), strict=True))
+    at = int(cut * len(words))
+    for part in (words[:at], words[at:]):
+        known, blocks = index.blocks_of(part)
+        assert part[known].tolist() == [w for w in part.tolist() if w in truth]
+        assert blocks.tolist() == [truth[w] for w in part[known].tolist()]
