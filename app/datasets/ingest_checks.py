@@ -44,7 +44,9 @@ def _number_parts(arr: pa.Array, decimal: str) -> NumberParts:
     if any(test(arr.type) for test in (pa.types.is_integer, pa.types.is_floating,
                                        pa.types.is_boolean, pa.types.is_decimal,
                                        pa.types.is_null)):
-        values = arr.cast(pa.float64()).fill_null(np.nan).to_numpy(zero_copy_only=False)
+        values = arr.cast(pa.float64())  # no nulls (the common case): a view, not a copy
+        values = (values.fill_null(np.nan) if values.null_count else values).to_numpy(
+            zero_copy_only=False)
         none = np.zeros(len(arr), dtype=bool)
         return values, nulls(arr), none, none
     text, bad = utf8_text(arr)
