@@ -56,7 +56,8 @@ def test_an_uploads_record_text_is_the_canonical_block_change(
 
 
 def test_the_next_upload_uses_the_blocks_the_last_left_only_while_its_record_is_the_head(
-        db: Database, monkeypatch: pytest.MonkeyPatch) -> None:
+        any_db: Database, monkeypatch: pytest.MonkeyPatch) -> None:
+    db = any_db
     reads: list[int] = []
     read = spaces.live_block_lists
 
