@@ -17,7 +17,9 @@ from app.datasets import patient_index
 from app.ledger import live_cache, space_chain, spaces
 from app.ledger.hashing import canonical_json
 from app.ledger.spaces import UploadBlocks
-from tests.datasets.test_patient_index import _add, _ids, _live, _space
+from tests.datasets.test_patient_index import _add, _data_dir, _ids, _live, _space
+
+pytestmark = pytest.mark.usefixtures(_data_dir.__name__)  # index files under tmp_path
 
 CASES = settings(max_examples=200, deadline=None, derandomize=True, database=None)
 
