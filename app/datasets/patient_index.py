@@ -174,7 +174,7 @@ def add_dataset(*, session: Session, space_id: int, dataset_id: int,
     with ThreadPoolExecutor(1, thread_name_prefix="patient-index") as pool:
         looking = (ahead.found if ahead is not None and ahead.words is new
                    and ahead.index_sha256 == space.index_sha256 else _search(index, new))
-        live = _live_blocks(session, space)
+        live = live_cache.live_blocks(session=session, space=space)
         known, current = looking.result()
         joined = np.bincount(current) if len(current) else np.zeros(0, np.int64)
         old_ids = np.flatnonzero(joined)  # block ids are small positive integers: a count each
@@ -191,10 +191,9 @@ def add_dataset(*, session: Session, space_id: int, dataset_id: int,
             return index_files.written(space_key, replaces, index, grown)
 
         writing = pool.submit(written)
-        head = space_chain.append_upload(session=session, space=space, dataset_id=dataset_id,
-                                         placed=placed).hash
+        space_chain.append_upload(session=session, space=space, dataset_id=dataset_id,
+                                  placed=placed)
         index_files.record(space, writing.result())
-        live_cache.keep(space_key, head, placed.live)
     return Overlap(patients=len(new), already_known=len(current), new=fresh,
                    shared_with=shared)
 
@@ -224,13 +223,6 @@ def resolved(space: PatientSpace) -> tuple[np.ndarray, np.ndarray]:
     return (base[0].keys, base[0].blocks) if base else (EMPTY, np.zeros(0, np.int64))
 
 
-def _live_blocks(session: Session, space: PatientSpace) -> spaces.LiveBlocks:
-    """The space's live blocks (the caller holds its lock): as the last upload of this
-    process left them while its chain record is the head (``live_cache``), else read."""
-    return (live_cache.take(space.id, space.chain_head_hash)
-            or spaces.live_block_lists(session=session, space_id=space.id))
-
-
 def _shared(live: spaces.LiveBlocks, changes: list[BlockChange]) -> dict[int, int]:
     """Per earlier dataset, how many of the upload's patients it holds (from the live
     blocks the upload splits)."""
@@ -252,16 +244,14 @@ def add_union(*, session: Session, space_id: int, dataset_id: int,
         IndexCorrupted: the stored index does not match its record (nothing changes).
     """
     space = spaces.lock_space(session=session, space_id=space_id)
-    live = _live_blocks(session, space)
+    live = live_cache.live_blocks(session=session, space=space)
     wanted = set(members)
     changes = [BlockChange(block, size) for block, (datasets, size, _) in sorted(live.items())
                if wanted.intersection(datasets)]
     index = index_files.load(space)
     placed = spaces.apply_upload(session=session, space=space, dataset_id=dataset_id,
                                  changes=changes, new_patients=0, live=live)
-    head = space_chain.append_upload(session=session, space=space, dataset_id=dataset_id,
-                                     placed=placed).hash
-    live_cache.keep(space.id, head, placed.live)
+    space_chain.append_upload(session=session, space=space, dataset_id=dataset_id, placed=placed)
     moved = sorted(placed.joined.items())
     index_files.store(space, index, index.with_segment(Segment(
         EMPTY, np.zeros(0, np.int64), np.array([b for b, _ in moved], np.int64),

@@ -12,32 +12,34 @@ head, so its entry is never used; another process's upload or budget change move
 
 import threading
 
-from app.ledger.spaces import LiveBlocks
+from sqlalchemy.orm import Session
+
+from app.ledger import spaces
+from app.ledger.spaces import LiveBlocks, PatientSpace
 
 _last: dict[int, tuple[str, LiveBlocks]] = {}
 _guard = threading.Lock()
 
 
-def take(space_id: int, head_hash: str) -> LiveBlocks | None:
-    """The live blocks kept for the space if its head is still ``head_hash`` (the caller
-    holds the space lock and read the head under it); the entry is removed either way, so
-    the caller owns what it gets (it may build the next state from it)."""
+def live_blocks(*, session: Session, space: PatientSpace) -> LiveBlocks:
+    """The space's live blocks, ``space`` as read under its lock: those the last upload of
+    this process left while its record is still the head, else read. The entry is removed
+    either way, so the caller owns what it gets (it may build the next state from it)."""
     with _guard:
-        found = _last.pop(space_id, None)
-    return found[1] if found is not None and found[0] == head_hash else None
+        found = _last.pop(space.id, None)
+    if found is not None and found[0] == space.chain_head_hash:
+        return found[1]
+    return spaces.live_block_lists(session=session, space_id=space.id)
 
 
 def keep(space_id: int, head_hash: str, live: LiveBlocks) -> None:
     """Remember ``live`` as the space's live blocks once the record ``head_hash`` is its
-    head (the caller appended that record under the space lock, not yet committed)."""
+    head (``space_chain.append_upload``, under the space lock, before the commit)."""
     with _guard:
         _last[space_id] = (head_hash, live)
 
 
-def forget(space_id: int | None = None) -> None:
-    """Drop what is kept (one space's, or all: tests that rewrite a database in place)."""
+def forget() -> None:
+    """Drop what is kept (tests that edit block rows directly, as another process would)."""
     with _guard:
-        if space_id is None:
-            _last.clear()
-        else:
-            _last.pop(space_id, None)
+        _last.clear()

@@ -49,6 +49,7 @@ from sqlalchemy.orm import Mapped, Session, mapped_column
 from app.core.database import Base
 from app.core.encoded_json import EncodedJSON
 from app.core.time import as_utc, utcnow
+from app.ledger import live_cache
 from app.ledger.hashing import iso_utc, record_hash
 from app.ledger.models import GENESIS_HASH, AppendOnlyViolation
 from app.ledger.schemas import InvalidRecord, SpaceChainVerification
@@ -124,8 +125,11 @@ def append_budget(*, session: Session, space: PatientSpace) -> PatientSpaceEvent
 def append_upload(*, session: Session, space: PatientSpace, dataset_id: int,
                   placed: UploadBlocks) -> PatientSpaceEvent:
     """Chain the blocks an upload closed and opened (``spaces.apply_upload``'s answer), under
-    the space lock that ``apply_upload`` was called under."""
-    return _append(session, space, BLOCKS, upload_change(dataset_id, placed))
+    the space lock that ``apply_upload`` was called under; the live blocks it left are kept
+    under the new head for this process's next upload (``live_cache``)."""
+    record = _append(session, space, BLOCKS, upload_change(dataset_id, placed))
+    live_cache.keep(space.id, record.hash, placed.live)
+    return record
 
 
 def upload_change(dataset_id: int, placed: UploadBlocks) -> EncodedJSON:
