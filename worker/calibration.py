@@ -29,7 +29,7 @@ How:
 """
 
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 import numpy as np
 import torch
@@ -332,6 +332,7 @@ def calibrate_if_meaningful(
     noise_multiplier: float,
     encoder: Encoder = BUILT_IN_ENCODER,
     rng: np.random.Generator | None = None,
+    rows: int | None = None,
 ) -> Calibration:
     """``calibrate_model`` when the calibration part meets its floor at this noise
     (``release_floor_rows``; the coarse release, 6 bins, below COARSE_BELOW times the size
@@ -339,11 +340,15 @@ def calibrate_if_meaningful(
     and the prior's, and under a loose prior it hurt the log-loss more often than it helped
     (``bench/calibration_floor.py``). The floor reads public quantities only (the part's row
     count, the noise and the plan), so the choice releases nothing either. ``rng``: as
-    ``calibrate_model``'s (a seeded one for benches on public tables only)."""
-    rows, floor = len(y_holdout), size_floor_rows(noise_multiplier)
+    ``calibrate_model``'s (a seeded one for benches on public tables only). ``rows``: the
+    part's public size, where the release left patients out of the arrays (their number is
+    private: it decides nothing and is never shown)."""
+    rows = len(y_holdout) if rows is None else rows
+    floor = size_floor_rows(noise_multiplier)
     if rows < release_floor_rows(noise_multiplier, history):
         return withheld(rows, noise_multiplier)
-    return calibrate_model(network, x_holdout, y_holdout, history=history, delta=delta,
-                           training_epsilon=training_epsilon, encoder=encoder,
-                           noise_multiplier=noise_multiplier, rng=rng,
-                           coarse=rows < COARSE_BELOW * floor)
+    released = calibrate_model(network, x_holdout, y_holdout, history=history, delta=delta,
+                               training_epsilon=training_epsilon, encoder=encoder,
+                               noise_multiplier=noise_multiplier, rng=rng,
+                               coarse=rows < COARSE_BELOW * floor)
+    return replace(released, rows=rows)

@@ -192,9 +192,14 @@ class DPSGD:
         sampling_rng: torch.Generator,
         noise_rng: torch.Generator,
         fixed_width: bool | None = None,
+        planned_rows: int | None = None,
     ) -> None:
+        """``planned_rows``: the public row count the ledger's plan was charged for (default:
+        the table's). A release that left patients out reads fewer rows: each is still
+        sampled at the planned rate, and the sum still divided by the planned batch, so
+        neither depends on how many were left out."""
         self.table = Table(x, y)
-        n_rows = self.table.n_rows
+        n_rows = self.table.n_rows if planned_rows is None else planned_rows
         self.sample_rate, self.steps_per_epoch = poisson_plan(n_rows, batch_size)
         # Opacus divides by int(len(dataset) * q); the floor of 1 guards its 0.999... case.
         self.expected_batch_size = max(1, int(n_rows * self.sample_rate))
@@ -204,7 +209,7 @@ class DPSGD:
         self._clip = torch.tensor(max_grad_norm, dtype=x.dtype, device=x.device)
         self._noise_std = noise_multiplier * max_grad_norm
         self._noise_rng = noise_rng
-        self.sampler = PoissonSampler(n_rows, self.sample_rate, sampling_rng)
+        self.sampler = PoissonSampler(self.table.n_rows, self.sample_rate, sampling_rng)
         self._everyone: Batch | None = None  # the full-table batch when q = 1
         self._flat = torch.zeros(
             sum(p.numel() for p in network.parameters()), dtype=x.dtype, device=x.device

@@ -64,8 +64,7 @@ class SiteRun:
         self.network = build_network(spec.kind, spec.hidden_units,
                                      encoder.n_inputs).to(worker.device)
         train = loaded.split.train
-        self.optimizer = make_optimizer(self.network, spec, n_train=len(train.y),
-                                        fused=True)
+        self.optimizer = make_optimizer(self.network, spec, n_train=train.rows, fused=True)
         device = worker.device
         self.engine = DPSGD(
             self.network, self.optimizer,
@@ -73,6 +72,7 @@ class SiteRun:
             torch.as_tensor(train.y, dtype=torch.float32, device=device),
             batch_size=spec.batch_size, noise_multiplier=spec.noise_multiplier,
             max_grad_norm=spec.max_grad_norm, sampling_rng=secret_generator(device),
+            planned_rows=train.rows,
             noise_rng=secret_generator(device),
         )
         if abs(self.engine.sample_rate - spec.sample_rate) > 1e-12:
@@ -226,7 +226,8 @@ def _number(value: Any) -> float | None:
 def run_federated(worker: JobWorker, claimed: ClaimedJob) -> str:
     """Take part in the federation until its server ends; returns the job's final status."""
     with worker.database.session_scope() as session:
-        loaded = job_run.load(session=session, dataset_id=claimed.dataset_id)
+        loaded = job_run.load(session=session, dataset_id=claimed.dataset_id,
+                              job_id=claimed.job_id)
     run = SiteRun(worker, claimed, loaded)
     try:
         import flwr  # noqa: F401 - the federated extra; without it, say so before any round

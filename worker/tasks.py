@@ -199,7 +199,8 @@ def train_step(worker: JobWorker, claimed: ClaimedJob, loaded: LoadedData) -> Tr
             x, y, claimed.spec, device=worker.device, on_epoch=on_epoch,
             sync_every=report_interval(claimed.spec.epochs), encoder=encoder,
         )
-    return train(x, y, claimed.spec, device=worker.device, on_epoch=on_epoch, encoder=encoder)
+    return train(x, y, claimed.spec, device=worker.device, on_epoch=on_epoch, encoder=encoder,
+                 planned_rows=loaded.split.train.rows)
 
 
 def _end_stopped(worker: JobWorker, claimed: ClaimedJob) -> str:
@@ -235,7 +236,7 @@ def evaluate_step(spec: TrainingSpec, result: TrainingResult, loaded: LoadedData
         calibration = calibrate_if_meaningful(
             result.network, split.calibration.x, split.calibration.y,
             history=history, delta=spec.delta, training_epsilon=eps_prv, encoder=encoder,
-            noise_multiplier=noise,
+            noise_multiplier=noise, rows=split.calibration.rows,
         )
     evaluation = split.evaluation
     metrics = evaluate(
@@ -250,7 +251,7 @@ def evaluate_step(spec: TrainingSpec, result: TrainingResult, loaded: LoadedData
     metrics["search"] = None  # a search's best run: worker.search fills it
     metrics["federation"] = None  # a federated model's federation: worker.federated_site's
     metrics["held_out_warnings"] = held_out_warnings(  # parts below their size floor
-        calibration=calibration, metrics=metrics, evaluation_rows=len(evaluation.y),
+        calibration=calibration, metrics=metrics, evaluation_rows=evaluation.rows,
         epsilon=eps_prv,
         history=None if calibrated is not None else history)  # a search's: the size floor
     return TrainedNetwork(
@@ -265,7 +266,8 @@ def run_training(worker: JobWorker, claimed: ClaimedJob) -> str:
     where a stop was asked (cancelled). Returns the job's final status."""
     started = time.monotonic()
     with worker.database.session_scope() as session:
-        loaded = job_run.load(session=session, dataset_id=claimed.dataset_id)
+        loaded = job_run.load(session=session, dataset_id=claimed.dataset_id,
+                              job_id=claimed.job_id)
     result = train_step(worker, claimed, loaded)
     if result.stopped_early:
         return _end_stopped(worker, claimed)
@@ -279,7 +281,7 @@ def run_training(worker: JobWorker, claimed: ClaimedJob) -> str:
         if model is None:
             raise LeaseLost(claimed.job_id)
     job_metrics.observe_training(steps=claimed.spec.steps, sample_rate=claimed.spec.sample_rate,
-                                 training_rows=len(loaded.split.train.y),
+                                 training_rows=loaded.split.train.rows,
                                  seconds=time.monotonic() - started)
     return SUCCEEDED
 

@@ -14,10 +14,13 @@ trainer reads that history (never the loss or any other statistic of the trainin
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import torch
 from opacus import PrivacyEngine
+from opacus.data_loader import DPDataLoader
+from opacus.optimizers import DPOptimizer
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
@@ -91,6 +94,7 @@ def train(
     on_epoch: EpochCallback | None = None,
     encoder: Encoder = BUILT_IN_ENCODER,
     fixed_width: bool | None = None,
+    planned_rows: int | None = None,
 ) -> TrainingResult:
     """Train ``spec.kind`` on raw rows (encoded here with the schema's public scaling) and
     return the network. ``fixed_width`` None: CUDA-graph steps on a GPU, eager on the CPU
@@ -106,16 +110,16 @@ def train(
     network = build_network(spec.kind, spec.hidden_units, encoder.n_inputs).to(device)
     # The vectorised engine's steps are microseconds, so the optimizer's per-parameter Python
     # loop shows: its fused kernel (same arithmetic) halves that. Opacus keeps the default.
-    optimizer = make_optimizer(network, spec, n_train=len(x_train),
-                               fused=spec.engine == "vectorised")
+    rows = len(x_train) if planned_rows is None else planned_rows  # public: the plan's
+    optimizer = make_optimizer(network, spec, n_train=rows, fused=spec.engine == "vectorised")
     x = torch.as_tensor(encoder.encode(x_train), dtype=torch.float32)
     y = torch.as_tensor(y_train, dtype=torch.float32)
     average = TailAverage(optimizer, first_step=first_averaged_step(spec))
     if spec.engine == "vectorised":
         result = _train_vectorised(network, optimizer, x.to(device), y.to(device), spec, on_epoch,
-                                   fixed_width)
+                                   fixed_width, rows)
     else:
-        result = _train_opacus(network, optimizer, x, y, spec, device, on_epoch)
+        result = _train_opacus(network, optimizer, x, y, spec, device, on_epoch, rows)
     average.apply_to(result.network)
     return result
 
@@ -178,6 +182,7 @@ def _train_vectorised(
     spec: TrainingSpec,
     on_epoch: EpochCallback | None,
     fixed_width: bool | None = None,
+    planned_rows: int | None = None,
 ) -> TrainingResult:
     # Sampling and noise must be secret: a seeded, known generator would let anyone replay
     # the batches and subtract the noise. Fresh OS entropy per job, never stored.
@@ -189,6 +194,7 @@ def _train_vectorised(
         sampling_rng=secret_generator(x.device),
         noise_rng=secret_generator(x.device),
         fixed_width=fixed_width,
+        planned_rows=planned_rows,
     )
     check_plan(spec, engine.sample_rate, engine.steps_per_epoch)
     network.train()
@@ -208,12 +214,15 @@ def _train_opacus(
     spec: TrainingSpec,
     device: torch.device,
     on_epoch: EpochCallback | None,
+    planned_rows: int | None = None,
 ) -> TrainingResult:
     sampling_rng = secret_generator(torch.device("cpu"))  # the DataLoader samples on the CPU
     noise_rng = secret_generator(device)
-    loader = DataLoader(
-        TensorDataset(x, y), batch_size=spec.batch_size, shuffle=True, generator=sampling_rng
-    )
+    fewer = planned_rows is not None and planned_rows != len(x) and spec.noise_multiplier > 0
+    loader: DataLoader[Any] = (  # fewer rows than planned (patients left out): the planned q
+        DPDataLoader(TensorDataset(x, y), sample_rate=spec.sample_rate, generator=sampling_rng)
+        if fewer else DataLoader(TensorDataset(x, y), batch_size=spec.batch_size, shuffle=True,
+                                 generator=sampling_rng))
     engine: PrivacyEngine | None = None
     if spec.noise_multiplier > 0:
         with warnings.catch_warnings():
@@ -226,10 +235,12 @@ def _train_opacus(
                 data_loader=loader,
                 noise_multiplier=spec.noise_multiplier,
                 max_grad_norm=spec.max_grad_norm,
-                poisson_sampling=True,
+                poisson_sampling=not fewer,
                 clipping="flat",  # one norm over all parameters: the whole gradient
                 noise_generator=noise_rng,
             )
+        if fewer and planned_rows is not None and isinstance(optimizer, DPOptimizer):
+            optimizer.expected_batch_size = max(1, int(planned_rows * spec.sample_rate))
         check_plan(spec, getattr(loader, "sample_rate", None), len(loader))
     # Opacus' hooks fire on module outputs because inputs need no gradient: expected, harmless.
     warnings.filterwarnings("ignore", message="Full backward hook is firing")

@@ -9,12 +9,14 @@ keyed PRF of its id under the dataset's secret (``app.datasets.identity``).
 from dataclasses import dataclass
 
 import numpy as np
+import pyarrow as pa
 
 from app.core.errors import Conflict
-from app.datasets import identity, synthetic, table_store, union
+from app.datasets import identity, left_out_rows, record_coins, synthetic, table_store, union
 from app.datasets.dataset_schema import DatasetSchema
 from app.datasets.models import Dataset
 from app.datasets.stored import load_table, schema_of
+from app.ledger.left_out import LeftOut
 
 
 class DatasetWithoutIdentity(Conflict):
@@ -26,11 +28,18 @@ Groups = dict[str, tuple[np.ndarray, list[str]]]
 
 @dataclass(frozen=True)
 class PartRows:
-    """One part's rows: raw features, outcomes, and subgroup codes with their public labels."""
+    """One part's rows: raw features, outcomes, and subgroup codes with their public labels.
+
+    ``rows`` is the part's size in the whole dataset, which is public (row counts are, by
+    convention): what every decision and every figure that leaves the service reads. The
+    arrays may hold fewer, when the release leaves patients out (``app.ledger.left_out``):
+    how many is private, and is never read from their length.
+    """
 
     x: np.ndarray
     y: np.ndarray
     groups: Groups
+    rows: int
 
 
 @dataclass(frozen=True)
@@ -40,8 +49,9 @@ class Split:
     evaluation: PartRows
 
 
-def load_parts(dataset: Dataset) -> Split:
-    """The dataset's rows in raw feature units, by part (each record's keyed coin of its id).
+def load_parts(dataset: Dataset, left: LeftOut | None = None) -> Split:
+    """The dataset's rows in raw feature units, by part (each record's keyed coin of its id),
+    without the patients the release left out (``left``; None: every row).
 
     Raises:
         DatasetWithoutIdentity: the dataset has no record secret (its data were erased or
@@ -54,18 +64,28 @@ def load_parts(dataset: Dataset) -> Split:
             field="dataset_id", state=dataset.state,
         )
     if dataset.source_kind in ("upload", union.UNION):
-        return _upload_parts(dataset, secret)
-    return _synthetic_parts(dataset, secret)
+        return _upload_parts(dataset, secret, left)
+    return _synthetic_parts(dataset, secret, left)
 
 
-def _synthetic_parts(dataset: Dataset, secret: str) -> Split:
+def _read(dataset: Dataset, ids: pa.Array | pa.ChunkedArray, parts: np.ndarray,
+          left: LeftOut | None) -> np.ndarray:
+    """Each row's part, or -1 (no part) for a row whose patient the release left out."""
+    if left is None:
+        return parts
+    return np.where(left_out_rows.read_rows(dataset, ids, left), parts, -1)
+
+
+def _synthetic_parts(dataset: Dataset, secret: str, left: LeftOut | None) -> Split:
     table = synthetic.generate(dataset.n_rows, dataset.seed, dataset.synthetic_shift)
     parts = identity.parts_of(range(dataset.n_rows), secret, scheme=dataset.coin_scheme)
+    counts = identity.part_counts(parts)
+    read = _read(dataset, record_coins.id_strings(range(dataset.n_rows)), parts, left)
 
     def rows(part: identity.Part) -> PartRows:
-        member = parts == part
+        member = read == part
         return PartRows(table.x[member], table.y[member],
-                        synthetic.subgroups(table.x[member], table.sex[member]))
+                        synthetic.subgroups(table.x[member], table.sex[member]), counts[part])
 
     return Split(rows(identity.Part.TRAIN), rows(identity.Part.CALIBRATION),
                  rows(identity.Part.EVALUATION))
@@ -86,18 +106,20 @@ def _groups(schema: DatasetSchema, table: table_store.IngestedTable, member: np.
     return groups
 
 
-def _upload_parts(dataset: Dataset, secret: str) -> Split:
+def _upload_parts(dataset: Dataset, secret: str, left: LeftOut | None) -> Split:
     schema = schema_of(dataset)
     if dataset.union_of is not None:  # each row in its member's part
         table, parts = union.load_with_parts(dataset)
     else:
         table = load_table(dataset)
         parts = identity.parts_of(table.ids, secret, scheme=dataset.coin_scheme)
+    counts = identity.part_counts(parts)
+    read = _read(dataset, table.ids, parts, left)
 
     def rows(part: identity.Part) -> PartRows:
-        member = parts == part
+        member = read == part
         return PartRows(table.features[member], table.outcome[member],
-                        _groups(schema, table, member))
+                        _groups(schema, table, member), counts[part])
 
     return Split(rows(identity.Part.TRAIN), rows(identity.Part.CALIBRATION),
                  rows(identity.Part.EVALUATION))

@@ -25,6 +25,7 @@ from app.datasets.dataset_schema import DatasetSchema, schema_hash
 from app.datasets.encoding import Encoder, encoder_for
 from app.jobs import queue
 from app.jobs.models import SUCCEEDED, Job
+from app.ledger import service as ledger_service
 from app.observability import job_metrics
 from app.privacy.accounting import finite_or_none
 from app.registry import artifacts
@@ -50,14 +51,16 @@ class LoadedData:
     budget_delta: float | None  # the budget's delta (the held-out releases' noise reads it)
 
 
-def load(*, session: Session, dataset_id: int) -> LoadedData:
-    """The dataset's parts and the encoder of its declared schema.
+def load(*, session: Session, dataset_id: int, job_id: int | None = None) -> LoadedData:
+    """The dataset's parts and the encoder of its declared schema; for job ``job_id``,
+    without the patients its release leaves out (its ledger entry says whom).
 
     Raises:
         DatasetNotFound: the dataset is gone (the job fails).
     """
     dataset = dataset_service.get(session=session, dataset_id=dataset_id)
-    return LoadedData(split=dataset_parts.load_parts(dataset),
+    left = None if job_id is None else ledger_service.left_out_of(session=session, job_id=job_id)
+    return LoadedData(split=dataset_parts.load_parts(dataset, left),
                       encoder=encoder_for(dataset_parts.schema_of(dataset)),
                       budget_delta=dataset.budget_delta)
 

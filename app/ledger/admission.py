@@ -1,12 +1,13 @@
-"""Admission: the filters that decide whether a release may be charged, and the 409 of a refusal.
+"""Admission: the filters that decide whether a release may be charged, whom it leaves out,
+and the 409 of a refusal.
 
 Two filters, both Rényi filters at one fixed order (``app.privacy.filter``): the dataset's own
-(its budget) and, for a dataset in a patient space, the per-patient filter of every block of
-patients it holds (``app.ledger.spaces``). The caller holds the dataset's lock, which is taken
-after the space's (``app.ledger.service.lock_dataset``).
+(its budget) admits or refuses the release, on public facts alone; for a dataset in a patient
+space, the per-patient filter of every block of patients it holds (``app.ledger.spaces``) then
+leaves out the blocks that cannot afford it (``app.ledger.left_out``). The caller holds the
+dataset's lock, which is taken after the space's (``app.ledger.service.lock_dataset``).
 """
 
-import dataclasses
 import math
 from dataclasses import dataclass
 from typing import Any, NoReturn
@@ -14,7 +15,7 @@ from typing import Any, NoReturn
 from dp_accounting.dp_event import DpEvent, RepeatAndSelectDpEvent
 from sqlalchemy.orm import Session
 
-from app.ledger import spaces
+from app.ledger import left_out, spaces
 from app.ledger import spend as ledger_spend
 from app.ledger.errors import BudgetExceeded
 from app.ledger.models import LedgerEntry
@@ -26,9 +27,9 @@ from app.privacy.filter import CITATION, RenyiFilter, rdp_at
 
 COMPOSITION_ACCOUNTANT = ledger_spend.COMPOSITION_ACCOUNTANT
 
-PATIENTS = "patients"
-"""A refusal's scope when a block of the dataset's patient space refuses: the per-patient budget
-of patients the dataset shares with other datasets (``app.ledger.spaces``)."""
+DATASET = "dataset"
+"""A refusal's scope: always the dataset's own budget. The per-patient filter leaves patients
+out instead of refusing (``patients_left_out``)."""
 
 
 @dataclass(frozen=True)
@@ -38,8 +39,7 @@ class Shortfall:
     guard: RenyiFilter
     entries: list[LedgerEntry]
     spent: float  # RDP of the charged entries at the filter's order
-    scope: str = "dataset"  # whose budget refuses: the dataset's, or its PATIENTS' (a block)
-    also: tuple["Shortfall", ...] = ()  # the other filter, when both refuse
+    scope: str = DATASET  # whose budget refuses: the dataset's
 
     def spend_after(self, entry: LedgerEntry) -> float:
         """The (epsilon, delta) the filter would give the entries plus ``entry``."""
@@ -52,33 +52,21 @@ class Shortfall:
 
 
 def shortfall(*, session: Session, dataset: Budgeted, entry: LedgerEntry) -> Shortfall | None:
-    """The filters (``app.privacy.filter``), for any entry (a job's or a statistics release's):
-    None (admitted) if both admit it, else what the refusal reports.
+    """The dataset's own filter (``app.privacy.filter``), for any entry (a job's or a
+    statistics release's): None (admitted) if it admits it, else what the refusal reports.
 
-    - The dataset's own filter: the RDP of its charged entries plus ``entry``, at its fixed
-      order, within its budget's bound (or, for its first charged entry, that entry's own
-      tight epsilon within the budget).
-    - The per-patient filter of its patient space (``app.ledger.spaces``), for every live
-      block of patients in the dataset: the RDP of the charged entries of every dataset the
-      block's patients are in, plus ``entry``, at the space's order, within the space's
-      per-patient budget (the same first-release rule, per block). The refusal names the
-      binding block's spend: the one with the least room.
+    The RDP of the dataset's charged entries plus ``entry``, at its fixed order, within its
+    budget's bound (or, for its first charged entry, that entry's own tight epsilon within the
+    budget). Only public facts decide: the dataset's declared budget and the release's
+    mechanism. The per-patient filter never refuses (``patients_left_out``).
 
-    The caller holds the dataset lock (and so the space's). A dataset without a budget (public)
-    admits everything.
+    The caller holds the dataset lock. A dataset without a budget (public) admits everything.
     """
     guard = ledger_spend.filter_of(dataset)
     if guard is None:
         return None
     entries = ledger_spend.charged_entries(session=session, dataset_id=dataset.id)
-    space_id = getattr(dataset, "patient_space_id", None)
-    refusals = [r for r in (
-        _refusal(guard, entries, entry),
-        None if space_id is None else _block_refusal(session, space_id, dataset.id, entry),
-    ) if r is not None]
-    if not refusals:
-        return None
-    return dataclasses.replace(refusals[0], also=tuple(refusals[1:]))
+    return _refusal(guard, entries, entry)
 
 
 def _refusal(guard: RenyiFilter, entries: list[LedgerEntry], entry: LedgerEntry,
@@ -94,34 +82,44 @@ def _refusal(guard: RenyiFilter, entries: list[LedgerEntry], entry: LedgerEntry,
     return Shortfall(guard, entries, spent)
 
 
-def _block_refusal(session: Session, space_id: int, dataset_id: int,
-                   entry: LedgerEntry) -> Shortfall | None:
-    """The per-patient filter over every live block in the dataset; the tightest refusal."""
+def patients_left_out(*, session: Session, dataset: Budgeted,
+                      entry: LedgerEntry) -> left_out.LeftOut | None:
+    """The per-patient filter of the dataset's patient space (``app.ledger.spaces``), for an
+    entry its own filter admitted: which of its patients the release leaves out.
+
+    Every live block of the dataset's patients is checked with the space's filter: the RDP of
+    the charged entries that read the block's patients (``left_out.reads``), plus ``entry``,
+    at the space's order, within the per-patient budget (the same first-release rule, per
+    block). A block that cannot afford the release is left out of it (Feldman and Zrnic):
+    the decision depends on its own patients' history alone, never refuses the release, and
+    is recorded on the entry once (``app.ledger.left_out``). None: everybody is read.
+
+    The caller holds the dataset lock (and so the space's).
+    """
+    space_id = getattr(dataset, "patient_space_id", None)
+    if space_id is None or ledger_spend.filter_of(dataset) is None:
+        return None
     space = session.get(spaces.PatientSpace, space_id)
     if space is None:
         raise ledger_spend.LedgerIntegrityError(
-            f"dataset {dataset_id} names a missing patient space")
+            f"dataset {dataset.id} names a missing patient space")
     guard = space.guard
-    patterns = spaces.patterns_of(session=session, space_id=space_id, dataset_id=dataset_id)
+    patterns = spaces.patterns_of(session=session, space_id=space_id, dataset_id=dataset.id)
     by_dataset = ledger_spend.charged_by_dataset(
         session=session, dataset_ids={d for p in patterns for d in p})
-    # Each entry is checked and its RDP computed once, not once per block it charges (a
-    # dataset is in thousands of blocks: bench/patient_budget.py); a block's RDP is then the
-    # same fsum of the same figures as ``spent_rdp`` of its entries.
-    rdp = {d: [ledger_spend.spent_rdp([e], guard.order) for e in found]
-           for d, found in by_dataset.items()}
+    # Each entry's RDP is computed once, not once per block it charges (a dataset is in
+    # thousands of blocks: bench/patient_budget.py).
+    rdp = {e.id: ledger_spend.spent_rdp([e], guard.order)
+           for found in by_dataset.values() for e in found}
     own = ledger_spend.spent_rdp([entry], guard.order)
-    spent = {p: math.fsum(r for d in p for r in rdp.get(d, [])) for p in patterns}
-    most = max(spent.values(), default=0.0)
-    refusals = []
-    for pattern in patterns:  # the filter admits a spend when it admits a larger one: only
-        if spent[pattern] < most:  # the most-spent blocks can be the tightest refusal
-            continue
-        charged = [e for d in pattern for e in by_dataset.get(d, [])]
-        refused = _refusal(guard, charged, entry, spent[pattern], own)
-        if refused is not None:
-            refusals.append(dataclasses.replace(refused, scope=PATIENTS))
-    return max(refusals, key=lambda r: r.spent, default=None)
+    refused = []
+    for pattern in patterns:
+        charged = [e for d in pattern for e in by_dataset.get(d, [])
+                   if left_out.reads(e, pattern)]
+        spent = math.fsum(rdp[e.id] for e in charged)
+        if _refusal(guard, charged, entry, spent, own) is not None:
+            refused.append(pattern)
+    return left_out.decided(patterns, refused)
 
 
 def admit(session: Session, dataset: Budgeted, entry: LedgerEntry) -> None:
@@ -178,13 +176,6 @@ def _largest_fitting_search(guard: RenyiFilter, entries: list[LedgerEntry],
     return round_down(target) if math.isfinite(target) else None
 
 
-def _largest_target_of_all(refused: Shortfall, entry: LedgerEntry) -> float | None:
-    """The largest target both filters admit: the smaller of each refusing filter's."""
-    found = [_largest_fitting_target(r.guard, r.entries, entry, r.spent)
-             for r in (refused, *refused.also)]
-    return None if None in found else min(f for f in found if f is not None)
-
-
 def _reachable(guard: RenyiFilter, entry: LedgerEntry) -> bool:
     largest = accounting.Mechanism(accounting.MAX_NOISE_MULTIPLIER, entry.sample_rate, entry.steps)
     tight = accounting.create_accountant(ledger_spend.TIGHT_ACCOUNTANT)
@@ -209,10 +200,9 @@ def over_budget(refused: Shortfall, entry: LedgerEntry, *, release: str,
     figures: dict[str, Any] = (
         {"job_epsilon": own, "composed_epsilon_with_job": composed} if release == "job"
         else {"release_epsilon": own, "composed_epsilon_with_release": composed})
-    whose = ("the composed spend of patients this dataset shares with others (per-patient "
-             "budget" if refused.scope == PATIENTS else "the dataset's composed spend (budget")
     return BudgetExceeded(
-        f"this {release} would bring {whose} {guard.epsilon:g}) to {after:.4g}; remaining "
+        f"this {release} would bring the dataset's composed spend (budget "
+        f"{guard.epsilon:g}) to {after:.4g}; remaining "
         f"epsilon is {remaining:.4g}; {fits}",
         budget_scope=refused.scope,
         budget={"epsilon": guard.epsilon, "delta": guard.delta},
@@ -226,7 +216,7 @@ def over_budget(refused: Shortfall, entry: LedgerEntry, *, release: str,
 
 
 def _refuse(refused: Shortfall, entry: LedgerEntry) -> NoReturn:
-    largest = _largest_target_of_all(refused, entry)
+    largest = _largest_fitting_target(refused.guard, refused.entries, entry, refused.spent)
     fits = (f"the largest target epsilon that fits now is {largest:g}" if largest is not None
             else "no noise level up to the maximum fits this plan: take fewer steps")
     raise over_budget(refused, entry, release="job", largest=largest, fits=fits)

@@ -1,13 +1,13 @@
 """What the per-patient filter says each block of a patient space has spent, and changing the
 space's budget.
 
-A block's patients are charged by every release on each of its datasets (``app.ledger.spaces``),
-so its spend is the space's filter (``RenyiFilter`` at the space's fixed order) over the
-charged entries of all of them, with the filter's first-release rule: exactly what admission
-checks (``app.ledger.admission``). A dataset's next release can use what its most-spent live
-block has left; the organisation's budget cannot go below what its most-spent live block has
-spent or reserved. Spends are exact functions of the ledger and of which blocks exist; block
-sizes are not needed here and are never read.
+A block's patients are charged by every release on each of its datasets that did not leave them
+out (``app.ledger.spaces``, ``app.ledger.left_out``), so its spend is the space's filter
+(``RenyiFilter`` at the space's fixed order) over those charged entries, with the filter's
+first-release rule: exactly what admission checks (``app.ledger.admission``). A block that
+cannot afford a release is left out of it; the organisation's budget cannot go below what its
+most-spent live block has spent or reserved. Spends are exact functions of the ledger and of
+which blocks exist; block sizes are not needed here and are never read.
 """
 
 import math
@@ -18,7 +18,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from app.core.time import as_utc
-from app.ledger import space_chain, spaces
+from app.ledger import left_out, space_chain, spaces
 from app.ledger import spend as ledger_spend
 from app.ledger.errors import BudgetBelowSpend
 from app.ledger.models import LedgerEntry
@@ -59,8 +59,8 @@ def spends(*, session: Session, guard: RenyiFilter,
            for found in by_dataset.values() for e in found}
     out = []
     for block in blocks:
-        entries = sorted((e for d in block.datasets for e in by_dataset.get(d, [])),
-                         key=lambda e: e.id)
+        entries = sorted((e for d in block.datasets for e in by_dataset.get(d, [])
+                          if left_out.reads(e, block.datasets)), key=lambda e: e.id)
         charges = tuple(rdp[e.id] for e in entries)
         spent = guard.epsilon_of(math.fsum(charges))
         if len(entries) == 1:  # the filter's first-release rule, as filtered_epsilon

@@ -175,6 +175,9 @@ class LedgerEntry(Base):
     # Derived from the mechanism above at write time, kept for reading; never the source of truth.
     epsilon_rdp: Mapped[float | None] = mapped_column(Float, nullable=True)
     epsilon_prv: Mapped[float | None] = mapped_column(Float, nullable=True)
+    # The patients the per-patient filter left out of the release, decided at admission
+    # (``app.ledger.left_out``): null when it reads every patient of its dataset.
+    left_out: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
     # Read-only, from the events: reserved | committed | released, and when it last changed.
     # A release after commits gives back only the unrun remainder: the entry stays committed.

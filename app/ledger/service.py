@@ -18,9 +18,8 @@ from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
 from app.core.time import utcnow
-from app.ledger import admission, chain, space_chain, spaces
+from app.ledger import admission, chain, left_out, space_chain, spaces
 from app.ledger import spend as ledger_spend
-from app.ledger.admission import PATIENTS as PATIENTS
 from app.ledger.admission import Shortfall as Shortfall
 from app.ledger.admission import over_budget as over_budget
 from app.ledger.admission import shortfall as shortfall
@@ -108,6 +107,7 @@ def reserve(
 
     Raises:
         BudgetExceeded: the composed spend including this job would exceed the budget.
+        PatientIdsRequired: the dataset's patients are in a space of its own (409).
         ValueError: the event is not step-composed (a family bug, not a request's).
     """
     event = event.event if isinstance(event, accounting.Mechanism) else event
@@ -115,6 +115,8 @@ def reserve(
     if said.noise_multiplier is None or said.sample_rate is None or said.steps is None:
         raise ValueError(f"a job's training event must be step-composed, not {said.mechanism}")
     budget = lock_dataset(session=session, dataset_id=dataset.id)
+    spaces.check_keyed(session=session, space_id=budget.patient_space_id,
+                       dataset_id=dataset.id)
     figures = accounting.epsilon_by_accountant([event], delta)
     entry = LedgerEntry(
         dataset_id=dataset.id,
@@ -132,10 +134,29 @@ def reserve(
         epsilon_prv=accounting.finite_or_none(figures["prv"]),
     )
     admission.admit(session, budget, entry)
+    leave_out(session=session, dataset=budget, entry=entry)
     session.add(entry)
     session.flush()
     chain.append(session=session, dataset_id=dataset.id, entry=entry, kind=RESERVE)
     return entry
+
+
+def leave_out(*, session: Session, dataset: Budgeted, entry: LedgerEntry) -> None:
+    """Record on an admitted ``entry``, before it is chained, the patients its release leaves
+    out (``admission.patients_left_out``); the caller holds the dataset lock."""
+    found = admission.patients_left_out(session=session, dataset=dataset, entry=entry)
+    entry.left_out = None if found is None else found.as_json()
+
+
+def entry_of(*, session: Session, job_id: int) -> LedgerEntry | None:
+    """Job ``job_id``'s ledger entry (None: it has none)."""
+    return _entry_for(session, job_id)
+
+
+def left_out_of(*, session: Session, job_id: int) -> left_out.LeftOut | None:
+    """The patients job ``job_id``'s release leaves out (None: none, or no entry)."""
+    entry = _entry_for(session, job_id)
+    return None if entry is None else left_out.of(entry)
 
 
 def _entry_for(session: Session, job_id: int) -> LedgerEntry | None:

@@ -19,7 +19,7 @@ from dp_accounting.dp_event import DpEvent
 from sqlalchemy.orm import Session
 
 from app.core.time import utcnow
-from app.ledger import chain
+from app.ledger import chain, spaces
 from app.ledger import service as ledger_service
 from app.ledger import spend as ledger_spend
 from app.ledger.models import COMMIT, RESERVE, LedgerEntry
@@ -76,8 +76,11 @@ def reserve_release(
     Raises:
         BudgetExceeded: as for a job: the spend so far, what remains, and the largest target
             epsilon (same queries and mechanism, at the same delta) that fits now.
+        PatientIdsRequired: the dataset's patients are in a space of its own (409).
     """
     budget = ledger_service.lock_dataset(session=session, dataset_id=dataset.id)
+    spaces.check_keyed(session=session, space_id=budget.patient_space_id,
+                       dataset_id=dataset.id)
     figures, said = _figures(charge), charge.description
     entry = LedgerEntry(
         dataset_id=dataset.id, statistics_release_id=release_id, job_id=job_id,
@@ -91,6 +94,7 @@ def reserve_release(
     refused = ledger_service.shortfall(session=session, dataset=budget, entry=entry)
     if refused is not None:
         _refuse(refused, entry, charge)
+    ledger_service.leave_out(session=session, dataset=budget, entry=entry)
     session.add(entry)
     session.flush()
     chain.append(session=session, dataset_id=dataset.id, entry=entry, kind=RESERVE)
@@ -118,16 +122,9 @@ def largest_fitting_target(refused: ledger_service.Shortfall, charge: ReleaseCha
     return None if best is None else round_down(best)
 
 
-def _largest_of_all(refused: ledger_service.Shortfall, charge: ReleaseCharge) -> float | None:
-    """What both filters admit (the dataset's and its patients'): the smaller of each
-    refusing filter's largest target."""
-    found = [largest_fitting_target(r, charge) for r in (refused, *refused.also)]
-    return None if None in found else min(f for f in found if f is not None)
-
-
 def _refuse(refused: ledger_service.Shortfall, entry: LedgerEntry, charge: ReleaseCharge
             ) -> NoReturn:
-    largest = _largest_of_all(refused, charge)
+    largest = largest_fitting_target(refused, charge)
     fits = (f"the largest target epsilon that fits now is {largest:g}" if largest is not None
             else "no target epsilon fits now")
     raise ledger_service.over_budget(

@@ -21,10 +21,12 @@ from collections import OrderedDict
 from dataclasses import dataclass
 
 import numpy as np
+import pyarrow as pa
 
-from app.datasets import parts, stored, synthetic, union
+from app.datasets import left_out_rows, parts, record_coins, stored, synthetic, union
 from app.datasets.models import Dataset
 from app.features import FEATURE_NAMES
+from app.ledger.left_out import LeftOut
 
 CACHE_ENTRIES = 2
 CACHE_SECONDS = 300.0
@@ -37,16 +39,25 @@ class Cohort:
 
     columns: dict[str, np.ndarray]
     rows: int
+    ids: pa.Array | pa.ChunkedArray  # each record's id (the generator's: its row number)
+
+    def reading(self, dataset: Dataset, left: LeftOut | None) -> "Cohort":
+        """The records a release that left ``left`` out reads (all of them when None)."""
+        if left is None:
+            return self
+        read = left_out_rows.read_rows(dataset, self.ids, left)
+        return _frozen({name: values[read] for name, values in self.columns.items()},
+                       self.ids.filter(pa.array(read)))
 
 
-def _frozen(columns: dict[str, np.ndarray]) -> Cohort:
+def _frozen(columns: dict[str, np.ndarray], ids: pa.Array | pa.ChunkedArray) -> Cohort:
     arrays = {}
     for name, values in columns.items():
         array = np.ascontiguousarray(values, dtype=np.float64)
         array.setflags(write=False)
         arrays[name] = array
     rows = len(next(iter(arrays.values()))) if arrays else 0
-    return Cohort(arrays, rows)
+    return Cohort(arrays, rows, ids)
 
 
 def _synthetic(dataset: Dataset) -> Cohort:
@@ -56,7 +67,7 @@ def _synthetic(dataset: Dataset) -> Cohort:
     columns = {name: by_column[j] for j, name in enumerate(FEATURE_NAMES)}
     columns |= {a.name: table.sex for a in schema.attributes}
     columns[schema.outcome.name] = table.y
-    return _frozen(columns)
+    return _frozen(columns, record_coins.id_strings(range(dataset.n_rows)))
 
 
 def _upload(dataset: Dataset) -> Cohort:
@@ -67,7 +78,7 @@ def _upload(dataset: Dataset) -> Cohort:
     columns = {name: by_column[j] for j, name in enumerate(schema.feature_names)}
     columns |= dict(table.attributes)
     columns[schema.outcome.name] = table.outcome
-    return _frozen(columns)
+    return _frozen(columns, table.ids)
 
 
 _cache: OrderedDict[tuple[object, ...], tuple[float, Cohort]] = OrderedDict()

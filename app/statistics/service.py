@@ -20,7 +20,9 @@ from app.core.time import utcnow
 from app.datasets import labels, parts
 from app.datasets.models import AWAITING_DATA, READY, Dataset
 from app.datasets.rules import check_delta, max_delta
+from app.ledger import left_out
 from app.ledger import statistics as ledger_statistics
+from app.ledger.left_out import LeftOut
 from app.ledger.models import LedgerEntry
 from app.privacy import accounting
 from app.statistics import aggregate, cohort, estimate
@@ -66,9 +68,11 @@ def _delta(dataset: Dataset, request: StatisticsCreate) -> float:
 
 
 def _answers(dataset: Dataset, plans: list[planning.QueryPlan],
-             noises: list[list[release_noise.Noise]]) -> list[dict[str, Any]]:
-    """Exact aggregates of every record, plus OpenDP noise, estimated (not yet released)."""
-    rows = cohort.load(dataset)
+             noises: list[list[release_noise.Noise]], left: LeftOut | None
+             ) -> list[dict[str, Any]]:
+    """Exact aggregates of every record the release reads (``left``: the patients it leaves
+    out), plus OpenDP noise, estimated (not yet released)."""
+    rows = cohort.load(dataset).reading(dataset, left)
     cells = aggregate.CellIndex(rows)
     outcome = parts.schema_of(dataset).outcome.name
     found = []
@@ -110,13 +114,12 @@ def release(*, session: Session, dataset: Dataset, request: StatisticsCreate
     _check_outcome_held(dataset, plans)
     noises = release_noise.calibrate(plans, mechanism=privacy.mechanism,
                                      epsilon=privacy.epsilon, delta=delta)
-    answers = _answers(dataset, plans, noises)
     event = release_noise.event(noises)
     pure = math.isfinite(accounting.pure_epsilon([event]))  # (epsilon, 0): no delta to show
     row = StatisticsRelease(
         dataset_id=dataset.id, mechanism=str(privacy.mechanism), target_epsilon=privacy.epsilon,
         delta=None if pure else delta, rows=dataset.n_rows,
-        request=request.model_dump(mode="json"), answers=answers,
+        request=request.model_dump(mode="json"), answers=[],
         library=release_noise.library(), created_at=utcnow(),
     )
     session.add(row)
@@ -125,6 +128,8 @@ def release(*, session: Session, dataset: Dataset, request: StatisticsCreate
                                              target_epsilon=privacy.epsilon)
     entry = ledger_statistics.reserve_release(session=session, dataset=dataset,
                                               release_id=row.id, charge=charge)
+    # admitted: whom it reads is decided; the answers are written in the same transaction
+    row.answers = _answers(dataset, plans, noises, left_out.of(entry))
     ledger_statistics.commit_release(session=session, entry=entry)
     return row
 

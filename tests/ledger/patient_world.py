@@ -69,6 +69,16 @@ class Charge:
     entry_id: int
     dataset_id: int
     event: DpEvent  # rebuilt from the entry's columns, at its charged steps
+    left_out: dict[str, Any] | None = None  # as the entry recorded it at admission
+
+    def reads(self, pattern: tuple[int, ...]) -> bool:
+        """Whether the release read the patients now in exactly ``pattern``'s datasets: not
+        when their datasets at admission (those of ``pattern`` its scope then held) are a
+        pattern it left out."""
+        if not self.left_out:
+            return True
+        then = sorted(set(pattern) & set(self.left_out["scope"]))
+        return then not in [sorted(p) for p in self.left_out["patterns"]]
 
 
 @dataclass
@@ -254,7 +264,8 @@ def charges_of(world: World) -> tuple[dict[int, list[Charge]], int]:
             assert events.from_json(entry.event) == _rebuilt(entry, entry.steps), entry.id
             if entry.charged_steps > 0:
                 found[entry.dataset_id].append(
-                    Charge(entry.id, entry.dataset_id, _rebuilt(entry, entry.charged_steps)))
+                    Charge(entry.id, entry.dataset_id, _rebuilt(entry, entry.charged_steps),
+                           entry.left_out))
     return found, last
 
 
@@ -304,8 +315,9 @@ def check(world: World, outcomes: list[Outcome], before: dict[int, list[Charge]]
     space = _space(world)
     patterns = world.patterns()
     for pattern, size in patterns.items():  # no patient over the per-patient budget
-        left = room([c.event for d in pattern for c in charges[d]], *space)
-        entries = [c.entry_id for d in pattern for c in charges[d]]
+        read = [c for d in pattern for c in charges[d] if c.reads(pattern)]
+        left = room([c.event for c in read], *space)
+        entries = [c.entry_id for c in read]
         assert left >= -FLOAT_SLACK, f"{size} patients of {pattern}: {-left:.4g} over ({entries})"
     for dataset_id, budget in world.budgets.items():  # nor any dataset over its own
         left = room([c.event for c in charges[dataset_id]], *budget)
@@ -324,13 +336,10 @@ def check(world: World, outcomes: list[Outcome], before: dict[int, list[Charge]]
     for outcome in outcomes:
         if outcome.result != "refused":
             continue
+        # Only the dataset's own budget refuses (public facts); patients are left out instead.
+        assert outcome.scope == "dataset", outcome
         dataset_id, wanted = outcome.dataset_id or 0, _requested_event(world, outcome)
-        if outcome.scope == "dataset":
-            history = [c.event for c in most[dataset_id]]
-            left = room([*history, wanted], *world.budgets[dataset_id])
-        else:
-            assert outcome.scope == ledger_service.PATIENTS
-            left = min(room([*(c.event for d in p for c in most[d]), wanted], *space)
-                       for p in patterns if dataset_id in p)
+        history = [c.event for c in most[dataset_id]]
+        left = room([*history, wanted], *world.budgets[dataset_id])
         assert left < MARGIN, (outcome, left)
     return charges

@@ -17,6 +17,7 @@ from app.datasets.models import Dataset
 from app.flows import training as training_flow
 from app.jobs.schemas import JobCreate
 from app.ledger import block_spend, space_chain, spaces
+from app.ledger import service as ledger_service
 from app.ledger import spend as ledger_spend
 from app.ledger.errors import BudgetBelowSpend, BudgetExceeded
 from app.ledger.schemas import PatientBudgetChange
@@ -91,12 +92,21 @@ def test_a_budget_below_what_the_most_spent_patients_have_spent_is_refused(
 
     lowered = any_client.put(ROUTE, json={"epsilon": round(spent + 0.3, 2), "delta": 1e-6})
     assert lowered.status_code == 200, lowered.text
-    # The shared patients have 0.3 left: a release on either table is refused by them ...
+    # The shared patients have 0.3 left: a release on either table leaves them out ...
     over = _job(any_client, second, 3)
-    assert over.status_code == 409 and over.json()["budget_scope"] == "patients", over.text
+    assert over.status_code == 202, over.text
+    with any_db.session_scope() as session:
+        entry = ledger_service.entry_of(session=session, job_id=over.json()["id"])
+        assert entry is not None and entry.left_out == {
+            "scope": [first, second], "patterns": [[first, second]]}
+    assert any_client.get(ROUTE).json()["spent_epsilon"] == pytest.approx(spent)
     # ... while a cohort that shares nobody keeps the whole (lowered) budget.
     alone = _upload(any_client, [f"s-{i}" for i in range(1000)], "alone", seed=2)
-    assert _job(any_client, alone, 3).status_code == 202
+    alone_job = _job(any_client, alone, 3)
+    assert alone_job.status_code == 202
+    with any_db.session_scope() as session:
+        entry = ledger_service.entry_of(session=session, job_id=alone_job.json()["id"])
+        assert entry is not None and entry.left_out is None
 
 
 def test_a_delta_above_one_tenth_over_the_largest_upload_is_a_422(client: TestClient) -> None:

@@ -8,9 +8,8 @@ from fastapi.testclient import TestClient
 from sqlalchemy import select
 
 from app.core.database import Database
-from app.datasets import identity
-from app.datasets.models import AWAITING_DATA, Dataset
-from app.ledger import spaces
+from app.ledger import block_spend, spaces
+from app.ledger.models import LedgerEntry
 from app.ledger.spaces import PatientBlock
 
 SCHEMA = {
@@ -51,6 +50,12 @@ def _job(client: TestClient, dataset_id: int, epsilon: float) -> Any:
                                          "training": {"epochs": 2, "batch_size": 256}})
 
 
+def _left_out(db: Database, job_id: int) -> dict[str, Any] | None:
+    with db.session_scope() as session:
+        entry = session.scalars(select(LedgerEntry).where(LedgerEntry.job_id == job_id)).one()
+        return entry.left_out
+
+
 def test_a_re_export_shares_its_patients_spend_and_a_disjoint_cohort_does_not(
         any_client: TestClient, any_db: Database) -> None:
     cohort = [f"n-{i}" for i in range(3000)]
@@ -59,17 +64,24 @@ def test_a_re_export_shares_its_patients_spend_and_a_disjoint_cohort_does_not(
     # The monthly re-export: the same patients minus one, plus ten new ones.
     re_export = cohort[1:] + [f"new-{i}" for i in range(10)]
     second = _upload(any_client, re_export, "north-april", seed=1)
-    refused = _job(any_client, second, 6)
-    assert refused.status_code == 409, refused.text
-    body = refused.json()
-    assert body["budget_scope"] == "patients", body
-    largest = body["largest_fitting_target_epsilon"]
-    # 5.46 here: Gaussian-like releases compose by RDP to less than the sum of their epsilons
-    assert 4.0 < largest < 6.0, body
-    assert _job(any_client, second, largest).status_code == 202
+    # 3 and 6 compose past the per-patient 8: the release is admitted by the dataset's own
+    # budget, and the 2,999 shared patients are left out of it; the ten new ones are read.
+    admitted = _job(any_client, second, 6)
+    assert admitted.status_code == 202, admitted.text
+    assert _left_out(any_db, admitted.json()["id"]) == {
+        "scope": [first, second], "patterns": [[first, second]]}
     # A disjoint cohort is nobody's re-export: it keeps the whole per-patient budget.
     other = _upload(any_client, [f"s-{i}" for i in range(3000)], "south", seed=2)
-    assert _job(any_client, other, 7.9).status_code == 202
+    alone = _job(any_client, other, 7.9)
+    assert alone.status_code == 202 and _left_out(any_db, alone.json()["id"]) is None
+    with any_db.session_scope() as session:  # the shared patients paid for the first job only
+        space = spaces.organisation(session=session)
+        spent = {tuple(s.block.datasets): [e.job_id for e in s.entries]
+                 for s in block_spend.spends(session=session, guard=space.guard,
+                                             blocks=spaces.live_blocks(session=session,
+                                                                       space_id=space.id))}
+    assert spent[(first, second)] == [1]
+    assert spent[(second,)] == [admitted.json()["id"]]
 
     with any_db.session_scope() as session:
         live = {tuple(b.datasets): b.size for b in session.scalars(
@@ -85,30 +97,3 @@ def test_a_private_upload_without_ids_is_refused(client: TestClient) -> None:
     assert created.status_code == 422, created.text
     (error,) = created.json()["errors"]
     assert error["field"] == "schema.id_column" and "patient" in error["message"]
-
-
-def test_an_upload_registered_before_spaces_is_its_own_block(client: TestClient,
-                                                             db: Database) -> None:
-    """Migration 0019 gives a budgeted dataset of that time a space of its own; one still
-    awaiting its rows then has no organisation key: its rows arrive as one block of its own."""
-    legacy = {**SCHEMA, "id_column": None}
-    with db.session_scope() as session:  # as migration 0019 leaves such a registration
-        space = spaces.new_space(session=session, kind=spaces.SpaceKind.DATASET, epsilon=8,
-                                 delta=1e-6)
-        dataset = Dataset(name="before-spaces", source_kind="upload", n_rows=0, n_train=0,
-                          seed=0, schema_json=legacy, schema_hash="0" * 64,
-                          state=AWAITING_DATA, ledger_version=0, budget_epsilon=8,
-                          budget_delta=1e-6, filter_order=space.filter_order,
-                          patient_space_id=space.id, coin_scheme=identity.CURRENT_SCHEME)
-        session.add(dataset)
-        session.flush()
-        dataset_id, space_id = dataset.id, space.id
-    rows = _table([str(i) for i in range(500)]).decode().splitlines()
-    body = "\n".join([rows[0].split(",", 1)[1], *(r.split(",", 1)[1] for r in rows[1:])])
-    sent = client.put(f"/v1/datasets/{dataset_id}/data", content=(body + "\n").encode(),
-                      headers={"Content-Type": "text/csv"})
-    assert sent.status_code == 200, sent.text
-    with db.session_scope() as session:
-        (block,) = spaces.live_blocks(session=session, space_id=space_id)
-        assert (block.datasets, block.size) == ([dataset_id], 500)
-    assert _job(client, dataset_id, 3).status_code == 202

@@ -21,7 +21,7 @@ def _rows(n: int, rng: np.random.Generator) -> tuple[PartRows, np.ndarray]:
     latent = rng.normal(size=n)
     y = (rng.random(n) < 1 / (1 + np.exp(-(latent * 1.5 - 1.5)))).astype(np.int64)
     groups = {"sex": (rng.integers(0, 2, n), ["female", "male"])}
-    return PartRows(np.zeros((n, 1)), y, groups), latent
+    return PartRows(np.zeros((n, 1)), y, groups, n), latent
 
 
 def _model(latent: np.ndarray, noise: float, rng: np.random.Generator) -> np.ndarray:

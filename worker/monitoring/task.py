@@ -26,6 +26,7 @@ from app.datasets import service as dataset_service
 from app.datasets.encoding import encoder_for
 from app.jobs import queue
 from app.jobs.models import SUCCEEDED, Job
+from app.ledger import service as ledger_service
 from app.monitoring import service as monitoring_service
 from app.monitoring.bins import FeatureBins, schema_bins
 from app.registry import service as registry_service
@@ -44,7 +45,8 @@ def _rows(split: dataset_parts.Split) -> dataset_parts.PartRows:
     groups = {name: (np.concatenate([p.groups[name][0] for p in parts]), labels)
               for name, (_, labels) in split.train.groups.items()}
     return dataset_parts.PartRows(np.concatenate([p.x for p in parts]),
-                                  np.concatenate([p.y for p in parts]), groups)
+                                  np.concatenate([p.y for p in parts]), groups,
+                                  sum(p.rows for p in parts))
 
 
 def release_follow_up(rows: dataset_parts.PartRows, probability: np.ndarray, *,
@@ -130,7 +132,8 @@ def run(session: Any, job: Job, rng: np.random.Generator) -> dict[str, Any]:
     model = registry_service.get(session=session, model_id=run_row.model_id)
     dataset = dataset_service.get(session=session, dataset_id=run_row.dataset_id)
     schema = registry_service.schema_of(model)
-    rows = _rows(dataset_parts.load_parts(dataset))
+    rows = _rows(dataset_parts.load_parts(
+        dataset, ledger_service.left_out_of(session=session, job_id=job.id)))
     if dataset_labels.unlabelled(dataset):  # no outcome: its features' histograms only
         return _features_only(session, run_row, job, rows, schema_bins(schema), rng)
     network = registry_service.load_network(model)
