@@ -15,10 +15,13 @@ from app.ledger.schemas import PatientBudgetChange, PatientBudgetOut, SpaceChain
 router = APIRouter(prefix="/v1/patient-budget", tags=["ledger"], route_class=JsonRoute)
 
 
-@router.get("", dependencies=[require_roles("privacy_officer", "data_steward")])
-def get_patient_budget(session: SessionDep) -> PatientBudgetOut:
-    """The organisation's per-patient budget and the spend of its most-spent patients."""
-    return patient_budget_flow.read(session=session)
+@router.get("")
+def get_patient_budget(
+    session: SessionDep,
+    principal: Annotated[Principal, require_roles("privacy_officer", "data_steward")],
+) -> PatientBudgetOut:
+    """The organisation's per-patient budget (its most-spent patients' spend: stewards)."""
+    return patient_budget_flow.read(session=session, role=principal.role)
 
 
 @router.put("", responses=problems(409))

@@ -7,15 +7,19 @@ needs the datasets is here: delta at most 1/(10 n) for the largest private uploa
 holds, the rule every upload into it is checked against (``app.datasets.uploads.accept``).
 """
 
+from typing import Any
+
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
+from app.auth.audit import TABLE_HOLDERS
 from app.datasets.models import Dataset
 from app.datasets.rules import check_delta
 from app.ledger import block_spend, space_chain, spaces
 from app.ledger.schemas import PatientBudgetChange, PatientBudgetOut, SpaceChainVerification
 from app.ledger.spaces import PatientSpace
 from app.privacy.accounting import finite_or_none
+from app.privacy.terms import PATIENT_SPEND_WITHHELD as WITHHELD
 
 
 def largest_upload(*, session: Session, space_id: int) -> int:
@@ -24,18 +28,25 @@ def largest_upload(*, session: Session, space_id: int) -> int:
                           .where(Dataset.patient_space_id == space_id)) or 0
 
 
-def view(*, session: Session) -> PatientBudgetOut:
-    """The budget, its filter order, and the spend of the most-spent live block."""
+def view(*, session: Session, role: str | None = "admin") -> PatientBudgetOut:
+    """The budget, its filter order, and, for the tables' holders (``TABLE_HOLDERS``), the
+    spend of the most-spent live block: which patients share which tables decides it, so for
+    every other role it would say which tables share patients (null, and ``withheld`` says
+    why)."""
     space = spaces.organisation(session=session)
-    worst = block_spend.most_spent(block_spend.spends(
-        session=session, guard=space.guard,
-        blocks=spaces.live_blocks(session=session, space_id=space.id)))
-    spent = 0.0 if worst is None else worst.epsilon
+    figures: dict[str, Any] = {"spent_epsilon": None, "remaining_epsilon": None,
+                               "withheld": WITHHELD}
+    if role in TABLE_HOLDERS:
+        worst = block_spend.most_spent(block_spend.spends(
+            session=session, guard=space.guard,
+            blocks=spaces.live_blocks(session=session, space_id=space.id)))
+        spent = 0.0 if worst is None else worst.epsilon
+        figures = {"spent_epsilon": finite_or_none(spent),
+                   "remaining_epsilon": max(space.budget_epsilon - spent, 0.0),
+                   "withheld": None}
     return PatientBudgetOut(
         epsilon=space.budget_epsilon, delta=space.budget_delta, filter_order=space.filter_order,
-        spent_epsilon=finite_or_none(spent),
-        remaining_epsilon=max(space.budget_epsilon - spent, 0.0),
-        chain_records=space.chain_head_seq, chain_head_hash=space.chain_head_hash)
+        chain_records=space.chain_head_seq, chain_head_hash=space.chain_head_hash, **figures)
 
 
 def change(*, session: Session, budget: PatientBudgetChange) -> PatientSpace:

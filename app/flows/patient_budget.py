@@ -14,8 +14,8 @@ from app.ledger.schemas import PatientBudgetChange, PatientBudgetOut, SpaceChain
 from app.registry import service as registry_service
 
 
-def read(*, session: Session) -> PatientBudgetOut:
-    return patient_budget.view(session=session)
+def read(*, session: Session, role: str | None) -> PatientBudgetOut:
+    return patient_budget.view(session=session, role=role)
 
 
 def change(*, session: Session, budget: PatientBudgetChange,

@@ -39,8 +39,8 @@ def entry_content(entry: Any, scheme: int = LEGACY_SCHEME) -> dict[str, Any]:
 
     A statistics release's entry adds its release id and its components (the noise multiplier
     of each noisy vector); a job's entry hashes exactly as before they existed. From scheme 2
-    the entry's dp-accounting event (its stored JSON) is covered too, and the patients the
-    release left out where it left out any.
+    the entry's dp-accounting event (its stored JSON) is covered too, and, on entries that
+    record it, whom the release left out (salted: ``app.ledger.left_out.recorded``).
     """
     content: dict[str, Any] = {name: float(getattr(entry, name)) for name in _ENTRY_FLOATS}
     for name in _ENTRY_OPTIONAL_FLOATS:
@@ -57,7 +57,7 @@ def entry_content(entry: Any, scheme: int = LEGACY_SCHEME) -> dict[str, Any]:
     if scheme >= EVENT_SCHEME:
         content["event"] = entry.event
     left_out = getattr(entry, "left_out", None)
-    if left_out:  # hashed only when someone was left out: older entries keep their hashes
+    if left_out is not None:  # entries from before it keep their hashes
         content["left_out"] = left_out
     return content
 

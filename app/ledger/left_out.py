@@ -14,9 +14,10 @@ D's live blocks held then. Blocks only ever gain datasets later (an upload adds 
 the patients it holds; erasing rows leaves the blocks), and a dataset joins a space once, so a
 patient whose block now holds the datasets ``P`` had, when the release was admitted, exactly
 the pattern ``P & scope``: the decision is found again for any later block of any patient,
-without a history of splits. A release that leaves nobody out records nothing.
+without a history of splits.
 """
 
+import secrets
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -47,10 +48,19 @@ class LeftOut:
                    frozenset(tuple(sorted(int(d) for d in p)) for p in stored["patterns"]))
 
 
+def recorded(found: LeftOut | None) -> dict[str, Any]:
+    """What an admitted entry stores and hashes: the decision (empty when nobody is left out)
+    with a random salt. The salt is never served: a role that reads a ledger's hashes and
+    every other field of its records cannot recompute a hash to learn whether anybody was
+    left out, which depends on other tables."""
+    decided = {"scope": [], "patterns": []} if found is None else found.as_json()
+    return {**decided, "salt": secrets.token_hex(16)}
+
+
 def of(entry: _HasLeftOut) -> LeftOut | None:
     """The entry's left-out patients; None when it reads every patient of its dataset."""
     stored = getattr(entry, "left_out", None)
-    return None if not stored else LeftOut.from_json(stored)
+    return None if not stored or not stored.get("patterns") else LeftOut.from_json(stored)
 
 
 def reads(entry: _HasLeftOut, datasets: Iterable[int]) -> bool:

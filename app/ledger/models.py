@@ -176,7 +176,8 @@ class LedgerEntry(Base):
     epsilon_rdp: Mapped[float | None] = mapped_column(Float, nullable=True)
     epsilon_prv: Mapped[float | None] = mapped_column(Float, nullable=True)
     # The patients the per-patient filter left out of the release, decided at admission
-    # (``app.ledger.left_out``): null when it reads every patient of its dataset.
+    # (``app.ledger.left_out.recorded``, salted); null on entries from before the filter
+    # left anybody out (they read every patient of their dataset).
     left_out: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
     # Read-only, from the events: reserved | committed | released, and when it last changed.

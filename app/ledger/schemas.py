@@ -50,9 +50,12 @@ class PatientBudgetOut(ResponseModel):
     filter_order: float = Field(description="the per-patient Rényi filter's fixed order")
     spent_epsilon: float | None = Field(
         description="the composed spend, by the per-patient filter, of the most-spent patients "
-        "(the live block of patients with the most spent; 0 before any release; null: "
-        "infinite)")
-    remaining_epsilon: float = Field(description="what those patients have left")
+        "(the live block of patients with the most spent; 0 before any release): admins and "
+        "data stewards only, null for others (``withheld``)")
+    remaining_epsilon: float | None = Field(
+        description="what those patients have left: admins and data stewards only")
+    withheld: str | None = Field(
+        default=None, description="why the spend figures are null for this role")
     chain_records: int = Field(description="records (budgets and block changes) in the "
                                      "space's hash chain")
     chain_head_hash: str = Field(description="the hash of its last record")

@@ -145,7 +145,7 @@ def leave_out(*, session: Session, dataset: Budgeted, entry: LedgerEntry) -> Non
     """Record on an admitted ``entry``, before it is chained, the patients its release leaves
     out (``admission.patients_left_out``); the caller holds the dataset lock."""
     found = admission.patients_left_out(session=session, dataset=dataset, entry=entry)
-    entry.left_out = None if found is None else found.as_json()
+    entry.left_out = left_out.recorded(found)
 
 
 def entry_of(*, session: Session, job_id: int) -> LedgerEntry | None:

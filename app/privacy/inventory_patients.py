@@ -1,10 +1,10 @@
 """The release inventory of the per-patient budget (issue 29): the organisation's budget, an
 upload's overlap with earlier tables, and the dataset report's blocks.
 
-Which blocks exist depends on which patients the organisation's tables share: block sizes and
-overlaps are exact counts (``Release.INTAKE``, served only to data stewards and admins); the
-spends are the ledger's functions of mechanism parameters over the blocks' datasets
-(``LEDGER``), as admission computes them (docs/privacy.md, "Patient budget").
+Which blocks exist depends on which patients the organisation's tables share: block sizes,
+overlaps and every block's spend (the ledger's functions of mechanism parameters over the
+blocks' datasets, as admission computes them) depend on it, so they are ``Release.INTAKE``,
+served only to data stewards and admins (docs/privacy.md, "Patient budget").
 """
 
 from app.privacy.releases import Entry, Release, entry, fields
@@ -25,28 +25,33 @@ UPLOAD_OVERLAP = [
 
 ORGANISATION_BUDGET = [  # GET and PUT /v1/patient-budget, GET /v1/patient-budget/verify
     *fields("PatientBudgetOut", {
-        PUBLIC_INPUT: "epsilon delta filter_order",
-        LEDGER: "spent_epsilon remaining_epsilon chain_records chain_head_hash",
-    }, note="the spend of the most-spent live block: a function of the ledger's mechanism "
-       "parameters and of which blocks exist (what a 409 also reflects; docs/privacy.md)"),
+        PUBLIC_INPUT: "epsilon delta filter_order withheld",
+        LEDGER: "chain_records chain_head_hash",
+    }),
+    *fields("PatientBudgetOut", {INTAKE: "spent_epsilon remaining_epsilon"},
+            note="the spend of the most-spent live block: it depends on which tables share "
+            "patients (which blocks exist), so admins and data stewards only; null for others"),
     *fields("SpaceChainVerification", {LEDGER: "valid budget_anchored records head_hash"}),
 ]
 
 DATASET_REPORT = [
     *fields("PatientBudgetView", {
-        PUBLIC_INPUT: "space epsilon delta filter_order statement",
-        LEDGER: "spent_epsilon spent_epsilon_text remaining_epsilon",
-    }, note="the per-patient budget of the dataset's patient space and the spend of the "
-       "dataset's most-spent live block of patients (ledger and which blocks exist)"),
+        PUBLIC_INPUT: "space epsilon delta filter_order statement withheld",
+    }, note="the per-patient budget of the dataset's patient space and its rule in words"),
+    *fields("PatientBudgetView", {
+        INTAKE: "spent_epsilon spent_epsilon_text remaining_epsilon",
+    }, note="the spend of the dataset's most-spent live block of patients: it depends on "
+       "which other tables hold them, so admins and data stewards only; null for others"),
     *fields("PatientBlockView", {
-        INTAKE: "id datasets created_at closed_at live",
-        LEDGER: "spent_epsilon spent_epsilon_text",
+        INTAKE: "id datasets created_at closed_at live spent_epsilon spent_epsilon_text",
     }, note="which datasets a block's patients share (a block exists only where patients "
        "are: an exact fact about the tables' id sets, no mechanism; PatientBudgetView.blocks): "
        "admins and data stewards only, who hold the tables; null for others"),
     entry("PatientBlockView.size", INTAKE,
           "a block's exact patient count: admins and data stewards only (null for others)"),
-    *fields("BlockPointView", {LEDGER: "entry_id dataset_id at epsilon"}),
+    *fields("BlockPointView", {INTAKE: "entry_id dataset_id at epsilon"},
+            note="a block's spend over time (PatientBlockView.timeline): admins and data "
+            "stewards only"),
 ]
 
 PATIENT_ENTRIES: list[Entry] = [*UPLOAD_OVERLAP, *ORGANISATION_BUDGET, *DATASET_REPORT]

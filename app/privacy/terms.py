@@ -51,6 +51,12 @@ def terms(filter_order: float | None) -> dict[str, str | float | None]:
     }
 
 
+PATIENT_SPEND_WITHHELD = (
+    "withheld: the per-patient spend depends on which other tables hold this dataset's "
+    "patients, shown to data stewards and admins only; a release never fails for it, it "
+    "leaves out the patients who cannot afford it")
+
+
 def per_patient(space_kind: str | None, epsilon: float | None, delta: float | None) -> str:
     """The per-patient guarantee in words (the dataset report, every model statement): for the
     organisation's patient space (``space_kind`` "organisation"), or a dataset whose patients
@@ -64,4 +70,5 @@ def per_patient(space_kind: str | None, epsilon: float | None, delta: float | No
                 f"release on this dataset, the only table that holds its patients ({how}).")
     return (f"Each patient's records across the organisation's tables are protected at {budget} "
             "per patient: every release on any table that holds a patient counts against that "
-            f"one budget ({how}).")
+            "one budget, and a release leaves out the patients whose own history cannot afford "
+            f"it ({how}).")

@@ -17,9 +17,11 @@ def patient_facts(view: PatientBudgetView | None) -> list[tuple[str, str]]:
     return [
         ("Per-patient budget", f"ε = {num(view.epsilon, 'g')}, δ = {num(view.delta, 'g')}; "
          f"{where}"),
-        ("Spent ε by the dataset's most-spent patients",
-         eps(view.spent_epsilon, non_private=view.spent_epsilon is None)),
-        ("What its next release can use", f"ε = {num(view.remaining_epsilon, '.4g')}"),
+        *([("Spent ε by the dataset's most-spent patients", view.withheld)]
+          if view.withheld else [
+              ("Spent ε by the dataset's most-spent patients",
+               eps(view.spent_epsilon, non_private=view.spent_epsilon is None)),
+              ("What they have left", f"ε = {num(view.remaining_epsilon, '.4g')}")]),
         ("Per-patient filter", f"Rényi filter at the fixed order {num(view.filter_order, 'g')}"),
     ]
 

@@ -7,11 +7,13 @@ what its most-spent live block has left under the space's per-patient filter: th
 admission checks (``app.ledger.admission``). The spends are functions of the ledger and of
 which blocks exist; the blocks' sizes are exact counts about private data. Who reads what:
 
-- everyone who reads the report: the budget, the most-spent block's spend, what remains;
-- data stewards, privacy officers and admins: the blocks (their datasets, spend over time);
-- data stewards and admins only: the blocks' sizes (DESIGN.md: block sizes are exact private
-  counts, for the tables' holders).
+- everyone who reads the report: the budget, its filter and the per-patient rule in words;
+- data stewards and admins only (the tables' holders): the most-spent block's spend, what
+  remains, and the blocks (their datasets, sizes, spend over time). Each depends on which
+  other tables hold the dataset's patients: for any other role, an exact membership oracle.
 """
+
+from typing import Any
 
 from sqlalchemy.orm import Session
 
@@ -21,14 +23,15 @@ from app.ledger import block_spend, spaces
 from app.privacy.accounting import finite_or_none
 from app.privacy.figures import epsilon_text
 from app.privacy.filter import RenyiFilter
+from app.privacy.terms import PATIENT_SPEND_WITHHELD as WITHHELD
 from app.privacy.terms import per_patient
 from app.reports.patient_schemas import BlockPointView, PatientBlockView, PatientBudgetView
 
 BLOCK_READERS = TABLE_HOLDERS
-"""Roles that see the dataset's blocks (their datasets and spend over time): which tables share
-patients is an exact fact about private data (an overlap of id sets, released without a
-mechanism), so only the tables' holders read it; every other role reads the most-spent
-block's spend alone (what a 409 reflects too)."""
+"""Roles that see the dataset's blocks (their datasets and spend over time) and its most-spent
+patients' spend: which tables share patients is an exact fact about private data (an overlap of
+id sets, released without a mechanism), and every block spend depends on it, so only the
+tables' holders read them; every other role reads the budget and the rule in words."""
 SIZE_READERS = TABLE_HOLDERS
 """Roles that also see each block's size: the tables' holders."""
 
@@ -56,20 +59,24 @@ def patient_budget(*, session: Session, dataset: Dataset,
     if space is None:
         return None
     guard = space.guard
-    live = spaces.blocks_of(session=session, space_id=space.id, dataset_id=dataset.id)
-    worst = block_spend.most_spent(block_spend.spends(session=session, guard=guard,
-                                                      blocks=live))
-    spent = 0.0 if worst is None else worst.epsilon
+    figures: dict[str, Any] = {"spent_epsilon": None, "spent_epsilon_text": WITHHELD,
+                               "remaining_epsilon": None, "withheld": WITHHELD}
     blocks = None
     if role in BLOCK_READERS:
+        live = spaces.blocks_of(session=session, space_id=space.id, dataset_id=dataset.id)
+        worst = block_spend.most_spent(block_spend.spends(session=session, guard=guard,
+                                                          blocks=live))
+        spent = 0.0 if worst is None else worst.epsilon
+        figures = {"spent_epsilon": finite_or_none(spent),
+                   "spent_epsilon_text": epsilon_text(spent),
+                   "remaining_epsilon": max(space.budget_epsilon - spent, 0.0),
+                   "withheld": None}
         ever = block_spend.blocks_ever(session=session, space_id=space.id,
                                        dataset_id=dataset.id)
         blocks = [_block_view(s, guard, sizes=role in SIZE_READERS)
                   for s in block_spend.spends(session=session, guard=guard, blocks=ever)]
     return PatientBudgetView(
         space=str(space.kind), epsilon=space.budget_epsilon, delta=space.budget_delta,
-        filter_order=space.filter_order, spent_epsilon=finite_or_none(spent),
-        spent_epsilon_text=epsilon_text(spent),
-        remaining_epsilon=max(space.budget_epsilon - spent, 0.0),
+        filter_order=space.filter_order,
         statement=per_patient(str(space.kind), space.budget_epsilon, space.budget_delta),
-        blocks=blocks)
+        blocks=blocks, **figures)

@@ -43,10 +43,15 @@ class PatientBudgetView(ResponseModel):
     filter_order: float = Field(description="the per-patient Rényi filter's fixed order")
     spent_epsilon: Epsilon = Field(
         description="the composed spend of the dataset's most-spent patients (its live block "
-        "with the most spent): what bounds its next release")
+        "with the most spent): admins and data stewards only (null for other roles: it "
+        "depends on which other tables hold the dataset's patients)")
     spent_epsilon_text: str
-    remaining_epsilon: float = Field(description="what the dataset's next release can use "
-                                     "of the per-patient budget")
+    remaining_epsilon: float | None = Field(
+        description="what the dataset's most-spent patients have left of the per-patient "
+        "budget (a release leaves out the patients who cannot afford it): admins and data "
+        "stewards only")
+    withheld: str | None = Field(default=None,
+                                 description="why the spend figures are null for this role")
     statement: str = Field(description="the per-patient guarantee in words")
     blocks: list[PatientBlockView] | None = Field(
         description="every block of the dataset's patients, live or closed, with its spend over "

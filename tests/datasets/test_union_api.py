@@ -14,6 +14,8 @@ from app.core.database import Database
 from app.datasets import identity, parts, union
 from app.datasets.models import Dataset
 from app.datasets.stored import load_table
+from app.ledger import left_out
+from app.ledger import service as ledger_service
 from app.ledger.spaces import PatientBlock, PatientSpace
 from tests.api.scoring_helpers import problem
 from tests.ledger.test_patient_budget import BUDGET, SCHEMA, _job, _upload
@@ -50,12 +52,21 @@ def test_a_union_charges_every_patient_of_its_members(any_client: TestClient,
     assert live[(later, joined)] == 1000 and live[(apart,)] == 3000
 
     assert _job(any_client, joined, 6).status_code == 202
-    # Every member's patients carry that spend; the other clinic's do not.
+    # Every member's patients carry that spend (a member's release leaves them all out); the
+    # other clinic's do not.
     for member in (first, later):
-        refused = _job(any_client, member, 6)
-        assert refused.status_code == 409, refused.text
-        assert refused.json()["budget_scope"] == "patients"
-    assert _job(any_client, apart, 7.9).status_code == 202
+        admitted = _job(any_client, member, 6)
+        assert admitted.status_code == 202, admitted.text
+        with any_db.session_scope() as session:
+            entry = ledger_service.entry_of(session=session, job_id=admitted.json()["id"])
+            assert entry is not None
+            found = left_out.of(entry)
+        assert found is not None and all(found.leaves_out(p) for p in live if member in p)
+    apart_job = _job(any_client, apart, 7.9)
+    assert apart_job.status_code == 202
+    with any_db.session_scope() as session:
+        entry = ledger_service.entry_of(session=session, job_id=apart_job.json()["id"])
+        assert entry is not None and left_out.of(entry) is None
     verified = any_client.get("/v1/patient-budget/verify")
     assert verified.status_code == 200 and verified.json()["valid"], verified.text
 

@@ -23,7 +23,7 @@ from app.ledger.errors import BudgetBelowSpend, BudgetExceeded
 from app.ledger.schemas import PatientBudgetChange
 from tests.api.scoring_helpers import problem
 from tests.conftest import small_dataset
-from tests.ledger.test_patient_budget import _job, _upload
+from tests.ledger.test_patient_budget import _decided, _job, _upload
 
 ROUTE = "/v1/patient-budget"
 
@@ -42,7 +42,9 @@ def test_readers_read_it_admins_change_it_and_the_change_is_audited_and_chained(
     assert fresh["epsilon"] == 8 and fresh["delta"] == 1e-6 and fresh["filter_order"] > 1
     assert fresh["spent_epsilon"] == 0 and fresh["remaining_epsilon"] == 8
     assert fresh["chain_records"] == 1  # migration 0020's first record
-    assert officer.get(ROUTE).json() == fresh
+    withheld = {"spent_epsilon": None, "remaining_epsilon": None}
+    read = officer.get(ROUTE).json()  # the spend depends on which tables share patients
+    assert {**fresh, **withheld} == {**read, "withheld": None} and read["withheld"]
     assert client_as("data_scientist").get(ROUTE).status_code == 403
     assert steward.put(ROUTE, json={"epsilon": 9, "delta": 1e-6}).status_code == 403
 
@@ -97,7 +99,7 @@ def test_a_budget_below_what_the_most_spent_patients_have_spent_is_refused(
     assert over.status_code == 202, over.text
     with any_db.session_scope() as session:
         entry = ledger_service.entry_of(session=session, job_id=over.json()["id"])
-        assert entry is not None and entry.left_out == {
+        assert entry is not None and _decided(entry.left_out) == {
             "scope": [first, second], "patterns": [[first, second]]}
     assert any_client.get(ROUTE).json()["spent_epsilon"] == pytest.approx(spent)
     # ... while a cohort that shares nobody keeps the whole (lowered) budget.
@@ -106,7 +108,7 @@ def test_a_budget_below_what_the_most_spent_patients_have_spent_is_refused(
     assert alone_job.status_code == 202
     with any_db.session_scope() as session:
         entry = ledger_service.entry_of(session=session, job_id=alone_job.json()["id"])
-        assert entry is not None and entry.left_out is None
+        assert entry is not None and _decided(entry.left_out) is None
 
 
 def test_a_delta_above_one_tenth_over_the_largest_upload_is_a_422(client: TestClient) -> None:

@@ -32,9 +32,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlalchemy import select
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
+from sqlalchemy import select
 
 from app.core.database import Database, set_database
 from app.core.settings import settings as app_settings
@@ -44,7 +44,6 @@ from app.ledger.models import LedgerEntry
 from app.statistics import cohort as cohort_cache
 from tests.ledger.patient_world import (
     MIN_ROWS,
-    Outcome,
     World,
     charges_of,
     check,
@@ -54,6 +53,7 @@ from tests.ledger.patient_world import (
     send,
     upload,
 )
+from tests.ledger.test_patient_budget import _decided
 
 _EXAMPLES = itertools.count()
 
@@ -159,7 +159,7 @@ def test_no_patient_overspends_under_many_racing_releases(
 
 def _left_out(db: Database) -> dict[int, Any]:
     with db.session_scope() as session:
-        return {e.id: e.left_out for e in session.scalars(select(LedgerEntry))}
+        return {e.id: _decided(e.left_out) for e in session.scalars(select(LedgerEntry))}
 
 
 def test_a_disjoint_cohort_keeps_its_whole_budget_while_shared_patients_are_spent(

@@ -1,7 +1,8 @@
-"""Reports follow the patient (issue 29, item 5): the dataset report shows the per-patient budget
-and what the dataset's most-spent patients have used, to everyone who reads it; its blocks with
-their spend over time to data stewards, privacy officers and admins; the blocks' sizes (exact
-counts) to stewards and admins only. A model's statement names the per-patient guarantee."""
+"""Reports follow the patient: the dataset report shows the per-patient budget and its rule to
+everyone who reads it; what the dataset's most-spent patients have used, and its blocks with
+their sizes and spend over time, to the tables' holders (data stewards and admins) only, since
+each depends on which other tables hold the dataset's patients. A model's statement names the
+per-patient guarantee."""
 
 import html
 from collections.abc import Callable
@@ -49,12 +50,13 @@ def test_each_role_reads_the_per_patient_figures_it_may(
     history = {(tuple(b["datasets"]), b["live"]) for b in first_report["blocks"]}
     assert history == {((first,), False), ((first,), True), ((first, second), True)}
 
-    officer = _report(client_as("privacy_officer"), second)["patient_budget"]
-    assert officer["blocks"] is None  # which tables share patients: the holders' facts
-    assert officer["spent_epsilon"] == steward["spent_epsilon"]
-    scientist = _report(client_as("data_scientist"), second)["patient_budget"]
-    assert scientist["blocks"] is None
-    assert scientist["spent_epsilon"] == steward["spent_epsilon"]
+    assert steward["withheld"] is None
+    # Which tables share patients, and every spend that depends on it: the holders' facts.
+    for role in ("privacy_officer", "data_scientist"):
+        other = _report(client_as(role), second)["patient_budget"]
+        assert other["blocks"] is None and other["withheld"], role
+        assert other["spent_epsilon"] is None and other["remaining_epsilon"] is None, role
+        assert other["statement"] == steward["statement"] and other["epsilon"] == 8
 
 
 def test_the_page_shows_the_per_patient_section_as_the_json_does(
