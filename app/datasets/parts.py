@@ -68,6 +68,14 @@ def load_parts(dataset: Dataset, left: LeftOut | None = None) -> Split:
     return _synthetic_parts(dataset, secret, left)
 
 
+def _public_sizes(dataset: Dataset) -> dict[identity.Part, int]:
+    """Each part's public size: the dataset's, as registered (a union's are its members'
+    summed: ``app.datasets.union``)."""
+    return {identity.Part.TRAIN: dataset.n_train,
+            identity.Part.CALIBRATION: dataset.n_calibration,
+            identity.Part.EVALUATION: dataset.n_evaluation}
+
+
 def _read(dataset: Dataset, ids: pa.Array | pa.ChunkedArray, parts: np.ndarray,
           left: LeftOut | None) -> np.ndarray:
     """Each row's part, or -1 (no part) for a row whose patient the release left out."""
@@ -79,7 +87,7 @@ def _read(dataset: Dataset, ids: pa.Array | pa.ChunkedArray, parts: np.ndarray,
 def _synthetic_parts(dataset: Dataset, secret: str, left: LeftOut | None) -> Split:
     table = synthetic.generate(dataset.n_rows, dataset.seed, dataset.synthetic_shift)
     parts = identity.parts_of(range(dataset.n_rows), secret, scheme=dataset.coin_scheme)
-    counts = identity.part_counts(parts)
+    counts = _public_sizes(dataset)
     read = _read(dataset, record_coins.id_strings(range(dataset.n_rows)), parts, left)
 
     def rows(part: identity.Part) -> PartRows:
@@ -113,7 +121,7 @@ def _upload_parts(dataset: Dataset, secret: str, left: LeftOut | None) -> Split:
     else:
         table = load_table(dataset)
         parts = identity.parts_of(table.ids, secret, scheme=dataset.coin_scheme)
-    counts = identity.part_counts(parts)
+    counts = _public_sizes(dataset)
     read = _read(dataset, table.ids, parts, left)
 
     def rows(part: identity.Part) -> PartRows:

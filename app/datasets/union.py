@@ -19,6 +19,12 @@ part, so a model retrained on the union is compared with its champion on that fo
 Its budget is the patients': the union joins the organisation's patient space as a dataset
 that holds every patient of every member (``patient_index.add_union``), so a release on it
 charges every block of every member, and each member's next release sees that spend.
+
+Its **public size** is its members' summed (rows, and each part's rows): the exact count of
+its patients would be the members' overlap, a fact about which patients the tables share, so
+it stays with the tables' holders (``patient_overlap``). Releases plan on the public sizes and
+read the fewer rows there are, as a release that leaves patients out does
+(``app.datasets.parts``).
 """
 
 import hashlib
@@ -82,8 +88,8 @@ def members(*, session: Session, member_ids: list[int]) -> list[Dataset]:
 
 
 def build(*, session: Session, request: DatasetCreate) -> Dataset:
-    """A union's dataset row, ready: its rows counted and split under a fresh secret (the
-    caller adds it, flushes it and joins it to the patient space, ``patient_index.add_union``).
+    """A union's dataset row, ready, with its public sizes and a fresh secret (the caller adds
+    it, flushes it and joins it to the patient space, ``patient_index.add_union``).
 
     Raises:
         InvalidRequest: as ``members``; a schema sent (a union takes its members'), or its
@@ -100,7 +106,7 @@ def build(*, session: Session, request: DatasetCreate) -> Dataset:
                              "on one later cohort", field="follow_up")
     chosen = members(session=session, member_ids=source.datasets)
     secret = identity.new_secret()
-    n_rows, counts = _counted(chosen, secret)
+    n_rows = sum(m.n_rows for m in chosen)  # public sizes: the members' (module docstring)
     budget = request.privacy_budget
     if budget is not None:
         check_delta(budget.delta, n_rows, field="privacy_budget.delta")
@@ -108,7 +114,8 @@ def build(*, session: Session, request: DatasetCreate) -> Dataset:
     check_delta(space.budget_delta, n_rows, field="the organisation's per-patient delta")
     return Dataset(
         source_kind=UNION, union_of=[m.id for m in chosen], n_rows=n_rows,
-        n_train=counts[identity.Part.TRAIN], n_calibration=counts[identity.Part.CALIBRATION],
+        n_train=sum(m.n_train for m in chosen),
+        n_calibration=sum(m.n_calibration for m in chosen),
         seed=0, record_secret=secret, coin_scheme=identity.CURRENT_SCHEME,
         schema_json=chosen[0].schema_json, schema_hash=chosen[0].schema_hash, state=READY,
         ledger_version=0, imputed=_imputed(chosen))
@@ -160,11 +167,6 @@ def _rows(chosen: list[Dataset], secret: str, scheme: str
     return joined, parts, keep
 
 
-def _counted(chosen: list[Dataset], secret: str) -> tuple[int, dict[identity.Part, int]]:
-    _, parts, keep = _rows(chosen, secret, identity.CURRENT_SCHEME)
-    return len(keep), identity.part_counts(parts[keep])
-
-
 def load_with_parts(dataset: Dataset) -> tuple[table_store.IngestedTable, np.ndarray]:
     """The union's rows (its members' tables, each patient once: the last member's row) and
     each row's part (the one its member gave it).
@@ -185,10 +187,10 @@ def load_with_parts(dataset: Dataset) -> tuple[table_store.IngestedTable, np.nda
                                "are gone", field="dataset_id", state=dataset.state)
     table, parts, keep = _rows([found[i] for i in dataset.union_of], dataset.record_secret,
                                dataset.coin_scheme)
-    if len(keep) != dataset.n_rows:
-        raise UnionWithoutRows(f"dataset {dataset.id}'s members no longer hold the "
-                               f"{dataset.n_rows} patients it was declared with",
-                               field="dataset_id", state=dataset.state)
+    declared = (dataset.patient_overlap or {}).get("patients", len(keep))
+    if len(keep) != declared:
+        raise UnionWithoutRows(f"dataset {dataset.id}'s members no longer hold the patients "
+                               "it was declared with", field="dataset_id", state=dataset.state)
     return table_store.IngestedTable(
         features=table.features[keep], outcome=table.outcome[keep],
         ids=table.ids.take(pa.array(keep)),

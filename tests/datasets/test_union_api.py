@@ -38,9 +38,10 @@ def test_a_union_charges_every_patient_of_its_members(any_client: TestClient,
     assert created.status_code == 201, created.text
     body = created.json()
     joined = int(body["id"])
-    assert body["source"] == {"kind": "union", "n_rows": 4000, "seed": None,
+    # Its public size is its members' summed: the exact 4,000 would give away their overlap.
+    assert body["source"] == {"kind": "union", "n_rows": 5000, "seed": None,
                               "datasets": [first, later]}
-    assert body["state"] == "ready" and body["rows"] == 4000
+    assert body["state"] == "ready" and body["rows"] == 5000
     assert body["patients"] == {"patients": 4000, "already_known": 4000, "new": 0,
                                 "shared_with": {str(first): 3000, str(later): 2000}}
     assert body["schema_hash"] == any_client.get(f"/v1/datasets/{first}").json()["schema_hash"]
@@ -82,7 +83,10 @@ def test_a_union_keeps_the_last_members_row_in_that_members_part(client: TestCli
         secrets = {d: session.get(Dataset, d).record_secret for d in (first, later)}
         table, where = union.load_with_parts(dataset)
         split = parts.load_parts(dataset)
+        members = [session.get(Dataset, d) for d in (first, later)]
         counts = (dataset.n_train, dataset.n_calibration, dataset.n_evaluation)
+        summed = tuple(sum(n) for n in zip(*((m.n_train, m.n_calibration, m.n_evaluation)
+                                              for m in members), strict=True))
     ids = table.ids.to_pylist()
     assert len(ids) == len(set(ids)) == 2500
     by_id = {}
@@ -95,8 +99,10 @@ def test_a_union_keeps_the_last_members_row_in_that_members_part(client: TestCli
         features, outcome, part = by_id[patient]
         assert table.features[i].tolist() == features and table.outcome[i] == outcome
         assert where[i] == part
-    assert (len(split.train.y), len(split.calibration.y), len(split.evaluation.y)) == counts
-    assert counts == tuple(int(np.sum(where == p)) for p in identity.Part)
+    read = (len(split.train.y), len(split.calibration.y), len(split.evaluation.y))
+    assert read == tuple(int(np.sum(where == p)) for p in identity.Part)
+    # the public sizes are the members' summed, never the overlap's
+    assert counts == summed == (split.train.rows, split.calibration.rows, split.evaluation.rows)
 
 
 def test_refusals_name_the_field_and_keep_nothing(client: TestClient) -> None:
