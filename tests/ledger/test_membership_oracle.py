@@ -118,3 +118,22 @@ def _check_left_out(database: Database, job_id: int) -> None:
     full = [everyone.train, everyone.calibration, everyone.evaluation]
     assert sum(len(p.y) for p in read) == 2999 and sum(p.rows for p in read) == 3000
     assert [p.rows for p in read] == [len(p.y) for p in full]
+
+
+def test_a_unions_size_does_not_give_away_its_members_overlap(
+        client: TestClient, client_as: Callable[[str | None], TestClient]) -> None:
+    """Two cohorts sharing exactly one patient: the union's size a data scientist reads is the
+    members' summed, whatever they share (the exact count is the stewards')."""
+    first = _upload(client, [f"t-{i}" for i in range(3000)], "train")
+    second = _upload(client, [f"t-{i}" for i in range(2999, 6000)], "follow", seed=2)
+    made = client_as("data_steward").post("/v1/datasets", json={
+        "name": "u", "source": {"kind": "union", "datasets": [first, second]},
+        "privacy_budget": {"epsilon": 8, "delta": 1e-6}})
+    assert made.status_code == 201, made.text
+    union_id = made.json()["id"]
+    assert made.json()["patients"]["patients"] == 6000  # the steward's exact count
+    scientist = client_as("data_scientist")
+    read = {k: scientist.get(f"/v1/datasets/{k}").json() for k in (first, second, union_id)}
+    assert read[union_id]["patients"] is None
+    for size in ("rows", "training_rows", "calibration_rows", "holdout_rows"):
+        assert read[union_id][size] == read[first][size] + read[second][size], size
