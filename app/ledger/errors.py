@@ -9,3 +9,7 @@ class BudgetExceeded(Conflict):
 
 class BudgetBelowSpend(Conflict):
     kind, title = "budget-below-spend", "Budget below what is already spent"
+
+
+class PatientIdsRequired(Conflict):
+    kind, title = "patient-ids-required", "The dataset's patients are not keyed"

@@ -12,7 +12,8 @@ the space started with (migration 0020 wrote it for the spaces that existed then
 
 A "blocks" record (``append_blocks``, under the space lock) says how the space's blocks
 (``app.ledger.spaces.PatientBlock``) changed: an upload keyed in (the dataset, the blocks it
-closed, the blocks it opened with their datasets and sizes) or a dataset's own block opened.
+closed, the blocks it opened with their datasets and sizes), a dataset's own block opened, or
+the blocks of a dataset whose patients moved to another space closed (``append_closed``).
 Its content is a budget record's (the space's budget when it was written) plus a ``blocks``
 field, which budget records lack, so their hashes are as before. ``verify`` replays the block
 records and checks that the live blocks in the table (not closed, size > 0) are exactly those
@@ -163,6 +164,15 @@ def append_opened(*, session: Session, space: PatientSpace, dataset_id: int,
     session.flush()  # the block's id
     return _append(session, space, BLOCKS, block_change(
         dataset_id=dataset_id, closed=[], opened=[(block.id, block.datasets, block.size)]))
+
+
+def append_closed(*, session: Session, space: PatientSpace, dataset_id: int,
+                  closed: list[int]) -> PatientSpaceEvent:
+    """Chain blocks closed because ``dataset_id``'s patients moved to another space
+    (``spaces.close_blocks``, under the space lock): the space keeps their history, nothing
+    of them live."""
+    return _append(session, space, BLOCKS, block_change(dataset_id=dataset_id, closed=closed,
+                                                        opened=[]))
 
 
 def _append(session: Session, space: PatientSpace, kind: str,

@@ -1,10 +1,13 @@
 """Patient spaces and blocks: the budget belongs to the patient, not to a table.
 
 A **patient space** holds the patients that one key identifies: the organisation's space for
-its private uploads (ids keyed by a PRF under the space's secret, ``app.datasets.patient_index``),
-or a space of its own for a generator dataset or a dataset registered before spaces (its ids
-are row numbers of its own source). The space holds the per-patient budget (epsilon, delta)
-and its Rényi filter's fixed order.
+its private uploads (ids keyed by a PRF under the space's secret, ``app.datasets.patient_index``);
+a generator seed's space (``source_key`` "synthetic:<seed>": patient i is row i of every
+generator dataset of that seed, whatever its shift or size, keyed the same way,
+``app.datasets.generator_space``); or, left by migration 0019 until its patients are keyed
+into the organisation's space (``app.datasets.legacy_spaces``), one dataset's own space from
+before spaces, which takes no release (``check_keyed``). The space holds the per-patient
+budget (epsilon, delta) and its Rényi filter's fixed order.
 
 A **block** is the set of a space's patients that are in exactly the same datasets (its
 ``datasets``, sorted ids); only its size is stored. Every release on dataset D charges every
@@ -42,8 +45,6 @@ from sqlalchemy import (
     Table,
     Text,
     cast,
-    func,
-    insert,
     select,
     true,
     type_coerce,
@@ -55,6 +56,9 @@ from sqlalchemy.orm import Mapped, Session, mapped_column
 from app.core.database import Base
 from app.core.time import utcnow
 from app.core.vocabulary import StrEnumColumn
+from app.ledger import block_rows
+from app.ledger.block_rows import Opened
+from app.ledger.errors import PatientIdsRequired
 from app.ledger.models import GENESIS_HASH
 from app.privacy.filter import RenyiFilter, filter_order
 
@@ -62,8 +66,10 @@ from app.privacy.filter import RenyiFilter, filter_order
 class SpaceKind(StrEnum):
     ORGANISATION = "organisation"
     """The organisation's private uploads: ids keyed into one space."""
+    GENERATOR = "generator"
+    """A generator seed's patients: row i of each generator dataset of the seed is patient i."""
     DATASET = "dataset"
-    """One dataset's own patients (a generator's rows, a dataset from before spaces)."""
+    """One dataset's own patients, from before spaces: no key finds them in another table."""
 
 
 class PatientSpace(Base):
@@ -87,6 +93,11 @@ class PatientSpace(Base):
     chain_head_seq: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
     chain_head_hash: Mapped[str] = mapped_column(String(64), default=GENESIS_HASH,
                                                  server_default=GENESIS_HASH)
+    # What the space's patients are rows of, where that is not the organisation's ids: a
+    # generator seed ("synthetic:<seed>"), so every dataset of the seed finds its one space.
+    # Deferred: loaded only where read, so a space row still reads at earlier revisions.
+    source_key: Mapped[str | None] = mapped_column(String(64), nullable=True, unique=True,
+                                                   index=True, deferred=True)
 
     @property
     def guard(self) -> RenyiFilter:
@@ -106,13 +117,43 @@ class PatientBlock(Base):
 
 
 def new_space(*, session: Session, kind: SpaceKind, epsilon: float, delta: float,
-              secret: str | None = None) -> PatientSpace:
+              secret: str | None = None, source_key: str | None = None) -> PatientSpace:
     """A space with its budget and the filter order fixed from it, once (``filter_order``)."""
     space = PatientSpace(kind=kind, secret=secret, budget_epsilon=epsilon, budget_delta=delta,
-                         filter_order=filter_order(epsilon, delta), version=0, index_rows=0)
+                         filter_order=filter_order(epsilon, delta), version=0, index_rows=0,
+                         source_key=source_key)
     session.add(space)
     session.flush()
     return space
+
+
+def by_source(*, session: Session, source_key: str) -> PatientSpace | None:
+    """The space whose patients are the rows of ``source_key`` (None: not made yet)."""
+    return session.scalars(select(PatientSpace).where(
+        PatientSpace.source_key == source_key)).first()
+
+
+def check_keyed(*, session: Session, space_id: int | None, dataset_id: int) -> None:
+    """Admit a release on ``dataset_id`` only where a key finds its patients in other tables:
+    not in a space of its own, where migration 0019's other datasets stay only until the
+    service starts (``app.flows.patient_spaces``), and an upload whose rows declare no ids
+    for good. Called under the dataset lock, before admission; the answer depends on this
+    dataset alone.
+
+    Raises:
+        PatientIdsRequired: the dataset is in a space of its own (409).
+    """
+    space = None if space_id is None else session.get(PatientSpace, space_id)
+    if space is None or space.kind != SpaceKind.DATASET:
+        return
+    raise PatientIdsRequired(
+        f"dataset {dataset_id} was registered before patient spaces and its patients are not "
+        "in the organisation's patient space (its rows declare no patient id column, or they "
+        "could not be read back when the service started): another table's spend on them "
+        "cannot be found, so a release on it could give them a second budget. A data steward "
+        "must declare the patient ids of its rows before its next release; the service has "
+        "no route yet that takes the ids of rows already received, so until then it takes "
+        "no release", field="dataset_id")
 
 
 def organisation(*, session: Session) -> PatientSpace:
@@ -191,6 +232,20 @@ def open_block(*, session: Session, space_id: int, datasets: Iterable[int],
     return block
 
 
+def close_blocks(*, session: Session, space_id: int, block_ids: list[int]) -> None:
+    """Close live blocks of a dataset's own space once its patients are keyed into another;
+    the caller holds the space lock and chains the change (``space_chain.append_closed``).
+
+    Raises:
+        ValueError: a block is not a live block of this space (nothing is written).
+    """
+    stray = sorted(set(block_ids) - {b.id for b in live_blocks(session=session,
+                                                                space_id=space_id)})
+    if stray:
+        raise ValueError(f"blocks {stray} are not live blocks of space {space_id}")
+    block_rows.close(session, _table(), sorted(block_ids), utcnow())
+
+
 class BlockChange(NamedTuple):
     """How an upload of ``dataset_id`` splits one live block: ``joined`` of its patients are in
     the new dataset (they move to the block with it added), the rest stay (a tuple: an upload
@@ -215,8 +270,6 @@ class UploadBlocks:
     live: "LiveBlocks"  # the space's live blocks now, as written (``app.ledger.live_cache``)
 
 
-Opened = tuple[list[int], int, str | None]
-"""A block an upload opens: its datasets, size, and their JSON text where already known."""
 LiveBlocks = dict[int, tuple[list[int], int, str | None]]
 """A space's live blocks: by id, their datasets (sorted, distinct), size, and the datasets'
 JSON text as stored where the driver gives text and it is those very datasets (SQLite; None
@@ -285,7 +338,7 @@ def apply_upload(*, session: Session, space: PatientSpace, dataset_id: int,
             opened.append((stays, size - change.joined, text))
     if new_patients:
         opened.append(([dataset_id], new_patients, None))
-    inserted = _insert_blocks(session, space.id, opened, now)
+    inserted = block_rows.insert_opened(session, _table(), space.id, opened, now)
     ids = iter(inserted)
     joined: dict[int, int] = {}
     stayed: dict[int, int | None] = {}
@@ -294,7 +347,7 @@ def apply_upload(*, session: Session, space: PatientSpace, dataset_id: int,
         stayed[change.block_id] = next(ids) if change.joined < live[change.block_id][1] else None
     fresh = next(ids) if new_patients else None
     closed = [change.block_id for change in changes]
-    _close(session, closed, now)
+    block_rows.close(session, _table(), closed, now)
     after = dict(live)
     for block in closed:
         del after[block]
@@ -303,6 +356,12 @@ def apply_upload(*, session: Session, space: PatientSpace, dataset_id: int,
                         [(block, datasets, size)
                          for block, (datasets, size, _) in zip(inserted, opened, strict=True)],
                         after)
+
+
+def _table() -> Table:
+    table = PatientBlock.__table__
+    assert isinstance(table, Table)
+    return table
 
 
 def _with(datasets: list[int], dataset_id: int) -> list[int]:
@@ -319,79 +378,3 @@ def _appended(text: str | None, datasets: list[int], dataset_id: int) -> str | N
     if text is None or not datasets or dataset_id <= datasets[-1]:
         return None
     return f"{text[:-1]}, {dataset_id}]"
-
-
-def _close(session: Session, block_ids: list[int], now: datetime) -> None:
-    """Close blocks, a few thousand per UPDATE (within SQLite's bound on parameters); on
-    SQLite through the driver (``_sqlite_stamp``): SQLAlchemy's expansion of thousands of
-    bound ids took most of the statement's time (31 ms of 36 for an upload's 6,310)."""
-    stamp = _sqlite_stamp(session, now) if session.get_bind().dialect.name == "sqlite" else None
-    for start in range(0, len(block_ids), 5000):
-        chunk = block_ids[start:start + 5000]
-        if stamp is not None:
-            session.connection().exec_driver_sql(
-                f"UPDATE {PatientBlock.__tablename__} SET closed_at = ? "
-                f"WHERE id IN ({', '.join('?' * len(chunk))})", (stamp, *chunk))
-        else:
-            session.execute(update(PatientBlock).where(PatientBlock.id.in_(chunk))
-                            .values(closed_at=now))
-
-
-def _sqlite_stamp(session: Session, now: datetime) -> Any:
-    """``now`` as SQLAlchemy binds it to the blocks' timestamp columns on SQLite."""
-    dialect = session.get_bind().dialect
-    table = PatientBlock.__table__
-    assert isinstance(table, Table)
-    stamp = table.c.created_at.type.dialect_impl(dialect).bind_processor(dialect)
-    return stamp(now) if stamp is not None else now
-
-
-def _insert_blocks(session: Session, space_id: int, opened: list[Opened],
-                   now: datetime) -> list[int]:
-    """Open blocks (their datasets, sorted and distinct, sizes, and the datasets' JSON text
-    where known) in one executemany INSERT; their ids, in order. A known text is written as it
-    is on SQLite (a split block's parts are its stored text, or that text with the new
-    dataset appended, so an upload splitting 6,310 blocks does not write out the integers of
-    12,620 lists again: 20 of its accept's ms).
-
-    The ids are read back as this space's blocks above its highest id before the INSERT,
-    in id order: the caller holds the space lock, so no other writer adds blocks to it, and
-    ids grow in insertion order on both databases (checked: as many rows as opened, each
-    with the size opened in its place, else nothing is kept; the datasets are not decoded
-    again, a JSON parse per block). (``INSERT ... RETURNING`` with its order kept took twice
-    as long for the 12,620 blocks an upload splitting 6,310 opens.)
-    """
-    if not opened:
-        return []
-    table = PatientBlock.__table__
-    assert isinstance(table, Table)
-    floor = session.scalar(select(func.max(PatientBlock.id))
-                           .where(PatientBlock.space_id == space_id)) or 0
-    if session.get_bind().dialect.name == "sqlite":
-        _insert_sqlite(session, table, space_id, opened, now)
-        found = session.connection().exec_driver_sql(  # the rows as the driver gives them
-            f"SELECT id, size FROM {table.name} WHERE space_id = ? AND id > ? ORDER BY id",
-            (space_id, floor)).tuples().all()
-    else:
-        session.execute(insert(table), [{"space_id": space_id, "datasets": datasets,
-                                         "size": size, "created_at": now}
-                                        for datasets, size, _ in opened])
-        found = session.execute(select(PatientBlock.id, PatientBlock.size)
-                                .where(PatientBlock.space_id == space_id,
-                                       PatientBlock.id > floor)
-                                .order_by(PatientBlock.id)).tuples().all()
-    if [size for _, size in found] != [size for _, size, _ in opened]:
-        raise RuntimeError(f"space {space_id}: the blocks read back are not those opened")
-    return [block for block, _ in found]
-
-
-def _insert_sqlite(session: Session, table: Table, space_id: int, rows: list[Opened],
-                   now: datetime) -> None:
-    """The INSERT of ``_insert_blocks`` on SQLite through the driver's executemany, with the
-    values SQLAlchemy would bind (``json.dumps`` of a list of ints, the timestamp as its type
-    stores it, once): its per-row binding took most of an upload's 12,620 block rows."""
-    created_at = _sqlite_stamp(session, now)
-    session.connection().exec_driver_sql(
-        f"INSERT INTO {table.name} (space_id, datasets, size, created_at) VALUES (?, ?, ?, ?)",
-        [(space_id, "[" + ", ".join(map(str, datasets)) + "]" if text is None else text, size,
-          created_at) for datasets, size, text in rows])
