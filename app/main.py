@@ -31,6 +31,7 @@ from app.core.docs import install_docs
 from app.core.errors import install_error_handlers
 from app.core.openapi import install_problem_docs, operation_id
 from app.dashboard.router import router as dashboard_router
+from app.flows import patient_spaces as patient_spaces_flow
 from app.flows import sweep as sweep_flow
 from app.jobs.reaper import running_reaper
 from app.observability.metrics import install_metrics
@@ -44,6 +45,7 @@ def create_app(*, embedded_worker: bool = False) -> FastAPI:
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
         auth_service.on_startup()  # DPCRISIS_ADMIN_KEY, or a hint when no key exists
         sweep_flow.on_startup()  # spools, tables and weights a crash left behind
+        patient_spaces_flow.on_startup()  # datasets from before patient spaces join theirs
         # Everything loaded so far (modules, torch, the app) lives as long as the process:
         # moved out of the collector's view, a full collection takes milliseconds, not the
         # ~200 ms it took mid-request (measured), which was a scoring tail-latency spike.

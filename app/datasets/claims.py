@@ -24,7 +24,7 @@ from app.core.database import affected_rows
 from app.core.errors import Conflict
 from app.core.settings import settings
 from app.core.time import utcnow
-from app.datasets import service
+from app.datasets import legacy_spaces, service
 from app.datasets.models import AWAITING_DATA, RECEIVING, Dataset
 from app.datasets.service import DatasetHasData as DatasetNotAwaitingData
 from app.datasets.stored import table_schema
@@ -64,6 +64,7 @@ def claim(*, session: Session, dataset_id: int) -> ClaimedUpload:
         DatasetNotFound: no such dataset (404).
         UploadInProgress: another upload holds it (409).
         DatasetNotAwaitingData: not an upload, or it already has (or had) its rows (409).
+        PatientIdsRequired: registered before patient spaces without an id column (409).
     """
     now, token = utcnow(), secrets.token_hex(16)
     claimed = affected_rows(session.execute(
@@ -79,6 +80,7 @@ def claim(*, session: Session, dataset_id: int) -> ClaimedUpload:
     session.refresh(dataset)
     if claimed != 1:
         _refuse(dataset)
+    legacy_spaces.join_organisation(session=session, dataset=dataset)  # registered before spaces
     secret = _patient_secret(session, dataset)
     return ClaimedUpload(dataset.id, token, table_schema(dataset), dataset.coin_scheme,
                          dataset.budget_delta, secret,

@@ -8,14 +8,21 @@ from sqlalchemy.orm import Session
 
 from app.core.database import affected_rows
 from app.core.errors import Conflict, InvalidRequest, NotFound
-from app.datasets import identity, patient_index, synthetic, table_store, union
+from app.datasets import (
+    generator_space,
+    identity,
+    patient_index,
+    synthetic,
+    table_store,
+    union,
+)
 from app.datasets.built_in_schema import BUILT_IN_SCHEMA
 from app.datasets.dataset_schema import check_schema, schema_hash
 from app.datasets.models import AWAITING_DATA, READY, WITHDRAWN, Dataset
 from app.datasets.rules import check_delta, check_new_source, upload_fingerprint
 from app.datasets.schemas import DatasetCreate, PrivacyBudget, SyntheticSource, UnionSource
+from app.ledger import block_spend, spaces
 from app.ledger import service as ledger_service
-from app.ledger import space_chain, spaces
 from app.privacy.filter import filter_order
 
 BUILT_IN_SCHEMA_JSON = BUILT_IN_SCHEMA.model_dump(mode="json", by_alias=True)
@@ -64,11 +71,8 @@ def create(*, session: Session, request: DatasetCreate) -> Dataset:
     session.add(dataset)
     session.flush()
     if dataset.source_kind == "synthetic" and dataset.patient_space_id is not None:
-        space = spaces.lock_space(session=session, space_id=dataset.patient_space_id)
-        block = spaces.open_block(session=session, space_id=space.id, datasets=[dataset.id],
-                                  size=dataset.n_rows)
-        space_chain.append_opened(session=session, space=space, dataset_id=dataset.id,
-                                  block=block)
+        dataset.patient_overlap = generator_space.join(session=session,
+                                                       dataset=dataset).as_json()
     if dataset.union_of is not None:  # every patient of its members is one of its own
         assert dataset.patient_space_id is not None
         dataset.patient_overlap = patient_index.add_union(
@@ -80,14 +84,19 @@ def create(*, session: Session, request: DatasetCreate) -> Dataset:
 
 def _space_for(session: Session, dataset: Dataset) -> spaces.PatientSpace:
     """The patient space a private dataset's releases charge: the organisation's for an upload
-    (its ids are keyed into it when its rows arrive), a new one of its own for the generator
-    (its patients are row numbers of its own seed, nobody else's), with the dataset's budget."""
+    (its ids are keyed into it when its rows arrive); for the generator, its seed's, made with
+    this dataset's budget if it is the seed's first (its patients are the seed's rows,
+    whatever the shift: ``generator_space``).
+
+    Raises:
+        InvalidRequest: the seed's per-patient delta is above 1/(10 n_rows) (422).
+    """
     if dataset.source_kind in ("upload", union.UNION):
         return spaces.organisation(session=session)
     assert dataset.budget_epsilon is not None and dataset.budget_delta is not None
-    space = spaces.new_space(session=session, kind=spaces.SpaceKind.DATASET,
-                             epsilon=dataset.budget_epsilon, delta=dataset.budget_delta)
-    space_chain.append_budget(session=session, space=space)  # its budget chain's first record
+    space = generator_space.space_for(session=session, seed=dataset.seed,
+                                      epsilon=dataset.budget_epsilon, delta=dataset.budget_delta)
+    generator_space.check_size(space=space, n_rows=dataset.n_rows)
     return space
 
 
@@ -159,7 +168,24 @@ def change_budget(*, session: Session, dataset: Dataset, budget: PrivacyBudget) 
     ledger_service.change_budget(
         session=session, dataset=dataset, epsilon=budget.epsilon, delta=budget.delta
     )
+    _follow_alone_in_seed(session, dataset, budget)
     return dataset
+
+
+def _follow_alone_in_seed(session: Session, dataset: Dataset, budget: PrivacyBudget) -> None:
+    """A seed's space that holds this dataset alone: its budget is its patients' only table's,
+    and moves with it (chained in the space's chain), as a space of one dataset's own does in
+    the ledger. Once another dataset of the seed shares the patients, one table's budget no
+    longer moves theirs."""
+    space = (None if dataset.patient_space_id is None
+             else session.get(spaces.PatientSpace, dataset.patient_space_id))
+    if space is None or space.kind != spaces.SpaceKind.GENERATOR:
+        return
+    members = session.scalar(select(func.count()).select_from(Dataset)
+                             .where(Dataset.patient_space_id == space.id)) or 0
+    if members == 1:
+        block_spend.change_budget(session=session, space_id=space.id, epsilon=budget.epsilon,
+                                  delta=budget.delta)
 
 
 def get(*, session: Session, dataset_id: int) -> Dataset:

@@ -7,8 +7,6 @@ never while the body arrives, so slow clients cannot exhaust the pool that scori
 
 from typing import Any
 
-from sqlalchemy.orm import Session
-
 from app.auth import audit
 from app.auth.audit import Action
 from app.auth.principal import Principal
@@ -20,7 +18,6 @@ from app.datasets.models import Dataset
 from app.datasets.uploads import ReceivedUpload
 from app.flows import index_upkeep
 from app.jobs import size_floor
-from app.ledger import space_chain, spaces
 
 
 def claim(*, dataset_id: int) -> ClaimedUpload:
@@ -33,15 +30,6 @@ def give_back(*, claimed: ClaimedUpload) -> None:
     """The upload failed: the dataset awaits its data again."""
     with get_database().session_scope() as session:
         claims.give_back(session=session, claimed=claimed)
-
-
-def _own_space(session: Session, dataset: Dataset) -> spaces.PatientSpace | None:
-    """The dataset's space when it is its own (an upload registered before spaces, migration
-    0019): no organisation key, so its patients are one block of its own rows."""
-    if dataset.patient_space_id is None:
-        return None
-    space = session.get(spaces.PatientSpace, dataset.patient_space_id)
-    return space if space is not None and space.kind == spaces.SpaceKind.DATASET else None
 
 
 def accept(*, received: ReceivedUpload, principal: Principal) -> Dataset:
@@ -61,14 +49,9 @@ def accept(*, received: ReceivedUpload, principal: Principal) -> Dataset:
         dataset = uploads.accept(session=session, received=received)
         detail: dict[str, Any] = {"rows": dataset.n_rows, "imputed": dataset.imputed,
                                   "table_sha256": dataset.table_sha256}
-        own_space, keyed_into = _own_space(session, dataset), None
-        if own_space is not None:  # registered before spaces: its rows are its own patients
-            own_space = spaces.lock_space(session=session, space_id=own_space.id)
-            block = spaces.open_block(session=session, space_id=own_space.id,
-                                      datasets=[dataset.id], size=dataset.n_rows)
-            space_chain.append_opened(session=session, space=own_space, dataset_id=dataset.id,
-                                      block=block)
-        elif dataset.patient_space_id is not None and dataset.source_kind == "upload":
+        keyed_into = None
+        if dataset.patient_space_id is not None and dataset.source_kind == "upload":
+            # the organisation's space (one registered before spaces joined it at its claim)
             keyed_into = dataset.patient_space_id
             overlap = patient_index.add_dataset(
                 session=session, space_id=keyed_into, dataset_id=dataset.id,
