@@ -117,7 +117,7 @@ def test_a_generators_rows_reuploaded_are_the_registered_source(
                                str(int(table.y[i]))]))
     for made in ({"public": True}, {"privacy_budget": {"epsilon": 1, "delta": 1e-6}}):
         # Public, or private into the organisation's patient space: the generator's patients
-        # are its own space's, so either would be a second budget for them.
+        # are its seed's space's, so either would be a second budget for them.
         upload = client.post("/v1/datasets", json={
             "name": "re-upload", "source": {"kind": "upload"}, "schema": schema, **made})
         assert upload.status_code == 201, upload.text
