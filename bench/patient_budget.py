@@ -11,7 +11,7 @@ for patients anywhere), so the space holds thousands of distinct blocks. Each is
 1. Admission: ``reserve`` of a new job on a random one of the 50 datasets, each in its own
    transaction (rolled back, so every admission sees the same ledger), against the same
    admission on the baseline, measured interleaved in the same run: a generator dataset of
-   100,000 rows alone in its own space (one block) with the same 3 jobs. Median and p95 ms;
+   100,000 rows alone in its seed's space (one block) with the same 3 jobs. Median and p95 ms;
    goal <= 50 ms per admission.
 2. Upload (SQLite): a 1,000,000-row CSV (``bench.ingest.make_table``: ids ``pt-0`` to
    ``pt-999999``, so it shares patients with every block: the worst case, every live block
@@ -249,7 +249,7 @@ def admission_rows(root: Path, sizes: dict[str, int], n: int,
             finally:
                 db.dispose()
     print(f"\nAdmission: {n} admissions each, interleaved (rolled back); baseline: a dataset "
-          f"alone in its own space (1 block), the same {JOBS} jobs\n")
+          f"alone in its seed's space (1 block), the same {JOBS} jobs\n")
     print("| database | live blocks | median ms | p95 ms | baseline median | baseline p95 "
           "| x baseline (median) |")
     print("|---|---:|---:|---:|---:|---:|---:|")
