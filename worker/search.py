@@ -4,21 +4,26 @@ The plan (``app.jobs.search``) and its charge (``app.privacy.selection``): the w
 one ledger entry, ``RepeatAndSelectDpEvent(one run, mean, shape)``. Here, in order:
 
 1. commit the whole entry before any record is touched (it is one indivisible release);
-2. draw K, the number of runs, from the declared distribution with fresh OS entropy; K = 0
-   (Poisson only) releases nothing: the job fails (``search_no_runs``), its charge kept;
-3. each run draws a candidate uniformly from the public list (OS entropy), trains DP-SGD with
+2. draw K, the number of runs, from the declared distribution with fresh OS entropy;
+3. execute M runs, M the plan's public count (``app.privacy.selection.executed_runs``), whatever
+   K: each draws a candidate uniformly from the public list (OS entropy), trains DP-SGD with
    the job's noise, sample rate and steps, and releases the calibration part's binned counts
    (``worker.calibration``, one Gaussian no costlier than the run: parallel composition inside
    the run); its score is the DP log-loss of the Platt map fitted to those counts
    (post-processing of the run's own release);
-4. the run with the lowest score is the job's model, calibrated by its own release (the
-   calibration part is not used again), then evaluated on the evaluation part as every job is
-   (``worker.tasks.evaluate_step``, noise no costlier than one run, so than the search).
+4. of the first min(K, M) runs, the one with the lowest score is the job's model, calibrated by
+   its own release (the calibration part is not used again), then evaluated on the evaluation
+   part as every job is (``worker.tasks.evaluate_step``, noise no costlier than one run, so
+   than the search). Runs past K are discarded. K = 0 (Poisson only) releases nothing: after
+   its M runs, the job fails (``search_no_runs``), its charge kept.
 
 Only the best run is released: its candidate, model, calibration and score. K and the other
-runs (their candidates, scores, progress) stay here, since the bound covers the best run
-alone; the job's progress shows the start and the end of the search, never a run count. Its
-duration still grows with K (a timing channel this service does not close).
+runs (their candidates, scores) stay here, since the bound covers the best run alone. Nothing a
+data scientist reads depends on K: the job runs M runs whatever K, so its timestamps, its
+duration in the metrics and the worker's log lines do not tell K; its progress shows the start
+and the end of the search, never a run count. Executing min(K, M) runs rather than K differs
+from the analysed search only when K > M, whose price is part of the job's delta
+(``app.privacy.accounting.SELECTION_TAIL_SHARE``).
 """
 
 import dataclasses
@@ -149,20 +154,23 @@ class Stopped(Exception):
 
 def best_of_runs(worker: JobWorker, loaded: LoadedData, spec: TrainingSpec,
                  plan: dict[str, Any], noise: float, rng: np.random.Generator,
-                 stop: Callable[[], str | None]) -> Run | None:
-    """Draw K, run K candidates drawn uniformly, return the lowest-scored run (None: K = 0).
+                 stop: Callable[[], str | None], executed: int) -> Run | None:
+    """Draw K, run ``executed`` (M) candidates drawn uniformly whatever K, return the
+    lowest-scored of the first min(K, M) (None: K = 0). Every run is trained, calibrated and
+    scored alike, used or not, so the time taken does not depend on K.
 
     Args:
         noise: the calibration release's noise multiplier (no costlier than one run).
         stop: before each run, why to stop (None: go on).
+        executed: M, the plan's public number of runs.
 
     Raises:
         Stopped: ``stop`` gave a reason, or a run stopped early.
     """
-    runs = selection.draw_runs(plan["runs"], float(plan["mean_runs"]), job_search.shape_of(plan),
+    used = selection.draw_runs(plan["runs"], float(plan["mean_runs"]), job_search.shape_of(plan),
                                rng)
     best: Run | None = None
-    for _ in range(runs):
+    for index in range(executed):
         reason = stop()
         if reason is not None:
             raise Stopped(reason)
@@ -171,7 +179,7 @@ def best_of_runs(worker: JobWorker, loaded: LoadedData, spec: TrainingSpec,
                       noise, rng)
         if run.result.stopped_early:
             raise Stopped("worker stopping")
-        if best is None or run.score < best.score:
+        if index < used and (best is None or run.score < best.score):
             best = run
     return best
 
@@ -190,6 +198,8 @@ def run_search(worker: JobWorker, claimed: ClaimedJob) -> str:
     plan, spec = claimed.search, claimed.spec
     assert plan is not None
     started, total = time.monotonic(), search_epsilon(spec, plan)
+    executed = job_search.executed_of(plan, job_search.run_event(
+        spec.kind, spec.noise_multiplier, spec.sample_rate, spec.steps), spec.delta)
     with worker.database.session_scope() as session:
         loaded = job_run.load(session=session, dataset_id=claimed.dataset_id)
     noise = held_out_noise_of(spec, loaded.budget_delta)
@@ -202,7 +212,8 @@ def run_search(worker: JobWorker, claimed: ClaimedJob) -> str:
         return "cancelled" if _cancel_asked(worker, claimed) else None
 
     try:  # fresh OS entropy: K and the draws are nobody's to replay
-        best = best_of_runs(worker, loaded, spec, plan, noise, np.random.default_rng(), stop)
+        best = best_of_runs(worker, loaded, spec, plan, noise, np.random.default_rng(), stop,
+                            executed.runs)
     except Stopped as stopped:
         return _end(worker, claimed, CANCELLED, str(stopped))
     if best is None:
@@ -211,7 +222,7 @@ def run_search(worker: JobWorker, claimed: ClaimedJob) -> str:
     chosen = run_spec(spec, plan["candidates"][best.candidate])
     trained = evaluate_step(chosen, best.result, loaded,
                             calibrated=(kept_calibration(best, noise), noise, total))
-    trained.metrics["search"] = record(plan, best)
+    trained.metrics["search"] = record(plan, best, executed, total)
     # PLD has no repeat-and-select: the model's epsilon is RDP's figure, and says so
     trained = dataclasses.replace(trained, accountant="rdp")
     _record(worker, claimed, spec.epochs, total)
@@ -222,22 +233,30 @@ def run_search(worker: JobWorker, claimed: ClaimedJob) -> str:
                                trained=trained, artifact_sha256=sha)
         if model is None:
             raise LeaseLost(claimed.job_id)
-    job_metrics.observe_training(steps=spec.steps, sample_rate=spec.sample_rate,
+    job_metrics.observe_training(steps=executed.runs * spec.steps, sample_rate=spec.sample_rate,
                                  training_rows=len(loaded.split.train.y),
                                  seconds=time.monotonic() - started)
     return SUCCEEDED
 
 
-def record(plan: dict[str, Any], best: Run) -> dict[str, Any]:
-    """What the job releases of its search (``app.jobs.results.SearchRecord``)."""
+def record(plan: dict[str, Any], best: Run, executed: selection.Executed,
+           epsilon: float) -> dict[str, Any]:
+    """What the job releases of its search (``app.jobs.results.SearchRecord``): the best run,
+    and the public M with its tail (``epsilon``: the search's, at the job's delta)."""
     return {
         "chosen_candidate": best.candidate,
         "chosen": plan["candidates"][best.candidate],
         "score": SCORE,
         "chosen_score": None if not math.isfinite(best.score) else best.score,
-        "note": "the best run of a random number of DP-SGD runs (Papernot and Steinke 2022), "
-                "scored by the DP log-loss of its calibration part's release; the number of "
-                "runs and the other runs are not released",
+        "executed_runs": executed.runs,
+        "tail_probability": executed.tail_probability,
+        "tail_delta": selection.tail_delta(epsilon, executed.tail_probability),
+        "note": "the best run of a random number K of DP-SGD runs (Papernot and Steinke 2022), "
+                "scored by the DP log-loss of its calibration part's release; "
+                f"{executed.runs} runs were executed whatever K and the best of the first K "
+                "kept, so the number used is hidden, as are the other runs; "
+                f"K > {executed.runs} (probability {executed.tail_probability:.2g}) is covered "
+                "by tail_delta, part of the job's delta",
     }
 
 

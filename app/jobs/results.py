@@ -202,6 +202,14 @@ class SearchRecord(_Stored):
                        "DP Platt map on its calibration release; lower is better)")
     chosen_score: float | None = Field(description="the best run's score (null: its release "
                                        "had no bin above the noise)")
+    executed_runs: int | None = Field(
+        default=None, description="M: the runs executed whatever K, the number whose best is "
+        "kept (hidden); null: a record from before M was planned")
+    tail_probability: float | None = Field(
+        default=None, description="P(K > M), covered by tail_delta")
+    tail_delta: float | None = Field(
+        default=None, description="(1 + e^epsilon) P(K > M): the part of the model's delta "
+        "that covers K > M")
     note: str
 
 

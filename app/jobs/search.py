@@ -7,7 +7,9 @@ candidate drawn uniformly from the public list, scores each by a DP release on t
 part and keeps the best (``worker.search``); the whole search is one ledger entry,
 ``RepeatAndSelectDpEvent(one run, mean_runs, shape)`` (``app.privacy.selection``), admitted by
 the same filter. The planner finds the per-run noise at which the whole search meets
-``privacy.target_epsilon``.
+``privacy.target_epsilon``, then M, the public number of runs the worker executes whatever K
+(``selection.executed_runs``): fixed here, before anything is known of the data, at the job's
+delta or its dataset budget's where smaller, so every figure it is stated at covers the tail.
 
 A candidate is a partial ``training`` config: what it leaves out is ``training``'s. Every run
 must be the same mechanism (the charge is one run's event repeated), so a candidate may change
@@ -18,7 +20,7 @@ processes: those are ``training``'s, for every run.
 
 from typing import Any
 
-from dp_accounting.dp_event import DpEvent
+from dp_accounting.dp_event import DpEvent, RepeatAndSelectDpEvent
 
 from app.core.errors import InvalidRequest
 from app.families import create_family
@@ -30,13 +32,19 @@ from app.privacy.accounting import MAX_NOISE_MULTIPLIER
 
 
 def plan(*, search: SearchRequest, request_training: TrainingConfig, noise_multiplier: float,
-         sample_rate: float, steps: int) -> dict[str, Any]:
+         sample_rate: float, steps: int, delta: float, budget_delta: float | None
+         ) -> dict[str, Any]:
     """The stored plan: each candidate's changes (with the learning rate of its optimizer and
-    model where neither it nor ``training`` sets one), the distribution and its shape.
+    model where neither it nor ``training`` sets one), the distribution and its shape, and the
+    runs executed whatever K with the probability that K exceeds them.
+
+    Args:
+        delta: the job's delta; budget_delta: its dataset's (None: public, no budget).
 
     Raises:
         InvalidRequest: a candidate's family spends otherwise than ``training.model``'s (its
-            ``training_event`` differs), so the runs would not be one mechanism.
+            ``training_event`` differs), so the runs would not be one mechanism; or the mean is
+            too large for the tail to fit in MAX_EXECUTED_RUNS runs.
     """
     run = run_event(request_training.model, noise_multiplier, sample_rate, steps)
     if events.describe(run).mechanism != events.SUBSAMPLED_GAUSSIAN:
@@ -59,9 +67,53 @@ def plan(*, search: SearchRequest, request_training: TrainingConfig, noise_multi
             changes["learning_rate"] = recipe.default_learning_rate(
                 str(changes.get("optimizer", request_training.optimizer)), model)
         candidates.append(changes)
+    shape = selection.shape_of(search.runs, search.shape)
+    smallest = delta if budget_delta is None else min(delta, budget_delta)
+    executed = _executed(selection.search_event(run, search.mean_runs, shape), smallest, search)
     return {"candidates": candidates, "runs": search.runs, "mean_runs": search.mean_runs,
-            "shape": None if search.runs == selection.POISSON
-            else selection.shape_of(search.runs, search.shape)}
+            "shape": None if search.runs == selection.POISSON else shape,
+            "executed_runs": executed.runs, "tail_probability": executed.tail_probability}
+
+
+def _executed(event: DpEvent, delta: float, search: SearchRequest) -> selection.Executed:
+    """``selection.executed_runs``, its refusal a 422 naming the mean that fits.
+
+    Raises:
+        InvalidRequest: naming ``search.mean_runs``.
+    """
+    assert isinstance(event, RepeatAndSelectDpEvent)
+    try:
+        return selection.executed_runs(event, delta)
+    except selection.TooManyRuns as refused:
+        raise InvalidRequest(
+            f"mean_runs {search.mean_runs:g} ({search.runs}) draws more than "
+            f"{selection.MAX_EXECUTED_RUNS} runs too often: the worker executes a fixed number "
+            "of runs whatever K, so that its timing cannot tell K, and P(K > that number) "
+            "must be negligible against delta; use a smaller mean"
+            + ("" if search.runs == selection.POISSON
+               else ", a larger shape, or poisson runs"),
+            field="search.mean_runs",
+            allowed=f"[1, {refused.largest_mean:g}] for this distribution, epsilon and delta"
+            if refused.largest_mean is not None else "none of poisson runs at this epsilon: "
+            "truncated_negative_binomial runs, mean 1",
+        ) from refused
+
+
+def executed_of(stored: dict[str, Any], run: DpEvent, delta: float) -> selection.Executed:
+    """The plan's executed runs and tail. A plan stored without them (queued before they were
+    planned) gets them at the job's ``delta``, or MAX_EXECUTED_RUNS with whatever tail it has:
+    its record states that tail either way."""
+    if "executed_runs" in stored:
+        return selection.Executed(int(stored["executed_runs"]), float(stored["tail_probability"]))
+    event = event_of(stored, run)
+    assert isinstance(event, RepeatAndSelectDpEvent)
+    try:
+        return selection.executed_runs(event, delta)
+    except selection.TooManyRuns:
+        most = selection.MAX_EXECUTED_RUNS
+        tails = selection.tail_probabilities(stored["runs"], float(stored["mean_runs"]),
+                                             shape_of(stored), most)
+        return selection.Executed(most, float(tails[-1]))
 
 
 def run_event(model: str, noise_multiplier: float, sample_rate: float, steps: int) -> DpEvent:
@@ -125,5 +177,6 @@ def view(*, training: dict[str, Any], noise_multiplier: float, sample_rate: floa
         return None
     run = run_event(str(training.get("model")), noise_multiplier, sample_rate, steps)
     tight = accounting.create_accountant("prv")
-    return SearchOut.of(stored, run_epsilon=tight.epsilon([run], delta),
-                        total_epsilon=selection.search_epsilon(event_of(stored, run), delta))
+    total = selection.search_epsilon(event_of(stored, run), delta)
+    return SearchOut.of(stored, run_epsilon=tight.epsilon([run], delta), total_epsilon=total,
+                        executed=executed_of(stored, run, delta))

@@ -96,26 +96,41 @@ class SearchOut(ResponseModel):
     run_epsilon: float | None = Field(description="one run's epsilon (PLD) at the job's delta")
     total_epsilon: float | None = Field(
         description="the whole search's epsilon at the job's delta: what the ledger charges "
-        "(RDP: dp-accounting's RepeatAndSelectDpEvent; the PLD has no such analysis)")
+        "(RDP: dp-accounting's RepeatAndSelectDpEvent, converted at the part of delta the tail "
+        "leaves; the PLD has no such analysis)")
+    executed_runs: int = Field(
+        description="M: the runs the worker executes whatever K (public, fixed at planning); "
+        "the best of the first min(K, M) is kept, the rest discarded, so nothing about the job "
+        "tells K")
+    tail_probability: float = Field(description="P(K > M): the only draws on which the "
+                                    "executed search differs from the analysed one")
+    tail_delta: float = Field(
+        description="(1 + e^total_epsilon) tail_probability: the part of the job's delta that "
+        "covers K > M, at most a tenth of it (total_epsilon is converted at the rest)")
     accountant: str
     note: str
 
     @classmethod
-    def of(cls, stored: dict[str, Any] | None, *, run_epsilon: float,
-           total_epsilon: float) -> Self | None:
+    def of(cls, stored: dict[str, Any] | None, *, run_epsilon: float, total_epsilon: float,
+           executed: selection.Executed) -> Self | None:
         if stored is None:
             return None
         return cls(candidates=stored["candidates"], runs=stored["runs"],
                    mean_runs=stored["mean_runs"], shape=stored.get("shape"),
                    run_epsilon=finite_or_none(run_epsilon),
-                   total_epsilon=finite_or_none(total_epsilon), accountant="rdp", note=NOTE)
+                   total_epsilon=finite_or_none(total_epsilon), executed_runs=executed.runs,
+                   tail_probability=executed.tail_probability,
+                   tail_delta=selection.tail_delta(total_epsilon, executed.tail_probability),
+                   accountant="rdp", note=NOTE)
 
 
-NOTE = ("A random number of DP-SGD runs, each on a candidate drawn uniformly from the public "
+NOTE = ("A random number K of DP-SGD runs, each on a candidate drawn uniformly from the public "
         "list, scored by a DP release on the calibration part; only the best run is released "
-        "(its candidate, model and score: metrics.search). The number of runs, the other runs' "
-        "candidates and scores are not released: Papernot and Steinke's bound covers the best "
-        "run alone.")
+        "(its candidate, model and score: metrics.search). The worker executes executed_runs "
+        "runs whatever K and keeps the best of the first K, so the job's timing, progress and "
+        "status do not tell K; K > executed_runs is covered by tail_delta, part of the job's "
+        "delta. The number of runs used, the other runs' candidates and scores are not "
+        "released: Papernot and Steinke's bound covers the best run alone.")
 
 
 class SearchCharge(ResponseModel):

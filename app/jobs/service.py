@@ -250,7 +250,7 @@ def plan(*, dataset: Dataset, request: JobCreate) -> Job:
     if request.search is not None:  # kept with the training request it varies
         stored[search.SEARCH_KEY] = search.plan(
             search=request.search, request_training=request.training, noise_multiplier=sigma,
-            sample_rate=sample_rate, steps=steps)
+            sample_rate=sample_rate, steps=steps, delta=delta, budget_delta=dataset.budget_delta)
     job = Job(
         dataset_id=dataset.id,
         status=QUEUED,

@@ -30,7 +30,7 @@ from functools import lru_cache
 from typing import Protocol
 
 import numpy as np
-from dp_accounting.dp_event import DpEvent
+from dp_accounting.dp_event import DpEvent, RepeatAndSelectDpEvent
 from opacus.accountants.analysis.rdp import compute_rdp
 from scipy.optimize import brentq
 from scipy.special import gammaln, log_ndtr, ndtr
@@ -250,12 +250,34 @@ def poisson_plan(n_rows: int, batch_size: int) -> tuple[float, int]:
     return sample_rate, int(1 / sample_rate)
 
 
+SELECTION_TAIL_SHARE = 0.1
+"""The share of delta a hyper-parameter search's figure leaves to the tail of its number of runs.
+
+The worker always executes a public number M of runs and keeps the best of the first min(K, M)
+(``worker.search``), so its timing cannot tell K. That differs from the analysed repeat-and-select
+only when K > M; on every other draw the outputs coincide, so if the analysed search is
+(eps, d)-DP the executed one is (eps, d + (1 + e^eps) P(K > M))-DP. M is the smallest count whose
+term fits in this share of delta (``app.privacy.selection.executed_runs``), and a search's RDP is
+converted at the rest of delta: its stated (eps, delta) covers the tail. A tenth costs at most
+log(10/9) / (order - 1) in epsilon, and M grows only with log(1 / delta)."""
+
+
+def conversion_delta(history: History, delta: float) -> float:
+    """The delta a history's RDP is converted at: ``delta``, less the tail's share when the
+    history holds a hyper-parameter search (``SELECTION_TAIL_SHARE``)."""
+    if any(isinstance(event, RepeatAndSelectDpEvent) for event, _ in leaves_of(history).other):
+        return (1.0 - SELECTION_TAIL_SHARE) * delta
+    return delta
+
+
 class RDPAccountant:
     name = "rdp"
     description = "Rényi DP (RDP), composed across jobs by the ledger"
 
     def epsilon(self, history: History, delta: float) -> float:
-        return rdp_to_epsilon(rdp_curve(history), delta)
+        """RDP converted at ``delta`` (a search's at ``conversion_delta``: its tail's share
+        is part of ``delta``)."""
+        return rdp_to_epsilon(rdp_curve(history), conversion_delta(history, delta))
 
 
 class PLDAccountant:

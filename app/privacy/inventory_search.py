@@ -6,7 +6,8 @@ score. Its plan (the public grid, the distribution of the number of runs) is the
 figures are the ledger's (functions of the public mechanism parameters). The chosen candidate
 is part of the selected output, as its model is (``DP_TRAINING``: the ledger charges the whole
 search); its score is post-processing of that run's calibration release (``DP_CALIBRATION``).
-The number of runs and the other runs are not released anywhere.
+The number of runs used and the other runs are not released anywhere; the number executed
+(M, whatever that number) and the tail P(K > M) are the plan's, public.
 """
 
 from app.privacy.releases import Entry, Release, fields
@@ -19,9 +20,11 @@ DP_CALIBRATION = Release.DP_CALIBRATION
 SEARCH_ENTRIES: list[Entry] = [
     *fields("SearchOut", {
         PUBLIC_INPUT: "runs mean_runs shape note",
-        LEDGER: "run_epsilon total_epsilon accountant",
+        LEDGER: "run_epsilon total_epsilon executed_runs tail_probability tail_delta "
+                "accountant",
     }, note="the search as planned: the request's grid and distribution, and the ledger's "
-       "figures of one run and of the whole repeat-and-select release"),
+       "figures of one run and of the whole repeat-and-select release, with the runs executed "
+       "whatever K and their tail (functions of the public plan)"),
     *fields("SearchCandidateRecord", {
         PUBLIC_INPUT: "model optimizer learning_rate momentum max_grad_norm tail_average "
                       "hidden_units",
@@ -30,6 +33,7 @@ SEARCH_ENTRIES: list[Entry] = [
         DP_TRAINING: "chosen_candidate",
         DP_CALIBRATION: "chosen_score",
         PUBLIC_INPUT: "score note",
+        LEDGER: "executed_runs tail_probability tail_delta",
     }, note="the best run of the search, the one output repeat-and-select releases: which "
        "candidate (selected with its model, charged as the whole search) and its score, the "
        "DP log-loss computed from that run's calibration release alone"),

@@ -18,10 +18,19 @@ each meet the run's RDP meets it too (Rényi divergence is jointly quasi-convex)
 Accounting: dp-accounting's ``RdpAccountant`` (``app.privacy.foreign``); its PLD accountant
 has no repeat-and-select, so the headline epsilon of a search is its RDP figure (an upper
 bound), and the Rényi filter reads its RDP at the filter's order off the whole-grid curve.
+
+K must stay hidden from every observer, its timing included, so the worker cannot run K runs:
+it always executes a public number M of them (``executed_runs``, fixed at planning from the
+distribution, its mean and shape, the figure and delta) and keeps the best of the first
+min(K, M); the rest are trained and discarded. That is the analysed search except when K > M,
+whose probability, times (1 + e^eps), fits in ``accounting.SELECTION_TAIL_SHARE`` of delta: a
+search's epsilon is converted at the rest of delta (``accounting.conversion_delta``), so its
+stated (epsilon, delta) covers the tail.
 """
 
 import math
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
@@ -30,11 +39,14 @@ from dp_accounting.rdp.rdp_privacy_accountant import (
     _gamma_truncated_negative_binomial,
     _truncated_negative_binomial_mean,
 )
+from scipy.special import gammaln
+from scipy.stats import poisson
 
 from app.privacy import events
 from app.privacy.accounting import (
     MAX_NOISE_MULTIPLIER,
     MIN_NOISE_MULTIPLIER,
+    SELECTION_TAIL_SHARE,
     RDPAccountant,
 )
 from app.privacy.noise import TargetUnreachable
@@ -48,6 +60,10 @@ DEFAULT_SHAPE = 1.0
 distribution (Papernot and Steinke's simplest case). Smaller eta charges less for the same mean
 (the bound's (1 + eta) factor) but draws long searches more often."""
 RELATIVE_TOLERANCE = 0.003
+MAX_EXECUTED_RUNS = 100
+"""The most runs a search may execute: five times the largest mean a request may declare, so a
+Poisson search of any mean fits up to epsilon 60 at delta 1e-10; a heavy-tailed one (small
+eta, large mean) may not, and is refused."""
 
 
 class SearchUnreachable(TargetUnreachable):
@@ -67,7 +83,8 @@ def search_event(run: DpEvent, mean: float, shape: float) -> DpEvent:
 
 
 def search_epsilon(event: DpEvent, delta: float) -> float:
-    """The search's epsilon at ``delta``: RDP (dp-accounting's analysis; PLD has none)."""
+    """The search's epsilon at ``delta``: RDP (dp-accounting's analysis; PLD has none),
+    converted at ``delta`` less the tail's share (``accounting.conversion_delta``)."""
     return RDPAccountant().epsilon([event], delta)
 
 
@@ -171,3 +188,128 @@ def smallest_fitting_noise(event: RepeatAndSelectDpEvent,
     filter's test); None when not even MAX_NOISE_MULTIPLIER does."""
     return smallest_allowed_noise(lambda sigma: fits(with_run_noise(event, sigma)),
                                   geometric=True)
+
+
+@dataclass(frozen=True)
+class Executed:
+    """The runs a search executes whatever K, and the probability that K exceeds them.
+
+    Attributes:
+        runs: M, public; the best of the first min(K, M) is kept.
+        tail_probability: P(K > M), the only event on which the executed search differs from
+            the analysed one.
+    """
+
+    runs: int
+    tail_probability: float
+
+
+class TooManyRuns(ValueError):
+    """No M up to MAX_EXECUTED_RUNS makes the tail fit: the declared mean is too large.
+
+    Attributes:
+        largest_mean: the largest that fits, at least 1; None when not even 1 does (Poisson
+            at an epsilon near the float range: (1 + e^eps) outgrows any tail).
+    """
+
+    def __init__(self, largest_mean: float | None) -> None:
+        super().__init__(f"no mean above {largest_mean} fits {MAX_EXECUTED_RUNS} runs")
+        self.largest_mean = largest_mean
+
+
+def kind_of(shape: float) -> Runs:
+    """The distribution a dp-accounting shape stands for (infinity: Poisson)."""
+    return POISSON if math.isinf(shape) else TRUNCATED_NEGATIVE_BINOMIAL
+
+
+def tail_delta(epsilon: float, tail_probability: float) -> float:
+    """What K > M adds to delta: (1 + e^epsilon) P(K > M) (the coupling's price)."""
+    return 0.0 if tail_probability <= 0.0 else _coupling(epsilon) * tail_probability
+
+
+def _coupling(epsilon: float) -> float:
+    """1 + e^epsilon, capped where e^epsilon leaves the float range."""
+    return 1.0 + math.exp(min(epsilon, 700.0))
+
+
+def executed_runs(event: RepeatAndSelectDpEvent, delta: float) -> Executed:
+    """The smallest M >= 1 whose tail fits: tail_delta(eps, P(K > M)) at most
+    SELECTION_TAIL_SHARE of ``delta``, eps the search's figure at ``delta``.
+
+    Args:
+        delta: the smallest delta the search is stated at (the job's, or its dataset budget's
+            where smaller): at a larger delta eps is smaller and the share larger, so it fits.
+
+    Raises:
+        TooManyRuns: not even MAX_EXECUTED_RUNS does.
+    """
+    runs, mean, shape = kind_of(event.shape), float(event.mean), float(event.shape)
+    room = SELECTION_TAIL_SHARE * delta / _coupling(search_epsilon(event, delta))
+    tails = tail_probabilities(runs, mean, shape, MAX_EXECUTED_RUNS)
+    fits = np.flatnonzero(tails[1:] <= room)
+    if not len(fits):
+        raise TooManyRuns(_largest_mean(runs, shape, mean, room))
+    m = int(fits[0]) + 1
+    return Executed(m, float(tails[m]))
+
+
+def _largest_mean(runs: Runs, shape: float, mean: float, room: float) -> float | None:
+    """The largest mean (to 0.01, rounded down) whose tail at MAX_EXECUTED_RUNS fits ``room``
+    (the tail grows with the mean; 1 always fits a truncated negative binomial: K = 1)."""
+    def fits(candidate: float) -> bool:
+        return bool(tail_probabilities(runs, candidate, shape, MAX_EXECUTED_RUNS)[-1] <= room)
+
+    low, high = 1.0, mean
+    if not fits(low):
+        return None
+    while high - low > 0.005:
+        mid = (low + high) / 2
+        low, high = (mid, high) if fits(mid) else (low, mid)
+    return math.floor(low * 100) / 100
+
+
+def tail_probabilities(runs: Runs, mean: float, shape: float, most: int) -> np.ndarray:
+    """P(K > m) for m = 0..``most``, K drawn as ``draw_runs`` draws it. Each is a sum of the
+    terms past m, never 1 minus a sum: the tails that matter are far below float's 1e-16."""
+    m = np.arange(most + 1)
+    if runs == POISSON:
+        return np.asarray(poisson.sf(m, mean), dtype=float)
+    gamma = sampling_gamma(shape, mean)
+    if gamma >= 1.0:  # K = 1 always
+        return np.where(m == 0, 1.0, 0.0)
+    terms = np.exp(_log_weights(np.arange(1, most + 1), gamma, shape) - _log_total(gamma, shape))
+    after = np.append(np.cumsum(terms[::-1])[::-1], 0.0)  # the terms past m, up to ``most``
+    return after + _beyond(most, gamma, shape)
+
+
+def _log_weights(k: np.ndarray, gamma: float, shape: float) -> np.ndarray:
+    """log of the truncated negative binomial's unnormalised P[K = k], k >= 1:
+    (1 - gamma)^k binom(k + eta - 1, k); for eta = 0 its limit's (1 - gamma)^k / k."""
+    if shape == 0.0:
+        return np.asarray(k * math.log1p(-gamma) - np.log(k), dtype=float)
+    return np.asarray(k * math.log1p(-gamma) + gammaln(k + shape) - gammaln(shape)
+                      - gammaln(k + 1), dtype=float)
+
+
+def _log_total(gamma: float, shape: float) -> float:
+    """log of the weights' sum over k >= 1: gamma^-eta - 1, or -log gamma for eta = 0."""
+    if shape == 0.0:
+        return math.log(-math.log(gamma))
+    return math.log(math.expm1(-shape * math.log(gamma)))
+
+
+def _beyond(most: int, gamma: float, shape: float) -> float:
+    """P(K > ``most``): the terms summed in blocks until a geometric bound on the rest (the
+    ratio of successive terms tends to 1 - gamma, from above when eta > 1) is below 1e-9 of
+    the sum; the bound is added, so the figure is never below the true tail."""
+    total, start, block = 0.0, most + 1, 4096
+    while True:
+        k = np.arange(start, start + block)
+        terms = np.exp(_log_weights(k, gamma, shape) - _log_total(gamma, shape))
+        total += float(terms.sum())
+        ratio = max(float(terms[-1] / terms[-2]) if terms[-2] > 0 else 0.0, 1.0 - gamma)
+        if ratio < 1.0:  # past the mode: the terms fall at least geometrically
+            rest = float(terms[-1]) * ratio / (1.0 - ratio)
+            if rest <= 1e-9 * total or terms[-1] == 0.0:
+                return total + rest
+        start += block

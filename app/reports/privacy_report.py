@@ -170,7 +170,10 @@ def _search_text(job: Job) -> str:
             f"{len(plan['candidates'])} public candidates (a candidate may set its own clip "
             "norm: the noise scales with it) and scored by its own calibration release; only "
             "the best run is released (repeat-and-select, Papernot and Steinke 2022), and the "
-            "number of runs is not.")
+            "number of runs is not. The worker executes "
+            f"{plan.get('executed_runs', 'a fixed number of')} runs whatever that number K "
+            "and keeps the best of the first K, so the job's timing does not tell K; the "
+            "chance that K exceeds them is covered by part of delta (search.tail_delta).")
 
 
 def _admission_text(dataset: Dataset) -> str:

@@ -1,5 +1,6 @@
 """A training job's hyper-parameter search through the API: validation, the one ledger entry
-(charged as dp-accounting's RepeatAndSelectDpEvent), the run itself, K = 0, and the 409."""
+(charged as dp-accounting's RepeatAndSelectDpEvent, its tail part of delta), the M runs
+executed whatever K, K = 0, the 409, and a mean too heavy-tailed for the runs' cap."""
 
 import math
 from typing import Any
@@ -13,7 +14,7 @@ from sqlalchemy import select
 from app.core.database import get_database
 from app.ledger import spend as ledger_spend
 from app.ledger.models import LedgerEntry
-from app.privacy import events, selection
+from app.privacy import accounting, events, selection
 from tests.conftest import small_dataset
 from worker import search as worker_search
 
@@ -116,7 +117,9 @@ def test_the_ledger_charges_one_entry_equal_to_dp_accountings_repeat_and_select(
     assert ledger_spend.recorded_event(entry) == independent
     theirs = RdpAccountant()
     theirs.compose(independent)
-    expected = theirs.get_epsilon(privacy["delta"])
+    # at the delta the tail leaves: the job's stated (epsilon, delta) covers K > M
+    rest = (1 - accounting.SELECTION_TAIL_SHARE) * privacy["delta"]
+    expected = theirs.get_epsilon(rest)
     assert entry.epsilon_rdp == pytest.approx(expected, rel=1e-9)
     assert entry.epsilon_rdp >= expected * (1 - 1e-12)  # never below
     assert entry.epsilon_prv == entry.epsilon_rdp  # PLD has none: the RDP figure, said so
@@ -128,6 +131,10 @@ def test_the_ledger_charges_one_entry_equal_to_dp_accountings_repeat_and_select(
     assert job["search"]["total_epsilon"] == pytest.approx(expected, rel=1e-9)
     assert job["search"]["run_epsilon"] < expected
     assert "search" not in job["training"]
+    executed = selection.executed_runs(independent, privacy["delta"])
+    assert job["search"]["executed_runs"] == executed.runs >= 1
+    assert job["search"]["tail_probability"] == pytest.approx(executed.tail_probability)
+    assert rest + job["search"]["tail_delta"] <= privacy["delta"]
 
 
 def test_a_search_job_releases_its_best_run_only(
@@ -144,13 +151,18 @@ def test_a_search_job_releases_its_best_run_only(
     monkeypatch.setattr(worker_search, "one_run", spy)
     monkeypatch.setattr(selection, "draw_runs", lambda *args: 4)
     dataset = _dataset(client)
-    job_id = client.post("/v1/jobs", json=_body(dataset["id"])).json()["id"]
+    job_id = client.post("/v1/jobs", json=_body(dataset["id"], mean_runs=1.2)).json()["id"]
     assert run_worker() == 1
     job = client.get(f"/v1/jobs/{job_id}").json()
     assert job["status"] == "succeeded", job
-    assert len(scores) == 4
+    executed = job["search"]["executed_runs"]
+    assert executed > 4 and len(scores) == executed  # M runs whatever K
     found = job["metrics"]["search"]
-    best = min(scores, key=lambda s: s[1])
+    best = min(scores[:4], key=lambda s: s[1])  # the best of the first K only
+    assert found["executed_runs"] == executed
+    assert found["tail_probability"] == job["search"]["tail_probability"]
+    assert set(found) == {"chosen_candidate", "chosen", "score", "chosen_score",
+                          "executed_runs", "tail_probability", "tail_delta", "note"}
     assert found["chosen_score"] == pytest.approx(best[1])
     assert found["chosen_candidate"] == best[0]
     assert found["chosen"] == job["search"]["candidates"][best[0]]
@@ -167,20 +179,30 @@ def test_a_search_job_releases_its_best_run_only(
     assert "number of runs is not" in report["statement"]
     assert "RDP accountant" in report["statement"]
     entries = client.get(f"/v1/datasets/{dataset['id']}/privacy-report").json()["entries"]
-    assert entries[0]["search"] == {"runs": "truncated_negative_binomial", "mean_runs": 2.0,
+    assert entries[0]["search"] == {"runs": "truncated_negative_binomial", "mean_runs": 1.2,
                                     "shape": 1.0, "run_steps": job["privacy"]["steps"]}
     assert _entry(job_id).status == "committed"
 
 
-def test_a_poisson_search_that_draws_no_run_fails_and_keeps_its_charge(
+def test_a_poisson_search_that_draws_no_run_fails_after_its_m_runs_and_keeps_its_charge(
     client: TestClient, run_worker: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    ran: list[int] = []
+    real = worker_search.one_run
+
+    def spy(*args: Any, **kwargs: Any) -> worker_search.Run:
+        ran.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(worker_search, "one_run", spy)
     monkeypatch.setattr(selection, "draw_runs", lambda *args: 0)
     dataset = _dataset(client)
-    job_id = client.post("/v1/jobs", json=_body(dataset["id"], runs="poisson")).json()["id"]
+    job_id = client.post("/v1/jobs", json=_body(dataset["id"], runs="poisson",
+                                                mean_runs=1.0)).json()["id"]
     assert run_worker() == 1
     job = client.get(f"/v1/jobs/{job_id}").json()
     assert job["status"] == "failed"
+    assert len(ran) == job["search"]["executed_runs"]  # as long as any other search
     assert job["error"]["code"] == worker_search.NO_RUNS
     assert job["model_id"] is None and job["metrics"] is None
     entry = _entry(job_id)
@@ -203,3 +225,15 @@ def test_a_search_that_does_not_fit_is_a_409_whose_largest_target_fits(
     assert client.post("/v1/jobs", json=_body(dataset["id"], target=largest)).status_code == 202
     assert client.post("/v1/jobs", json=_body(dataset["id"], target=0.05)).status_code in (409,
                                                                                            422)
+
+
+def test_a_mean_too_heavy_tailed_for_the_runs_cap_is_a_422_naming_the_mean_that_fits(
+    client: TestClient,
+) -> None:
+    dataset = _dataset(client)
+    refused = client.post("/v1/jobs", json=_body(dataset["id"], mean_runs=20.0, shape=0.0))
+    named = _named(refused, "search.mean_runs")
+    assert f"more than {selection.MAX_EXECUTED_RUNS} runs" in refused.text, refused.text
+    allowed = named["allowed"]
+    assert allowed.startswith("[1, ") and "delta" in allowed, named
+    assert 1.0 <= float(allowed[len("[1, "):allowed.index("]")]) < 20.0  # fits: test_selection

@@ -1,5 +1,6 @@
 """Repeat-and-select accounting (app.privacy.selection): the figures against dp-accounting's
-own ``RdpAccountant``, the noise search and the draws of the number of runs."""
+own ``RdpAccountant``, the noise search, the draws of the number of runs, and M, the runs
+executed whatever K, with the tail P(K > M) that delta covers."""
 
 import math
 
@@ -8,6 +9,8 @@ import pytest
 from dp_accounting.dp_event import RepeatAndSelectDpEvent
 from dp_accounting.rdp import RdpAccountant
 from dp_accounting.rdp.rdp_privacy_accountant import _truncated_negative_binomial_mean
+from scipy.stats import logser, nbinom
+from scipy.stats import poisson as poisson_law
 
 from app.privacy import accounting, events, selection
 from app.privacy.filter import rdp_at
@@ -29,7 +32,7 @@ def test_epsilon_and_filter_rdp_equal_dp_accountings_and_never_below(
     event = selection.search_event(events.dpsgd(sigma, q, steps), 3.0, shape)
     theirs = _theirs(event)
     ours = accounting.epsilon_by_accountant([event], 1e-5)
-    expected = theirs.get_epsilon(1e-5)
+    expected = theirs.get_epsilon((1 - accounting.SELECTION_TAIL_SHARE) * 1e-5)  # tail: the rest
     for figure in ours.values():  # PLD has no repeat-and-select: the headline is RDP
         assert figure == pytest.approx(expected, rel=1e-9)
         assert figure >= expected * (1 - 1e-12)
@@ -126,3 +129,97 @@ def test_the_smallest_fitting_noise_fits_and_a_little_less_does_not() -> None:
     assert sigma is not None
     assert fits(selection.with_run_noise(event, sigma))
     assert not fits(selection.with_run_noise(event, sigma * 0.99))
+
+
+TNB = "truncated_negative_binomial"
+LAWS = [("poisson", 1.0, math.inf), ("poisson", 3.0, math.inf), (TNB, 3.0, 0.0),
+        (TNB, 3.0, 0.5), (TNB, 3.0, 1.0), (TNB, 2.0, 3.0)]
+
+
+def _law_tail(runs: str, mean: float, shape: float, m: np.ndarray) -> np.ndarray:
+    """P(K > m) by scipy's laws, independently of ``selection``'s sums (the truncated negative
+    binomial: the negative binomial, or for eta = 0 the logarithmic, conditioned on K >= 1)."""
+    if runs == "poisson":
+        return np.asarray(poisson_law.sf(m, mean))
+    gamma = selection.sampling_gamma(shape, mean)
+    if shape == 0.0:
+        return np.asarray(logser.sf(m, 1.0 - gamma))
+    return np.asarray(nbinom.sf(m, shape, gamma) / (1.0 - gamma**shape))
+
+
+@pytest.mark.parametrize(("runs", "mean", "shape"), LAWS)
+def test_the_tail_matches_the_laws_sums_down_to_far_below_delta(
+    runs: str, mean: float, shape: float,
+) -> None:
+    tails = selection.tail_probabilities(runs, mean, shape, selection.MAX_EXECUTED_RUNS)
+    m = np.arange(len(tails))
+    assert tails[0] == pytest.approx(1.0 - (math.exp(-mean) if runs == "poisson" else 0.0))
+    assert np.all(np.diff(tails) <= 0)
+    theirs = _law_tail(runs, mean, shape, m)
+    exact = theirs > 1e-13  # logser.sf is 1 - cdf: below that it is rounding
+    assert np.allclose(tails[exact], theirs[exact], rtol=1e-6, atol=0)
+    assert np.all(tails[~exact] < 1e-12)
+
+
+@pytest.mark.parametrize(("runs", "mean", "shape"), [("poisson", 3.0, math.inf), (TNB, 3.0, 1.0)])
+def test_the_tail_is_what_the_worker_draws(runs: str, mean: float, shape: float) -> None:
+    rng = np.random.default_rng(11)
+    draws = np.array([selection.draw_runs(runs, mean, shape, rng) for _ in range(20000)])
+    tails = selection.tail_probabilities(runs, mean, shape, 8)
+    for m in range(9):
+        seen = float((draws > m).mean())
+        spread = 4 * math.sqrt(tails[m] * (1 - tails[m]) / len(draws)) + 1e-4
+        assert abs(seen - tails[m]) <= spread, (m, seen, tails[m])
+
+
+@pytest.mark.parametrize(("runs", "mean", "shape"), LAWS)
+@pytest.mark.parametrize("delta", [1e-5, 1e-8])
+def test_m_is_the_smallest_count_whose_tail_fits_in_its_share_of_delta(
+    runs: str, mean: float, shape: float, delta: float,
+) -> None:
+    event = selection.search_event(events.dpsgd(2.0, 0.05, 200), mean, shape)
+    assert isinstance(event, RepeatAndSelectDpEvent)
+    eps = selection.search_epsilon(event, delta)
+    share = accounting.SELECTION_TAIL_SHARE * delta
+    try:
+        executed = selection.executed_runs(event, delta)
+    except selection.TooManyRuns:  # a logarithmic number of runs at the smaller delta
+        most = selection.tail_probabilities(runs, mean, shape, selection.MAX_EXECUTED_RUNS)[-1]
+        assert selection.tail_delta(eps, most) > share
+        return
+    tails = selection.tail_probabilities(runs, mean, shape, executed.runs)
+    assert executed.tail_probability == pytest.approx(tails[executed.runs], rel=1e-9)
+    assert selection.tail_delta(eps, executed.tail_probability) <= share
+    if executed.runs > 1:
+        assert selection.tail_delta(eps, tails[executed.runs - 1]) > share
+    # the stated (eps, delta): repeat-and-select's figure at the rest, plus the tail
+    theirs = _theirs(event)
+    rest = (1 - accounting.SELECTION_TAIL_SHARE) * delta
+    assert eps == pytest.approx(theirs.get_epsilon(rest), rel=1e-9)
+    assert rest + selection.tail_delta(eps, executed.tail_probability) <= delta
+
+
+def test_only_a_search_leaves_part_of_delta_to_a_tail() -> None:
+    run = events.dpsgd(2.0, 0.05, 200)
+    search = selection.search_event(run, 3.0, 1.0)
+    assert accounting.conversion_delta([run], 1e-5) == 1e-5
+    assert accounting.conversion_delta([search], 1e-5) == pytest.approx(0.9e-5)
+    curve = accounting.rdp_curve([search])
+    assert accounting.RDPAccountant().epsilon([search], 1e-5) == accounting.rdp_to_epsilon(
+        curve, 0.9e-5)
+
+
+def test_a_mean_whose_tail_needs_more_runs_than_the_cap_is_refused_with_the_mean_that_fits(
+) -> None:
+    event = selection.search_event(events.dpsgd(2.0, 0.05, 200), 20.0, 0.0)
+    assert isinstance(event, RepeatAndSelectDpEvent)
+    with pytest.raises(selection.TooManyRuns) as refused:
+        selection.executed_runs(event, 1e-5)
+    largest = refused.value.largest_mean
+    assert 1.0 <= largest < 20.0
+    fitting = selection.search_event(events.dpsgd(2.0, 0.05, 200), largest, 0.0)
+    assert isinstance(fitting, RepeatAndSelectDpEvent)
+    assert selection.executed_runs(fitting, 1e-5).runs <= selection.MAX_EXECUTED_RUNS
+    poisson = selection.search_event(events.dpsgd(2.0, 0.05, 200), 20.0, math.inf)
+    assert isinstance(poisson, RepeatAndSelectDpEvent)
+    assert selection.executed_runs(poisson, 1e-10).runs < selection.MAX_EXECUTED_RUNS

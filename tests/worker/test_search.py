@@ -1,14 +1,18 @@
 """The worker's side of a search (worker.search): a candidate changes only what the noise does
-not see, a run's score is post-processing of its calibration release, and the best run keeps
-its own calibration only where the part meets its floor."""
+not see, a run's score is post-processing of its calibration release, the best run keeps its
+own calibration only where the part meets its floor, and M runs execute whatever K."""
 
 import dataclasses
 import math
+from typing import Any
 
 import numpy as np
+import pytest
 import torch
 
+from app.privacy import selection
 from worker import calibration
+from worker import search as worker_search
 from worker.search import Run, kept_calibration, run_spec
 from worker.training import TrainingResult, TrainingSpec, build_network
 
@@ -67,3 +71,29 @@ def test_the_best_run_keeps_its_own_release_only_above_the_floor() -> None:
     assert all(torch.equal(a, b) for a, b in
                zip(before, below.result.network.parameters(), strict=True))
     assert dataclasses.asdict(withheld)["rows"] == below.calibration.rows
+
+
+@pytest.mark.parametrize("k", [0, 1, 3, 6, 9])
+def test_m_runs_execute_whatever_k_and_the_best_of_the_first_k_is_kept(
+    monkeypatch: pytest.MonkeyPatch, k: int,
+) -> None:
+    scores = [0.9, 0.7, 0.8, 0.2, 0.6, 0.5]  # the best of all (0.2) is the fourth run
+    calls: list[int] = []
+
+    def one_run(*args: Any) -> Run:
+        index = len(calls)
+        calls.append(index)
+        run = _run(10, [1.0])
+        return dataclasses.replace(run, candidate=index, score=scores[index])
+
+    monkeypatch.setattr(worker_search, "one_run", one_run)
+    monkeypatch.setattr(selection, "draw_runs", lambda *args: k)
+    plan = {"candidates": [{}], "runs": "poisson", "mean_runs": 2.0, "shape": None}
+    best = worker_search.best_of_runs(None, None, SPEC, plan, 1.0,  # one_run needs neither
+                                      np.random.default_rng(0), lambda: None, len(scores))
+    assert len(calls) == len(scores)  # M, whatever K
+    used = scores[:min(k, len(scores))]
+    if not used:
+        assert best is None  # K = 0: nothing released, after the same M runs
+    else:
+        assert best is not None and best.score == min(used)
