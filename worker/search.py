@@ -125,11 +125,12 @@ def one_run(worker: JobWorker, loaded: LoadedData, spec: TrainingSpec, candidate
                                    encoder=loaded.encoder)
     else:
         result = train(x, y, spec, device=worker.device, on_epoch=on_epoch,
-                       encoder=loaded.encoder)
+                       encoder=loaded.encoder, planned_rows=loaded.split.train.rows)
     part = loaded.split.calibration
     released = calibration_release.calibrate(
         predict_log_odds(result.network, part.x, loaded.encoder), part.y, noise, rng,
         prior=calibration_release.prior_for([Mechanism(*step) for step in result.history]))
+    released = dataclasses.replace(released, rows=part.rows)  # public: never the arrays' length
     floor = calibration_release.NOISE_FLOOR * noise * calibration_release.SENSITIVITY
     score = calibration_release.binned_log_loss(
         np.asarray(released.noisy_counts), np.asarray(released.noisy_positives),
@@ -201,7 +202,8 @@ def run_search(worker: JobWorker, claimed: ClaimedJob) -> str:
     executed = job_search.executed_of(plan, job_search.run_event(
         spec.kind, spec.noise_multiplier, spec.sample_rate, spec.steps), spec.delta)
     with worker.database.session_scope() as session:
-        loaded = job_run.load(session=session, dataset_id=claimed.dataset_id)
+        loaded = job_run.load(session=session, dataset_id=claimed.dataset_id,
+                              job_id=claimed.job_id)
     noise = held_out_noise_of(spec, loaded.budget_delta)
     if _record(worker, claimed, 0, total):
         return _end(worker, claimed, CANCELLED, "cancelled")
@@ -234,7 +236,7 @@ def run_search(worker: JobWorker, claimed: ClaimedJob) -> str:
         if model is None:
             raise LeaseLost(claimed.job_id)
     job_metrics.observe_training(steps=executed.runs * spec.steps, sample_rate=spec.sample_rate,
-                                 training_rows=len(loaded.split.train.y),
+                                 training_rows=loaded.split.train.rows,
                                  seconds=time.monotonic() - started)
     return SUCCEEDED
 
