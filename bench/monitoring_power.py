@@ -257,8 +257,8 @@ def repeat(reference: Reference, tally: Tally, plan: Effects, seed: Sequence[int
     noise_seed, boot_seed = (int(s) for s in rng.integers(2**62, size=2))
 
     def release(x: np.ndarray, p: np.ndarray) -> Any:
-        return release_follow_up(PartRows(x, rows.y, groups), p, edges=edges, bins=BINS,
-                                 noise_multiplier=tally.follow_up.noise_multiplier,
+        return release_follow_up(PartRows(x, rows.y, groups, len(rows.y)), p, edges=edges,
+                                 bins=BINS, noise_multiplier=tally.follow_up.noise_multiplier,
                                  rng=np.random.default_rng(noise_seed))
 
     tally.repeats += 1
@@ -297,7 +297,7 @@ def slope_verdict(reference: Reference, follow_up: FollowUp, seed: Sequence[int]
     ref_record, _ = _training_releases(reference, rng)
     rows = synthetic.generate(follow_up.rows, int(rng.integers(2**62)))
     released, _ = release_follow_up(
-        PartRows(rows.x, rows.y, synthetic.subgroups(rows.x, rows.sex)), rows.p,
+        PartRows(rows.x, rows.y, synthetic.subgroups(rows.x, rows.sex), len(rows.y)), rows.p,
         edges=np.asarray(ref_record["bins"][1:-1], dtype=float), bins=BINS,
         noise_multiplier=follow_up.noise_multiplier, rng=rng)
     record = _overall(evaluated(released, THRESHOLDS, rng, 0)["release"])

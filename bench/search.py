@@ -138,7 +138,7 @@ class BenchWorker:
 
 
 def _rows(x: np.ndarray, y: np.ndarray) -> PartRows:
-    return PartRows(x=x, y=y, groups={})
+    return PartRows(x=x, y=y, groups={}, rows=len(y))
 
 
 def search_run(proxy: proxies.Proxy, parts: Any, epsilon: float, seed: int, runs: str,
