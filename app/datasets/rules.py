@@ -52,9 +52,10 @@ def check_new_source(session: Session, *fingerprints: str,
     ``patient_space_id``: the organisation's patient space, for a private upload into it. Its
     patients are keyed into the space, where a re-upload of an earlier private upload's rows
     (of the same space) simply shares their spend: that dataset's id is returned, for the
-    steward's warning. Every other collision is refused: a generator's rows (its space is its
-    own), a public dataset's rows or a private table's rows made public (a public table has no
-    budget at all), a table outside the space (registered before spaces).
+    steward's warning. Every other collision is refused: a generator's rows (they are its
+    seed's patients, in the seed's space), a public dataset's rows or a private table's rows
+    made public (a public table has no budget at all), a table outside the space (registered
+    before spaces).
 
     The unique fingerprint column also refuses a concurrent twin at commit (a shared twin is
     serialised by the space lock and records ``shared_fingerprint``). The answer depends on

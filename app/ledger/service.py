@@ -286,9 +286,10 @@ def change_budget(*, session: Session, dataset: Budgeted, epsilon: float, delta:
 
 def _follow_in_own_space(session: Session, dataset: Budgeted, epsilon: float,
                          delta: float) -> None:
-    """A dataset alone in its space (a generator's, one from before spaces) is its patients'
-    only table: its budget is their per-patient budget, and moves with it (the change is
-    chained in the dataset's ledger). An organisation's budget does not move with one table."""
+    """A dataset alone in a space of its own (from before spaces) is its patients' only table:
+    its budget is their per-patient budget, and moves with it (the change is chained in the
+    dataset's ledger). An organisation's budget does not move with one table, nor a seed's
+    shared by several (``app.datasets.service`` moves a seed's held by one)."""
     space_id = getattr(dataset, "patient_space_id", None)
     space = None if space_id is None else session.get(spaces.PatientSpace, space_id)
     if space is not None and space.kind == spaces.SpaceKind.DATASET:
