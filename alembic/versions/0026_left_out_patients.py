@@ -2,7 +2,9 @@
 
 The per-patient filter no longer refuses a release: it leaves out the blocks of patients that
 cannot afford it, recorded on the release's ledger entry at admission (null: everybody is
-read). Existing entries read every patient of their dataset: null. No existing row changes.
+read). Existing entries read every patient of their dataset: null. A search's entry records
+the probability that it ran fewer runs than it drew (``tail_probability``), which the filters
+take out of their delta. No existing row changes.
 
 Revision ID: 0026
 Revises: 0025
@@ -21,8 +23,10 @@ depends_on: str | Sequence[str] | None = None
 
 def upgrade() -> None:
     op.add_column('ledger_entry', sa.Column('left_out', sa.JSON(), nullable=True))
+    op.add_column('ledger_entry', sa.Column('tail_probability', sa.Float(), nullable=True))
 
 
 def downgrade() -> None:
     with op.batch_alter_table('ledger_entry') as batch:
+        batch.drop_column('tail_probability')
         batch.drop_column('left_out')

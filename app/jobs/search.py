@@ -32,14 +32,16 @@ from app.privacy.accounting import MAX_NOISE_MULTIPLIER
 
 
 def plan(*, search: SearchRequest, request_training: TrainingConfig, noise_multiplier: float,
-         sample_rate: float, steps: int, delta: float, budget_delta: float | None
-         ) -> dict[str, Any]:
+         sample_rate: float, steps: int, delta: float, budget_delta: float | None,
+         filters: tuple[tuple[float, float], ...] = ()) -> dict[str, Any]:
     """The stored plan: each candidate's changes (with the learning rate of its optimizer and
     model where neither it nor ``training`` sets one), the distribution and its shape, and the
     runs executed whatever K with the probability that K exceeds them.
 
     Args:
         delta: the job's delta; budget_delta: its dataset's (None: public, no budget).
+        filters: the (epsilon, delta) of every filter that composes the search (its
+            dataset's and its patients'): each holds a share for its tail.
 
     Raises:
         InvalidRequest: a candidate's family spends otherwise than ``training.model``'s (its
@@ -69,13 +71,15 @@ def plan(*, search: SearchRequest, request_training: TrainingConfig, noise_multi
         candidates.append(changes)
     shape = selection.shape_of(search.runs, search.shape)
     smallest = delta if budget_delta is None else min(delta, budget_delta)
-    executed = _executed(selection.search_event(run, search.mean_runs, shape), smallest, search)
+    executed = _executed(selection.search_event(run, search.mean_runs, shape), smallest, search,
+                         filters)
     return {"candidates": candidates, "runs": search.runs, "mean_runs": search.mean_runs,
             "shape": None if search.runs == selection.POISSON else shape,
             "executed_runs": executed.runs, "tail_probability": executed.tail_probability}
 
 
-def _executed(event: DpEvent, delta: float, search: SearchRequest) -> selection.Executed:
+def _executed(event: DpEvent, delta: float, search: SearchRequest,
+              filters: tuple[tuple[float, float], ...] = ()) -> selection.Executed:
     """``selection.executed_runs``, its refusal a 422 naming the mean that fits.
 
     Raises:
@@ -83,7 +87,7 @@ def _executed(event: DpEvent, delta: float, search: SearchRequest) -> selection.
     """
     assert isinstance(event, RepeatAndSelectDpEvent)
     try:
-        return selection.executed_runs(event, delta)
+        return selection.executed_runs(event, delta, filters)
     except selection.TooManyRuns as refused:
         raise InvalidRequest(
             f"mean_runs {search.mean_runs:g} ({search.runs}) draws more than "

@@ -43,8 +43,8 @@ class Shortfall:
 
     def spend_after(self, entry: LedgerEntry) -> float:
         """The (epsilon, delta) the filter would give the entries plus ``entry``."""
-        return self.guard.epsilon_of(self.spent + ledger_spend.spent_rdp([entry],
-                                                                         self.guard.order))
+        guard = ledger_spend.tailed(self.guard, [*self.entries, entry])
+        return guard.epsilon_of(self.spent + ledger_spend.spent_rdp([entry], guard.order))
 
     @property
     def spent_epsilon(self) -> float:
@@ -75,7 +75,7 @@ def _refusal(guard: RenyiFilter, entries: list[LedgerEntry], entry: LedgerEntry,
     ``own`` (their RDP and the entry's at the filter's order) when the caller has them."""
     spent = ledger_spend.spent_rdp(entries, guard.order) if spent is None else spent
     own = ledger_spend.spent_rdp([entry], guard.order) if own is None else own
-    if guard.admits(spent, own):
+    if ledger_spend.tailed(guard, [*entries, entry]).admits(spent, own):
         return None
     if not entries and ledger_spend.single_release_epsilon(entry, guard.delta) <= guard.epsilon:
         return None
@@ -216,7 +216,9 @@ def over_budget(refused: Shortfall, entry: LedgerEntry, *, release: str,
 
 
 def _refuse(refused: Shortfall, entry: LedgerEntry) -> NoReturn:
-    largest = _largest_fitting_target(refused.guard, refused.entries, entry, refused.spent)
+    largest = _largest_fitting_target(
+        ledger_spend.tailed(refused.guard, [*refused.entries, entry]), refused.entries, entry,
+        refused.spent)
     fits = (f"the largest target epsilon that fits now is {largest:g}" if largest is not None
             else "no noise level up to the maximum fits this plan: take fewer steps")
     raise over_budget(refused, entry, release="job", largest=largest, fits=fits)

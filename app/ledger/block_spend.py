@@ -62,7 +62,7 @@ def spends(*, session: Session, guard: RenyiFilter,
         entries = sorted((e for d in block.datasets for e in by_dataset.get(d, [])
                           if left_out.reads(e, block.datasets)), key=lambda e: e.id)
         charges = tuple(rdp[e.id] for e in entries)
-        spent = guard.epsilon_of(math.fsum(charges))
+        spent = ledger_spend.tailed(guard, entries).epsilon_of(math.fsum(charges))
         if len(entries) == 1:  # the filter's first-release rule, as filtered_epsilon
             spent = min(spent, ledger_spend.single_release_epsilon(entries[0], guard.delta))
         out.append(BlockSpend(block, entries, spent if entries else 0.0, charges))
@@ -86,13 +86,14 @@ def timeline(spent: BlockSpend, guard: RenyiFilter) -> list[BlockPoint]:
     """The block's spend after each charged entry on its datasets, in ledger order (a closed
     block's up to when it closed: its patients' later releases are its parts')."""
     closed = as_utc(spent.block.closed_at)
-    points, charges = [], []
+    points, charges, so_far = [], [], []
     for entry, charge in zip(spent.entries, spent.rdp, strict=True):
         if closed is not None and (as_utc(entry.created_at) or closed) > closed:
             continue
         charges.append(charge)
+        so_far.append(entry)
         epsilon = (ledger_spend.filtered_epsilon(guard, [entry]) if len(charges) == 1
-                   else guard.epsilon_of(math.fsum(charges)))
+                   else ledger_spend.tailed(guard, so_far).epsilon_of(math.fsum(charges)))
         points.append(BlockPoint(entry.id, entry.dataset_id, entry.created_at, epsilon))
     return points
 

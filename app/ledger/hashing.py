@@ -59,6 +59,9 @@ def entry_content(entry: Any, scheme: int = LEGACY_SCHEME) -> dict[str, Any]:
     left_out = getattr(entry, "left_out", None)
     if left_out is not None:  # entries from before it keep their hashes
         content["left_out"] = left_out
+    tail = getattr(entry, "tail_probability", None)
+    if tail is not None:
+        content["tail_probability"] = float(tail)
     return content
 
 

@@ -179,6 +179,9 @@ class LedgerEntry(Base):
     # (``app.ledger.left_out.recorded``, salted); null on entries from before the filter
     # left anybody out (they read every patient of their dataset).
     left_out: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
+    # A search's P(K > M): the chance it ran fewer runs than the analysed repeat-and-select
+    # drew (``app.privacy.selection``); the filters take (1 + e^eps) times it out of delta.
+    tail_probability: Mapped[float | None] = mapped_column(Float, nullable=True)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
     # Read-only, from the events: reserved | committed | released, and when it last changed.
     # A release after commits gives back only the unrun remainder: the entry stays committed.

@@ -89,6 +89,7 @@ def reserve(
     event: DpEvent | accounting.Mechanism,
     clip_norm: float,
     delta: float,
+    tail_probability: float | None = None,
 ) -> LedgerEntry:
     """Admit job ``job_id``'s training ``event`` if the composition of all charged entries plus
     it stays within budget.
@@ -104,6 +105,8 @@ def reserve(
             step-composed: ``steps`` self-compositions of one Poisson-subsampled step.
         clip_norm: the job's per-sample clip norm C (recorded with the mechanism).
         delta: the job's own delta (its reported epsilon is at this delta).
+        tail_probability: a search's P(K > M) (``app.privacy.selection``): recorded, and
+            taken out of every filter's delta that composes the entry (``spend.tailed``).
 
     Raises:
         BudgetExceeded: the composed spend including this job would exceed the budget.
@@ -132,6 +135,7 @@ def reserve(
         created_at=utcnow(),
         epsilon_rdp=accounting.finite_or_none(figures["rdp"]),
         epsilon_prv=accounting.finite_or_none(figures["prv"]),
+        tail_probability=tail_probability,
     )
     admission.admit(session, budget, entry)
     leave_out(session=session, dataset=budget, entry=entry)

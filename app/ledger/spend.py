@@ -266,12 +266,24 @@ def _tight_epsilon(event: str, delta: float) -> float:
     return tight.epsilon([events.from_json(json.loads(event))], delta)
 
 
+def tailed(guard: RenyiFilter, entries: list[LedgerEntry]) -> RenyiFilter:
+    """``guard`` for a composition of ``entries``: its delta less what their searches' tails
+    add ((1 + e^epsilon) times their summed P(K > M): a search runs min(K, M) runs, which
+    differs from the analysed one only when K > M, so the composition of all of them is within
+    that total variation of the analysed one). Without searches, ``guard`` itself."""
+    tail = math.fsum(e.tail_probability or 0.0 for e in entries)
+    if tail <= 0.0:
+        return guard
+    left = guard.delta - (1.0 + math.exp(min(guard.epsilon, 700.0))) * tail
+    return RenyiFilter(guard.epsilon, max(left, 1e-300), guard.order)
+
+
 def filtered_epsilon(guard: RenyiFilter, entries: list[LedgerEntry]) -> float:
     """The guarantee the filter gives ``entries``: RDP at its order converted at its delta,
     or, for a single release, the tighter of that and the release's own tight epsilon."""
     if not entries:
         return 0.0
-    by_filter = guard.epsilon_of(spent_rdp(entries, guard.order))
+    by_filter = tailed(guard, entries).epsilon_of(spent_rdp(entries, guard.order))
     if len(entries) == 1:
         return min(by_filter, single_release_epsilon(entries[0], guard.delta))
     return by_filter

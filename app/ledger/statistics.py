@@ -113,7 +113,7 @@ def largest_fitting_target(refused: ledger_service.Shortfall, charge: ReleaseCha
     """The largest target epsilon (same queries and split, same mechanism, at the release's
     delta) that the filter admits now, rounded down; None when nothing fits
     (``app.privacy.fitting``)."""
-    guard = refused.guard
+    guard = ledger_spend.tailed(refused.guard, refused.entries)
     fits = fitting.largest_targets(
         charge.event, room=guard.rdp_bound - refused.spent, order=guard.order,
         first_release=None if refused.entries else (guard.epsilon, guard.delta),

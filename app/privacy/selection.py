@@ -232,19 +232,30 @@ def _coupling(epsilon: float) -> float:
     return 1.0 + math.exp(min(epsilon, 700.0))
 
 
-def executed_runs(event: RepeatAndSelectDpEvent, delta: float) -> Executed:
+FILTER_TAIL_SHARE = 0.01
+"""The share of a filter's delta one search's tail may take: a Rényi filter composing searches
+converts at its delta less their summed tails (``app.ledger.spend.tailed``), so a hundred
+searches on one dataset or patient would use all of it."""
+
+
+def executed_runs(event: RepeatAndSelectDpEvent, delta: float,
+                  filters: tuple[tuple[float, float], ...] = ()) -> Executed:
     """The smallest M >= 1 whose tail fits: tail_delta(eps, P(K > M)) at most
-    SELECTION_TAIL_SHARE of ``delta``, eps the search's figure at ``delta``.
+    SELECTION_TAIL_SHARE of ``delta``, eps the search's figure at ``delta``; and, for each
+    filter (epsilon_F, delta_F) that will compose it, tail_delta(epsilon_F, P(K > M)) at most
+    FILTER_TAIL_SHARE of delta_F.
 
     Args:
         delta: the smallest delta the search is stated at (the job's, or its dataset budget's
             where smaller): at a larger delta eps is smaller and the share larger, so it fits.
+        filters: the budgets whose filters charge the search (its dataset's, its patients').
 
     Raises:
         TooManyRuns: not even MAX_EXECUTED_RUNS does.
     """
     runs, mean, shape = kind_of(event.shape), float(event.mean), float(event.shape)
-    room = SELECTION_TAIL_SHARE * delta / _coupling(search_epsilon(event, delta))
+    room = min([SELECTION_TAIL_SHARE * delta / _coupling(search_epsilon(event, delta)),
+                *(FILTER_TAIL_SHARE * d / _coupling(e) for e, d in filters)])
     tails = tail_probabilities(runs, mean, shape, MAX_EXECUTED_RUNS)
     fits = np.flatnonzero(tails[1:] <= room)
     if not len(fits):

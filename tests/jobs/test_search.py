@@ -131,9 +131,14 @@ def test_the_ledger_charges_one_entry_equal_to_dp_accountings_repeat_and_select(
     assert job["search"]["total_epsilon"] == pytest.approx(expected, rel=1e-9)
     assert job["search"]["run_epsilon"] < expected
     assert "search" not in job["training"]
-    executed = selection.executed_runs(independent, privacy["delta"])
+    # sized against its filters too: the dataset's budget, and its patients' (the seed's
+    # space, made with the same budget)
+    budget = (dataset["privacy_budget"]["epsilon"], dataset["privacy_budget"]["delta"])
+    executed = selection.executed_runs(independent, privacy["delta"], (budget, budget))
     assert job["search"]["executed_runs"] == executed.runs >= 1
     assert job["search"]["tail_probability"] == pytest.approx(executed.tail_probability)
+    assert entry.tail_probability == job["search"]["tail_probability"]  # the filters' part
+    assert executed.runs >= selection.executed_runs(independent, privacy["delta"]).runs
     assert rest + job["search"]["tail_delta"] <= privacy["delta"]
 
 

@@ -9,8 +9,10 @@ for overlapping uploads with partly charged ledgers: the live blocks are the id 
 membership patterns, and every admission's decision, scope, spend and entries equal a
 block-by-block recomputation with ``spend.spent_rdp`` (the code before that change)."""
 
+import math
 from collections import Counter
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pyarrow as pa
@@ -29,6 +31,7 @@ from app.ledger import service as ledger_service
 from app.ledger import spend as ledger_spend
 from app.ledger.models import LedgerEntry
 from app.privacy import accounting, events
+from app.privacy.filter import RenyiFilter
 
 DECLARED = {
     "features": [{"name": "score", "label": "Score", "kind": "integer", "lower": 0,
@@ -90,24 +93,32 @@ def _candidate(mechanism: accounting.Mechanism) -> LedgerEntry:
                        clip_norm=1.0, delta=1e-7, accountant="rdp")
 
 
+def _reads(entry: LedgerEntry, datasets: list[int]) -> bool:
+    """Whether ``entry``'s release read the patients of a block holding ``datasets`` (its
+    recorded decision applied afresh: their datasets within its scope were not left out)."""
+    stored = entry.left_out or {}
+    then = sorted(set(datasets) & set(stored.get("scope", [])))
+    return then not in [sorted(p) for p in stored.get("patterns", [])]
+
+
 def _recomputed(session: Session, space: spaces.PatientSpace, dataset_id: int,
-                entry: LedgerEntry) -> list[tuple[float, list[int]]]:
-    """Every refusing block's spend and entries, composing each live block's entries afresh."""
+                entry: LedgerEntry) -> set[tuple[int, ...]]:
+    """Every block that cannot afford ``entry``, composing each live block's entries afresh."""
     guard = space.guard
     blocks = [b for b in spaces.live_blocks(session=session, space_id=space.id)
               if dataset_id in b.datasets]
     ledgers = {d: ledger_spend.charged_entries(session=session, dataset_id=d)
                for d in {d for b in blocks for d in b.datasets}}
-    refused = []
+    refused = set()
     for block in blocks:
-        charged = [e for d in block.datasets for e in ledgers[d]]
+        charged = [e for d in block.datasets for e in ledgers[d] if _reads(e, block.datasets)]
         spent = ledger_spend.spent_rdp(charged, guard.order)
         if guard.admits(spent, ledger_spend.spent_rdp([entry], guard.order)):
             continue
         if not charged and ledger_spend.single_release_epsilon(
                 entry, guard.delta) <= guard.epsilon:
             continue
-        refused.append((spent, [e.id for e in charged]))
+        refused.add(tuple(block.datasets))
     return refused
 
 
@@ -148,16 +159,29 @@ def test_admission_over_many_blocks_equals_composing_each_block_afresh(
             budget = ledger_service.LockedBudget(dataset_id, 100.0, 1e-6, None, space.id)
             for mechanism in CANDIDATES:
                 entry = _candidate(mechanism)
-                found = admission.shortfall(session=session, dataset=budget, entry=entry)
+                # The dataset's own budget (100) admits; its patients never refuse.
+                assert admission.shortfall(session=session, dataset=budget, entry=entry) is None
+                found = admission.patients_left_out(session=session, dataset=budget,
+                                                    entry=entry)
                 refusals = _recomputed(session, space, dataset_id, entry)
                 if not refusals:
                     assert found is None
-                    decisions["admitted"] += 1
+                    decisions["everyone read"] += 1
                     continue
-                # The binding block: the most spent (blocks of equal spend are equals).
-                assert found is not None and found.scope == admission.PATIENTS
-                assert found.spent == max(spent for spent, _ in refusals)
-                assert (found.spent, [e.id for e in found.entries]) in refusals
-                assert found.guard == space.guard and not found.also
-                decisions["refused"] += 1
-    assert decisions["admitted"] > 10 and decisions["refused"] > 10, decisions
+                assert found is not None and found.patterns == refusals
+                assert found.scope == {d for b in holding for d in b.datasets}
+                decisions["some left out"] += 1
+    assert decisions["everyone read"] > 10 and decisions["some left out"] > 10, decisions
+
+
+def test_a_filter_takes_its_searches_tails_out_of_its_delta() -> None:
+    """Searches run min(K, M) runs: a composition of them is within (1 + e^eps) times their
+    summed P(K > M) of the analysed one, which the filter takes out of its delta."""
+    guard = RenyiFilter(3.0, 1e-5, 8.0)
+    plain, search = SimpleNamespace(tail_probability=None), SimpleNamespace(tail_probability=1e-8)
+    assert ledger_spend.tailed(guard, [plain]) is guard  # type: ignore[list-item]
+    tailed = ledger_spend.tailed(guard, [plain, search, search])  # type: ignore[list-item]
+    assert tailed.delta == pytest.approx(1e-5 - (1 + math.exp(3.0)) * 2e-8)
+    assert tailed.rdp_bound < guard.rdp_bound and tailed.order == guard.order
+    spent = ledger_spend.tailed(guard, [search] * 10_000)  # type: ignore[list-item]
+    assert spent.rdp_bound < 0  # tails past the filter's delta: nothing more is admitted

@@ -112,7 +112,8 @@ def test_hash_is_sha256_of_canonical_json_and_prev_hash(
     budget, event = _events(any_db, dataset_id)
     with any_db.session_scope() as session:
         entry = session.scalar(select(LedgerEntry).where(LedgerEntry.job_id == job_id))
-        assert entry is not None
+        assert entry is not None and entry.left_out is not None
+        assert len(entry.left_out["salt"]) == 32
         content = {
             "dataset_id": dataset_id, "entry_id": entry.id, "seq": 2, "kind": "reserve",
             "created_at": _iso(event.created_at),
@@ -125,6 +126,8 @@ def test_hash_is_sha256_of_canonical_json_and_prev_hash(
                 "epsilon_prv": entry.epsilon_prv, "created_at": _iso(entry.created_at),
                 # Hash scheme 2: the entry's dp-accounting event is covered too.
                 "event": entry.event,
+                # and whom the release left out (nobody here), with its salt
+                "left_out": {"scope": [], "patterns": [], "salt": entry.left_out["salt"]},
             },
             "scheme": 2,
         }
