@@ -59,12 +59,18 @@ PATIENT_SPEND_WITHHELD = (
 
 def per_patient(space_kind: str | None, epsilon: float | None, delta: float | None) -> str:
     """The per-patient guarantee in words (the dataset report, every model statement): for the
-    organisation's patient space (``space_kind`` "organisation"), or a dataset whose patients
-    are in no other table; '' without a space (a public dataset)."""
+    organisation's patient space (``space_kind`` "organisation"), a generator seed's (every
+    generator dataset of the seed holds its patients: "generator"), or a dataset whose
+    patients are in no other table; '' without a space (a public dataset)."""
     if space_kind is None or epsilon is None or delta is None:
         return ""
     budget, how = f"(epsilon {epsilon:g}, delta {delta:g})", ("a per-patient Rényi filter, "
                                                             "Feldman and Zrnic 2021")
+    if space_kind == "generator":
+        return (f"Each generated patient (row i of every generator dataset of this seed, "
+                f"whatever its shift) is protected at {budget} per patient: every release on "
+                "any dataset of the seed counts against that one budget, and a release leaves "
+                f"out the patients whose own history cannot afford it ({how}).")
     if space_kind != "organisation":
         return (f"Each patient's record is protected at {budget} per patient across every "
                 f"release on this dataset, the only table that holds its patients ({how}).")

@@ -75,13 +75,13 @@ def test_the_page_shows_the_per_patient_section_as_the_json_does(
     assert "Per-patient budget" in scientist and "The blocks'" not in scientist
 
 
-def test_a_generator_has_a_space_of_its_own_and_a_public_dataset_none(
+def test_a_generator_has_its_seeds_space_and_a_public_dataset_none(
     client: TestClient,
 ) -> None:
     synthetic = client.post("/v1/datasets", json=small_dataset()).json()
     own = _report(client, synthetic["id"])["patient_budget"]
-    assert own["space"] == "dataset" and own["epsilon"] == 10
-    assert "the only table that holds its patients" in own["statement"]
+    assert own["space"] == "generator" and own["epsilon"] == 10
+    assert "every generator dataset of this seed" in own["statement"]
     assert [(b["datasets"], b["size"]) for b in own["blocks"]] == [([synthetic["id"]], 2000)]
     public = client.post("/v1/datasets", json=small_dataset(public=True, privacy_budget=None))
     assert public.status_code == 201, public.text
