@@ -27,6 +27,5 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
-    with op.batch_alter_table('ledger_entry') as batch:
-        batch.drop_column('tail_probability')
-        batch.drop_column('left_out')
+    op.drop_column('ledger_entry', 'tail_probability')
+    op.drop_column('ledger_entry', 'left_out')

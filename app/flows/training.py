@@ -35,7 +35,7 @@ def submit_training(*, session: Session, request: JobCreate) -> Job:
         event=job_service.training_event(job),
         clip_norm=job.max_grad_norm,
         delta=job.delta,
-        tail_probability=job_service.tail_probability(job),
+        tail_probability=job_search.tail_probability(job.training),
     )
     return job
 

@@ -21,12 +21,15 @@ processes: those are ``training``'s, for every run.
 from typing import Any
 
 from dp_accounting.dp_event import DpEvent, RepeatAndSelectDpEvent
+from sqlalchemy.orm import object_session
 
 from app.core.errors import InvalidRequest
+from app.datasets.models import Dataset
 from app.families import create_family
 from app.jobs import recipe
 from app.jobs.schemas import TrainingConfig
 from app.jobs.search_schemas import SEARCH_KEY, SearchOut, SearchRequest
+from app.ledger import spaces
 from app.privacy import accounting, events, selection
 from app.privacy.accounting import MAX_NOISE_MULTIPLIER
 
@@ -184,3 +187,23 @@ def view(*, training: dict[str, Any], noise_multiplier: float, sample_rate: floa
     total = selection.search_epsilon(event_of(stored, run), delta)
     return SearchOut.of(stored, run_epsilon=tight.epsilon([run], delta), total_epsilon=total,
                         executed=executed_of(stored, run, delta))
+
+
+def filters_of(dataset: Dataset) -> tuple[tuple[float, float], ...]:
+    """The (epsilon, delta) of the filters a release on ``dataset`` is composed by: its own
+    budget's and its patient space's (public: the declared budgets)."""
+    found = []
+    if dataset.budget_epsilon is not None and dataset.budget_delta is not None:
+        found.append((dataset.budget_epsilon, dataset.budget_delta))
+    session = object_session(dataset)
+    space = None if session is None or dataset.patient_space_id is None else \
+        session.get(spaces.PatientSpace, dataset.patient_space_id)
+    if space is not None:
+        found.append((space.budget_epsilon, space.budget_delta))
+    return tuple(found)
+
+
+def tail_probability(training: dict[str, Any]) -> float | None:
+    """A search job's P(K > M), as planned (None: not a search); the ledger records it."""
+    plan = stored_plan(training)
+    return None if plan is None else float(plan["tail_probability"])

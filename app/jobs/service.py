@@ -5,7 +5,7 @@ from typing import Any
 
 from dp_accounting import DpEvent
 from sqlalchemy import func, select, update
-from sqlalchemy.orm import Session, object_session
+from sqlalchemy.orm import Session
 
 from app.core.database import affected_rows
 from app.core.errors import Conflict, InvalidRequest, NotFound
@@ -23,7 +23,6 @@ from app.jobs.schemas import (
     TrainingConfig,
 )
 from app.ledger import service as ledger_service
-from app.ledger import spaces
 from app.privacy import accounting, noise
 
 
@@ -217,20 +216,6 @@ def check_trainable(dataset: Dataset) -> None:
         )
 
 
-def _filters(dataset: Dataset) -> tuple[tuple[float, float], ...]:
-    """The (epsilon, delta) of the filters a release on ``dataset`` is composed by: its own
-    budget's and its patient space's (public: the declared budgets)."""
-    found = []
-    if dataset.budget_epsilon is not None and dataset.budget_delta is not None:
-        found.append((dataset.budget_epsilon, dataset.budget_delta))
-    session = object_session(dataset)
-    space = None if session is None or dataset.patient_space_id is None else \
-        session.get(spaces.PatientSpace, dataset.patient_space_id)
-    if space is not None:
-        found.append((space.budget_epsilon, space.budget_delta))
-    return tuple(found)
-
-
 def plan(*, dataset: Dataset, request: JobCreate) -> Job:
     """The job's DP mechanism planned from the request and public facts of the dataset.
 
@@ -266,7 +251,7 @@ def plan(*, dataset: Dataset, request: JobCreate) -> Job:
         stored[search.SEARCH_KEY] = search.plan(
             search=request.search, request_training=request.training, noise_multiplier=sigma,
             sample_rate=sample_rate, steps=steps, delta=delta, budget_delta=dataset.budget_delta,
-            filters=_filters(dataset))
+            filters=search.filters_of(dataset))
     job = Job(
         dataset_id=dataset.id,
         status=QUEUED,
@@ -328,12 +313,6 @@ def training_event(job: Job) -> DpEvent:
                                 sample_rate=job.sample_rate, steps=job.steps)
     plan = search.stored_plan(job.training)
     return run if plan is None else search.event_of(plan, run)  # the whole search
-
-
-def tail_probability(job: Job) -> float | None:
-    """A search job's P(K > M), as planned (None: not a search); the ledger records it."""
-    plan = search.stored_plan(job.training)
-    return None if plan is None else float(plan["tail_probability"])
 
 
 def get(*, session: Session, job_id: int) -> Job:

@@ -122,17 +122,10 @@ def reserve(
                        dataset_id=dataset.id)
     figures = accounting.epsilon_by_accountant([event], delta)
     entry = LedgerEntry(
-        dataset_id=dataset.id,
-        job_id=job_id,
-        event=events.to_json(event),
-        mechanism=said.mechanism,
-        noise_multiplier=said.noise_multiplier,
-        sample_rate=said.sample_rate,
-        steps=said.steps,
-        clip_norm=clip_norm,
-        delta=delta,
-        accountant=COMPOSITION_ACCOUNTANT,
-        created_at=utcnow(),
+        dataset_id=dataset.id, job_id=job_id, event=events.to_json(event),
+        mechanism=said.mechanism, noise_multiplier=said.noise_multiplier,
+        sample_rate=said.sample_rate, steps=said.steps, clip_norm=clip_norm, delta=delta,
+        accountant=COMPOSITION_ACCOUNTANT, created_at=utcnow(),
         epsilon_rdp=accounting.finite_or_none(figures["rdp"]),
         epsilon_prv=accounting.finite_or_none(figures["prv"]),
         tail_probability=tail_probability,

@@ -33,15 +33,13 @@ import numpy as np
 from dp_accounting.dp_event import DpEvent, RepeatAndSelectDpEvent
 from opacus.accountants.analysis.rdp import compute_rdp
 from scipy.optimize import brentq
-from scipy.special import gammaln, log_ndtr, ndtr
+from scipy.special import log_ndtr, ndtr
 
 from app.privacy import events, foreign, mechanisms, pld
 from app.privacy.accountant_names import DEPRECATED_PLD_KEY, PLD_KEY
+from app.privacy.integer_orders import INTEGER_ORDERS, integer_order_rdp
+from app.privacy.orders import RDP_ORDERS
 
-# Fixed, public grid of Rényi orders (a filter must not pick orders after seeing the data).
-RDP_ORDERS: tuple[float, ...] = tuple(
-    [1 + x / 10.0 for x in range(1, 100)] + list(range(11, 64)) + [128, 256, 512, 1024]
-)
 MIN_NOISE_MULTIPLIER = 0.3  # below this DP is nominal
 MAX_NOISE_MULTIPLIER = 100.0  # beyond this a model learns nothing useful
 # The headline PLD's composed PMF is capped at this many points (its interval grows past
@@ -178,37 +176,6 @@ def pure_epsilon(history: History) -> float:
 
 
 ORDERS = np.array(RDP_ORDERS, dtype=float)
-INTEGER_ORDERS = np.array([a for a in RDP_ORDERS if float(a).is_integer()], dtype=float)
-
-
-_BINOM_I = np.arange(int(INTEGER_ORDERS.max()) + 1, dtype=float)
-# log C(a, i) for every integer order a and i <= a (-inf beyond): the same for every call.
-_LOG_BINOM = np.where(
-    _BINOM_I <= INTEGER_ORDERS[:, None],
-    gammaln(INTEGER_ORDERS[:, None] + 1)
-    - gammaln(_BINOM_I + 1)
-    - gammaln(np.maximum(INTEGER_ORDERS[:, None] - _BINOM_I, 0) + 1),
-    -np.inf,
-)
-
-
-def integer_order_rdp(noise_multiplier: float, sample_rate: float, steps: int) -> np.ndarray:
-    """RDP at the grid's integer orders in closed form, vectorised (microseconds, not 0.1 s).
-
-    log A_a = logsumexp_i [log C(a, i) + i log q + (a - i) log(1 - q) + (i^2 - i) / (2 s^2)]
-    (Mironov et al. 2019, the formula Opacus and dp-accounting use for integer orders). Only
-    ever an upper bound on the full grid's epsilon: used to bracket searches and size domains.
-    """
-    q, sigma = sample_rate, noise_multiplier
-    if q >= 1.0:
-        return steps * INTEGER_ORDERS / (2 * sigma**2)
-    i, a = _BINOM_I, INTEGER_ORDERS[:, None]
-    terms = _LOG_BINOM + i * math.log(q) + (a - i) * math.log1p(-q) + (i * i - i) / (2 * sigma**2)
-    top = terms.max(axis=1)
-    log_a = top + np.log(np.exp(terms - top[:, None]).sum(axis=1))  # logsumexp, less overhead
-    return steps * log_a / (INTEGER_ORDERS - 1)
-
-
 def integer_order_epsilon(history: Sequence[tuple[float, float, int]], delta: float) -> float:
     """Epsilon of (sigma, q, steps) compositions from the integer orders alone.
 
