@@ -113,6 +113,10 @@ _ARGUMENTS: dict[str, tuple[Release, str]] = {
     "len(swept.tables)": (OPERATIONAL, "how many unreferenced kept tables a sweep removed"),
     "len(swept.models)": (OPERATIONAL, "how many unreferenced model files a sweep removed"),
     "space_id": (OPERATIONAL, "the patient space whose index upkeep (fold, old files) failed"),
+    "dataset_id": (PUBLIC_INPUT, "a dataset registered before patient spaces that could not "
+                   "join its patients' space at start-up (a fact of its registration)"),
+    "moved": (PUBLIC_INPUT, "the datasets registered before patient spaces that joined their "
+              "patients' spaces at start-up (facts of their registrations)"),
     "self.stages.clipped": (
         DP_TRAINING, "how many values of a clinic's federated updates (its noisy weights minus "
         "the global ones: post-processing of its DP-SGD release) were clipped for secure "
