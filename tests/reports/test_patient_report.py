@@ -101,7 +101,8 @@ def test_a_models_statement_names_the_per_patient_guarantee(
     assert statement.endswith(
         "Each patient's records across the organisation's tables are protected at (epsilon 8, "
         "delta 1e-06) per patient: every release on any table that holds a patient counts "
-        "against that one budget (a per-patient Rényi filter, Feldman and Zrnic 2021)."), statement
+        "against that one budget, and a release leaves out the patients whose own history "
+        "cannot afford it (a per-patient Rényi filter, Feldman and Zrnic 2021)."), statement
     assert client.put("/v1/patient-budget", json={"epsilon": 9, "delta": 1e-6}).status_code == 200
     again = client.get(f"/v1/models/{model_id}").json()["privacy"]["statement"]
     assert "(epsilon 9, delta 1e-06) per patient" in again
