@@ -54,7 +54,7 @@ from app.datasets import parts as dataset_parts  # noqa: E402
 from app.datasets.encoding import encoder_for  # noqa: E402
 from app.datasets.models import Dataset  # noqa: E402
 from app.datasets.service import BUILT_IN_SCHEMA_JSON  # noqa: E402
-from app.flows.job_run import LoadedData  # noqa: E402
+from app.flows.job_run import LoadedData, TrainedNetwork  # noqa: E402
 from app.jobs import service as job_service  # noqa: E402
 from app.jobs.schemas import JobCreate  # noqa: E402
 from bench.proxy_study import seeded_noise  # noqa: E402
@@ -128,17 +128,24 @@ def exact_metrics(loaded: LoadedData, probability: np.ndarray,
     return out
 
 
-def one_job(dataset: Dataset, loaded: LoadedData, epsilon: float,
-            seed: int) -> tuple[list[dict[str, Any]], Metrics]:
-    """A default job at ``epsilon``: the release's gaps and the same model's exact metrics."""
+def default_job(dataset: Dataset, loaded: LoadedData, epsilon: float,
+                seed: int) -> TrainedNetwork:
+    """A default job at ``epsilon``, planned, trained (noise seeded, on the parts' public sizes)
+    and calibrated, then evaluated by the worker's own steps."""
     request = JobCreate.model_validate({"dataset_id": 1, "privacy": {"target_epsilon": epsilon},
                                         "training": {"seed": seed}})
     spec = spec_of(job_service.plan(dataset=dataset, request=request))
     train = loaded.split.train
     with seeded_noise(seed):
         result = training.train(train.x, train.y, spec, device=torch.device("cpu"),
-                                encoder=loaded.encoder)
-    trained = evaluate_step(spec, result, loaded)  # calibrated, then the evaluation release
+                                encoder=loaded.encoder, planned_rows=train.rows)
+    return evaluate_step(spec, result, loaded)  # calibrated, then the evaluation release
+
+
+def one_job(dataset: Dataset, loaded: LoadedData, epsilon: float,
+            seed: int) -> tuple[list[dict[str, Any]], Metrics]:
+    """A default job at ``epsilon``: the release's gaps and the same model's exact metrics."""
+    trained = default_job(dataset, loaded, epsilon, seed)
     thresholds = dict(trained.metrics["band_thresholds"])
     gaps = fairness_gaps(trained.metrics["release"], thresholds=thresholds,
                          rng=np.random.default_rng(), n_bootstrap=N_BOOTSTRAP)

@@ -22,7 +22,6 @@ import sys
 from pathlib import Path
 
 import numpy as np
-import torch
 from sklearn.metrics import log_loss, roc_auc_score
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -32,12 +31,8 @@ from app.datasets import parts as dataset_parts  # noqa: E402
 from app.datasets.models import Dataset  # noqa: E402
 from app.datasets.service import BUILT_IN_SCHEMA_JSON  # noqa: E402
 from app.flows.job_run import LoadedData  # noqa: E402
-from app.jobs import service as job_service  # noqa: E402
-from app.jobs.schemas import JobCreate  # noqa: E402
-from bench.fairness_budget import load  # noqa: E402
-from bench.proxy_study import seeded_noise  # noqa: E402
+from bench.fairness_budget import default_job, load  # noqa: E402
 from worker import training  # noqa: E402
-from worker.tasks import evaluate_step, spec_of  # noqa: E402
 
 EPSILONS = (1.0, 3.0, 8.0)
 DATA_SEED = 4800
@@ -73,14 +68,7 @@ def _left_out(loaded: LoadedData, share: float, rng: np.random.Generator) -> Loa
 def _scores(dataset: Dataset, loaded: LoadedData, evaluation: dataset_parts.PartRows,
             epsilon: float, seed: int) -> tuple[float, float]:
     """A default job's exact ROC-AUC and log-loss on ``evaluation`` (every row)."""
-    request = JobCreate.model_validate({"dataset_id": 1, "privacy": {"target_epsilon": epsilon},
-                                        "training": {"seed": seed}})
-    spec = spec_of(job_service.plan(dataset=dataset, request=request))
-    train = loaded.split.train
-    with seeded_noise(seed):
-        result = training.train(train.x, train.y, spec, device=torch.device("cpu"),
-                                encoder=loaded.encoder, planned_rows=train.rows)
-    trained = evaluate_step(spec, result, loaded)
+    trained = default_job(dataset, loaded, epsilon, seed)
     probability = training.predict_proba(trained.network, evaluation.x, loaded.encoder)
     clipped = np.clip(probability, 1e-7, 1 - 1e-7)
     return float(roc_auc_score(evaluation.y, probability)), float(log_loss(evaluation.y, clipped))

@@ -4,9 +4,10 @@ The ledger records, at admission, the patterns of the patients a release leaves 
 (``app.ledger.left_out``). Here each row's patient is found in the space's patient index (the
 keyed digest of its id under the space's secret, ``app.datasets.patient_index``), their live
 block gives the datasets they are in now, and the recorded decision is applied. Where the
-answer is uncertain (a space that keys no ids, a patient the index does not hold) the row is
-left out: reading fewer rows than were charged only over-charges, reading a row whose patient
-was not charged would break their filter.
+answer is uncertain (a space that keys no ids, which takes no release anyway:
+``spaces.check_keyed``; a patient the index does not hold) the row is left out: reading fewer
+rows than were charged only over-charges, reading a row whose patient was not charged would
+break their filter.
 """
 
 import numpy as np
@@ -29,18 +30,15 @@ def read_rows(dataset: Dataset, ids: pa.Array | pa.ChunkedArray, left: LeftOut |
     session = object_session(dataset)
     space = None if session is None or dataset.patient_space_id is None else \
         session.get(spaces.PatientSpace, dataset.patient_space_id)
-    if session is None or space is None:
+    if session is None or space is None or space.secret is None:  # no key finds its rows
         return np.zeros(len(ids), bool)
-    if space.secret is None:  # one dataset's own space: its blocks cannot be told apart
-        patterns = spaces.patterns_of(session=session, space_id=space.id,
-                                      dataset_id=dataset.id)
-        return np.full(len(ids), not any(left.leaves_out(p) for p in patterns))
     return _by_index(session, space, ids, left)
 
 
 def _by_index(session: Session, space: spaces.PatientSpace, ids: pa.Array | pa.ChunkedArray,
               left: LeftOut) -> np.ndarray:
-    words = record_coins.keyed_words(ids, space.secret or "", scheme=record_coins.CURRENT_SCHEME)
+    assert space.secret is not None
+    words = record_coins.keyed_words(ids, space.secret, scheme=record_coins.CURRENT_SCHEME)
     distinct = np.unique(words)  # sorted and distinct, as the index searches them
     known, blocks = index_files.load(space).blocks_of(distinct)
     found = np.unique(blocks).tolist()
