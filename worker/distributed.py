@@ -26,7 +26,7 @@ import json
 import sys
 import time
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import asdict
 from pathlib import Path
 
@@ -39,6 +39,7 @@ from opacus.optimizers import DistributedDPOptimizer
 from opacus.utils.uniform_sampler import DistributedUniformWithReplacementSampler
 from torch import nn
 from torch.distributed.elastic.multiprocessing.errors import record
+from torch.utils.data import TensorDataset
 
 from app.privacy.accounting import poisson_plan
 from app.registry.network import build_network
@@ -46,7 +47,6 @@ from worker.dpsgd import secret_generator
 from worker.training import (
     TailAverage,
     TrainingSpec,
-    batch_loss,
     check_plan,
     first_averaged_step,
     make_optimizer,
@@ -92,8 +92,10 @@ class DistributedDPSGD:
         x: torch.Tensor,
         y: torch.Tensor,
         spec: TrainingSpec,
+        weight: torch.Tensor,
     ) -> None:
-        self.x, self.y = x, y
+        """``weight``: 1 per row read, 0 per padding row (``worker.training.padded_rows``)."""
+        self.x, self.y, self.weight = x, y, weight
         n_rows = len(x)
         self.sample_rate, self.steps_per_epoch = poisson_plan(n_rows, spec.batch_size)
         check_plan(spec, self.sample_rate, self.steps_per_epoch)
@@ -122,14 +124,16 @@ class DistributedDPSGD:
                 self.accountant.get_optimizer_hook_fn(sample_rate=self.sample_rate)
             )
         self.module, self.optimizer = module, optimizer
-        self.criterion: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] = (
-            nn.BCEWithLogitsLoss() if self.private else self._summed_loss
-        )
 
-    def _summed_loss(self, logits: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-        # Non-private: sum / E on every rank and a summed all-reduce give sum / E globally.
-        loss = nn.functional.binary_cross_entropy_with_logits(logits, y, reduction="sum")
-        return loss / self.expected_batch_size
+    def _loss(self, logits: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
+        """Private: the weighted mean (Opacus rescales it per sample); non-private: sum / E on
+        every rank, and a summed all-reduce gives sum / E globally. Zero, still in the graph,
+        for an empty batch (its noisy step is still taken)."""
+        if rows.numel() == 0:
+            return logits.sum() * 0.0
+        losses = nn.functional.binary_cross_entropy_with_logits(
+            logits, self.y[rows], reduction="none") * self.weight[rows]
+        return losses.mean() if self.private else losses.sum() / self.expected_batch_size
 
     @property
     def history(self) -> History:
@@ -145,7 +149,7 @@ class DistributedDPSGD:
         self.module.train()
         self.optimizer.zero_grad(set_to_none=True)
         logits = self.module(self.x[rows]).squeeze(-1)
-        batch_loss(self.criterion, logits, self.y[rows]).backward()
+        self._loss(logits, rows).backward()
         if not self.private:
             for p in self.module.parameters():
                 dist.all_reduce(p.grad, op=dist.ReduceOp.SUM)
@@ -215,7 +219,8 @@ def run_rank(job_dir: Path) -> None:
     network = build_network(spec.kind, spec.hidden_units, data["x"].shape[1]).to(device)
     optimizer = make_optimizer(network, spec, n_train=len(data["x"]))
     average = TailAverage(optimizer, first_step=first_averaged_step(spec))
-    engine = DistributedDPSGD(network, optimizer, data["x"].to(device), data["y"].to(device), spec)
+    engine = DistributedDPSGD(network, optimizer, data["x"].to(device), data["y"].to(device), spec,
+                              data["weight"].to(device))
     link = ParentLink(job_dir) if rank == 0 else None
     sync_every = int(config["sync_every"])
     epochs_completed = 0
@@ -239,12 +244,14 @@ def run_rank(job_dir: Path) -> None:
         (job_dir / f"{RESULT}.tmp").replace(job_dir / RESULT)
 
 
-def write_job(job_dir: Path, spec: TrainingSpec, x: torch.Tensor, y: torch.Tensor, *,
+def write_job(job_dir: Path, spec: TrainingSpec, rows: TensorDataset, *,
               backend: str, sync_every: int) -> None:
-    """The inputs every rank reads: the spec, the backend and the scaled training table."""
+    """The inputs every rank reads: the spec, the backend and the scaled training table with
+    its row weights (``worker.training.padded_rows``)."""
     config = {"spec": asdict(spec), "backend": backend, "sync_every": sync_every}
     (job_dir / CONFIG).write_text(json.dumps(config))
-    torch.save({"x": x, "y": y}, job_dir / DATA)
+    x, y, weight = rows.tensors
+    torch.save({"x": x, "y": y, "weight": weight}, job_dir / DATA)
 
 
 @record  # torchrun's failure summary then carries the rank's traceback

@@ -114,10 +114,25 @@ class PoissonSampler:
 
 
 class Table:
-    """The training rows on their device, with the per-row constants the closed forms need."""
+    """The training rows on their device, with the per-row constants the closed forms need.
 
-    def __init__(self, x: torch.Tensor, y: torch.Tensor) -> None:
+    ``rows``: the part's public size. A release that left patients out holds fewer rows; the
+    table is padded to ``rows`` with zero rows of weight 0 (a zero per-sample gradient), so
+    every step samples, gathers and computes as many rows as it would with nobody left out:
+    the run's duration does not depend on how many were.
+    """
+
+    def __init__(self, x: torch.Tensor, y: torch.Tensor, rows: int | None = None) -> None:
+        read = x.shape[0]
+        padding = 0 if rows is None else max(0, rows - read)
+        if padding:
+            x = torch.cat([x, x.new_zeros(padding, x.shape[1])])
+            y = torch.cat([y, y.new_zeros(padding)])
         self.n_rows, self.n_features = x.shape
+        # Whenever a public size is given the weight is applied, padding or not: the same
+        # operations either way (a weight of one changes no figure).
+        self.weight = (None if rows is None else
+                       torch.cat([x.new_ones(read), x.new_zeros(padding)]))
         ones = torch.ones(self.n_rows, 1, dtype=x.dtype, device=x.device)
         self._x1 = torch.cat([x, ones], dim=1)
         sq_norm = (x * x).sum(dim=1) + 1.0
@@ -133,9 +148,11 @@ class Table:
         x1 = self._x1.index_select(0, rows)
         x1t = x1.t().contiguous()
         aux = self._aux.index_select(0, rows).t().contiguous()
+        weights = ([None] * len(counts) if self.weight is None
+                   else self.weight.index_select(0, rows).split(counts))
         parts = (
             x1[:, : self.n_features].split(counts), x1t.split(counts, dim=1),
-            aux[0].split(counts), aux[1].split(counts), aux[2].split(counts),
+            aux[0].split(counts), aux[1].split(counts), aux[2].split(counts), weights,
         )
         return [Batch(*columns) for columns in zip(*parts, strict=True)]
 
@@ -144,6 +161,8 @@ class Table:
         last row, weight 0), so every step has the same shapes (``worker.fixed_width``)."""
         weight = (positions < self.n_rows).to(self._x1.dtype)
         rows = positions.clamp_max(self.n_rows - 1)
+        if self.weight is not None:
+            weight = weight * self.weight.index_select(0, rows)
         x1 = self._x1.index_select(0, rows)
         aux = self._aux.index_select(0, rows).t().contiguous()
         return Batch(x1[:, : self.n_features], x1.t().contiguous(), aux[0], aux[1], aux[2], weight)
@@ -195,11 +214,12 @@ class DPSGD:
         planned_rows: int | None = None,
     ) -> None:
         """``planned_rows``: the public row count the ledger's plan was charged for (default:
-        the table's). A release that left patients out reads fewer rows: each is still
-        sampled at the planned rate, and the sum still divided by the planned batch, so
-        neither depends on how many were left out."""
-        self.table = Table(x, y)
-        n_rows = self.table.n_rows if planned_rows is None else planned_rows
+        the table's). A release that left patients out reads fewer rows: the table is padded
+        to the planned size with rows of weight 0 (``Table``), so the sample rate, the
+        expected batch and the work of every step are the planned ones, whoever was left
+        out."""
+        self.table = Table(x, y, planned_rows)
+        n_rows = self.table.n_rows
         self.sample_rate, self.steps_per_epoch = poisson_plan(n_rows, batch_size)
         # Opacus divides by int(len(dataset) * q); the floor of 1 guards its 0.999... case.
         self.expected_batch_size = max(1, int(n_rows * self.sample_rate))

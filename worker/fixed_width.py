@@ -81,14 +81,22 @@ class FixedWidthSteps:
         # Every position past the table: the warm-up before capture reads no patient's row.
         self.positions = torch.full((self.width,), table.n_rows, dtype=torch.int64, device=device)
         # q = 1: the whole table, gathered once as the eager engine does; its weights are zero
-        # during the warm-up and capture, one after.
+        # during the warm-up and capture, the table's after (one, or zero for its padding).
         self.weight = torch.ones(table.n_rows, dtype=engine.flat.dtype, device=device)
+        self._unmask()
         self.everyone = (table.padded(torch.arange(table.n_rows, device=device))
                          ._replace(weight=self.weight) if self.full_table else None)
         self.noise = torch.zeros_like(engine.flat)
         self.capture = capture
         self._replay: Callable[[], None] | None = None
         self.eager_blocks = 0  # blocks that needed more draws than the width (run eagerly)
+
+    def _unmask(self) -> None:
+        row_weight = self.engine.table.weight
+        if row_weight is None:
+            self.weight.fill_(1.0)
+        else:
+            self.weight.copy_(row_weight)
 
     def run_epoch(self, steps: int) -> None:
         """``steps`` optimizer steps, each on a fresh Poisson batch (the engine's law)."""
@@ -155,7 +163,7 @@ class FixedWidthSteps:
             with torch.cuda.graph(graph):
                 self._body()
         self._restore(saved)
-        self.weight.fill_(1.0)
+        self._unmask()
         return graph.replay
 
     def _restore(self, saved: list[torch.Tensor]) -> None:

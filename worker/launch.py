@@ -24,7 +24,7 @@ import torch
 from app.datasets.encoding import BUILT_IN_ENCODER, Encoder
 from app.registry.network import build_network
 from worker import distributed
-from worker.training import EpochCallback, TrainingResult, TrainingSpec
+from worker.training import EpochCallback, TrainingResult, TrainingSpec, padded_rows
 
 logger = logging.getLogger("dpcrisis.worker")
 
@@ -54,8 +54,10 @@ def train_distributed(
     on_epoch: EpochCallback | None = None,
     sync_every: int = 1,
     encoder: Encoder = BUILT_IN_ENCODER,
+    planned_rows: int | None = None,
 ) -> TrainingResult:
-    """Train ``spec`` in ``spec.world_size`` processes; the same result as ``training.train``.
+    """Train ``spec`` in ``spec.world_size`` processes; the same result as ``training.train``
+    (padded to ``planned_rows`` as it is).
 
     Args:
         sync_every: epochs between the points where rank 0 waits for ``on_epoch``'s verdict
@@ -70,8 +72,8 @@ def train_distributed(
     try:
         distributed.write_job(
             job_dir, spec,
-            torch.as_tensor(encoder.encode(x_train), dtype=torch.float32),
-            torch.as_tensor(y_train, dtype=torch.float32),
+            padded_rows(torch.as_tensor(encoder.encode(x_train), dtype=torch.float32),
+                        torch.as_tensor(y_train, dtype=torch.float32), planned_rows),
             backend=backend, sync_every=sync_every,
         )
         command = [

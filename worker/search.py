@@ -122,7 +122,7 @@ def one_run(worker: JobWorker, loaded: LoadedData, spec: TrainingSpec, candidate
     if spec.world_size > 1:
         result = train_distributed(x, y, spec, device=worker.device, on_epoch=on_epoch,
                                    sync_every=report_interval(spec.epochs),
-                                   encoder=loaded.encoder)
+                                   encoder=loaded.encoder, planned_rows=loaded.split.train.rows)
     else:
         result = train(x, y, spec, device=worker.device, on_epoch=on_epoch,
                        encoder=loaded.encoder, planned_rows=loaded.split.train.rows)

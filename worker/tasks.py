@@ -198,6 +198,7 @@ def train_step(worker: JobWorker, claimed: ClaimedJob, loaded: LoadedData) -> Tr
         return train_distributed(
             x, y, claimed.spec, device=worker.device, on_epoch=on_epoch,
             sync_every=report_interval(claimed.spec.epochs), encoder=encoder,
+            planned_rows=loaded.split.train.rows,
         )
     return train(x, y, claimed.spec, device=worker.device, on_epoch=on_epoch, encoder=encoder,
                  planned_rows=loaded.split.train.rows)

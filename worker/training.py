@@ -19,8 +19,6 @@ from typing import Any
 import numpy as np
 import torch
 from opacus import PrivacyEngine
-from opacus.data_loader import DPDataLoader
-from opacus.optimizers import DPOptimizer
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
@@ -206,6 +204,19 @@ def _train_vectorised(
     return result
 
 
+def padded_rows(x: torch.Tensor, y: torch.Tensor, rows: int | None) -> TensorDataset:
+    """(x, y, weight): the rows read, padded to the part's public size ``rows`` with zero rows
+    of weight 0, so that Opacus samples the planned table at the planned rate (its expected
+    batch is the planned one) and each step's work does not depend on how many patients the
+    release left out (``worker.dpsgd.Table`` does the same)."""
+    padding = 0 if rows is None else max(0, rows - len(x))
+    weight = torch.cat([torch.ones(len(x)), torch.zeros(padding)]).to(x.dtype)
+    if padding:
+        x = torch.cat([x, x.new_zeros(padding, x.shape[1])])
+        y = torch.cat([y, y.new_zeros(padding)])
+    return TensorDataset(x, y, weight)
+
+
 def _train_opacus(
     network: nn.Module,
     optimizer: torch.optim.Optimizer,
@@ -218,11 +229,9 @@ def _train_opacus(
 ) -> TrainingResult:
     sampling_rng = secret_generator(torch.device("cpu"))  # the DataLoader samples on the CPU
     noise_rng = secret_generator(device)
-    fewer = planned_rows is not None and planned_rows != len(x) and spec.noise_multiplier > 0
-    loader: DataLoader[Any] = (  # fewer rows than planned (patients left out): the planned q
-        DPDataLoader(TensorDataset(x, y), sample_rate=spec.sample_rate, generator=sampling_rng)
-        if fewer else DataLoader(TensorDataset(x, y), batch_size=spec.batch_size, shuffle=True,
-                                 generator=sampling_rng))
+    rows = padded_rows(x, y, planned_rows)
+    loader: DataLoader[Any] = DataLoader(rows, batch_size=spec.batch_size, shuffle=True,
+                                         generator=sampling_rng)
     engine: PrivacyEngine | None = None
     if spec.noise_multiplier > 0:
         with warnings.catch_warnings():
@@ -235,23 +244,25 @@ def _train_opacus(
                 data_loader=loader,
                 noise_multiplier=spec.noise_multiplier,
                 max_grad_norm=spec.max_grad_norm,
-                poisson_sampling=not fewer,
+                poisson_sampling=True,
                 clipping="flat",  # one norm over all parameters: the whole gradient
                 noise_generator=noise_rng,
             )
-        if fewer and planned_rows is not None and isinstance(optimizer, DPOptimizer):
-            optimizer.expected_batch_size = max(1, int(planned_rows * spec.sample_rate))
         check_plan(spec, getattr(loader, "sample_rate", None), len(loader))
     # Opacus' hooks fire on module outputs because inputs need no gradient: expected, harmless.
     warnings.filterwarnings("ignore", message="Full backward hook is firing")
-    criterion = nn.BCEWithLogitsLoss()
+    criterion = nn.BCEWithLogitsLoss(reduction="none")
+
+    def weighted(logits: torch.Tensor, yb: torch.Tensor, wb: torch.Tensor) -> torch.Tensor:
+        return (criterion(logits, yb) * wb).mean()
 
     def run_epoch() -> None:
         network.train()
-        for xb, yb in loader:
-            xb, yb = xb.to(device), yb.to(device)
+        for xb, yb, wb in loader:
+            xb, yb, wb = xb.to(device), yb.to(device), wb.to(device)
             optimizer.zero_grad(set_to_none=True)
-            batch_loss(criterion, network(xb).squeeze(-1), yb).backward()
+            logits = network(xb).squeeze(-1)
+            (logits.sum() * 0.0 if yb.numel() == 0 else weighted(logits, yb, wb)).backward()
             optimizer.step()
 
     def history() -> list[tuple[float, float, int]]:

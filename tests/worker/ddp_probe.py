@@ -3,8 +3,9 @@
 Not a test module itself. Two runs of ``worker.distributed.DistributedDPSGD`` in one process
 group, every rank's record gathered and saved by rank 0 to the path in ``argv[1]``:
 
-* ``noise``: a loss of exactly zero, so the clipped sum is zero and the reduced gradient each
-  step is the noise alone (its std tells whether noise was added once or once per rank).
+* ``noise``: a loss of exactly zero (every row's weight 0), so the clipped sum is zero and
+  the reduced gradient each step is the noise alone (its std tells whether noise was added
+  once or once per rank).
 * ``sparse``: q = 1/200 over 200 rows, so most local batches are empty (ranks must stay paired).
 """
 
@@ -34,9 +35,9 @@ def _probe(spec: TrainingSpec, n_rows: int, zero_loss: bool) -> dict[str, object
     torch.manual_seed(spec.seed + dist.get_rank())  # different init: DPDDP must broadcast
     network = build_network(spec.kind, spec.hidden_units)
     optimizer = torch.optim.SGD(network.parameters(), lr=spec.learning_rate)
-    engine = DistributedDPSGD(network, optimizer, x, y, spec)
-    if zero_loss:
-        engine.criterion = lambda logits, _y: logits.sum() * 0.0
+    # Zero loss: every row weighs 0 (as a padding row does), so each clipped sum is zero.
+    weight = torch.zeros(n_rows) if zero_loss else torch.ones(n_rows)
+    engine = DistributedDPSGD(network, optimizer, x, y, spec, weight)
     rows, grads = [], []
     for _ in range(spec.epochs):
         for batch in engine.sampler:
