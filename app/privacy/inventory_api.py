@@ -176,6 +176,9 @@ LEDGER_VIEWS = [
                                         "remainder_released clip_norm delta accountant "
                                         "epsilon_text filter_rdp created_at updated_at"}),
     *fields("EpsilonByAccountant", {LEDGER: "rdp pld prv"}),
+    *fields("ReleaseRef", {LEDGER: "kind href", (LEDGER, PUBLIC_INPUT): "words"},
+            note="an entry's release named from its ids and its request's public plan (models, "
+            "candidates, rounds), never from what it found"),
     *fields("TimelinePointView", {LEDGER: "entry_id job_id at entry_epsilon composed_epsilon "
                                           "naive_epsilon non_private composed_epsilon_text"}),
     *fields("ChainVerification", {LEDGER: "dataset_id valid budget_anchored records head_hash"}),

@@ -10,7 +10,6 @@ are never emitted as numbers (JSON has no Infinity): the numeric field is null, 
 import math
 from typing import Any
 
-from dp_accounting.dp_event import RepeatAndSelectDpEvent
 from sqlalchemy.orm import Session
 
 from app.datasets.built_in_schema import BUILT_IN_SCHEMA
@@ -19,18 +18,17 @@ from app.datasets.models import Dataset
 from app.jobs import search as job_search
 from app.jobs import service as job_service
 from app.jobs.models import SUCCEEDED, Job
-from app.jobs.search_schemas import SearchCharge
 from app.ledger import spend as ledger_spend
-from app.ledger.models import NON_PRIVATE, LedgerEntry
+from app.ledger.models import LedgerEntry
 from app.privacy.accounting import finite_or_none
-from app.privacy.events import describe
 from app.privacy.figures import PRIVACY_UNIT, epsilon_text
-from app.privacy.filter import CITATION, RenyiFilter
+from app.privacy.filter import CITATION
 from app.privacy.terms import terms
 from app.privacy_audit import service as privacy_audit_service
 from app.registry import service as registry_service
 from app.reports import (
     held_out_words,
+    ledger_views,
     ledger_words,
     model_card,
     patient_report,
@@ -45,11 +43,9 @@ from app.reports.schemas import (
     EpochEpsilon,
     EpsilonByAccountant,
     JobPrivacyReport,
-    LedgerEntryView,
     PrivacyTerms,
     Remaining,
     Spend,
-    TimelinePointView,
 )
 
 REPORTED_ACCOUNTANT = "prv"
@@ -279,48 +275,9 @@ def job_report(*, session: Session, job: Job, dataset: Dataset) -> JobPrivacyRep
     )
 
 
-def entry_view(entry: LedgerEntry, guard: RenyiFilter | None = None) -> LedgerEntryView:
-    """The entry's own columns, with what the report derives from them (with the dataset's
-    filter ``guard``: the filter's working figure too)."""
-    non_private = entry.mechanism == NON_PRIVATE
-    return LedgerEntryView.from_row(
-        entry,
-        non_private=non_private,
-        remainder_released=entry.released and bool(entry.committed_steps),
-        epsilon=EpsilonByAccountant(rdp=entry.epsilon_rdp, pld=entry.epsilon_prv,
-                                    prv=entry.epsilon_prv),  # prv: pld's deprecated alias
-        epsilon_text=epsilon_text(entry.epsilon_rdp, non_private=non_private),
-        filter_rdp=ledger_words.filter_rdp(entry, guard),
-        search=_search_charge(entry),
-    )
-
-
 SEARCH_MECHANISM = ("hyper-parameter search: a random number of DP-SGD runs (Poisson-subsampled "
                     "Gaussian), the best one released (repeat-and-select, Papernot and Steinke "
                     "2022)")
-
-
-def _search_charge(entry: LedgerEntry) -> SearchCharge | None:
-    """A search entry's distribution of runs, read off its event (None: another release)."""
-    event = ledger_spend.recorded_event(entry)
-    if not isinstance(event, RepeatAndSelectDpEvent):
-        return None
-    run = describe(event.event)
-    poisson = math.isinf(event.shape)
-    return SearchCharge(runs="poisson" if poisson else "truncated_negative_binomial",
-                        mean_runs=event.mean, shape=None if poisson else event.shape,
-                        run_steps=run.steps or 0)
-
-
-def _timeline_view(point: ledger_spend.TimelinePoint) -> TimelinePointView:
-    return TimelinePointView.from_row(
-        point,
-        entry_epsilon=finite_or_none(point.entry_epsilon),
-        composed_epsilon=finite_or_none(point.composed_epsilon),
-        naive_epsilon=finite_or_none(point.naive_epsilon),
-        non_private=math.isinf(point.entry_epsilon),
-        composed_epsilon_text=epsilon_text(point.composed_epsilon),
-    )
 
 
 def _composition(dataset: Dataset) -> str:
@@ -368,6 +325,8 @@ def dataset_report(*, session: Session, dataset: Dataset,
     timeline = ledger_spend.timeline_of(dataset, entries)
     spend = ledger_spend.spend_of(dataset, entries)
     audits = privacy_audit_service.summaries(session=session, dataset_id=dataset.id)
+    listed, points = ledger_views.views(session=session, entries=entries, timeline=timeline,
+                                        guard=ledger_spend.filter_of(dataset))
     return DatasetPrivacyReport(
         dataset_id=dataset.id,
         dataset_name=dataset.name,
@@ -383,8 +342,8 @@ def dataset_report(*, session: Session, dataset: Dataset,
         ),
         spent=_spent(spend, dataset, entries),
         remaining=Remaining(epsilon=spend.remaining_epsilon),
-        entries=[entry_view(e, ledger_spend.filter_of(dataset)) for e in entries],
-        timeline=[_timeline_view(p) for p in timeline],
+        entries=listed,
+        timeline=points,
         statistics_releases=statistics_report.summaries(session=session, dataset_id=dataset.id),
         # Empirical checks of the accounting (public datasets only; they charge nothing).
         privacy_audits=[AuditSummary.model_validate(a) for a in audits],

@@ -21,6 +21,7 @@ from app.jobs.search_schemas import SearchCharge, SearchOut
 from app.ledger.models import EntryStatus
 from app.privacy_audit.schemas import AuditOut
 from app.reports.patient_schemas import PatientBudgetView
+from app.reports.release_schemas import ReleaseRef
 from app.reports.report_types import Epsilon as Epsilon
 from app.reports.report_types import ReportDatetime as ReportDatetime
 
@@ -227,6 +228,7 @@ class LedgerEntryView(ResponseModel):
                                "release)")
     statistics_release_id: int | None = Field(description="the statistics release charged "
                                               "(null: a job)")
+    release: ReleaseRef = Field(description="what the spend paid for, in words and by link")
     components: list[float] | None = Field(description="a statistics release's noise "
                                            "multipliers, one per noisy vector (null: a job)")
     status: EntryStatus | None
@@ -259,6 +261,7 @@ class TimelinePointView(ResponseModel):
     entry_id: int
     job_id: int | None
     statistics_release_id: int | None
+    release: ReleaseRef
     at: ReportDatetime
     entry_epsilon: Epsilon
     composed_epsilon: Epsilon

@@ -4,8 +4,8 @@
 
 Recorded before the change in ``route_json_before.json`` (``RECORD_ROUTE_JSON=1`` rewrites it);
 re-recorded when a change means to alter an answer (the declared outcome's fields, erasure dates,
-the one-epsilon wording, the per-patient budget), after checking that the recording only adds
-keys and rewords texts.
+the one-epsilon wording, the per-patient budget, each ledger entry's release), after checking
+that the recording only adds keys and rewords texts.
 Numbers are compared by type and digits inside words masked (DP noise and training draw fresh
 randomness each run); timestamps and hashes are masked; the noisy held-out metrics, whose
 suppressed cells change from run to run, are compared as one opaque value (their typed models
