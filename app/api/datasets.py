@@ -15,7 +15,8 @@ from starlette.requests import ClientDisconnect
 
 from app.auth.dependencies import require_roles
 from app.auth.principal import Principal
-from app.core.database import SessionDep
+from app.core.database import SessionDep, get_database
+from app.core.errors import UnsupportedMediaType
 from app.core.idempotency import IdempotencyKey, create_once, replay_headers
 from app.core.ids import DatasetIdPath
 from app.core.json_body import JsonRoute
@@ -24,15 +25,16 @@ from app.core.negotiation import REPORT_RESPONSES, PrefersHtml
 from app.core.openapi import problems
 from app.core.pagination import Limit, Offset
 from app.core.settings import settings
-from app.datasets import service, uploads
+from app.datasets import patient_ids, service, uploads
 from app.datasets.claims import ClaimedUpload
 from app.datasets.growing_file import GrowingFile, Pace
 from app.datasets.ingest import media_type_of
 from app.datasets.models import Dataset
 from app.datasets.schemas import DatasetCreate, DatasetOut, DatasetPage, PrivacyBudget
-from app.datasets.table_format import TableFormat
+from app.datasets.table_format import CSV, TableFormat
 from app.datasets.upload_slots import uploads_in_progress
 from app.flows import datasets as dataset_flow
+from app.flows import patient_spaces
 from app.flows import upload as upload_flow
 from app.reports import privacy_html as report_html
 from app.reports.html import negotiated
@@ -145,6 +147,38 @@ async def _receive_and_accept(request: Request, claimed: ClaimedUpload, media_ty
         received = await receiving
         return await run_in_threadpool(upload_flow.accept, received=received,
                                        principal=principal)
+
+
+@router.put(
+    "/{dataset_id}/patient-ids", responses=problems(408, 409, 413, 415, 422),
+    openapi_extra={"requestBody": {"required": True, "content": {
+        "text/csv": {"schema": {"type": "string"}}}}},
+)
+async def declare_patient_ids(
+    dataset_id: DatasetIdPath, request: Request,
+    principal: Annotated[Principal, require_roles("data_steward")],
+) -> DatasetOut:
+    """Declare the patient id of each row of an upload registered before patient spaces
+    without an id column (CSV: a header row, then one id per stored row, in order): its
+    patients join the organisation's space with the spend they had, and it takes releases
+    again. All or nothing; a bad list is a 422 naming rows."""
+    if media_type_of(request.headers.get("content-type", "")).media_type != CSV:
+        raise UnsupportedMediaType("the patient ids are read as text/csv (one column)",
+                                   field="Content-Type", allowed="text/csv")
+    database = get_database()
+    n_rows = await run_in_threadpool(patient_spaces.rows_awaiting_ids, database=database,
+                                     dataset_id=dataset_id)
+    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=settings.data_dir, prefix=".patient-ids-") as tmp:
+        body = GrowingFile(Path(tmp) / "body")
+        await body.receive(request.stream(), max_bytes=patient_ids.max_body_bytes(n_rows),
+                           pace=Pace(settings.upload_min_bytes_per_second,
+                                     settings.upload_grace_seconds,
+                                     settings.upload_max_seconds))
+        dataset = await run_in_threadpool(patient_spaces.declare_ids, database=database,
+                                          dataset_id=dataset_id, body=body.path,
+                                          principal=principal)
+    return _out(dataset, principal)
 
 
 @router.delete("/{dataset_id}", status_code=status.HTTP_204_NO_CONTENT,

@@ -26,6 +26,7 @@ class Action(StrEnum):
     DATA_UPLOADED = "dataset.data_uploaded"
     DATA_ERASED = "dataset.data_erased"
     DATASET_WITHDRAWN = "dataset.withdrawn"
+    PATIENT_IDS_DECLARED = "dataset.patient_ids_declared"
     BUDGET_CHANGED = "budget.changed"
     JOB_SUBMITTED = "job.submitted"
     JOB_CANCELLED = "job.cancelled"

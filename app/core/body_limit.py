@@ -38,11 +38,12 @@ def _declared_length(scope: Scope) -> int | None:
     return int(value) if value is not None and value.isdigit() else None
 
 
-UPLOAD_PATH = re.compile(r"^/v1/datasets/[^/]+/data/?$")
+UPLOAD_PATH = re.compile(r"^/v1/datasets/[^/]+/(data|patient-ids)/?$")
 
 
 def _limit_for(scope: Scope) -> int:
-    """A table upload (PUT of a dataset's data, streamed to disk) has its own, larger limit."""
+    """A table upload or its patient ids (PUT, streamed to disk) have their own, larger limit
+    (the ids' route caps its body by the dataset's rows as it arrives)."""
     if scope.get("method") == "PUT" and UPLOAD_PATH.match(scope["path"]):
         return settings.max_upload_bytes
     return settings.max_request_bytes

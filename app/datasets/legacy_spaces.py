@@ -23,9 +23,9 @@ dataset under the space locks and does nothing once it has moved.
 """
 
 from sqlalchemy import func, select
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, object_session
 
-from app.datasets import generator_space, patient_index
+from app.datasets import generator_space, patient_ids, patient_index
 from app.datasets.models import AWAITING_DATA, READY, Dataset
 from app.datasets.stored import load_table
 from app.ledger import space_chain, spaces
@@ -37,22 +37,33 @@ def pending(*, session: Session) -> list[int]:
     """The private datasets still in a space of their own that can be moved now: generator
     datasets (any state: their spend so far is on their seed's rows), uploads awaiting their
     rows with an id column, and ready uploads with one; by id."""
-    found = session.execute(
-        select(Dataset.id, Dataset.source_kind, Dataset.state, Dataset.schema_json)
-        .join(PatientSpace, PatientSpace.id == Dataset.patient_space_id)
+    found = session.scalars(
+        select(Dataset).join(PatientSpace, PatientSpace.id == Dataset.patient_space_id)
         .where(PatientSpace.kind == SpaceKind.DATASET).order_by(Dataset.id)).all()
-    return [row.id for row in found if row.source_kind == "synthetic"
-            or (row.source_kind == "upload" and row.state in (AWAITING_DATA, READY)
-                and _declares_ids(row.schema_json))]
+    return [dataset.id for dataset in found if dataset.source_kind == "synthetic"
+            or (dataset.source_kind == "upload" and dataset.state in (AWAITING_DATA, READY)
+                and _declares_ids(dataset))]
 
 
-def _declares_ids(schema_json: object) -> bool:
-    return isinstance(schema_json, dict) and schema_json.get("id_column") is not None
+def _declares_ids(dataset: Dataset) -> bool:
+    """Its schema has an id column, or its steward declared its rows' ids since."""
+    schema_json = dataset.schema_json
+    return dataset.patient_ids_sha256 is not None or (
+        isinstance(schema_json, dict) and schema_json.get("id_column") is not None)
 
 
-def _own_space(session: Session, dataset: Dataset) -> PatientSpace | None:
+def awaits_ids(dataset: Dataset) -> bool:
+    """A private upload with rows in a space of its own whose ids nobody declared: the one
+    kind of dataset whose steward declares them (``app.datasets.patient_ids``)."""
+    return (dataset.source_kind == "upload" and not dataset.public
+            and dataset.state == READY and _own_space(dataset) is not None
+            and not _declares_ids(dataset))
+
+
+def _own_space(dataset: Dataset) -> PatientSpace | None:
     """The dataset's space when it is one of its own (``SpaceKind.DATASET``)."""
-    space = (None if dataset.patient_space_id is None
+    session = object_session(dataset)
+    space = (None if dataset.patient_space_id is None or session is None
              else session.get(PatientSpace, dataset.patient_space_id))
     return space if space is not None and space.kind == SpaceKind.DATASET else None
 
@@ -66,12 +77,12 @@ def join_organisation(*, session: Session, dataset: Dataset) -> None:
         PatientIdsRequired: its schema declares no id column: its rows could not be keyed
             (409; the steward registers the table again with one).
     """
-    own = _own_space(session, dataset)
+    own = _own_space(dataset)
     if own is None or dataset.source_kind != "upload" or dataset.public:
         return
     if spaces.live_blocks(session=session, space_id=own.id):
         return  # it had rows: ``fold_upload`` moves it, with them
-    if not _declares_ids(dataset.schema_json):
+    if not _declares_ids(dataset):
         raise PatientIdsRequired(
             f"dataset {dataset.id} was registered before patient spaces without a patient id "
             "column: a private upload's patients are keyed into the organisation's patient "
@@ -87,7 +98,7 @@ def _locked_own(session: Session, dataset_id: int) -> tuple[Dataset, PatientSpac
     space), then the dataset re-read under its own space's lock; None once it has moved."""
     spaces.lock_space(session=session, space_id=spaces.organisation(session=session).id)
     dataset = session.get(Dataset, dataset_id, populate_existing=True)
-    own = None if dataset is None else _own_space(session, dataset)
+    own = None if dataset is None else _own_space(dataset)
     if dataset is None or own is None:
         return None
     own = spaces.lock_space(session=session, space_id=own.id)
@@ -119,15 +130,15 @@ def fold_upload(*, session: Session, dataset_id: int) -> patient_index.Overlap |
         IndexCorrupted: the organisation's index does not match its record (nothing changes).
     """
     dataset = session.get(Dataset, dataset_id)
-    if dataset is None or _own_space(session, dataset) is None \
-            or not _declares_ids(dataset.schema_json):
+    if dataset is None or _own_space(dataset) is None \
+            or not _declares_ids(dataset):
         return None
     if dataset.state == AWAITING_DATA:
         join_organisation(session=session, dataset=dataset)
         return None
     if dataset.state != READY:
         return None
-    ids = load_table(dataset).ids  # read before any lock is taken
+    ids = patient_ids.of(dataset, load_table(dataset).ids)  # read before any lock is taken
     locked = _locked_own(session, dataset_id)
     if locked is None:
         return None
@@ -153,7 +164,7 @@ def fold_generator(*, session: Session, dataset_id: int) -> patient_index.Overla
     """
     dataset = session.get(Dataset, dataset_id)
     if dataset is None or dataset.source_kind != "synthetic" \
-            or _own_space(session, dataset) is None:
+            or _own_space(dataset) is None:
         return None
     locked = _locked_own(session, dataset_id)
     if locked is None:

@@ -102,6 +102,9 @@ class Dataset(Base):
     # equal (they share their patients' spend): exact intake facts, for the tables' holders.
     patient_overlap: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
     rows_equal_dataset_id: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    # Patient ids its steward declared for rows received without them (a file named by its
+    # SHA-256 beside the table: app.datasets.patient_ids); null: the table's own ids.
+    patient_ids_sha256: Mapped[str | None] = mapped_column(String(64), nullable=True)
     data_erased_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True),
                                                            nullable=True)
     # A follow-up cohort: a later table of the model's declared schema on which monitoring

@@ -12,7 +12,15 @@ import numpy as np
 import pyarrow as pa
 
 from app.core.errors import Conflict
-from app.datasets import identity, left_out_rows, record_coins, synthetic, table_store, union
+from app.datasets import (
+    identity,
+    left_out_rows,
+    patient_ids,
+    record_coins,
+    synthetic,
+    table_store,
+    union,
+)
 from app.datasets.dataset_schema import DatasetSchema
 from app.datasets.models import Dataset
 from app.datasets.stored import load_table, schema_of
@@ -116,13 +124,15 @@ def _groups(schema: DatasetSchema, table: table_store.IngestedTable, member: np.
 
 def _upload_parts(dataset: Dataset, secret: str, left: LeftOut | None) -> Split:
     schema = schema_of(dataset)
-    if dataset.union_of is not None:  # each row in its member's part
+    if dataset.union_of is not None:  # each row in its member's part, ids its patients'
         table, parts = union.load_with_parts(dataset)
+        patients = table.ids
     else:
         table = load_table(dataset)
         parts = identity.parts_of(table.ids, secret, scheme=dataset.coin_scheme)
+        patients = patient_ids.of(dataset, table.ids)
     counts = _public_sizes(dataset)
-    read = _read(dataset, table.ids, parts, left)
+    read = _read(dataset, patients, parts, left)
 
     def rows(part: identity.Part) -> PartRows:
         member = read == part

@@ -27,6 +27,7 @@ read the fewer rows there are, as a release that leaves patients out does
 (``app.datasets.parts``).
 """
 
+import dataclasses
 import hashlib
 
 import numpy as np
@@ -36,7 +37,7 @@ from sqlalchemy.orm import Session, object_session
 
 from app.core.errors import Conflict, InvalidRequest
 from app.core.time import utcnow
-from app.datasets import identity, labels, record_coins, table_store
+from app.datasets import identity, labels, patient_ids, record_coins, table_store
 from app.datasets.models import ERASED, READY, Dataset
 from app.datasets.rules import check_delta
 from app.datasets.schemas import DatasetCreate, UnionSource
@@ -159,10 +160,12 @@ def _rows(chosen: list[Dataset], secret: str, scheme: str
         if member.record_secret is None:
             raise UnionWithoutRows(f"dataset {member.id}'s rows are gone", field="dataset_id")
     tables = [load_member_table(member) for member in chosen]
-    joined = _joined(tables)
     parts = np.concatenate([identity.parts_of(table.ids, member.record_secret or "",
                                               scheme=member.coin_scheme)
                             for table, member in zip(tables, chosen, strict=True)])
+    # Parts by each member's own ids; patients by the ids their steward declared, if any.
+    joined = _joined([dataclasses.replace(table, ids=patient_ids.of(member, table.ids))
+                      for table, member in zip(tables, chosen, strict=True)])
     keep = _last_rows(record_coins.keyed_words(joined.ids, secret, scheme=scheme))
     return joined, parts, keep
 

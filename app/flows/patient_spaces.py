@@ -10,9 +10,15 @@ a move re-reads its dataset under the space locks and does nothing once it has m
 """
 
 import logging
+from pathlib import Path
 
+from app.auth import audit
+from app.auth.audit import Action
+from app.auth.principal import Principal
 from app.core.database import Database, get_database
-from app.datasets import legacy_spaces
+from app.core.errors import Conflict
+from app.datasets import legacy_spaces, patient_ids
+from app.datasets import service as dataset_service
 from app.datasets.models import Dataset
 from app.flows import index_upkeep
 
@@ -48,3 +54,61 @@ def on_startup() -> None:
     moved = fold_legacy(database=get_database())
     if moved:
         log.info("datasets %s joined their patients' spaces", moved)
+
+
+class NotAwaitingIds(Conflict):
+    kind, title = "patient-ids-not-awaited", "The dataset's patients are already keyed"
+
+
+def rows_awaiting_ids(*, database: Database, dataset_id: int) -> int:
+    """The number of rows whose patient ids its steward is to declare.
+
+    Raises:
+        DatasetNotFound; NotAwaitingIds: not a private upload with rows in a space of its own
+            and no ids (409).
+    """
+    with database.session_scope() as session:
+        dataset = dataset_service.get(session=session, dataset_id=dataset_id)
+        if not legacy_spaces.awaits_ids(dataset):
+            raise NotAwaitingIds(
+                f"dataset {dataset_id} is not awaiting patient ids: only a private upload "
+                "registered before patient spaces, with rows and no id column, takes them; "
+                "every other dataset's patients are keyed by its own id column",
+                field="dataset_id", state=dataset.state)
+        return dataset.n_rows
+
+
+def declare_ids(*, database: Database, dataset_id: int, body: Path,
+                principal: Principal) -> Dataset:
+    """Check the ids in ``body`` (one CSV column, the stored rows' order), keep them beside
+    the table, and fold the dataset into the organisation's space with its spend, in one
+    transaction; then the index's upkeep. Returns the dataset (detached, loaded).
+
+    Raises:
+        DatasetNotFound; NotAwaitingIds (409); TableInvalid: an id breaks a rule, repeats,
+            or the count is not the rows' (422); nothing is kept then.
+    """
+    n_rows = rows_awaiting_ids(database=database, dataset_id=dataset_id)
+    ids = patient_ids.parse(body, n_rows)
+    kept = patient_ids.store(dataset_id, ids)
+    try:
+        with database.session_scope() as session:
+            dataset = dataset_service.get(session=session, dataset_id=dataset_id)
+            if not legacy_spaces.awaits_ids(dataset) or dataset.n_rows != n_rows:
+                raise NotAwaitingIds(f"dataset {dataset_id} changed while its ids arrived",
+                                     field="dataset_id", state=dataset.state)
+            dataset.patient_ids_sha256 = kept
+            session.flush()  # the fold re-reads the dataset under its locks
+            legacy_spaces.fold_upload(session=session, dataset_id=dataset_id)
+            audit.record(session=session, principal=principal,
+                         action=Action.PATIENT_IDS_DECLARED, target=f"dataset/{dataset_id}",
+                         detail={"rows": n_rows})
+            session.flush()
+            session.refresh(dataset)
+            session.expunge(dataset)
+    except BaseException:
+        patient_ids.discard(dataset_id, kept)
+        raise
+    if dataset.patient_space_id is not None:
+        index_upkeep.after_upload(space_id=dataset.patient_space_id)
+    return dataset

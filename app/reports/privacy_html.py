@@ -26,6 +26,7 @@ from app.reports.html import (
     when,
 )
 from app.reports.metrics_html import metrics_section
+from app.reports.release_schemas import ReleaseRef
 from app.reports.schemas import DatasetPrivacyReport, JobPrivacyReport, ModelCard
 from app.reports.svg_plot import PALETTE, Chart, Reference, Series
 
@@ -39,13 +40,9 @@ def _job_link(job_id: int, root_path: str) -> Link:
     return Link(report_href("jobs", job_id, root_path), f"job {job_id}")
 
 
-def _owner_link(job_id: int | None, release_id: int | None, root_path: str) -> Link | str:
-    """A ledger entry's owner: its job's report, or its statistics release."""
-    if job_id is not None:
-        return _job_link(job_id, root_path)
-    if release_id is not None:
-        return Link(f"{root_path}/v1/statistics/{release_id}", f"statistics {release_id}")
-    return MISSING
+def _release_link(release: ReleaseRef, root_path: str) -> Link:
+    """What a ledger entry's spend paid for, in words, linking to it."""
+    return Link(f"{root_path}{release.href}", release.words)
 
 
 def epoch_chart(report: JobPrivacyReport) -> Chart:
@@ -223,14 +220,14 @@ def _timeline_table(report: DatasetPrivacyReport, root_path: str) -> dict[str, A
         [
             str(i),
             str(p.entry_id),
-            _owner_link(p.job_id, p.statistics_release_id, root_path),
+            _release_link(p.release, root_path),
             when(p.at),
             eps(p.composed_epsilon, non_private=p.composed_epsilon is None),
             eps(p.naive_epsilon, non_private=p.naive_epsilon is None),
         ]
         for i, p in enumerate(report.timeline, start=1)
     ]
-    headers = [("#", True), ("Ledger entry", True), ("Job or release", False),
+    headers = [("#", True), ("Ledger entry", True), ("Release", False),
                ("Charged at", False), ("Spent ε after (composed)", True),
                ("Sum of tight ε after", True)]
     return table("Cumulative spend (data of the plot above)", headers, rows)
@@ -243,7 +240,7 @@ def _entries_table(report: DatasetPrivacyReport, root_path: str) -> dict[str, An
     rows = [
         [
             str(e.id),
-            _owner_link(e.job_id, e.statistics_release_id, root_path),
+            _release_link(e.release, root_path),
             e.status or MISSING,
             e.mechanism,
             num(e.noise_multiplier),
@@ -256,7 +253,7 @@ def _entries_table(report: DatasetPrivacyReport, root_path: str) -> dict[str, An
         ]
         for e in report.entries
     ]
-    headers = [("Entry", True), ("Job or release", False), ("Status", False),
+    headers = [("Entry", True), ("Release", False), ("Status", False),
                ("Mechanism", False),
                ("σ", True), ("q", True), ("Steps charged", True), ("C", True), ("δ", True),
                ("ε (PLD)", True),

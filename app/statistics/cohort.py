@@ -23,7 +23,15 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
-from app.datasets import left_out_rows, parts, record_coins, stored, synthetic, union
+from app.datasets import (
+    left_out_rows,
+    parts,
+    patient_ids,
+    record_coins,
+    stored,
+    synthetic,
+    union,
+)
 from app.datasets.models import Dataset
 from app.features import FEATURE_NAMES
 from app.ledger.left_out import LeftOut
@@ -72,13 +80,17 @@ def _synthetic(dataset: Dataset) -> Cohort:
 
 def _upload(dataset: Dataset) -> Cohort:
     schema = stored.schema_of(dataset)
-    table = union.load_table(dataset) if dataset.union_of is not None else \
-        stored.load_table(dataset)
+    if dataset.union_of is not None:  # its ids are its members' patients' already
+        table = union.load_table(dataset)
+        patients = table.ids
+    else:
+        table = stored.load_table(dataset)
+        patients = patient_ids.of(dataset, table.ids)
     by_column = np.ascontiguousarray(table.features.T)
     columns = {name: by_column[j] for j, name in enumerate(schema.feature_names)}
     columns |= dict(table.attributes)
     columns[schema.outcome.name] = table.outcome
-    return _frozen(columns, table.ids)
+    return _frozen(columns, patients)
 
 
 _cache: OrderedDict[tuple[object, ...], tuple[float, Cohort]] = OrderedDict()

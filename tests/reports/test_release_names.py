@@ -1,8 +1,11 @@
 """Every ledger entry of a dataset report names its release in words and by link: a training
 job, a search with its candidates, a statistics release, a monitoring run of a model, a
 champion/challenger comparison and a clinic's part in a federation. Each link answers a
-privacy officer, and every reader of the report reads the same names."""
+privacy officer, every reader of the report reads the same names, and the page shows the words
+as that link."""
 
+import html
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -106,6 +109,20 @@ def test_every_entry_names_its_release_and_links_to_it(
     steward = _reports(client_as("data_steward"), made)  # public facts: one name for all
     assert [e["release"] for r in steward for e in r["entries"]] == [
         e["release"] for e in entries]
+
+
+def test_the_page_shows_each_release_as_its_link(
+        client: TestClient, client_as: ClientAs, made: dict[str, Any]) -> None:
+    officer = client_as("privacy_officer")
+    for dataset_id, report in zip(made["datasets"], _reports(officer, made), strict=True):
+        page = officer.get(f"/v1/datasets/{dataset_id}/privacy-report",
+                           headers={"Accept": "text/html"})
+        assert page.status_code == 200, page.text
+        links = {(html.unescape(href), html.unescape(text))
+                 for href, text in re.findall(r'<a href="([^"]+)">([^<]+)</a>', page.text)}
+        for entry in report["entries"]:
+            release = entry["release"]
+            assert (release["href"], release["words"]) in links, release
 
 
 def test_a_search_is_named_by_its_public_plan_alone() -> None:
