@@ -112,12 +112,17 @@ class SiteRun:
     def secure_answer(self, config: dict[str, Any]) -> dict[str, Any]:
         """This site's signed answer to one SecAgg+ stage (its masked vector stage runs the
         round: ``run_round``, charged first)."""
-        from worker import secure_aggregation  # flwr is the ``federated`` extra
+        from worker import secure_aggregation, secure_site  # flwr is the ``federated`` extra
 
         if self.stages is None:
-            self.stages = secure_aggregation.SiteStages(
-                self.run_round, lambda: {**self.figures(), "site": self.site})
-        stage, payload = self.stages.answer(config)
+            self.stages = secure_site.SiteStages(
+                self.run_round, lambda: {**self.figures(), "site": self.site},
+                secure_site.Declared.of(self.plan))
+        try:
+            stage, payload = self.stages.answer(config)
+        except secure_site.Unsafe as unsafe:  # the coordinator sees this site drop out
+            logger.warning("federated part: refused a secure aggregation stage: %s", unsafe)
+            raise RoundRefused(f"secure aggregation refused: {unsafe}") from unsafe
         if stage == secure_aggregation.Stage.COLLECT_MASKED_VECTORS and self.stages.clipped:
             logger.warning("federated part: %d update values clipped to +-%g for secure "
                            "aggregation so far", self.stages.clipped,

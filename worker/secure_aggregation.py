@@ -6,38 +6,33 @@ setup, key sharing, masked vectors, unmasking) that talks to a ``Grid``, and a c
 another process, polled every 3 s; here the coordinator is Flower's ``start_server`` and each
 clinic's own worker (its lease, its rows, its ledger) is the client. So this module is only
 the glue: a ``Grid`` whose messages travel to the connected sites as Flower fit calls (each
-stage's message in Flower's own protobuf form), and, on the site, the mod called on that message
-with the round's training as its next step. The protocol, its keys, secret shares, masks and
-quantisation are Flower's.
+stage's message in Flower's own protobuf form), and, on the site (``worker.secure_site``), the
+mod called on that message with the round's training as its next step, behind the clinic's own
+checks of what it is asked. The protocol, its keys, secret shares, masks and quantisation are
+Flower's.
 
 What a site sends in a secure round: its update (its noisy weights minus the global ones, each
 value clipped to +-``UPDATE_RANGE``) scaled by its public weight, quantised and masked. The
 coordinator learns only the weighted sum over the sites that finished the round (the masks
 cancel, a dropped site's are rebuilt from the others' shares), which it adds to the global
 model. When the federation keys its sites, every stage's answer is signed by the site over the
-bytes it carries, the stage, the round and the round's fresh nonce.
+bytes it carries, the stage, the round and the round's fresh nonce, and the key sharing
+forwards each site's signed setup answer, so that every clinic can check whose keys it shares
+with.
 """
 
+import base64
 import hashlib
+import json
 import secrets
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from typing import Any, Protocol
 
 import numpy as np
 from flwr.app import ConfigRecord, Context, Message, RecordDict
-from flwr.client.mod import secaggplus_mod
-from flwr.common import (
-    Code,
-    FitIns,
-    FitRes,
-    Parameters,
-    Status,
-    ndarrays_to_parameters,
-    parameters_to_ndarrays,
-    serde,
-)
+from flwr.common import FitIns, Parameters, parameters_to_ndarrays, serde
 from flwr.common.secure_aggregation.secaggplus_constants import RECORD_KEY_CONFIGS, Key, Stage
 from flwr.compat.common import recorddict_compat as compat
 from flwr.proto.recorddict_pb2 import RecordDict as RecordDictProto
@@ -50,6 +45,9 @@ from flwr.serverapp import Grid
 from flwr.supercore.run import Run
 
 FIELD = "secagg"  # the stage's message (coordinator to site) and its answer (site to coordinator)
+SETUP_ANSWERS = "secagg_setup_answers"
+"""The key sharing's field holding every site's signed setup answer (its public keys): each
+clinic checks that the keys it is sent are declared sites' (``worker.secure_site``)."""
 UPDATE_RANGE = 16.0
 """A site's update values are clipped to +-this before masking (SecAgg+ quantises a fixed range:
 2^22 levels over it, a resolution of 7.6e-6)."""
@@ -114,6 +112,7 @@ class SiteGrid(Grid):
         self.clients, self.answers, self.server_round = clients, answers, server_round
         self.timeout = timeout
         self.sites: dict[int, str] = {}  # node id -> the site its signed answers named
+        self.setups: dict[str, dict[str, str]] = {}  # node id -> its signed setup answer
         self.refused: set[str] = set()
         self._run = Run.create_empty(run_id=0)
         self._pool = ThreadPoolExecutor(64, thread_name_prefix="secagg")
@@ -169,6 +168,8 @@ class SiteGrid(Grid):
         stage = stage_of(message.content)
         config = {**self.answers.round_config(self.server_round), FIELD: pack(message.content),
                   "node": node, "stage": stage}
+        if stage == Stage.SHARE_KEYS:  # whose keys these are, for each clinic to check
+            config[SETUP_ANSWERS] = json.dumps(self.setups, sort_keys=True)
         if stage == Stage.COLLECT_MASKED_VECTORS:  # the site's public weight, as a count
             config["weight"] = self._scaled_weight(self.sites.get(node, ""))
         fit = proxy.fit(FitIns(Parameters([], "numpy.ndarray"), config), timeout=self.timeout,
@@ -193,6 +194,9 @@ class SiteGrid(Grid):
             self.refused.add(site)
             raise Refused(f"an answer naming {site!r} at stage {stage} is not its")
         self.sites[node] = site
+        if stage == Stage.SETUP:
+            self.setups[str(node)] = {"site": site, "payload": base64.b64encode(payload).decode(),
+                                      "signature": str(metrics.get("signature", ""))}
         return payload
 
 
@@ -224,11 +228,20 @@ class MendedSecAggPlus(SecAggPlusWorkflow):
         return collected
 
 
-def workflow(min_sites: int, timeout: float) -> SecAggPlusWorkflow:
+def threshold(min_sites: int, declared: int) -> int:
+    """The shares that rebuild a secret: at least the federation's quorum (and 2: one site's
+    masked vector unmasked alone is its update), and a strict majority of the ``declared``
+    sites, so that no two disjoint groups of clinics can each rebuild one site's secrets (its
+    mask seed from some, its mask key from the others): each clinic checks it
+    (``worker.secure_site``)."""
+    return max(2, min_sites, declared // 2 + 1)
+
+
+def workflow(min_sites: int, declared: int, timeout: float) -> SecAggPlusWorkflow:
     """Flower's SecAgg+ with every site sharing with every other, and a sum unmasked only when
-    at least the federation's quorum of sites finished (and at least 2: one site's masked vector
-    unmasked alone is its update)."""
-    return MendedSecAggPlus(num_shares=1.0, reconstruction_threshold=max(2, min_sites),
+    at least ``threshold`` sites finished the round."""
+    return MendedSecAggPlus(num_shares=1.0,
+                            reconstruction_threshold=threshold(min_sites, declared),
                             clipping_range=UPDATE_RANGE, max_weight=float(WEIGHT_SCALE),
                             timeout=timeout)
 
@@ -256,43 +269,10 @@ class SecureServer(Server):
         grid = SiteGrid(clients, self.answers, server_round, timeout or self.timeout)
         self.answers.on_secure_round(server_round, parameters_to_ndarrays(self.parameters), grid)
         try:
-            workflow(self.min_sites, timeout or self.timeout)(grid, context)
+            workflow(self.min_sites, len(self.answers.weights),
+                     timeout or self.timeout)(grid, context)
         finally:
             grid.close()
         self.answers.on_secure_round(server_round, [], None)  # ended (halted: no change)
         return compat.arrayrecord_to_parameters(
             context.state.array_records[MAIN_PARAMS_RECORD], keep_input=True), {}, ([], [])
-
-
-class SiteStages:
-    """A site's side: each stage's message through Flower's mod, with one state across them."""
-
-    def __init__(self, train: Callable[[list[np.ndarray]], list[np.ndarray]],
-                 figures: Callable[[], dict[str, Any]]) -> None:
-        self.train, self.figures = train, figures
-        self.context = Context(run_id=0, node_id=0, node_config={}, state=RecordDict(),
-                               run_config={})
-        self.clipped = 0  # update values clipped to UPDATE_RANGE, over the rounds
-        self.rounds = 0  # rounds trained through the protocol
-
-    def answer(self, config: dict[str, Any]) -> tuple[str, bytes]:
-        """The stage this message is in, and this site's answer to it (to sign and send)."""
-        content = unpack(bytes(config[FIELD]))
-        stage = stage_of(content)
-        message = Message(content, int(config["node"]), "train",
-                          group_id=str(config.get("server_round", "")))
-        weight = int(config.get("weight", 0))
-
-        def next_step(message: Message, context: Context) -> Message:
-            fit = compat.recorddict_to_fitins(message.content, keep_input=True)
-            start = parameters_to_ndarrays(fit.parameters)
-            update = [w - s for w, s in zip(self.train(start), start, strict=True)]
-            self.rounds += 1
-            self.clipped += int(sum(np.count_nonzero(np.abs(u) > UPDATE_RANGE) for u in update))
-            update = [np.clip(u, -UPDATE_RANGE, UPDATE_RANGE) for u in update]
-            res = FitRes(Status(Code.OK, ""), ndarrays_to_parameters(update), weight,
-                         self.figures())
-            return Message(compat.fitres_to_recorddict(res, keep_input=True), reply_to=message)
-
-        reply = secaggplus_mod(message, self.context, next_step)
-        return stage, pack(reply.content)

@@ -25,13 +25,17 @@ FEDERATION_KEY = "federation"
 
 
 def _part(federation: Federation, recipe: FederatedRecipe) -> dict[str, Any]:
-    """What the site's worker needs of the federation to take part in its rounds."""
+    """What the site's worker needs of the federation to take part in its rounds: with this
+    service's own declaration of ``min_sites`` and of the sites' keys, which its secure rounds
+    are checked against (``worker.secure_site``), whatever the coordinator declared."""
     return {"id": federation.id, "name": federation.name, "address": federation.address,
             "site": federation.site_name, "rounds": recipe.rounds,
             "local_steps": recipe.local_steps,
             "round_timeout_seconds": recipe.round_timeout_seconds,
             "public_key": _declared_key(federation),
-            "secure_aggregation": recipe.secure_aggregation}
+            "secure_aggregation": recipe.secure_aggregation,
+            "min_sites": recipe.min_sites,
+            "site_keys": {s["name"]: s.get("public_key") for s in federation.sites}}
 
 
 def _declared_key(federation: Federation) -> str | None:

@@ -68,7 +68,9 @@ class FederatedRecipe(RequestModel):
                                 "models of this last fraction of rounds (post-processing: the "
                                 "single-site default's rule); 0: the last round's")
     min_sites: int = Field(default=2, ge=1, le=64,
-                           description="Flower's minimum of sites per round")
+                           description="the fewest sites a round may average; with secure "
+                           "aggregation each clinic also refuses to unmask a sum over fewer "
+                           "than its own declaration of it")
     round_timeout_seconds: float = Field(default=120, ge=1, le=3600)
     secure_aggregation: bool = Field(
         default=False, description="every round through Flower's SecAgg+: the coordinator "

@@ -122,6 +122,9 @@ _ARGUMENTS: dict[str, tuple[Release, str]] = {
         "the global ones: post-processing of its DP-SGD release) were clipped for secure "
         "aggregation, in the clinic's own log"),
     "secure_aggregation.UPDATE_RANGE": (PUBLIC_INPUT, "secure aggregation's fixed range"),
+    "unsafe": (OPERATIONAL, "why a clinic refused a secure aggregation stage: the counts of "
+               "sites and the node ids the coordinator sent, against the clinic's declared "
+               "minimum, in the clinic's own log"),
     "traceback.format_exc(limit=3)": (
         OPERATIONAL, "a failed job's traceback: code lines and the exception's message (library "
         "text; the job's stored error keeps only the type name)"),

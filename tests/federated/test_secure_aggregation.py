@@ -32,9 +32,12 @@ class _Site:
     secure_answer = SiteRun.secure_answer
     signed = SiteRun.signed
 
-    def __init__(self, site: str, key: Ed25519PrivateKey, secure: bool = True) -> None:
+    def __init__(self, site: str, key: Ed25519PrivateKey, secure: bool = True,
+                 declared: dict[str, str] | None = None) -> None:
         self.site, self.key, self.stages = site, key, None
-        self.plan = {"name": "net", "secure_aggregation": secure}
+        self.plan: dict[str, Any] = {
+            "name": "net", "site": site, "secure_aggregation": secure, "min_sites": 2,
+            "site_keys": declared or {}}
         self.rounds_run = 0
 
     def weights(self) -> list[np.ndarray]:
@@ -75,8 +78,10 @@ def test_the_global_model_moves_by_the_weighted_mean_of_the_signed_sites_updates
     # the final evaluation is the plain path's (tested with the real clinics)
     monkeypatch.setattr(strategy, "configure_evaluate", lambda *args, **kwargs: [])
     strategy.initial_parameters = ndarrays_to_parameters(_Site("a", keys["a"]).weights())
-    sites = [_Site("a", keys["a"]), _Site("b", keys["b"]),
-             _Site("c", Ed25519PrivateKey.generate() if dropped == "forger" else keys["c"])]
+    declared = {name: signing.public_of(key) for name, key in keys.items()}
+    sites = [_Site("a", keys["a"], declared=declared), _Site("b", keys["b"], declared=declared),
+             _Site("c", Ed25519PrivateKey.generate() if dropped == "forger" else keys["c"],
+                   declared=declared)]
     sites[2].plan["drops"] = dropped == "killed"
     threads = [threading.Thread(target=federated_site.connect, args=(where, site), daemon=True)
                for site in sites]
