@@ -50,6 +50,7 @@ class ClaimedUpload:
     budget_delta: float | None
     patient_secret: str | None = None  # the organisation's patient key, where it keys ids
     patient_space_id: int | None = None  # that space (where the secret is set)
+    patient_scheme: str | None = None  # the scheme that space keys its ids with
 
 
 def stale_before(now: datetime) -> datetime:
@@ -81,10 +82,10 @@ def claim(*, session: Session, dataset_id: int) -> ClaimedUpload:
     if claimed != 1:
         _refuse(dataset)
     legacy_spaces.join_organisation(session=session, dataset=dataset)  # registered before spaces
-    secret = _patient_secret(session, dataset)
+    space = _keyed_space(session, dataset)
     return ClaimedUpload(dataset.id, token, table_schema(dataset), dataset.coin_scheme,
-                         dataset.budget_delta, secret,
-                         None if secret is None else dataset.patient_space_id)
+                         dataset.budget_delta, *((None, None, None) if space is None else
+                                                 (space.secret, space.id, space.id_scheme)))
 
 
 def _refuse(dataset: Dataset) -> None:
@@ -136,12 +137,13 @@ def give_back(*, session: Session, claimed: ClaimedUpload) -> None:
     )
 
 
-def _patient_secret(session: Session, dataset: Dataset) -> str | None:
-    """The organisation space's key when the dataset's ids go into it: the upload keys its
-    ids while the body arrives (``patient_index.add_dataset`` checks it is still the key)."""
+def _keyed_space(session: Session, dataset: Dataset) -> spaces.PatientSpace | None:
+    """The organisation's space when the dataset's ids go into it: the upload keys its ids
+    with the space's key and scheme while the body arrives (``patient_index.add_dataset``
+    checks they are still the space's)."""
     if dataset.patient_space_id is None:
         return None
     space = session.get(spaces.PatientSpace, dataset.patient_space_id)
-    if space is None or space.kind != spaces.SpaceKind.ORGANISATION:
+    if space is None or space.kind != spaces.SpaceKind.ORGANISATION or space.secret is None:
         return None
-    return space.secret
+    return space

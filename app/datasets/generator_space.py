@@ -21,7 +21,7 @@ import numpy as np
 import pyarrow as pa
 from sqlalchemy.orm import Session
 
-from app.datasets import identity, patient_index
+from app.datasets import identity, patient_index, record_coins
 from app.datasets.models import Dataset
 from app.datasets.rules import check_delta
 from app.ledger import space_chain, spaces
@@ -52,7 +52,8 @@ def space_for(*, session: Session, seed: int, epsilon: float, delta: float) -> P
     if space is not None:
         return space
     space = spaces.new_space(session=session, kind=spaces.SpaceKind.GENERATOR, epsilon=epsilon,
-                             delta=delta, secret=identity.new_secret(), source_key=key)
+                             delta=delta, secret=identity.new_secret(),
+                             id_scheme=record_coins.CURRENT_SCHEME, source_key=key)
     space_chain.append_budget(session=session, space=space)  # its budget chain's first record
     return space
 

@@ -2,7 +2,7 @@
 
 The ledger records, at admission, the patterns of the patients a release leaves out
 (``app.ledger.left_out``). Here each row's patient is found in the space's patient index (the
-keyed digest of its id under the space's secret, ``app.datasets.patient_index``), their live
+keyed digest of its id in the space, ``app.datasets.patient_index.digests``), their live
 block gives the datasets they are in now, and the recorded decision is applied. Where the
 answer is uncertain (a space that keys no ids, which takes no release anyway:
 ``spaces.check_keyed``; a patient the index does not hold) the row is left out: reading fewer
@@ -15,7 +15,7 @@ import pyarrow as pa
 from sqlalchemy import select
 from sqlalchemy.orm import Session, object_session
 
-from app.datasets import index_files, record_coins
+from app.datasets import index_files, patient_index
 from app.datasets.models import Dataset
 from app.ledger import spaces
 from app.ledger.left_out import LeftOut
@@ -37,8 +37,7 @@ def read_rows(dataset: Dataset, ids: pa.Array | pa.ChunkedArray, left: LeftOut |
 
 def _by_index(session: Session, space: spaces.PatientSpace, ids: pa.Array | pa.ChunkedArray,
               left: LeftOut) -> np.ndarray:
-    assert space.secret is not None
-    words = record_coins.keyed_words(ids, space.secret, scheme=record_coins.CURRENT_SCHEME)
+    words = patient_index.digests(ids, space)  # ids whose digests collide: one patient
     distinct = np.unique(words)  # sorted and distinct, as the index searches them
     known, blocks = index_files.load(space).blocks_of(distinct)
     found = np.unique(blocks).tolist()

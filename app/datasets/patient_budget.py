@@ -46,7 +46,8 @@ def view(*, session: Session, role: str | None = "admin") -> PatientBudgetOut:
                    "withheld": None}
     return PatientBudgetOut(
         epsilon=space.budget_epsilon, delta=space.budget_delta, filter_order=space.filter_order,
-        chain_records=space.chain_head_seq, chain_head_hash=space.chain_head_hash, **figures)
+        chain_records=space.chain_head_seq, chain_head_hash=space.chain_head_hash,
+        id_scheme=space.id_scheme, **figures)
 
 
 def change(*, session: Session, budget: PatientBudgetChange) -> PatientSpace:

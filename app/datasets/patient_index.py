@@ -1,10 +1,12 @@
 """The organisation's patient index: which block each patient of a space is in.
 
 A patient is known by a digest of their pseudonymous id, never by the id: the 64-bit keyed
-word of the id under the space's secret (``record_coins.keyed_words``, the same PRF as the
-part coins, under another key), so the index cannot be joined with anything outside the
-service and the id cannot be recovered from it. Two ids with one digest (about N^2 / 2^65 for
-N patients) are one patient to the index: their blocks merge, which can only over-charge.
+word of the id's canonical text (``app.datasets.id_rules``) under the space's secret, by the
+scheme the space recorded when it was made (``digests``; ``record_coins.keyed_words``, the same
+PRF as the part coins, under another key), so the index cannot be joined with anything outside
+the service and the id cannot be recovered from it. Two ids with one digest (about N^2 / 2^65
+for N patients) are one patient to the index, within one upload or across two: their blocks
+merge, which can only over-charge.
 
 The index maps each digest to its live block id (``index_segments``: a short log of
 segments, one per upload, compacted now and then), in files under ``DATA_DIR/patients/``
@@ -27,7 +29,6 @@ import numpy as np
 import pyarrow as pa
 from sqlalchemy.orm import Session
 
-from app.core.errors import InvalidRequest
 from app.datasets import index_files, record_coins
 from app.datasets.index_files import IndexCorrupted
 from app.datasets.index_segments import Index, Segment
@@ -55,43 +56,47 @@ class Overlap:
                 "shared_with": {str(k): v for k, v in self.shared_with.items()}}
 
 
-def digests(ids: pa.Array | pa.ChunkedArray, secret: str) -> np.ndarray:
-    """Each id's keyed digest under the space's secret (hex), in order.
+def digests(ids: pa.Array | pa.ChunkedArray, space: PatientSpace) -> np.ndarray:
+    """Each id's keyed digest in the space, in order: under its secret and the scheme it
+    recorded when made (never the code's current one, which would split its patients).
 
     Raises:
-        InvalidRequest: two ids of the table are one patient (422: a patient is one row).
+        ValueError: the space keys no ids (one dataset's own).
     """
-    words = record_coins.keyed_words(ids, secret, scheme=record_coins.CURRENT_SCHEME)
-    _sorted_set(words)
-    return words
+    if space.secret is None or space.id_scheme is None:
+        raise ValueError(f"space {space.id} keys no ids (it is one dataset's own)")
+    return record_coins.keyed_words(ids, space.secret, scheme=space.id_scheme)
 
 
-def _sorted_set(words: np.ndarray) -> np.ndarray:
-    """The digests sorted (``np.sort``: numpy 2's vectorised sort; not again when the upload's
-    duplicate check sorted them), after checking that none repeats (by the sort: numpy's
-    hash-based ``unique`` takes about 20 times as long on a million).
-
-    Raises:
-        InvalidRequest: two ids of the table are one patient (422: a patient is one row).
-    """
+def _patients(words: np.ndarray) -> np.ndarray:
+    """The upload's patients: its digests sorted (``np.sort``: numpy 2's vectorised sort; not
+    again when the upload's duplicate check sorted them), each once. Ingest refuses an id that
+    repeats (``ingest._duplicate_ids`` compares the ids' text), so equal digests here are
+    distinct ids that collide: one patient to the index, charged together, which can only
+    over-charge. Without a repeat (by the sort: numpy's hash-based ``unique`` takes about 20
+    times as long on a million) the sorted array itself comes back."""
     ordered = words if np.all(words[1:] >= words[:-1]) else np.sort(words)
-    if np.any(ordered[1:] == ordered[:-1]):
-        raise InvalidRequest("two rows have the same patient id: a patient is one row",
-                             field="body", allowed="one row per patient id")
-    return ordered
+    repeats = ordered[1:] == ordered[:-1]
+    if not repeats.any():
+        return ordered
+    return ordered[np.concatenate(([True], ~repeats))]
 
 
 @dataclass(frozen=True)
 class Keyed:
-    """An upload's ids already keyed while its body arrived, and the key used (the space's
-    key when the upload claimed its dataset)."""
+    """An upload's ids already keyed while its body arrived, and the key and scheme used (the
+    space's when the upload claimed its dataset)."""
 
     secret: str
     words: np.ndarray
+    scheme: str
 
     @classmethod
-    def of(cls, secret: str | None, words: np.ndarray | None) -> "Keyed | None":
-        return None if secret is None or words is None else cls(secret, words)
+    def of(cls, secret: str | None, words: np.ndarray | None, *,
+           scheme: str | None) -> "Keyed | None":
+        if secret is None or words is None or scheme is None:
+            return None
+        return cls(secret, words, scheme)
 
 
 LOOKUPS = ThreadPoolExecutor(2, thread_name_prefix="patient-lookup")
@@ -155,19 +160,18 @@ def add_dataset(*, session: Session, space_id: int, dataset_id: int,
     the caller's transaction, under the space lock. ``keyed``: the ids' words under the
     space's key, taken as the body arrived; used only if that is still the space's key (else
     the ids are keyed here). ``ahead``: their lookup begun before the lock
-    (``look_ahead``), used only if it was made in the index the space row names now.
+    (``look_ahead``), used only if it was made in the index the space row names now. Ids
+    whose digests collide are one patient (``_patients``).
 
     Raises:
-        InvalidRequest: an id repeats (422).
+        ValueError: the space keys no ids (one dataset's own).
         IndexCorrupted: the stored index does not match its record (nothing changes).
     """
     space = spaces.lock_space(session=session, space_id=space_id)
-    if space.secret is None:
-        raise ValueError(f"space {space.id} keys no ids (it is one dataset's own)")
-    words = (keyed.words if keyed is not None and keyed.secret == space.secret
-             and len(keyed.words) == len(ids)
-             else record_coins.keyed_words(ids, space.secret, scheme=record_coins.CURRENT_SCHEME))
-    new = _sorted_set(words)
+    trusted = (keyed is not None and (keyed.secret, keyed.scheme) == (space.secret,
+                                                                     space.id_scheme)
+               and len(keyed.words) == len(ids))
+    new = _patients(keyed.words if trusted and keyed is not None else digests(ids, space))
     index = index_files.load(space)
     # numpy searches and the files' writes and hashes run without the GIL: on threads of
     # their own while this one runs the SQL that does not need it (under the same lock).

@@ -60,22 +60,25 @@ def receive(*, claimed: ClaimedUpload, path: Source, media_type: MediaType) -> R
         InvalidRequest: the budget's delta is above 1/(10 n) for this many rows (422).
     """
     secret, patient_secret = identity.new_secret(), claimed.patient_secret
+    patient_scheme = claimed.patient_scheme  # the space's, set with its secret
     tally = identity.PartTally(secret, claimed.coin_scheme)
     ahead: list[patient_index.LookAhead] = []
 
     def look_ahead(words: np.ndarray) -> None:  # begun while the fingerprint is taken
-        if patient_secret is None or claimed.patient_space_id is None:
+        if patient_secret is None or patient_scheme is None or claimed.patient_space_id is None:
             return
         found = patient_index.look_ahead(space_id=claimed.patient_space_id,
-                                         keyed=patient_index.Keyed(patient_secret, words))
+                                         keyed=patient_index.Keyed(patient_secret, words,
+                                                                   patient_scheme))
         if found is not None:
             ahead.append(found)
 
     upload = ingest_and_store(  # the keyed words find duplicate ids, then give the parts
         path, media_type=media_type, schema=claimed.schema, data_dir=settings.data_dir,
         id_digest=tally,
-        patient_digest=None if patient_secret is None else lambda ids: record_coins.keyed_words(
-            ids, patient_secret, scheme=record_coins.CURRENT_SCHEME), on_patients=look_ahead)
+        patient_digest=None if patient_secret is None or patient_scheme is None
+        else lambda ids: record_coins.keyed_words(
+            ids, patient_secret, scheme=patient_scheme), on_patients=look_ahead)
     if claimed.budget_delta is not None:
         check_delta(claimed.budget_delta, upload.n_rows, field="privacy_budget.delta")
     return ReceivedUpload(claimed, upload, secret, tally.counts_of(upload.id_words),

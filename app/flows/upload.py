@@ -44,7 +44,8 @@ def accept(*, received: ReceivedUpload, principal: Principal) -> Dataset:
     size_floor.check_upload(rows=received.upload.n_rows,
                             inputs=encoder_for(received.claimed.schema).n_inputs)
     claimed = received.claimed
-    keyed = patient_index.Keyed.of(claimed.patient_secret, received.upload.patient_words)
+    keyed = patient_index.Keyed.of(claimed.patient_secret, received.upload.patient_words,
+                                   scheme=claimed.patient_scheme)
     with get_database().session_scope() as session:
         dataset = uploads.accept(session=session, received=received)
         detail: dict[str, Any] = {"rows": dataset.n_rows, "imputed": dataset.imputed,

@@ -59,3 +59,6 @@ class PatientBudgetOut(ResponseModel):
     chain_records: int = Field(description="records (budgets and block changes) in the "
                                      "space's hash chain")
     chain_head_hash: str = Field(description="the hash of its last record")
+    id_scheme: str | None = Field(
+        default=None, description="the keyed-digest scheme of the space's patient ids, "
+        "recorded when the space was made: every table is keyed into it the same way")

@@ -51,7 +51,7 @@ from sqlalchemy import (
     update,
 )
 from sqlalchemy.dialects.postgresql import JSONB
-from sqlalchemy.orm import Mapped, Session, mapped_column
+from sqlalchemy.orm import Mapped, Session, mapped_column, undefer
 
 from app.core.database import Base
 from app.core.time import utcnow
@@ -98,6 +98,10 @@ class PatientSpace(Base):
     # Deferred: loaded only where read, so a space row still reads at earlier revisions.
     source_key: Mapped[str | None] = mapped_column(String(64), nullable=True, unique=True,
                                                    index=True, deferred=True)
+    # The scheme that digests the space's ids under its secret (app.datasets.record_coins),
+    # recorded when the space is made and never changed: every table keyed into the space is
+    # keyed the same way, so a newer scheme cannot split its patients. Null: it keys no ids.
+    id_scheme: Mapped[str | None] = mapped_column(String(16), nullable=True, deferred=True)
 
     @property
     def guard(self) -> RenyiFilter:
@@ -117,11 +121,19 @@ class PatientBlock(Base):
 
 
 def new_space(*, session: Session, kind: SpaceKind, epsilon: float, delta: float,
-              secret: str | None = None, source_key: str | None = None) -> PatientSpace:
-    """A space with its budget and the filter order fixed from it, once (``filter_order``)."""
+              secret: str | None = None, id_scheme: str | None = None,
+              source_key: str | None = None) -> PatientSpace:
+    """A space with its budget and the filter order fixed from it, once (``filter_order``);
+    one that keys ids (``secret``) records the scheme that keys them (``id_scheme``).
+
+    Raises:
+        ValueError: a secret without its scheme, or a scheme without a secret.
+    """
+    if (secret is None) != (id_scheme is None):
+        raise ValueError("a space that keys ids records its secret and its id scheme together")
     space = PatientSpace(kind=kind, secret=secret, budget_epsilon=epsilon, budget_delta=delta,
                          filter_order=filter_order(epsilon, delta), version=0, index_rows=0,
-                         source_key=source_key)
+                         source_key=source_key, id_scheme=id_scheme)
     session.add(space)
     session.flush()
     return space
@@ -151,9 +163,10 @@ def check_keyed(*, session: Session, space_id: int | None, dataset_id: int) -> N
         "in the organisation's patient space (its rows declare no patient id column, or they "
         "could not be read back when the service started): another table's spend on them "
         "cannot be found, so a release on it could give them a second budget. A data steward "
-        "must declare the patient ids of its rows before its next release; the service has "
-        "no route yet that takes the ids of rows already received, so until then it takes "
-        "no release", field="dataset_id")
+        "must declare the patient ids of its rows before its next release: "
+        f"PUT /v1/datasets/{dataset_id}/patient-ids with a CSV of one column (a header row, "
+        "then each stored row's patient id, in order); its patients then join the "
+        "organisation's space with the spend they had", field="dataset_id")
 
 
 def organisation(*, session: Session) -> PatientSpace:
@@ -171,7 +184,8 @@ def lock_space(*, session: Session, space_id: int) -> PatientSpace:
     session.execute(update(PatientSpace).where(PatientSpace.id == space_id)
                     .values(version=PatientSpace.version + 1)
                     .execution_options(synchronize_session=False))
-    space = session.get(PatientSpace, space_id, populate_existing=True)
+    space = session.get(PatientSpace, space_id, populate_existing=True,
+                        options=[undefer(PatientSpace.id_scheme)])
     if space is None:
         raise LookupError(f"no patient space {space_id}")
     return space

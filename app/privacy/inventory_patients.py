@@ -25,7 +25,7 @@ UPLOAD_OVERLAP = [
 
 ORGANISATION_BUDGET = [  # GET and PUT /v1/patient-budget, GET /v1/patient-budget/verify
     *fields("PatientBudgetOut", {
-        PUBLIC_INPUT: "epsilon delta filter_order withheld",
+        PUBLIC_INPUT: "epsilon delta filter_order withheld id_scheme",
         LEDGER: "chain_records chain_head_hash",
     }),
     *fields("PatientBudgetOut", {INTAKE: "spent_epsilon remaining_epsilon"},

@@ -91,7 +91,7 @@ def test_each_generated_row_is_found_in_its_block(client: TestClient, db: Databa
     with db.session_scope() as session:
         space = session.get(PatientSpace, space_id)
         assert space is not None and space.secret is not None
-        words = patient_index.digests(generator_space.row_ids(3000), space.secret)
+        words = patient_index.digests(generator_space.row_ids(3000), space)
         order = np.argsort(words)
         known, found = index_files.load(space).blocks_of(words[order])
         blocks = np.empty(3000, np.int64)

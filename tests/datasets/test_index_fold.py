@@ -15,6 +15,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 from sqlalchemy import select
+from sqlalchemy.orm import undefer
 
 from app.core.database import Database, set_database
 from app.core.settings import settings as app_settings
@@ -36,7 +37,8 @@ def _data_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 def _space(db: Database) -> int:
     with db.session_scope() as session:
         return spaces.new_space(session=session, kind=SpaceKind.ORGANISATION, epsilon=8.0,
-                                delta=1e-6, secret=identity.new_secret()).id
+                                delta=1e-6, secret=identity.new_secret(),
+                                id_scheme=identity.CURRENT_SCHEME).id
 
 
 def _ids(patients: set[int] | range) -> pa.Array:
@@ -50,9 +52,11 @@ def _add(db: Database, space_id: int, dataset_id: int, patients: set[int] | rang
 
 
 def _row(db: Database, space_id: int) -> PatientSpace:
-    """The space row as committed now (detached: ``expire_on_commit`` is off)."""
+    """The space row as committed now (detached: ``expire_on_commit`` is off), its id scheme
+    loaded (a deferred column)."""
     with db.session_scope() as session:
-        space = session.get(PatientSpace, space_id, populate_existing=True)
+        space = session.get(PatientSpace, space_id, populate_existing=True,
+                            options=[undefer(PatientSpace.id_scheme)])
         assert space is not None and space.index_sha256 is not None
         return space
 
@@ -80,7 +84,7 @@ def _patterns(db: Database, space: PatientSpace,
     seen = sorted({d for b in set(blocks.tolist()) for d in lists[b]})
     everyone = sorted(set().union(*(cohorts[d] for d in seen)))
     assert space.secret is not None and len(keys) == len(everyone) == space.index_rows
-    digest = dict(zip(patient_index.digests(_ids(set(everyone)), space.secret).tolist(),
+    digest = dict(zip(patient_index.digests(_ids(set(everyone)), space).tolist(),
                       [f"patient-{p}" for p in sorted(everyone)], strict=True))
     found = {int(digest[k].split("-")[1]): tuple(lists[b])
              for k, b in zip(keys.tolist(), blocks.tolist(), strict=True)}
@@ -271,8 +275,9 @@ def test_files_no_readable_index_names_are_deleted(db: Database) -> None:
                   if p.name.startswith(f"space-{space_id}-") and p != fresh) == sorted(keep)
     current = _row(db, space_id)
     _patterns(db, current, COHORTS)
-    previous = PatientSpace(id=space_id, secret=current.secret, index_rows=_listed(
-        space_id, recorded[-2])["patients"], index_sha256=recorded[-2])
+    previous = PatientSpace(id=space_id, secret=current.secret, id_scheme=current.id_scheme,
+                            index_rows=_listed(space_id, recorded[-2])["patients"],
+                            index_sha256=recorded[-2])
     _patterns(db, previous, COHORTS)  # a reader that read the row before it moved on
 
 
@@ -301,7 +306,8 @@ def test_readers_during_folds_see_a_whole_recorded_index(
     def reader() -> None:
         while not stop.is_set():
             with db.session_scope() as session:
-                space = session.get(PatientSpace, space_id, populate_existing=True)
+                space = session.get(PatientSpace, space_id, populate_existing=True,
+                                    options=[undefer(PatientSpace.id_scheme)])
                 assert space is not None
             if space.index_sha256 is None:
                 continue

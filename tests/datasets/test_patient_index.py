@@ -1,8 +1,8 @@
 """The patient index (``app.datasets.patient_index.add_dataset``): uploads split the blocks
 exactly as set algebra over their ids says, whether the index's segments are compacted at
 every upload or never, its files hash to what names them, a tampered or missing file is
-refused with nothing changed, an id repeated in one upload is a 422, and digests are keyed by
-the space's secret."""
+refused with nothing changed, ids whose digests are equal are one patient, and digests are
+keyed by the space's secret."""
 
 import hashlib
 import io
@@ -20,7 +20,6 @@ from hypothesis import strategies as st
 from sqlalchemy import select
 
 from app.core.database import Database
-from app.core.errors import InvalidRequest
 from app.core.settings import settings as app_settings
 from app.datasets import identity, index_files, index_segments, patient_index
 from app.datasets.patient_index import IndexCorrupted
@@ -42,7 +41,8 @@ def _space(db: Database) -> int:
     """A fresh space with a secret of its own (examples share the database, not patients)."""
     with db.session_scope() as session:
         return spaces.new_space(session=session, kind=SpaceKind.ORGANISATION, epsilon=8.0,
-                                delta=1e-6, secret=identity.new_secret()).id
+                                delta=1e-6, secret=identity.new_secret(),
+                                id_scheme=identity.CURRENT_SCHEME).id
 
 
 def _ids(patients: set[int] | list[int]) -> pa.Array:
@@ -139,16 +139,14 @@ def test_uploads_split_blocks_exactly_as_set_algebra_says(
         assert hashlib.sha256(listed.read_bytes()).hexdigest() == space.index_sha256
         for path in segments:
             assert hashlib.sha256(path.read_bytes()).hexdigest() in path.name
-        secret, rows = space.secret, space.index_rows
+        rows, everyone = space.index_rows, sorted(patterns)
         block_of = {b.id: tuple(b.datasets) for b in spaces.live_blocks(
             session=session, space_id=space_id)}
         keys, blocks = patient_index.resolved(space)
-    assert secret is not None
+        words = patient_index.digests(_ids(everyone), space)
     assert len(keys) == rows == len(patterns)
     assert np.all(keys[1:] > keys[:-1])  # a sorted set: each patient once
-    everyone = sorted(patterns)
-    digest = dict(zip(patient_index.digests(_ids(everyone), secret).tolist(), everyone,
-                      strict=True))
+    digest = dict(zip(words.tolist(), everyone, strict=True))
     assert sorted(digest) == keys.tolist()
     for key, block in zip(keys.tolist(), blocks.tolist(), strict=True):
         assert block_of[block] == patterns[digest[key]]
@@ -217,20 +215,24 @@ def test_a_damaged_index_is_refused_and_nothing_changes(db: Database, damage: st
     assert sorted(path.parent.iterdir()) == files  # no new index written
 
 
-def test_an_id_repeated_in_one_upload_is_a_422_and_changes_nothing(db: Database) -> None:
+def test_equal_digests_in_one_upload_are_one_patient(db: Database) -> None:
+    """Ingest refuses an id that repeats; the words the index is given that still repeat are
+    ids whose digests collide, one patient to the index (tests/datasets/test_id_kind.py
+    forces such a collision through an upload)."""
     space_id = _space(db)
     _add(db, space_id, 1, range(5))
-    before = _state(db, space_id)
-    with pytest.raises(InvalidRequest) as refused:
-        _add(db, space_id, 2, [7, 8, 7])
-    assert refused.value.status == 422 and refused.value.field == "body"
-    assert "same patient id" in refused.value.detail
-    assert _state(db, space_id) == before
+    overlap = _add(db, space_id, 2, [7, 8, 7, 3])
+    assert (overlap.patients, overlap.already_known, overlap.new) == (3, 1, 2)
+    assert _live(db, space_id) == {(1,): 4, (1, 2): 1, (2,): 2}
+
+
+def _keyed(secret: str) -> PatientSpace:
+    return PatientSpace(secret=secret, id_scheme=identity.CURRENT_SCHEME)
 
 
 def test_digests_are_keyed_by_the_space_secret() -> None:
     ids = _ids(range(1000))
-    one, other = identity.new_secret(), identity.new_secret()
+    one, other = _keyed(identity.new_secret()), _keyed(identity.new_secret())
     mine = patient_index.digests(ids, one)
     assert mine.dtype == np.uint64 and len(np.unique(mine)) == 1000
     assert np.array_equal(mine, patient_index.digests(ids, one))  # stable: a patient is found
@@ -293,7 +295,7 @@ def test_ids_keyed_while_the_body_arrived_count_only_under_the_space_key(
             _ids(range(20, 40)), secret, scheme=patient_index.record_coins.CURRENT_SCHEME)
         overlap = patient_index.add_dataset(
             session=session, space_id=space_id, dataset_id=2, ids=_ids(range(20, 40)),
-            keyed=patient_index.Keyed.of(secret, words))
+            keyed=patient_index.Keyed.of(secret, words, scheme=identity.CURRENT_SCHEME))
     assert (overlap.already_known, overlap.new) == (10, 10)
     assert _live(db, space_id) == {(1,): 20, (1, 2): 10, (2,): 10}
 
@@ -315,7 +317,8 @@ def test_a_lookup_begun_before_the_lock_counts_only_for_the_index_it_was_made_in
         assert space is not None and space.secret is not None
         secret = space.secret
     keyed = patient_index.Keyed.of(secret, np.sort(patient_index.record_coins.keyed_words(
-        _ids(range(20, 40)), secret, scheme=patient_index.record_coins.CURRENT_SCHEME)))
+        _ids(range(20, 40)), secret, scheme=patient_index.record_coins.CURRENT_SCHEME)),
+        scheme=identity.CURRENT_SCHEME)
     with ThreadPoolExecutor(1) as pool:
         ahead = patient_index.look_ahead(space_id=space_id, keyed=keyed, pool=pool)
         assert ahead is not None
@@ -345,7 +348,7 @@ def test_a_large_lookup_runs_in_halves_and_answers_as_one_search(
         space = session.get(PatientSpace, space_id)
         assert space is not None and space.secret is not None
         index = index_files.load(space)
-        words = np.sort(patient_index.digests(_ids(range(100, 700)), space.secret))
+        words = np.sort(patient_index.digests(_ids(range(100, 700)), space))
     monkeypatch.setattr(patient_index, "SPLIT_FROM", 8)
     lookup = patient_index._search(index, words)
     assert len(lookup.parts) == 2
@@ -372,7 +375,7 @@ def test_a_lookup_of_any_part_of_the_words_answers_as_each_patients_block(
         assert space is not None and space.secret is not None
         index = index_files.load(space)
         keys, live = patient_index.resolved(space)
-        words = np.sort(patient_index.digests(_ids(sorted(asked)), space.secret))
+        words = np.sort(patient_index.digests(_ids(sorted(asked)), space))
     truth = dict(zip(keys.tolist(), live.tolist(), strict=True))
     at = int(cut * len(words))
     for part in (words[:at], words[at:]):
