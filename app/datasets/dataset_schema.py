@@ -15,7 +15,8 @@ categorical features or attributes.
 
 Without ``id_column`` each row's id is its 1-based row number at ingestion, so a patient's
 train/calibration/evaluation part depends on row order: re-uploading the same patients in
-another order moves them between parts. A stable id column is strongly recommended.
+another order moves them between parts. A stable id column is strongly recommended; its
+``id_kind`` says which spellings are one patient (``app.datasets.id_rules``: one canonical text).
 """
 
 import hashlib
@@ -180,6 +181,9 @@ class DatasetSchema(RequestModel):
     id_column: str | None = Field(
         default=None, description="absent: ids are 1-based row numbers (order-dependent)"
     )
+    id_kind: Literal["text", "integer"] = Field(default="text", description=(
+        "with id_column: text (an id is its text; a Parquet integer, its decimal text) or "
+        'integer (whole numbers, one id each: "007", "+7" and a Parquet 7 are all "7")'))
 
     @property
     def feature_names(self) -> list[str]:
@@ -209,15 +213,19 @@ class FeaturesOnly(DatasetSchema):
 
 
 OUTCOME_ADDITIONS = ("horizon_days", "code", "description", "bands")
-"""Outcome fields added after schemas were first hashed: left out of the hash while unset, so
-every declaration stored before them (datasets, artifacts, tables) keeps its hash."""
+DEFAULT_ADDITIONS = {"id_kind": "text"}
+"""Fields added after schemas were first hashed, left out of the hash while unset (outcome) or
+at their default: every declaration stored before them (datasets, artifacts) keeps its hash."""
 
 
 def schema_hash(schema: DatasetSchema) -> str:
     """SHA-256 of the canonical JSON (sorted keys, defaults included, no whitespace): the same
     declaration always hashes the same, whatever key order or defaults it was sent with
-    (``OUTCOME_ADDITIONS`` count only when declared)."""
+    (``OUTCOME_ADDITIONS`` count only when declared, ``DEFAULT_ADDITIONS`` off default)."""
     document = schema.model_dump(mode="json")
+    for key, default in DEFAULT_ADDITIONS.items():
+        if document.get(key) == default:
+            document.pop(key)
     outcome = document["outcome"]
     for key in OUTCOME_ADDITIONS:
         if outcome.get(key) is None:
@@ -386,4 +394,7 @@ def check_schema(schema: DatasetSchema, *, at: str = "schema", upload: bool = Fa
     _check_outcome(schema.outcome, f"{at}.outcome", upload=upload)
     if schema.id_column is not None:
         _check_name(schema.id_column, f"{at}.id_column", taken, reserved=False)
+    elif schema.id_kind != "text":
+        raise _fail(f"{at}.id_kind", "needs an id_column (without one, ids are row numbers)",
+                    '"text" (or absent) without id_column; "integer" only with one')
     _check_subgroups(schema, at)

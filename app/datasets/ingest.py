@@ -24,7 +24,8 @@ Errors: the first 100 in reading order, each ``{"row", "column", "message", "all
 exact ``total``. ``complete`` is false when reading stopped early, so ``total`` is a lower
 bound: at the batch that crosses 2,000,000 rows, before the rows when the header (or the Parquet
 schema) does not match, or at a file that cannot be parsed. Duplicate ids, zero rows and a
-single outcome class are checked once all rows are read, and only when no other rule broke.
+single outcome class are checked once all rows are read, and only when no other rule broke;
+ids are compared in their canonical text for the schema's ``id_kind`` (``app.datasets.id_rules``).
 An unlabelled follow-up's table is read under ``dataset_schema.FeaturesOnly``: no outcome
 column (one is refused by name), the outcome read back as NaN, no single-class rule.
 """

@@ -28,7 +28,7 @@ class CheckedBatch:
     features: np.ndarray  # (m, p) float64, schema order, categoricals as codes
     outcome: np.ndarray  # (m,) float64 0/1, 1 = the schema's positive value; NaN: unlabelled
     attributes: dict[str, np.ndarray]  # name -> (m,) int64 codes
-    ids: pa.Array | None  # string ids, None without an id column
+    ids: pa.Array | None  # string ids in their canonical text, None without an id column
     imputed: dict[str, int]
 
 
@@ -170,6 +170,7 @@ def check_batch(schema: DatasetSchema, columns: Mapping[str, pa.Array], rows: Ba
                if schema.labelled else np.full(n_rows, np.nan))
     ids = None
     if schema.id_column is not None:
-        ids = check_ids(columns[schema.id_column], schema.id_column, rows, log)
+        ids = check_ids(columns[schema.id_column], schema.id_column, rows, log,
+                        schema.id_kind)
     log.flush()
     return CheckedBatch(features, outcome, attributes, ids, imputed)

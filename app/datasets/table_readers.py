@@ -3,9 +3,11 @@
 Formats: ``text/csv`` (UTF-8, a byte order mark allowed and dropped; comma-separated unless
 the request declares another dialect, ``app.datasets.table_format``; a header row naming every
 column of the schema exactly once, order free, no other column; an empty cell is a missing
-value; a value cannot span lines) and ``application/vnd.apache.parquet``. Both are read in
-batches (1 MiB of CSV, 64k Parquet rows) on a reading thread (``app.datasets.prefetch``) while
-the consumer checks the batch before (``app.datasets.ingest``).
+value; a value cannot span lines) and ``application/vnd.apache.parquet`` (an id column of
+``id_kind`` integer as integers or text). Both are read in batches (1 MiB of CSV, 64k Parquet
+rows) on a reading thread (``app.datasets.prefetch``) while the consumer checks the batch
+before (``app.datasets.ingest``). Ids are read as text here and made canonical for their kind
+by the checks (``app.datasets.id_rules``).
 
 A header (or Parquet schema) that does not match the declared schema is logged and nothing is
 read; so is a header over ``settings.upload_max_header_bytes`` or
@@ -222,6 +224,9 @@ def parquet_batches(source: Source, schema: DatasetSchema,
         if field.name in schema.columns and not _readable(kind):
             log.add(f"a column of type {kind} cannot be read", "numbers or text",
                     column=field.name)
+        elif field.name == schema.id_column and not _id_readable(kind, schema.id_kind):
+            log.add(f"an integer id column of type {kind}", "integers or text (a float or "
+                    "decimal column cannot hold every whole number exactly)", column=field.name)
     if table.metadata.num_rows > MAX_ROWS:
         log.add(f"{table.metadata.num_rows} rows", f"at most {MAX_ROWS} rows")
     if not log:
@@ -235,6 +240,13 @@ def parquet_batches(source: Source, schema: DatasetSchema,
         for batch, _ in batches:
             if batch is not None:
                 yield batch
+
+
+def _id_readable(kind: pa.DataType, id_kind: str) -> bool:
+    """Whether an id column of Arrow type ``kind`` holds ids of the schema's ``id_kind``:
+    integer ids come as integers or as text to read as whole numbers."""
+    return id_kind != "integer" or not (pa.types.is_floating(kind) or pa.types.is_decimal(kind)
+                                        or pa.types.is_boolean(kind))
 
 
 def _readable(kind: pa.DataType) -> bool:

@@ -257,7 +257,7 @@ AUDITS = [
 ]
 
 DECLARED_SCHEMA = [
-    *fields("DatasetSchema-Output", {PUBLIC_INPUT: "subgroups id_column"},
+    *fields("DatasetSchema-Output", {PUBLIC_INPUT: "subgroups id_column id_kind"},
             note="the data steward's declaration (public bounds, categories, references, codes), "
             "never a statistic of the rows"),
     *fields("FeatureSpec-Output", {PUBLIC_INPUT: "name kind label unit lower upper model_lower "
