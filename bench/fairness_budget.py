@@ -106,7 +106,8 @@ def load(dataset: Dataset) -> LoadedData:
     """What ``app.flows.job_run.load`` reads for a job on the dataset."""
     return LoadedData(split=dataset_parts.load_parts(dataset),
                       encoder=encoder_for(dataset_parts.schema_of(dataset)),
-                      budget_delta=dataset.budget_delta)
+                      ledger_deltas=() if dataset.budget_delta is None
+                      else (dataset.budget_delta,))
 
 
 Metrics = dict[tuple[str, str], dict[str, float]]  # (grouping, group) -> gap metric -> value

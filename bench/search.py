@@ -155,8 +155,8 @@ def search_run(proxy: proxies.Proxy, parts: Any, epsilon: float, seed: int, runs
     encoder = encoder_for(proxy.schema)
     loaded = LoadedData(split=Split(_rows(parts.x[T], parts.y[T]), _rows(parts.x[C], parts.y[C]),
                                     _rows(parts.x[E], parts.y[E])),
-                        encoder=encoder, budget_delta=None)
-    noise = worker_search.held_out_noise_of(spec, None)
+                        encoder=encoder, ledger_deltas=())
+    noise = worker_search.held_out_noise_of(spec, loaded.held_out_deltas(spec.delta))
     rng = np.random.default_rng(seed)
     drawn: list[int] = []
 

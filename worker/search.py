@@ -185,11 +185,11 @@ def best_of_runs(worker: JobWorker, loaded: LoadedData, spec: TrainingSpec,
     return best
 
 
-def held_out_noise_of(spec: TrainingSpec, budget_delta: float | None) -> float:
-    """The held-out releases' noise: no costlier than one run (so than the search), at the
-    job's delta and the budget's (``app.privacy.parallel``)."""
+def held_out_noise_of(spec: TrainingSpec, deltas: list[float]) -> float:
+    """The held-out releases' noise: no costlier than one run (so than the search), at each
+    of ``deltas`` (``LoadedData.held_out_deltas``: the job's, and those the ledger reads the
+    dataset's releases at; ``app.privacy.parallel``)."""
     run = [Mechanism(spec.noise_multiplier, spec.sample_rate, spec.steps)]
-    deltas = [spec.delta] if budget_delta is None else [spec.delta, budget_delta]
     tight = accounting.create_accountant("prv")
     return held_out_noise(run, deltas, lambda delta: tight.epsilon(run, delta))
 
@@ -204,7 +204,7 @@ def run_search(worker: JobWorker, claimed: ClaimedJob) -> str:
     with worker.database.session_scope() as session:
         loaded = job_run.load(session=session, dataset_id=claimed.dataset_id,
                               job_id=claimed.job_id)
-    noise = held_out_noise_of(spec, loaded.budget_delta)
+    noise = held_out_noise_of(spec, loaded.held_out_deltas(spec.delta))
     if _record(worker, claimed, 0, total):
         return _end(worker, claimed, CANCELLED, "cancelled")
 

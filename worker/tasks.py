@@ -217,22 +217,22 @@ def evaluate_step(spec: TrainingSpec, result: TrainingResult, loaded: LoadedData
     model on the evaluation part.
 
     Each is one DP release on its own part, disjoint from training and from each other by the
-    records' coins, and no costlier than the training at any order, nor at the job's delta or
-    the budget's (the filter's first-release rule reads the training there): parallel
-    composition, no extra spend (``app.privacy.parallel``).
+    records' coins, and no costlier than the training at any order, nor at the job's delta,
+    the budget's or the patient space's (the filters' first-release rule reads the training
+    there), checked before anything is released: parallel composition, no extra spend
+    (``app.privacy.parallel``).
 
     ``calibrated``: (its calibration, the held-out noise, the whole charge's epsilon) of a
     model a search already calibrated (``worker.search``: its run's release chose it).
     """
-    split, encoder, budget_delta = loaded.split, loaded.encoder, loaded.budget_delta
+    split, encoder = loaded.split, loaded.encoder
     eps_prv, eps_rdp = _epsilons(result.history, spec.delta)
     history = [Mechanism(*step) for step in result.history]
     if calibrated is not None:
         calibration, noise, eps_prv = calibrated
         eps_rdp = eps_prv  # a search's figure is its RDP (app.privacy.selection)
     else:
-        deltas = [spec.delta] if budget_delta is None else [spec.delta, budget_delta]
-        noise = held_out_noise(history, deltas,
+        noise = held_out_noise(history, loaded.held_out_deltas(spec.delta),
                                lambda delta: _epsilons(result.history, delta)[0])
         calibration = calibrate_if_meaningful(
             result.network, split.calibration.x, split.calibration.y,

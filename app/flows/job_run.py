@@ -23,9 +23,11 @@ from app.datasets import parts as dataset_parts
 from app.datasets import service as dataset_service
 from app.datasets.dataset_schema import DatasetSchema, schema_hash
 from app.datasets.encoding import Encoder, encoder_for
+from app.datasets.models import Dataset
 from app.jobs import queue
 from app.jobs.models import SUCCEEDED, Job
 from app.ledger import service as ledger_service
+from app.ledger import spaces
 from app.observability import job_metrics
 from app.privacy.accounting import finite_or_none
 from app.registry import artifacts
@@ -48,7 +50,15 @@ class LoadedData:
 
     split: dataset_parts.Split  # the train / calibration / evaluation parts (keyed coins)
     encoder: Encoder  # from the dataset's declared schema (public bounds only)
-    budget_delta: float | None  # the budget's delta (the held-out releases' noise reads it)
+    ledger_deltas: tuple[float, ...]
+    """The deltas the ledger reads this dataset's releases at: its budget's (its own filter)
+    and its patient space's (the organisation's per-patient delta, or a generator seed's: the
+    per-patient filter's). The held-out releases' noise is matched at each
+    (``app.privacy.parallel.held_out_noise``); empty for a public dataset."""
+
+    def held_out_deltas(self, job_delta: float) -> list[float]:
+        """Every delta a held-out release must be no costlier than the training at."""
+        return sorted({job_delta, *self.ledger_deltas})
 
 
 def load(*, session: Session, dataset_id: int, job_id: int | None = None) -> LoadedData:
@@ -62,7 +72,15 @@ def load(*, session: Session, dataset_id: int, job_id: int | None = None) -> Loa
     left = None if job_id is None else ledger_service.left_out_of(session=session, job_id=job_id)
     return LoadedData(split=dataset_parts.load_parts(dataset, left),
                       encoder=encoder_for(dataset_parts.schema_of(dataset)),
-                      budget_delta=dataset.budget_delta)
+                      ledger_deltas=ledger_deltas(session=session, dataset=dataset))
+
+
+def ledger_deltas(*, session: Session, dataset: Dataset) -> tuple[float, ...]:
+    """``LoadedData.ledger_deltas`` of ``dataset``, as its filters read them now."""
+    space = (None if dataset.patient_space_id is None
+             else session.get(spaces.PatientSpace, dataset.patient_space_id))
+    found = (dataset.budget_delta, None if space is None else space.budget_delta)
+    return tuple(sorted({float(d) for d in found if d is not None}))
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ charged exactly its training's spend: parallel composition.
 """
 
 import math
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
@@ -51,19 +51,61 @@ def dominated_gaussian_noise(
     return max(sigma_rdp, high) * (1.0 + 1e-4)
 
 
+class CostlierThanTraining(RuntimeError):
+    """A held-out release's noise would cost more than the training at some delta or order:
+    parallel composition would not cover it, so it must not be released."""
+
+
 def held_out_noise(history: Sequence[Mechanism], deltas: Iterable[float],
                    epsilon_at: Callable[[float], float]) -> float:
     """The noise of a held-out release (calibration, evaluation) that the training dominates
-    at every delta the ledger reads the training at.
+    at every delta the ledger reads the training at, checked there (``check_dominated``).
 
-    The job's own figure is at the job's delta; the filter's first-release rule reads the
-    training's tight epsilon at the *budget's* delta. Domination at one delta says nothing
-    about another, so the release is matched at each (the largest noise wins); RDP domination
-    at every order (the filter's composition) holds whichever delta is used.
+    The job's own figure is at the job's delta; the filters' first-release rule reads the
+    training's tight epsilon at the *budget's* delta and at the patient space's (the
+    organisation's per-patient delta). Domination at one delta says nothing about another, so
+    the release is matched at each (the largest noise wins); RDP domination at every order
+    (the filters' composition) holds whichever delta is used.
 
     Args:
-        deltas: the job's delta and the budget's (when the dataset has one).
+        deltas: the job's delta and those the ledger reads the dataset's releases at
+            (``app.flows.job_run.LoadedData.held_out_deltas``).
         epsilon_at: the training's accounted epsilon at a given delta.
+
+    Raises:
+        CostlierThanTraining: the noise found does not pass ``check_dominated``.
     """
-    return max(dominated_gaussian_noise(history, delta, epsilon_at(delta))
-               for delta in sorted(set(deltas)))
+    training = {delta: epsilon_at(delta) for delta in sorted(set(deltas))}
+    noise = max(dominated_gaussian_noise(history, delta, epsilon)
+                for delta, epsilon in training.items())
+    check_dominated(noise, history, training)
+    return noise
+
+
+def check_dominated(noise: float, history: Sequence[Mechanism],
+                    training: Mapping[float, float]) -> None:
+    """Check one Gaussian release at noise multiplier ``noise`` against the training it
+    follows: its RDP at most the training's at every grid order, and its exact epsilon at
+    most the training's at each delta of ``training`` (delta -> the training's epsilon).
+
+    Raises:
+        CostlierThanTraining: it costs more somewhere (naming the order or the delta), or it
+            is exact (``noise`` 0) after a training with a finite guarantee.
+    """
+    if not history or any(m.non_private for m in history):
+        return  # a non-private training: nothing for the release to protect
+    if noise == 0.0 and not all(math.isfinite(e) for e in training.values()):
+        return  # as ``dominated_gaussian_noise``: no finite guarantee to stay within
+    if not (math.isfinite(noise) and noise > 0.0):
+        raise CostlierThanTraining(f"an exact held-out release (noise {noise}) after DP "
+                                   "training")
+    excess = ORDERS / (2.0 * noise**2) - rdp_curve(history)
+    if float(np.max(excess)) > 1e-12:
+        order = float(ORDERS[int(np.argmax(excess))])
+        raise CostlierThanTraining(f"noise {noise:.6g} costs more than the training at RDP "
+                                   f"order {order:g}")
+    for delta, epsilon in sorted(training.items()):
+        release = gaussian_epsilon([Mechanism(noise, 1.0, 1)], delta)
+        if release > epsilon:
+            raise CostlierThanTraining(f"noise {noise:.6g} costs epsilon {release:.6g} at "
+                                       f"delta {delta:g}, above the training's {epsilon:.6g}")

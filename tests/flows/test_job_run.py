@@ -12,6 +12,7 @@ from app.datasets.schemas import DatasetCreate
 from app.flows import job_run
 from app.flows import training as training_flow
 from app.jobs.schemas import JobCreate
+from app.ledger import spaces
 from app.registry.models import TrainedModel
 from tests.conftest import FAST_TRAINING, small_dataset
 
@@ -36,15 +37,25 @@ def test_claim_takes_the_queued_job_once(db: Database) -> None:
         assert job_run.claim(session=session, worker_id="v", lease_seconds=60) is None
 
 
-def test_load_reads_the_parts_and_the_budget_delta(db: Database) -> None:
+def test_load_reads_the_parts_and_the_deltas_the_ledger_reads(db: Database) -> None:
+    """The held-out releases are matched at the budget's delta and at the patient space's
+    (the per-patient filter's): read from the space, so a space whose delta differs from the
+    dataset's is matched at its own."""
     dataset_id, _ = _submit(db)
     with db.session_scope() as session:
-        loaded = job_run.load(session=session, dataset_id=dataset_id)
         dataset = dataset_service.get(session=session, dataset_id=dataset_id)
+        assert dataset.patient_space_id is not None and dataset.budget_delta is not None
+        space = session.get(spaces.PatientSpace, dataset.patient_space_id)
+        assert space is not None
+        space.budget_delta = dataset.budget_delta / 100
+    with db.session_scope() as session:
+        loaded = job_run.load(session=session, dataset_id=dataset_id)
         split = loaded.split
         parts = (len(split.train.y), len(split.calibration.y), len(split.evaluation.y))
         assert sum(parts) == dataset.n_rows and all(parts)
-        assert loaded.budget_delta == dataset.budget_delta
+        assert loaded.ledger_deltas == (dataset.budget_delta / 100, dataset.budget_delta)
+        assert loaded.held_out_deltas(0.5) == [dataset.budget_delta / 100,
+                                               dataset.budget_delta, 0.5]
 
 
 def test_commit_writes_nothing_for_a_job_this_worker_lost(db: Database) -> None:

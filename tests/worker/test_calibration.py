@@ -3,6 +3,7 @@ composition), the Platt fit recovers known maps, the folded model ranks as befor
 model's probabilities come out close to the truth."""
 
 import math
+from typing import Any
 
 import numpy as np
 import pytest
@@ -10,6 +11,9 @@ import torch
 from sklearn.metrics import roc_auc_score
 
 from app.datasets import synthetic
+from app.datasets.encoding import BUILT_IN_ENCODER
+from app.datasets.parts import PartRows, Split
+from app.flows.job_run import LoadedData
 from app.privacy.accounting import (
     ORDERS,
     Mechanism,
@@ -18,9 +22,22 @@ from app.privacy.accounting import (
     rdp_curve,
 )
 from app.privacy.noise import noise_for_target
-from app.privacy.parallel import dominated_gaussian_noise, held_out_noise
+from app.privacy.parallel import (
+    CostlierThanTraining,
+    check_dominated,
+    dominated_gaussian_noise,
+    held_out_noise,
+)
+from app.registry.network import build_network
 from worker import calibration as cal
-from worker.training import TrainingSpec, predict_log_odds, predict_proba, train
+from worker import tasks
+from worker.training import (
+    TrainingResult,
+    TrainingSpec,
+    predict_log_odds,
+    predict_proba,
+    train,
+)
 
 DELTA = 1e-5
 
@@ -189,3 +206,47 @@ def test_held_out_noise_is_dominated_at_the_job_and_the_budget_delta(
         assert gaussian_epsilon([Mechanism(noise, 1.0, 1)], delta) <= training(delta)
     assert noise >= dominated_gaussian_noise(history, job_delta, training(job_delta))
     assert noise >= dominated_gaussian_noise(history, budget_delta, training(budget_delta))
+
+
+def test_the_check_names_the_delta_where_a_release_would_cost_more_than_planned() -> None:
+    """The held-out noise is checked at every delta it is given, not trusted to the RDP floor
+    that happens to cover them: planned lower at the organisation's delta (1e-9), a release
+    matched at the job's alone is refused, naming that delta."""
+    history = [Mechanism(1.1, 0.09, 220)]
+    job_delta, organisation_delta = 1e-5, 1e-9
+    planned = {job_delta: PRVAccountant().epsilon(history, job_delta),
+               organisation_delta: 0.5 * PRVAccountant().epsilon(history, organisation_delta)}
+    matched = dominated_gaussian_noise(history, job_delta, planned[job_delta])
+    with pytest.raises(CostlierThanTraining, match="at delta 1e-09"):
+        check_dominated(matched, history, planned)
+    noise = held_out_noise(history, planned, planned.__getitem__)  # matched at both: passes
+    assert noise > matched
+    assert gaussian_epsilon([Mechanism(noise, 1.0, 1)], organisation_delta) <= \
+        planned[organisation_delta]
+
+
+def test_the_held_out_releases_are_matched_at_every_delta_the_ledger_reads(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """``evaluate_step`` (a job's and a federated clinic's) hands the held-out noise the job's
+    delta, the budget's and the organisation's per-patient delta (the dataset's ledger
+    deltas): one of them left out, this fails."""
+    seen: list[list[float]] = []
+
+    def recorded(history: list[Mechanism], deltas: list[float], epsilon_at: Any) -> float:
+        seen.append(sorted(deltas))
+        return held_out_noise(history, deltas, epsilon_at)
+
+    monkeypatch.setattr(tasks, "held_out_noise", recorded)
+    table = synthetic.generate(600, 7)
+    rows = PartRows(x=table.x, y=table.y, groups={}, rows=len(table.y))
+    loaded = LoadedData(split=Split(rows, rows, rows), encoder=BUILT_IN_ENCODER,
+                        ledger_deltas=(1e-9, 1e-6))
+    spec = TrainingSpec(kind="logistic", hidden_units=8, epochs=1, batch_size=600,
+                        learning_rate=0.1, momentum=0.0, max_grad_norm=1.0,
+                        noise_multiplier=2.0, sample_rate=1.0, steps=50, delta=1e-5, seed=0)
+    network = build_network("logistic", 8, BUILT_IN_ENCODER.n_inputs)
+    trained = tasks.evaluate_step(spec, TrainingResult(network, 1, [(2.0, 1.0, 50)]), loaded)
+    assert seen == [[1e-9, 1e-6, 1e-5]]
+    noise = trained.metrics["release"]["noise_multiplier"]
+    history = [Mechanism(2.0, 1.0, 50)]
+    check_dominated(noise, history, {d: PRVAccountant().epsilon(history, d) for d in seen[0]})
