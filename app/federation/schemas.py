@@ -187,7 +187,8 @@ class FederationReport(ResponseModel):
     site_statements: dict[str, SiteStatement] = Field(
         description="keyed by declared site name: each site's planned (epsilon, delta)")
     federation_epsilon: float | None = Field(
-        description="the worst site's epsilon: every patient's guarantee is their own clinic's")
+        description="the worst site's epsilon: the guarantee of a patient treated at one "
+        "clinic; a patient at several has the composition of those clinics' (at most the sum)")
     federation_delta: float | None
     evaluated_sites: list[str]
     model_sha256: str | None = Field(

@@ -216,7 +216,8 @@ class SearchRecord(_Stored):
 class FederationRecord(_Stored):
     """A federated model's federation (``worker.federated_site``): the model is FedAvg of the
     sites' DP releases, and its guarantee is each site's own charge; the federation's
-    statement is the worst site's."""
+    statement is the worst site's, for a patient at one site (a patient at several has the
+    composition of their sites' charges)."""
 
     name: str
     site: str = Field(description="this clinic's site name")
