@@ -17,15 +17,17 @@ How:
 - Platt's two parameters are then fitted to the noisy counts (post-processing) under the
   release's own likelihood: each bin's true counts are unknown, the release is them plus
   Gaussian noise of a known std, so the fit sums over the counts the noise could hide
-  (``worker.platt_fit``; v2 read the noisy counts as counts, clamped, and left out bins within
-  the noise of zero, which pulled a confident model's slope far down). A weak public prior
-  (slope near 1, intercept near 0) matters only when the counts are very noisy; each bin's
-  probability is the map's mean over where its rows lie (``bin_points``).
+  (``worker.platt_fit``): noisy counts read as counts, clamped, would turn the noise in a
+  confident model's outer bins into rows of the other outcome and pull its slope far down. A
+  public prior read from the training's plan (``prior_for``) matters only when the counts are
+  very noisy; each bin's probability is the map's mean over where its rows lie (``bin_points``).
 - The edges are symmetric in log-odds, 1.5 apart, with open bins beyond log-odds 8: a common
-  outcome (30-40%) is calibrated as well as a rare one, and 12 bins keep each bin's counts
-  further above the noise than v2's 24.
+  outcome (30-40%) is calibrated as well as a rare one, and 12 bins keep each bin's counts well
+  above the noise on a few hundred calibration rows.
 - The fitted map is folded into the model's last linear layer, so every consumer of the model
   (scoring, Shapley contributions, FHIR, CDS Hooks) sees calibrated probabilities.
+
+docs/decisions/0009-calibration-fit-through-the-noise.md records why the fit is built this way.
 """
 
 import math
@@ -46,44 +48,25 @@ METHOD = "dp-platt-binned-v3"
 EDGES = np.array([-8.0, -6.0, -4.5, -3.0, -1.5, 0.0, 1.5, 3.0, 4.5, 6.0, 8.0])
 """Logit bin edges, public and fixed, never taken from the data: 12 bins, symmetric in
 log-odds, 1.5 apart from probability 1.1% to 98.9%, then 6 and 8 (0.25% and 0.03%) for rare
-outcomes and confident models. History: v1 had probabilities 0.25% .. 32% and one open bin
-above, whose one representative logit bent the fit at a 30-40% outcome; v2 mirrored those
-edges and added log-odds 8, 10 and 12 on both sides: 24 bins, each with the noise of a whole
-count, so on a few hundred calibration rows most bins were mostly noise. v3 (with the
-deconvolved fit, ``worker.platt_fit``) fits the same models' probabilities better on every
-proxy table where it differs (bench/calibration_fits.py, the same models and noise draws:
-docs/benchmarks.md), most on confident models of a common outcome (the 2,500-row ``strong``
-proxy at epsilon 1: log-loss 0.269 against 0.323 for v2 with the clamped fit)."""
+outcomes and confident models. Symmetric, so a common outcome gets as many bins as a rare one;
+few, so each bin's counts, which carry the noise of a whole count each, stand above it
+(bench/calibration_fits.py compares fits on the same models and noise draws)."""
 SENSITIVITY = math.sqrt(2.0)
 FLOOR_BINS = 24
-"""The bins the size floor is computed for (``size_floor_rows``): v2's 24, kept with v3's 12
-bins so that which parts are calibrated, and which jobs get the capped regime's recipe
-(``app.jobs.recipe.CALIBRATION_BINS``), did not move with the fit; a floor for 12 bins would
-be 1.4 times lower (not measured yet)."""
-# Public prior (Gaussian) on the Platt parameters. Clipping mostly shifts a DP model's intercept
-# (measured: slope 0.9-1.0, intercept about -1 log-odds at 2% prevalence with clip 0.5). The
-# intercept's sd went from 3 to 1 with the clip rule of app/jobs/recipe.py (bench/proxy_study.py):
-# on a small calibration part (85 rows of a 569-row table) the looser prior let the noise move
-# the intercept by 2 log-odds; with the deconvolved fit, sds of 2 and 3 still did worse than 1
-# on the proxies (bench/calibration_fits.py). The slope's prior depends on the training's plan
-# (public): a full-batch model comes out over-confident (the DP noise adds to its logits; the
-# evaluation rows' own Platt slope is 0.53-0.95 on the proxies), a mini-batch model of the
-# capped regime's recipe under-confident or calibrated (0.9-1.5). Mean 0.75 for noisy full-batch
-# models, 1 otherwise, sd 0.3 for both releases (bench/calibration_fits.py, the same models and
-# noise draws): against mean 1 it lowered the log-loss of the ``strong`` proxies' full-batch
-# models by 0.005-0.019 at epsilon 1 to 8 and moved the other proxies' by at most 0.001; means
-# 0.65 and 0.8 did about as well, and sd 0.2 a little better (0.001-0.005) but it could no
-# longer shrink a 3 times over-confident model below the base rate's log-loss
-# (tests/worker/test_calibration_coarse.py). A noisy mini-batch model (the capped regime's
-# tutorial recipe: last iterate, no momentum) is the one that needs the least correction, and
-# on a small part the release's noise, not the model, moved a loose prior's fit: on anes96 at
-# epsilon 1 (145 calibration rows) the intercept swung from -0.85 to +0.54 over 8 runs of one
-# job and the calibrated log-loss from 0.266 to 0.357 against the raw model's 0.282-0.298.
-# Its prior is the identity map with sds 0.2 and 0.2 (MINI_BATCH_PRIOR), chosen on the proxy
-# set (bench/calibration_fits.py, the capped cells at epsilon 0.5 and 1: log-loss mean (worst)
-# 0.279 (0.371) -> 0.269 (0.298) and 0.277 (0.344) -> 0.267 (0.300) on strong@1000, 0.395
-# (0.577) -> 0.385 (0.546) and 0.376 -> 0.372 on mixed@800; the slope's sd is what mattered,
-# the intercept's 0.1-0.3 moved them by 0.003 at most).
+"""The bins the size floor is computed for (``size_floor_rows``): 24, twice the fine release's
+12, so that which parts are calibrated, and which jobs get the capped regime's recipe
+(``app.jobs.recipe.CALIBRATION_BINS``), stay where they were chosen; a floor for 12 bins would
+be about 1.4 times lower."""
+# Public prior (Gaussian) on the Platt parameters, read from the training's plan (``prior_for``),
+# never from the rows. Clipping mostly shifts a DP model's intercept; an sd of 1 keeps a small
+# calibration part's noise from moving it by log-odds. A noisy full-batch model comes out
+# over-confident (the DP noise adds to its logits), so its slope's prior is centred at 0.75; an
+# sd of 0.3 still lets the fit bring a 3 times over-confident model below the base rate's
+# log-loss (tests/worker/test_calibration_coarse.py). A noisy mini-batch model (the capped
+# regime's tutorial recipe: last iterate, no momentum) needs the least correction, and on a
+# small part the release's noise, not the model, would move a loose prior's fit: its prior is
+# the identity map held tight (MINI_BATCH_PRIOR; the slope's sd is what matters there). Chosen
+# on the proxy set with bench/calibration_fits.py.
 PRIOR_SLOPE, PRIOR_SLOPE_SD = 1.0, 0.3
 FULL_BATCH_PRIOR_SLOPE = 0.75
 PRIOR_INTERCEPT, PRIOR_INTERCEPT_SD = 0.0, 1.0
@@ -104,24 +87,17 @@ FULL_BATCH_PRIOR = Prior(slope_mean=FULL_BATCH_PRIOR_SLOPE)
 MINI_BATCH_PRIOR = Prior(slope_sd=0.2, intercept_sd=0.2)
 NOISE_FLOOR = 2.0
 """Noise stds a bin's noisy count must reach for ``binned_log_loss`` (a search's score) to
-count it (the size floor's factor too). The fit no longer leaves any bin out: a bin the noise
+count it (the size floor's factor too). The fit itself leaves no bin out: a bin the noise
 swamps is nearly flat in its likelihood (``worker.platt_fit``)."""
 COARSE_METHOD = "dp-platt-binned-coarse-v2"
 COARSE_EDGES = np.array([-3.0, -1.5, 0.0, 1.5, 3.0])
 COARSE_BELOW = 2.0
-"""The coarse release (issue 31), for calibration parts from the size floor up to COARSE_BELOW
-times it: 6 public logit bins, so each bin's counts stand further above the noise. Measured
-with v2's fit (then against v2's 24 bins and a prior slope sd of 0.1 for the fine release): on
-bench/proxy_study.py's 800-row, 15% proxy (about 135 calibration rows, 1.3 times the floor at
-epsilon 1) its log-loss was 0.377 with the fine release and 0.369 with the coarse one (base
-rate 0.395; 5 splits, paired), and on the full-batch models of that table 0.420 fine, 0.418
-coarse with sd 0.1, 0.396 coarse with sd 0.3. With the deconvolved fit the 6 bins still beat
-v3's 12 there (bench/calibration_fits.py: 0.277 against 0.285 on the 1,000-row ``strong``
-proxy at epsilon 1). Below the floor nothing is released, but for a noisy mini-batch model
-from MINI_BATCH_FLOOR_SHARE of it: a first version released the coarse bins down to their
-own, half as large, floor under the loose prior, and on a real table of the confirmation set
-(anes96, 140 calibration rows at epsilon 0.5) five runs of one job spread over 0.51 in
-log-loss, and the mean was 0.343 against 0.266 for the uncalibrated tutorial model."""
+"""The coarse release, for calibration parts from the size floor up to COARSE_BELOW times it:
+6 public logit bins, so each bin's counts stand further above the noise; on the small proxy
+tables the 6 bins fit better than the fine release's 12 (bench/calibration_fits.py). Below the
+floor nothing is released, but for a noisy mini-batch model from MINI_BATCH_FLOOR_SHARE of it:
+under a loose prior, a release below the floor spread one job's log-loss widely from run to
+run."""
 
 
 @dataclass(frozen=True)
@@ -294,12 +270,9 @@ def size_floor_rows(noise_multiplier: float) -> int:
 MINI_BATCH_FLOOR_SHARE = 0.5
 """A noisy mini-batch model's calibration is released (coarse) from this share of the size
 floor up: under MINI_BATCH_PRIOR's tight identity map a release the noise swamps barely moves
-the map, so the floor's reason (below it the loose prior's fit was the noise's) no longer
-holds there. Chosen on the proxy set (bench/proxy_study.py, 5 splits, log-loss mean (worst),
-withheld then released): mixed@800 at epsilon 0.5 .392 (.533) -> .381 (.482), strong@1000 at
-0.5 .269 (.294) -> .267 (.290); confirmed on tables it was not chosen on: breast cancer at 1
-.539 (.729) -> .514 (.662), anes96 at 0.5 .253 (.316) -> .250 (.317). With the loose prior a
-release from half the floor had spread anes96's log-loss over 0.51 (``COARSE_BELOW``)."""
+the map, so the floor's reason (below it a loose prior's fit is the noise's) does not hold
+there. Chosen on the proxy set and confirmed on tables it was not chosen on
+(bench/proxy_study.py)."""
 
 
 def release_floor_rows(noise_multiplier: float, history: list[Mechanism]) -> int:
