@@ -29,5 +29,4 @@ def downgrade() -> None:
     # The older code reads such a dataset's patients by their row numbers again, which the
     # organisation's index does not hold: a release that leaves anybody out then leaves out
     # every row of it, which over-charges and never under-charges.
-    with op.batch_alter_table('dataset') as batch:
-        batch.drop_column('patient_ids_sha256')
+    op.drop_column('dataset', 'patient_ids_sha256')
