@@ -1,12 +1,12 @@
 """DP-SGD steps at one fixed batch width, replayed as a CUDA graph where the job runs on a GPU.
 
 A Poisson batch's size changes every step, and a small step on a GPU costs its kernel launches
-(about 160 us on an H100, issue 31) whatever its size, so a mini-batch job ran slower on the GPU
-than on 16 CPU cores. Here every step reads one fixed-width row of sampled positions: those past
-the end of the table are padding rows with weight 0 (their per-sample gradient is multiplied by
-zero, so the clipped sum is the eager engine's), which gives every step the same shapes. The
-whole step (gather, per-sample gradients, clipping, noise, the optimizer's update) is then
-captured once and replayed with one launch.
+whatever its size, so launched eagerly a mini-batch job runs slower on the GPU than on 16 CPU
+cores (bench/training_speed.py --small-batches). Here every step reads one fixed-width row of
+sampled positions: those past the end of the table are padding rows with weight 0 (their
+per-sample gradient is multiplied by zero, so the clipped sum is the eager engine's), which
+gives every step the same shapes. The whole step (gather, per-sample gradients, clipping, noise,
+the optimizer's update) is then captured once and replayed with one launch.
 
 The mechanism is unchanged: the width is the sampler's first round of draws (mean + 6 sd), and
 the rare block whose steps needed more draws runs eagerly, so the sampling law stays exact. The

@@ -59,7 +59,7 @@ def check_new_source(session: Session, *fingerprints: str,
 
     The unique fingerprint column also refuses a concurrent twin at commit (a shared twin is
     serialised by the space lock and records ``shared_fingerprint``). The answer depends on
-    another dataset's rows (an equality oracle: issue 26), so only routes for the roles that
+    another dataset's rows (an equality oracle), so only routes for the roles that
     hold the tables (data steward, admin: ``app.api.datasets.STEWARDS``) may call this.
 
     Raises:

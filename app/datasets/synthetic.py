@@ -10,7 +10,7 @@ drawn from its own stream, so every other column (and the Bayes ceiling) is as b
 A record's id is its index in the generated table.
 
 ``SHIFTS`` names the generator's documented variants (a synthetic source's ``shift``). For
-follow-up cohorts (monitoring, issue 30), under ``"phq9_and_outcome"`` the PHQ-9 scores move up
+follow-up cohorts (monitoring), under ``"phq9_and_outcome"`` the PHQ-9 scores move up
 (drawn from 8 to 27 instead of 0 to 27: a service now seeing more severe depression) and the
 outcome model changes (PHQ-9 and prior crises matter less, substance use more:
 ``SHIFTED_COEFFICIENTS``, intercept raised to -5.3; the prevalence falls to about 0.7%), so a
@@ -19,7 +19,7 @@ the old model's true logit ranks at ROC-AUC 0.70, the shifted one's at 0.77). Ev
 column is drawn as before.
 
 ``"subgroup_effect"`` (selected the same way, but a property of a cohort rather than a change
-over time) is the documented subgroup effect for fairness checks (issue 30): for patients aged
+over time) is the documented subgroup effect for fairness checks: for patients aged
 65 and over (the last age band, ``AGE_BANDS``) the outcome follows low functioning and falling
 away from care instead of depression, substance use and history (``OLDER_COEFFICIENTS``: GAF
 -0.10 instead of -0.03, sessions -0.15 instead of +0.15, PHQ-9, substance use and prior crises

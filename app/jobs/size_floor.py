@@ -1,14 +1,14 @@
-"""The fewest rows a job can use: a public rule on public quantities (issue 28, item 4).
+"""The fewest rows a job can use: a public rule on public quantities.
 
-A 2-row upload once trained a model on 1 row with no calibration rows, and its statement said
-its probabilities "were calibrated on a held-out part". The rule below refuses such jobs and
-makes a model say which held-out release it could not make meaningful. Its inputs are public
-only: the part sizes (public by convention, ``app.datasets.identity``), the request's epsilon
-and delta (or, for a noise-multiplier job, the planned mechanism's PLD epsilon), the model's
-inputs under the declared schema, and the held-out releases' noise multipliers and public bins
-(functions of the planned mechanism). Never a statistic of the rows, not even the prevalence:
-so every floor holds for the most favourable prevalence (50%), and is a necessary condition,
-not a sufficient one, for a rarer outcome.
+Without it a 2-row upload could train a model on 1 row with no calibration rows, and its
+statement would say its probabilities "were calibrated on a held-out part". The rule below
+refuses such jobs and makes a model say which held-out release it could not make meaningful. Its
+inputs are public only: the part sizes (public by convention, ``app.datasets.identity``), the
+request's epsilon and delta (or, for a noise-multiplier job, the planned mechanism's PLD
+epsilon), the model's inputs under the declared schema, and the held-out releases' noise
+multipliers and public bins (functions of the planned mechanism). Never a statistic of the rows,
+not even the prevalence: so every floor holds for the most favourable prevalence (50%), and is a
+necessary condition, not a sufficient one, for a rarer outcome.
 
 Held-out floor (``held_out_floor``). A held-out release (the calibration's per-bin counts, the
 evaluation's histogram) is meaningful only if the rarer outcome's count, summed over the

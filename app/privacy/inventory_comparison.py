@@ -1,4 +1,4 @@
-"""The release inventory of champion/challenger comparisons (issue 30, item 5).
+"""The release inventory of champion/challenger comparisons.
 
 A comparison's figures are post-processing of its one Gaussian release on the follow-up's
 evaluation part (both models' evaluation histograms, ``worker.monitoring.comparison``:

@@ -1,4 +1,4 @@
-"""The release inventory of federations (issue 32): what a coordinator and a clinic show.
+"""The release inventory of federations: what a coordinator and a clinic show.
 
 The declaration is public by agreement between the clinics (sites, public weights, addresses,
 the schema's hash, the recipe). A round's membership is operational (which site answered), not

@@ -1,4 +1,4 @@
-"""The release inventory of monitoring (issue 30): follow-up registrations and monitoring runs.
+"""The release inventory of monitoring: follow-up registrations and monitoring runs.
 
 A run's figures are post-processing of its one Gaussian release on the follow-up (the
 evaluation's histograms and the features' histograms, ``worker.monitoring.task``: classified

@@ -1,4 +1,4 @@
-"""The release inventory of a training job's hyper-parameter search (issue 31, item 3).
+"""The release inventory of a training job's hyper-parameter search.
 
 The search is one release, Papernot and Steinke's repeat-and-select (``app.privacy.selection``):
 of a random number of DP-SGD runs, only the best is released, with its candidate and its
