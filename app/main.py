@@ -47,8 +47,8 @@ def create_app(*, embedded_worker: bool = False) -> FastAPI:
         sweep_flow.on_startup()  # spools, tables and weights a crash left behind
         patient_spaces_flow.on_startup()  # datasets from before patient spaces join theirs
         # Everything loaded so far (modules, torch, the app) lives as long as the process:
-        # moved out of the collector's view, a full collection takes milliseconds, not the
-        # ~200 ms it took mid-request (measured), which was a scoring tail-latency spike.
+        # moved out of the collector's view, a full collection stays short instead of walking
+        # the whole start-up heap in the middle of a scoring request (a tail-latency spike).
         gc.freeze()
         # The reaper fails a dead worker's job even when no other worker runs.
         # (Scoring's audit events need no flush here: each is committed before its answer.)

@@ -50,8 +50,8 @@ class Worker:
             torch.set_num_threads(settings.torch_threads)
 
     def run_forever(self) -> None:
-        # torch.optim imports torch._dynamo lazily on the first optimizer (0.5 s, seconds on a
-        # busy machine): pay it before announcing readiness, not in the first job's latency.
+        # torch.optim imports torch._dynamo lazily on the first optimizer (a slow import):
+        # pay it before announcing readiness, not in the first job's latency.
         import torch._dynamo  # noqa: F401
 
         # LISTEN before the first claim: a job queued in between still wakes the first wait.

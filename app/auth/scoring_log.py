@@ -12,8 +12,8 @@ progress and for its own, and under load one commit carries many calls' events
 No thread of its own does the writing, and no finished call waits on a lock another holds:
 each hand-off between threads can cost Python's 5 ms switch interval while scoring keeps the
 other threads busy, and designs with a writer thread, or with every call taking the writer's
-lock in turn, queued up at 200 requests/s on 2 cores (measured with bench/scoring_latency.py;
-docs/benchmarks.md gives the figures).
+lock in turn, queued up at 200 requests/s on 2 cores under bench/scoring_latency.py
+(docs/decisions/0011-scoring-audit-by-group-commit.md).
 
 An answer therefore leaves only after its event is committed: killing the process, however
 hard, loses no event of an answered call. When the commit fails, the calls waiting on it answer
@@ -100,7 +100,7 @@ class ScoringLog:
             if self._open.get(commit.database.token) is commit:
                 del self._open[commit.database.token]
         try:
-            # Core, not a Session: a third of the CPU time per commit (measured).
+            # Core, not a Session: the ORM's unit of work would cost more CPU than the insert.
             with commit.database.engine.begin() as connection:
                 connection.execute(insert(AuditEvent), commit.events)
         except Exception as exc:  # noqa: BLE001 - the waiting calls answer 503

@@ -62,8 +62,8 @@ def _bytes(text: pa.Array) -> tuple[np.ndarray, np.ndarray] | None:
 
 def _refused(text: pa.Array) -> np.ndarray:
     """Where a value has a refused character. Ids are nearly always printable ASCII: when every
-    byte of the values is, none can have one, and the regex (about 60 ms a million ids) is not
-    run; any other byte (or a null slot's leftover bytes) takes the regex."""
+    byte of the values is, none can have one, and the regex (the costly part of the check) is
+    not run; any other byte (or a null slot's leftover bytes) takes the regex."""
     found = _bytes(text)
     if found is not None:
         offsets, data = found

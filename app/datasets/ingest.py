@@ -258,8 +258,8 @@ class _Columns:
 
     def ids(self) -> IdColumn:
         """The id column (built once; the id chunks are then freed): one array with the rows
-        kept, else the batches' arrays as they came (an upload only compares or keys them,
-        and joining a million ids into one array took 35 ms at the end of every upload)."""
+        kept, else the batches' arrays as they came (an upload only compares or keys them, so
+        joining them into one array would only add work at the end of every upload)."""
         if self.id_array is None:
             if self.schema.id_column is None:
                 self.id_array = _row_numbers(0, self.n_rows)

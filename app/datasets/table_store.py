@@ -9,14 +9,13 @@ SHA-256. Two different populations collide only by accident, at odds near n^2 / 
 two million rows); editing any value gives a new fingerprint, as with any content hash.
 
 An upload is kept as the clinic sent it (``keep_as_sent``): ``<data_dir>/<sha256>.csv`` or
-``.parquet``, named by the SHA-256 of its bytes, so the clinic can check with ``sha256sum``
-that the stored table is exactly its own file, and an erasure removes that one file. It is
-read back through the validation that accepted it (``app.datasets.stored``). Re-encoding the
-rows in a layout of our own at upload cost more CPU than all the checks together (0.14 to
-0.22 s of 0.6 s for a million rows, bench/ingest.py), in the request, on two cores; the price
-is disk (a CSV is about 7 times its Parquet) and a re-parse at each load (a third of a second
-per million rows, next to seconds of training). Tables stored before migration 0014 are in
-that layout (``load``): the ids, the features as float64, the outcome, metadata in the footer.
+``.parquet``, named by the SHA-256 of its bytes, so the clinic can check with ``sha256sum`` that
+the stored table is exactly its own file, and an erasure removes that one file. It is read back
+through the validation that accepted it (``app.datasets.stored``). Re-encoding the rows in a
+layout of our own at upload would cost more CPU than all the checks together, in the request
+(bench/ingest.py); the price is disk (a CSV is about 7 times its Parquet) and a re-parse at each
+load, small next to the training that follows. Tables stored before migration 0014 are in that
+layout (``load``): the ids, the features as float64, the outcome, metadata in the footer.
 """
 
 import hashlib

@@ -1,12 +1,12 @@
 """The live blocks an upload in this process left, kept under the chain head that follows them.
 
-Every change of a space's blocks appends a record to the space's chain in the same
-transaction (``spaces.apply_upload`` and ``spaces.open_block`` are chained by their callers,
-and ``space_chain.verify`` checks that the live blocks are those the chain leaves). So when
-the space row, read under its lock, names as its head the record an upload of this process
-appended, the space's live blocks are still the ones that upload left: the next upload uses
-them instead of reading its thousands of rows and their JSON again (10-20 ms of a
-million-row accept that splits 6,310 blocks). A rolled-back upload's record never becomes the
+Every change of a space's blocks appends a record to the space's chain in the same transaction
+(``spaces.apply_upload`` and ``spaces.open_block`` are chained by their callers, and
+``space_chain.verify`` checks that the live blocks are those the chain leaves). So when the
+space row, read under its lock, names as its head the record an upload of this process appended,
+the space's live blocks are still the ones that upload left: the next upload uses them instead
+of reading its thousands of rows and their JSON again (a share of the accept, which runs alone,
+when an upload splits thousands of blocks). A rolled-back upload's record never becomes the
 head, so its entry is never used; another process's upload or budget change moves the head.
 """
 

@@ -23,7 +23,7 @@ _LOG_BINOM = np.where(
 
 
 def integer_order_rdp(noise_multiplier: float, sample_rate: float, steps: int) -> np.ndarray:
-    """RDP at the grid's integer orders in closed form, vectorised (microseconds, not 0.1 s).
+    """RDP at the grid's integer orders in closed form, vectorised (cheap enough to call in loops).
 
     log A_a = logsumexp_i [log C(a, i) + i log q + (a - i) log(1 - q) + (i^2 - i) / (2 s^2)]
     (Mironov et al. 2019, the formula Opacus and dp-accounting use for integer orders). Only

@@ -17,10 +17,11 @@ and delta 1e-9, but by up to ~4% either way at 1.75 x 10^5 steps and delta 1e-10
 in the probability domain instead is 3-6x slower and still meets float64's floor there).
 
 Why not call dp-accounting directly: it builds the PMF and reads epsilon with per-point Python
-loops (0.5-20 s for a large job). The same formulas run here with NumPy (the tests check the
-vectorised inverse privacy loss against dp-accounting's to 1e-9, and the epsilons to 1e-6 at
-its default interval 1e-4). The interval is 1e-4 unless a PMF would exceed its point cap; it
-then grows just enough (coarser is looser, never unsound), so time and memory stay bounded.
+loops (seconds for a large job, inside a request). The same formulas run here with NumPy (the
+tests check the vectorised inverse privacy loss against dp-accounting's to 1e-9, and the
+epsilons to 1e-6 at its default interval 1e-4). The interval is 1e-4 unless a PMF would exceed
+its point cap; it then grows just enough (coarser is looser, never unsound), so time and memory
+stay bounded.
 """
 
 import math
@@ -31,7 +32,7 @@ from dp_accounting.pld.privacy_loss_mechanism import AdjacencyType, GaussianPriv
 from scipy import fft, signal, special
 
 REFERENCE_INTERVAL = 1e-4  # dp-accounting's default value_discretization_interval
-MAX_PMF_POINTS = 1 << 16  # per composed PMF (the FFT); ~10-80 ms and ~8 MB per evaluation
+MAX_PMF_POINTS = 1 << 16  # per composed PMF (the FFT): bounds each evaluation's time and memory
 MAX_STEP_POINTS = 1 << 18  # hard cap per step PMF (each point costs a few Gaussian CDFs)
 CHERNOFF_ORDERS = 2.0 ** np.arange(13)  # times 1 / len: see _chernoff_bounds
 PROBE_POINTS = 1 << 12  # per step PMF of the probe that sizes the composed PMF
