@@ -6,6 +6,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from tests.conftest import small_dataset
+from tests.ledger.test_patient_budget import SCHEMA, _table
 
 PROBLEM = "application/problem+json"
 
@@ -115,3 +116,22 @@ def test_unknown_dataset_is_404(any_client: TestClient) -> None:
     response = _put(any_client, 999_999, {"epsilon": 5, "delta": 1e-5})
     assert response.status_code == 404
     assert response.headers["content-type"].startswith(PROBLEM)
+
+
+def test_a_registration_awaiting_its_rows_takes_a_budget_checked_when_they_arrive(
+        client: TestClient) -> None:
+    """No rows yet, no size to hold delta to: the change is kept (not a 500), and the upload
+    then holds the delta to 1/(10 n) for its rows."""
+    created = client.post("/v1/datasets", json={
+        "name": "awaiting", "source": {"kind": "upload"}, "schema": SCHEMA,
+        "privacy_budget": {"epsilon": 4, "delta": 1e-6}})
+    assert created.status_code == 201, created.text
+    dataset_id = created.json()["id"]
+    changed = _put(client, dataset_id, {"epsilon": 5, "delta": 1e-3})
+    assert changed.status_code == 200, changed.text
+    assert changed.json()["privacy_budget"]["delta"] == 1e-3
+    sent = client.put(f"/v1/datasets/{dataset_id}/data",
+                      content=_table([f"p{i}" for i in range(400)]),
+                      headers={"Content-Type": "text/csv", "Prefer": "wait=60"})
+    assert sent.status_code == 422, sent.text
+    assert "privacy_budget.delta" in sent.text, sent.text
