@@ -145,7 +145,10 @@ class RoundChecks:
     def _signed(self, keys: dict[int, Any], config: dict[str, Any]) -> None:
         """Each holder's keys signed for this round by a different declared site, its own by
         this clinic."""
-        answers = json.loads(str(config.get(SETUP_ANSWERS) or "{}"))
+        try:
+            answers = json.loads(str(config.get(SETUP_ANSWERS) or "{}"))
+        except ValueError as exc:
+            raise Unsafe("the key sharing's setup answers cannot be read") from exc
         named: dict[int, str] = {}
         for node, pair in keys.items():
             answer = answers.get(str(node)) if isinstance(answers, dict) else None
