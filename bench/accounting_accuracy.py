@@ -1,4 +1,4 @@
-"""The headline epsilon against dp-accounting's PLD, and its cost against the old Opacus PRV.
+"""The headline epsilon against dp-accounting's PLD, and its cost against Opacus' PRV.
 
 Goal (review of the reported epsilon): on DP-SGD settings (q in [1e-4, 1], sigma in [0.5, 20],
 1..100,000 steps, delta in [1e-9, 1e-4]) the headline figure (registry key ``prv``) is never
@@ -6,11 +6,10 @@ under dp-accounting's PLD by more than 0.5% and never over it by more than 2% + 
 
 Per grid point (seeded, log-uniform; plus the review's two cases) this prints the headline
 (``accounting.PLDAccountant``), the reference (``dp_accounting.pld.PLDAccountant`` at
-``--interval``, default its own default 1e-4, pessimistic), the old headline (Opacus' PRV with
-eps_error 0.01 on the integer-order domain, RDP past 600,000 points, as it was before this
-change), their ratios to the reference, and the time of one cold evaluation of each, measured
-in the same run. The reference is slow (up to ~20 s at large epsilon): ``--points`` sets the
-grid size.
+``--interval``, default its own default 1e-4, pessimistic), the former headline (Opacus' PRV
+with eps_error 0.01 on the integer-order domain, RDP past 600,000 points), their ratios to the
+reference, and the time of one cold evaluation of each, measured in the same run. The reference
+is slow (seconds per point at large epsilon): ``--points`` sets the grid size.
 
 Run: .venv/bin/python bench/accounting_accuracy.py [--points 40] [--seed 2026]
 """

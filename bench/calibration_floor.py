@@ -2,13 +2,16 @@
 
 ``app.jobs.size_floor`` withholds the calibration release when the calibration part is below
 ``calibration_floor`` at the job's noise (the rarer outcome, at most half the rows, summed over
-the 25 logit bins, at least 2 noise stds). This bench checks that the floor sits where the
-release stops hurting. A model's logits are drawn as DP-SGD leaves them: the true log-odds
-(normal, sd 1.5, centred for the prevalence) times 0.9, shifted by -1 (clipping under-weights
-the positives). For each prevalence, epsilon (full batch, delta 1e-5: noise multiplier
-``size_floor.gaussian_noise``) and multiple of the floor, ``worker.calibration.calibrate`` (the
-worker's mechanism and fit) runs on that many calibration rows; the log-loss on 20,000 fresh
-rows is compared with the uncalibrated model's. Synthetic rows only (public by construction).
+the release's logit bins, at least 2 noise stds). This bench computes the floor for the fine
+release's bins (``len(EDGES) + 1``); the worker computes it for ``FLOOR_BINS``
+(``worker.calibration.size_floor_rows``), about 1.4 times as many rows. It checks that the floor
+sits where the release stops hurting. A model's logits are drawn as DP-SGD leaves them: the true
+log-odds (normal, sd 1.5, centred for the prevalence) times 0.9, shifted by -1 (clipping
+under-weights the positives). For each prevalence, epsilon (full batch, delta 1e-5: noise
+multiplier ``size_floor.gaussian_noise``) and multiple of the floor,
+``worker.calibration.calibrate`` (the worker's mechanism and fit) runs on that many calibration
+rows; the log-loss on 20,000 fresh rows is compared with the uncalibrated model's. Synthetic
+rows only (public by construction).
 
 Printed per cell: the mean log-loss after calibration over before (below 1: it helps), and the
 share of runs where it helped.

@@ -1,5 +1,5 @@
 """DP cohort statistics at scale: 20 queries grouped by age band and sex on 1,000,000 rows, in at
-most 1 s of server time (issue 17), against a plain pandas groupby of the same queries.
+most 1 s of server time, against a plain pandas groupby of the same queries.
 
 Setting: a synthetic dataset of 1,000,000 rows (the crisis generator) registered in a temporary
 SQLite database; one request of 20 queries (counts, prevalence, means, sums and histograms of

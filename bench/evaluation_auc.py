@@ -1,4 +1,4 @@
-"""Reported DP ROC-AUC against the model's exact AUC on the same evaluation rows (issue 28, item 3).
+"""Reported DP ROC-AUC against the model's exact AUC on the same evaluation rows.
 
 The held-out evaluation releases one noisy histogram of score bin x outcome (``worker.evaluation``)
 and reports the ROC-AUC of those noisy, binned counts. Two things move it off the model's true
@@ -23,7 +23,7 @@ round numbers, never read off the rows):
 * ``fair``: statsmodels' extramarital-affairs survey (``bench/proxies.py``: 6,366 rows, 32%),
   its declared bands; subgroups: the wife's occupation (6 groups).
 * ``crisis``: the service's own generator (``app.datasets.synthetic``, 20,000 rows, 2%), its
-  built-in schema (bands 0.05 / 0.20, age band and sex subgroups). Below the issue's 5-70% range:
+  built-in schema (bands 0.05 / 0.20, age band and sex subgroups). Below the goal's 5-70% range:
   here the goal is only to be at least as accurate as the legacy bins (root-mean-square error of
   one report).
 
@@ -39,7 +39,7 @@ table's mean gap over 3 seeds (``--quick``) can move by 0.01 with the seeds: cit
 
 Columns: the model's AUC (mean over seeds); for each bin rule the mean reported AUC, its mean
 gap, the worst seed's gap (mean over that seed's draws), the root-mean-square error of one
-report (over all seeds and draws), and the number of bins. Goal (issue 28): |mean gap| <= 0.02
+report (over all seeds and draws), and the number of bins. Goal: |mean gap| <= 0.02
 with the current rule on every table of 5-70% prevalence at epsilon 1 and 3.
 
     .venv/bin/python bench/evaluation_auc.py            # 8 tables, 10 seeds, 20 draws (~1 min)
@@ -88,10 +88,10 @@ from worker.tasks import spec_of  # noqa: E402
 
 EPSILONS = (1.0, 3.0)
 GOAL = 0.02
-GOAL_PREVALENCE = (0.05, 0.70)  # the issue's range; outside it: as accurate as before
+GOAL_PREVALENCE = (0.05, 0.70)  # the goal's range; outside it: as accurate as the legacy bins
 LEGACY_GRID = (0.0025, 0.005, 0.01, 0.02, 0.03, 0.04, 0.06, 0.08, 0.12, 0.16, 0.24, 0.32, 0.5,
                0.7, 0.9)
-"""The bins before issue 28: fixed probability edges made for a rare outcome, and the cut-offs."""
+"""The legacy bins: fixed probability edges made for a rare outcome, and the cut-offs."""
 VISITS = {1: (0.6, 0.85), 2: (0.4, 0.7), 3: (0.3, 0.6), 5: (0.15, 0.4), 8: (0.1, 0.25),
           10: (0.05, 0.2)}
 """RAND outcome 'at least k outpatient visits' -> its declared bands (low_medium, medium_high)."""
@@ -216,7 +216,7 @@ def shifted(schema: DatasetSchema, by: float) -> DatasetSchema:
 
 @contextmanager
 def legacy_bins() -> Iterator[None]:
-    """The release bins as before issue 28: the fixed grid and the cut-offs."""
+    """The legacy release bins: the fixed grid and the cut-offs."""
     current = dp_histogram.bin_edges
 
     def legacy(thresholds: dict[str, float]) -> np.ndarray:

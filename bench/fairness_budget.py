@@ -1,4 +1,4 @@
-"""Fairness gaps under varying privacy budgets (issue 30, item 6) on a known subgroup effect.
+"""Fairness gaps under varying privacy budgets on a known subgroup effect.
 
 The founding article's "fairness metrics under varying privacy budgets", answered for the
 schema's own groups: how the training-time evaluation's subgroup gaps and their intervals move

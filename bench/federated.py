@@ -1,4 +1,4 @@
-"""Federation benchmark (issue 32): a federated model beside each clinic alone and pooled DP.
+"""Federation benchmark: a federated model beside each clinic alone and pooled DP.
 
 Everything runs through the real service: a coordinator (``dpcrisis serve`` plus
 ``dpcrisis federation-coordinator``), three clinics (``tests.federated.clinics.CLINICS``:

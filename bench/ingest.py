@@ -1,4 +1,4 @@
-"""Ingesting an uploaded table against a bare Arrow read of the same file (issue: uploads).
+"""Ingesting an uploaded table against a bare Arrow read of the same file.
 
 Setting: a 1,000,000-row, 10-column table (an id, eight features of every kind, the outcome)
 written once as CSV and once as Parquet to a temporary directory. Each measurement runs in a
@@ -14,7 +14,7 @@ imports is shown apart) is its own:
 
 Goals: CSV ingest at most 3x the bare CSV read's seconds, and at most 1 GiB peak RSS.
 
-``--http`` measures the same through the API (the issue's setting): a real ``dpcrisis serve``
+``--http`` measures the same through the API (the uploads' own path): a real ``dpcrisis serve``
 (temporary SQLite database and data directory, embedded worker) receives the CSV and a
 Parquet table of other patients into the organisation's patient space (its per-patient delta
 first lowered to 1/(10 n) through ``PUT /v1/patient-budget``, as an admin must before such an

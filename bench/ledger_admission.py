@@ -1,7 +1,7 @@
 """How many epsilon-2 jobs a budget of epsilon 8 admits: naive summation, the ledger's Rényi
 filter, and the exact PLD composition of the same fixed jobs.
 
-Setting (issue 3): 8,000-row dataset (about 5,600 training rows), delta 1e-5, jobs with
+Setting: 8,000-row dataset (about 5,600 training rows), delta 1e-5, jobs with
 expected batch 512 and 20 epochs, each submitted with target_epsilon 2 (the service picks the
 noise so the job's own epsilon is <= 2). Naive summation of the jobs' epsilons admits
 floor(8 / 2) = 4. The ledger is a Rényi filter at one fixed order chosen from the budget

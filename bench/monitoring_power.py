@@ -1,4 +1,4 @@
-"""Monitoring power (issue 30): the smallest ROC-AUC drop and PSI a monitoring run detects with
+"""Monitoring power: the smallest ROC-AUC drop and PSI a monitoring run detects with
 80% power, and its false alarms on an unshifted follow-up, by the follow-up's size.
 
 A monitoring run (``worker.monitoring.task``) makes one Gaussian release on the follow-up: the

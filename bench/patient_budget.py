@@ -1,4 +1,4 @@
-"""What the patient budget costs (issue 29): admission with many blocks, and keying an upload in.
+"""What the patient budget costs: admission with many blocks, and keying an upload in.
 
 Setting: a fresh SQLite database (and PostgreSQL with ``--postgres URL``, in a schema of its
 own) and the organisation's patient space (``app.ledger.spaces``). 50 private datasets of
@@ -23,8 +23,8 @@ for patients anywhere), so the space holds thousands of distinct blocks. Each is
    compare), and the same into a fresh space that holds nobody yet, against a bare
    ``pyarrow.csv.read_csv`` of the same file in fresh processes in the same run (goal <= 3x,
    medians; beside it the worst-case PUT against the run's fastest bare read: a fresh
-   process's first read took 0.11-0.31 s within one run on the 2-core machine, its 220 MB of
-   fresh pages costing more or less); and ``add_dataset`` alone for the same ids, in a
+   process's first read varies severalfold within one run, its 220 MB of fresh pages costing
+   more or less); and ``add_dataset`` alone for the same ids, in a
    transaction rolled back. The space's delta is set to 1e-7 first (<= 1/(10 n) for
    1,000,000 rows). The index's fold runs after each upload's commit, off the request
    (``app.flows.index_upkeep``): populating runs it after each ``add_dataset``, and the flow
@@ -188,7 +188,7 @@ def time_admission(db: Database, dataset_id: int) -> float:
 
 def settle_heap() -> None:
     """As the service does after start-up (``app.main``): what is loaded so far leaves the
-    collector's view, so a full collection does not add ~300 ms to one measurement."""
+    collector's view, so a full collection of the start-up heap does not land in one measurement."""
     gc.collect()
     gc.freeze()
 

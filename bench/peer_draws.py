@@ -1,4 +1,4 @@
-"""How much of a cell of ``bench/proxy_study.py`` is the noise's draw (issue 31).
+"""How much of a cell of ``bench/proxy_study.py`` is the noise's draw.
 
 The study runs each job once per split, so a cell's mean over 5 splits carries one noise draw
 per split, for the defaults and for each peer. Where the two run the same algorithm (the

@@ -1,4 +1,4 @@
-"""The peers ``bench/proxy_study.py`` sets the defaults beside (issue 31), and its metrics.
+"""The peers ``bench/proxy_study.py`` sets the defaults beside, and its metrics.
 
 * Opacus as a user would run it from its tutorial: ``make_private_with_epsilon`` on a
   logistic model (one linear layer), a DataLoader of batch 256 (the whole training part when

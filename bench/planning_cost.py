@@ -1,4 +1,4 @@
-"""Worst cost of planning a job over a grid of extreme but legal requests (issue: hardening).
+"""Worst cost of planning a job over a grid of extreme but legal requests.
 
 Planning (defaults, Poisson plan, delta, the noise for a target epsilon, and the epsilons the
 ledger records) runs inside ``POST /v1/jobs``: one legal request must not take the API down.

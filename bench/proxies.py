@@ -51,7 +51,7 @@ class Proxy:
     schema: DatasetSchema
     x: np.ndarray  # raw rows (n, features)
     y: np.ndarray  # 0/1 outcome
-    real: bool  # a real public table (counts double in the tally)
+    real: bool  # a real public table (the confirmation set's kind)
     note: str
 
 

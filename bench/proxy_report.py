@@ -1,6 +1,6 @@
-"""The tables ``bench/proxy_study.py`` prints, and the issue-31 goals it checks per cell.
+"""The tables ``bench/proxy_study.py`` prints, and the goals it checks per cell.
 
-Goals (issue 31), per table and epsilon, on the means over splits: the defaults' AUC at least
+Goals, per table and epsilon, on the means over splits: the defaults' AUC at least
 Opacus-as-a-user's minus 0.005 and at least diffprivlib's; their log-loss at most
 min(Opacus-as-a-user's + 0.01, the non-DP base rate's); and on tables of 900+ rows the
 run-to-run log-loss spread (max - min over repeats of one job: same split, fresh noise) at

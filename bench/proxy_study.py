@@ -1,4 +1,4 @@
-"""Defaults on data nobody tuned them on (issues 19 and 31): the product's recipe beside its peers.
+"""Defaults on data nobody tuned them on: the product's recipe beside its peers.
 
 For each table and each target epsilon (0.5, 1, 3, 8) the product's own path runs on the
 table's parts (train / calibration / evaluation by keyed coins, ``app.datasets.identity``):
@@ -23,8 +23,8 @@ Two sets, so a rule is judged on tables it was not chosen on:
   the shape of a table where those misses can be studied without choosing on anes96);
 * the confirmation set (never chosen on): four real public tables shipped in sklearn and
   statsmodels (breast_cancer, anes96, fair, randhie with two outcomes: 69% and 6%; the
-  earlier clip and calibration rules saw breast_cancer and fair, the capped-regime and
-  probability rules of issue 31 saw none of them).
+  clip and calibration rules saw breast_cancer and fair while they were chosen, the
+  capped-regime and probability rules saw none of them).
 
     .venv/bin/python bench/proxy_study.py --set proxy          # 8-19 min (one thread)
     .venv/bin/python bench/proxy_study.py --set confirmation   # about 16 min
@@ -119,7 +119,7 @@ def request_for(parts: Parts, proxy: proxies.Proxy, epsilon: float, seed: int,
                 overrides: dict[str, Any], capped: dict[str, Any] | str | None) -> JobCreate:
     """The job's request: the defaults (with ``overrides``) and the capped-regime rule
     (``app.jobs.recipe.capped_regime``, as ``plan`` applies it); ``capped`` "off" plans
-    without the rule (the recipe before issue 31), a dict (exploration) replaces the rule's
+    without the rule (full-batch defaults everywhere), a dict (exploration) replaces the rule's
     settings where the rule would apply."""
     training_body: dict[str, Any] = {"seed": seed, **overrides}
     body = {"dataset_id": 1, "privacy": {"target_epsilon": epsilon}, "training": training_body}
@@ -253,10 +253,10 @@ def main(argv: list[str] | None = None) -> dict[str, tuple[int, dict[float, Cell
     parser.add_argument("--training", default="{}",
                         help="JSON overrides of the request's training block (exploration)")
     parser.add_argument("--calibration", choices=["v3", "v2"], default="v3",
-                        help="v2: the fine release from the size floor up (the rule before "
-                        "issue 31's coarse release)")
-    parser.add_argument("--capped", help="off: without the capped-regime rule (the recipe "
-                        "before issue 31); or JSON settings replacing the rule's (exploration; "
+                        help="v2: the fine release from the size floor up (no coarse "
+                        "release)")
+    parser.add_argument("--capped", help="off: without the capped-regime rule (full batch "
+                        "everywhere); or JSON settings replacing the rule's (exploration; "
                         "batch_fraction and batch_max scale the batch to n)")
     parser.add_argument("--fit", choices=["deconvolved", "clamped"], default="deconvolved",
                         help="clamped: the calibration before v3 (dp-platt-binned-v2's 24 bins, "

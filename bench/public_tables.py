@@ -1,4 +1,4 @@
-"""Two more real public tables for ``bench/proxy_study.py``'s confirmation set (issue 31).
+"""Two more real public tables for ``bench/proxy_study.py``'s confirmation set.
 
 Both ship inside statsmodels (no download). Their bounds are their codebooks' (statsmodels'
 ``NOTE``) or what the quantity is, never the rows' min/max; their outcomes' bands are policy.
@@ -8,13 +8,13 @@ Both ship inside statsmodels (no download). Their bounds are their codebooks' (s
   education), party identification 0-6, TV news days per week 0-7, income codes 1-24, age
   18-100, and the log of the respondent's town population in thousands (log 0.1 to
   log 10,000: a town of 100 people to a city of ten million).
-* ``randhie``: the RAND Health Insurance Experiment (20,190 person-years, 9 features;
-  outcome: any outpatient visit in the year, 69%; ``randhie_rare``: at least 10, 6%, the
-  rare-outcome table issue 31 saw the defaults lose on). log(coinsurance + 1) for a rate of 0-100%,
-  so [0, log 101]; the individual-deductible plan and physical-limitation flags; the log of
-  the participation incentive and of the maximum deductible expenditure in dollars, both
-  capped at log of $10,000; the count of chronic diseases capped at 100; three self-rated
-  health flags (good, fair, poor; excellent is the reference).
+* ``randhie``: the RAND Health Insurance Experiment (20,190 person-years, 9 features; outcome:
+  any outpatient visit in the year, 69%; ``randhie_rare``: at least 10, 6%, a rare-outcome
+  table). log(coinsurance + 1) for a rate of 0-100%, so [0, log 101]; the individual-deductible
+  plan and physical-limitation flags; the log of the participation incentive and of the maximum
+  deductible expenditure in dollars, both capped at log of $10,000; the count of chronic
+  diseases capped at 100; three self-rated health flags (good, fair, poor; excellent is the
+  reference).
 """
 
 import math

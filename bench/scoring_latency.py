@@ -1,6 +1,6 @@
 """Scoring latency against its goals: single patient at 200 requests/s, and 10,000 in one call.
 
-Setting (issue 5): a real ``dpcrisis serve --no-worker`` in its own process (temporary SQLite
+Setting: a real ``dpcrisis serve --no-worker`` in its own process (temporary SQLite
 database) and a ``dpcrisis worker`` process train the README's default job (8,000 rows, target
 epsilon 3); the worker is then stopped and this process loads the server over loopback:
 

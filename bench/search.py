@@ -1,4 +1,4 @@
-"""An accounted hyper-parameter search against the defaults, at equal total epsilon (issue 31).
+"""An accounted hyper-parameter search against the defaults, at equal total epsilon.
 
 For each table and target epsilon, on the same parts (keyed coins, as ``bench/proxy_study.py``)
 and the same seeded DP noise:

@@ -1,7 +1,7 @@
 """How close can DP-SGD get on a small real table? An oracle sweep on ``breast_cancer``.
 
 ``bench/proxy_study.py`` measures the default recipe; on scikit-learn's breast cancer table (569
-rows: about 400 train, 85 calibrate, 80 evaluate) its log-loss stays far above the issue's goal
+rows: about 400 train, 85 calibrate, 80 evaluate) its log-loss stays far above its goal
 (at most 2% above non-private logistic regression at epsilon 3, 5% at epsilon 1). This script
 asks whether *any* setting of the same mechanism could meet it: it sweeps clip norms, learning
 rates and both optimizers, and keeps, per epsilon, the setting whose mean log-loss on the

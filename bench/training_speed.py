@@ -1,6 +1,6 @@
 """Seconds per DP-SGD epoch: the article's per-sample loop, Opacus, and the vectorised engine.
 
-Setting (issue 4): the synthetic crisis generator, the service's default job (logistic model,
+Setting: the synthetic crisis generator, the service's default job (logistic model,
 expected batch 512, sigma 1, C 1, SGD lr 0.5 momentum 0.9), Poisson sampling everywhere so every
 DP figure is at equal accounting. Measured in the same run, on this machine:
 
@@ -49,7 +49,7 @@ class Config:
     rounds: int = 3  # rounds per method, interleaved with the other methods
     scale_rows: tuple[int, ...] = (10_000, 100_000, 1_000_000)
     scale_repeats: int = 5
-    minibatch_rows: int = 1_000_000  # issue 31's mini-batch job: 1M rows, batch 512, 20 epochs
+    minibatch_rows: int = 1_000_000  # the GPU goal's mini-batch job: 1M rows, batch 512, 20 epochs
     minibatch_epochs: int = 20
 
 
@@ -248,7 +248,7 @@ def small_batches(config: Config, out: Callable[[str], None]) -> dict[str, float
     """Mini-batch jobs (the capped regime's kind: many small steps) on the CPU and on the GPU,
     eager (a launch per operation) and as replayed CUDA graphs (``worker.fixed_width``).
 
-    Goal (issue 31): the GPU's graphed job is no slower than the same job on the CPU.
+    Goal: the GPU's graphed job is no slower than the same job on the CPU.
     """
     cuda, cpu = torch.device("cuda"), torch.device("cpu")
     rows, epochs = config.minibatch_rows, config.minibatch_epochs

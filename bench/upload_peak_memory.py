@@ -1,4 +1,4 @@
-"""Peak memory of one upload's intake for the worst files we know (issue 26), against an
+"""Peak memory of one upload's intake for the worst files we know, against an
 ordinary valid file measured in the same run.
 
 Each file goes through ``app.datasets.ingest.ingest_and_store`` (the upload route's path:
@@ -11,13 +11,13 @@ gigabytes fails there (reported as such) instead of taking the machine.
 Files (``--rows`` rows, default 2,000,000, the upload limit; the schema of bench/ingest.py):
 
 - baseline CSV / Parquet: a valid random table (accepted);
-- dictionary bomb, one row group: the issue's 2 MB-class file, one 1 MiB string
-  dictionary-encoded on every row of a categorical column (24 GB before the fix);
-- dictionary bomb, small row groups: the same in row groups of 2,000 rows (2.67 GB before);
+- dictionary bomb, one row group: a 2 MB-class file, one 1 MiB string dictionary-encoded on
+  every row of a categorical column (a reader without the limits would take 24 GB);
+- dictionary bomb, small row groups: the same in row groups of 2,000 rows (2.67 GB unguarded);
 - id bomb: the 1 MiB string in the id column instead;
 - values at the limit: 1 KiB dictionary values (the longest accepted) on every row of the id,
   a categorical and a numeric column: read to the end, every row refused;
-- wide header: a 1 MiB CSV header of 349,525 names (a core for tens of minutes before);
+- wide header: a 1 MiB CSV header of 349,525 names (a core for tens of minutes, unguarded);
 - huge CSV field: one 64 MiB value in the second line.
 
 Goal: every upload under 500 MB of peak growth.

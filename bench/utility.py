@@ -10,7 +10,7 @@ one 200k-row draw to the next and no model can beat it.
     python bench/utility.py            # 3 datasets x 5 seeds, 1M evaluation rows, writes the plot
     python bench/utility.py --quick    # 1 dataset x 2 seeds, 50k rows (a smoke run)
 
-Baseline ("Opacus hand-tuned", the issue's reference): batch 512, 20 epochs, SGD momentum 0.9,
+Baseline ("Opacus hand-tuned", the goals' reference): batch 512, 20 epochs, SGD momentum 0.9,
 lr 0.5, clip 1, last iterate. Default: the service's (``TrainingConfig``): full batch (q = 1),
 1000 steps, Adam at lr 0.3 (epsilon 5 noise stds), the clip of app/jobs/recipe.py, average of
 the last half of the iterates; sessions scaled over their model range. The service's
@@ -51,7 +51,7 @@ N_ROWS = 8_000
 EPSILONS = (1.0, 3.0, 8.0, None)  # None: non-private
 GOALS = {1.0: 0.830, 3.0: 0.836, 8.0: 0.838}
 SEED_FLOOR = 0.82
-# The issue states its goals on evaluation rows whose Bayes-optimal AUC was 0.845; a 1M-row draw
+# The goals were stated on evaluation rows whose Bayes-optimal AUC was 0.845; a 1M-row draw
 # here gives 0.840 (the ceiling itself moves by +-0.004 between 200k-row draws). The same goals
 # as distances below the Bayes ceiling of the rows measured on are printed beside them.
 ISSUE_BAYES = 0.845

@@ -46,7 +46,7 @@ POSTGRES_URL = os.environ.get(
     "DPCRISIS_BENCH_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test"
 )
 SMALL_JOB = {"epochs": 1, "batch_size": 8, "model": "mlp", "hidden_units": 64}
-"""About 0.15 s of CPU on 4,000 rows (350 noisy steps of a 64-unit MLP, one progress report)."""
+"""A small job: 350 noisy steps of a 64-unit MLP on 4,000 rows, one progress report."""
 
 
 def percentile(values: list[float], q: float) -> float:
