@@ -16,7 +16,7 @@ code here; one that no accountant supports counts as non-private (never under-re
 * ``pld`` (the name people read: API keys ``pld``; ``prv``, from when this was Opacus' PRV
   accountant, is its deprecated alias in answers for one release and still its registry key,
   its figure key inside and its database column ``epsilon_prv``): the job's headline epsilon,
-  now dp-accounting's privacy loss distribution (PLD, pessimistic connect-the-dots;
+  dp-accounting's privacy loss distribution (PLD, pessimistic connect-the-dots;
   ``app.privacy.pld``). An upper bound at any discretisation, within about 1% of
   dp-accounting's own PLDAccountant, where Opacus' PRV carried a fixed +0.01 (+5% at
   epsilon 0.2, +20% at 0.04). Reported beside RDP and used to pick noise for a target.

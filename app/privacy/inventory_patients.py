@@ -1,5 +1,5 @@
-"""The release inventory of the per-patient budget (issue 29): the organisation's budget, an
-upload's overlap with earlier tables, and the dataset report's blocks.
+"""The release inventory of the per-patient budget: the organisation's budget, an upload's
+overlap with earlier tables, and the dataset report's blocks.
 
 Which blocks exist depends on which patients the organisation's tables share: block sizes,
 overlaps and every block's spend (the ledger's functions of mechanism parameters over the

@@ -9,8 +9,8 @@ FHIR and CDS Hooks read it), ``result(k)`` (``RiskBatchResult``), ``compact_resu
 objects, so a new field is a field of the schema plus a line here.
 
 The per-patient parts stay columns rather than 60,000 contribution objects for 10,000
-patients: building those would cost more than scoring them (measured: about three times the
-time of writing the whole answer), so a view is made when something reads it.
+patients: building those would cost more than scoring them (several times the time of writing
+the whole answer), so a view is made when something reads it.
 """
 
 from dataclasses import dataclass

@@ -1,9 +1,9 @@
 """Scoring answers as JSON bytes, cut from the typed answer (``app.scoring.answer``).
 
 Every scoring answer keeps the bytes it has always had, so the text is the standard library's
-``json``, with Python's float repr: pydantic-core and msgspec (measured) write the model's
-delta 1e-05 as 0.00001 and 2.5e-07 as 2.5e-7. pydantic-core still walks the typed objects: each
-is dumped to plain values (by alias, in field order) and written from that dump.
+``json``, with Python's float repr: pydantic-core and msgspec write the model's delta 1e-05 as
+0.00001 and 2.5e-07 as 2.5e-7. pydantic-core still walks the typed objects: each is dumped to
+plain values (by alias, in field order) and written from that dump.
 
 For 10,000 patients, writing 60,000 contributions value by value costs more than the model
 itself, and most of each is the same for many patients (the statement, thresholds and
