@@ -21,6 +21,8 @@ OPERATIONAL = Release.OPERATIONAL
 
 PAGE = "total limit offset"
 STATEMENT_NOTE = "a sentence quoting the epsilons and the calibration part's row count"
+IMPUTED_NOTE = ("which of the caller's features the request left out, scored at the schema's "
+                "public reference value")
 
 
 GROUP_METRICS = ("rows positives prevalence prevalence_ci roc_auc roc_auc_ci pr_auc pr_auc_ci "
@@ -305,6 +307,10 @@ SCORING = [
     }),
     *fields("ContributionOut", {PUBLIC_INPUT: "value reason"},
             note="the caller's own feature value, echoed (and put in words)"),
+    *fields("RiskResult", {PUBLIC_INPUT: "imputed"}, note=IMPUTED_NOTE),
+    *fields("RiskBatchResult", {PUBLIC_INPUT: "imputed"}, note=IMPUTED_NOTE),
+    *fields("CompactResult", {PUBLIC_INPUT: "imputed"}, note=IMPUTED_NOTE),
+    *fields("ContributionOut", {PUBLIC_INPUT: "imputed"}, note=IMPUTED_NOTE),
     *fields("SeverityOut", {PUBLIC_INPUT: "label from to"}),
     *fields("ReferenceOut", {PUBLIC_INPUT: "features note",
                              DP_TRAINING: "log_odds probability"}),

@@ -19,7 +19,8 @@ from typing import Any
 
 from app.bands import Band, band_of
 from app.datasets.encoding import Encoder, built_encoder
-from app.scoring.reasons import Shown, reason_of, severity_of, shown_value
+from app.scoring.patients import Imputed
+from app.scoring.reasons import Shown, imputed_reason, reason_of, severity_of, shown_value
 from app.scoring.schemas import (
     TOP_CONTRIBUTIONS,
     BaseValueOut,
@@ -49,34 +50,38 @@ def direction_of(contribution: float) -> str:
 
 
 @lru_cache(maxsize=4096)
-def _explained(encoder_hash: str, index: int, value: float
+def _explained(encoder_hash: str, index: int, value: float, imputed: bool
                ) -> tuple[str, dict[str, Any] | None, Shown]:
     feature = built_encoder(encoder_hash).schema.features[index]
-    return reason_of(feature, value), severity_of(feature, value), shown_value(feature, value)
+    reason = imputed_reason(feature, value) if imputed else reason_of(feature, value)
+    return reason, severity_of(feature, value), shown_value(feature, value)
 
 
-def explained_value(encoder: Encoder, index: int, value: float
+def explained_value(encoder: Encoder, index: int, value: float, imputed: bool = False
                     ) -> tuple[str, dict[str, Any] | None, Shown]:
-    """(reason, severity band, value as shown) of one feature value, cached per schema."""
-    return _explained(encoder.hash, index, value)
+    """(reason, severity band, value as shown) of one feature value, cached per schema;
+    ``imputed``: the value is the reference, scored because the feature was not given."""
+    return _explained(encoder.hash, index, value, imputed)
 
 
 def contribution(encoder: Encoder, index: int, value: float, phi: float,
-                 phi_p: float) -> ContributionOut:
-    """Feature ``index`` at ``value`` contributing ``phi`` (log-odds) and ``phi_p`` (0-1)."""
+                 phi_p: float, imputed: bool = False) -> ContributionOut:
+    """Feature ``index`` at ``value`` contributing ``phi`` (log-odds) and ``phi_p`` (0-1);
+    ``imputed``: not given, so scored at its reference ``value``."""
     feature = encoder.schema.features[index]
-    reason, severity, shown = explained_value(encoder, index, value)
+    reason, severity, shown = explained_value(encoder, index, value, imputed)
     return ContributionOut.model_validate({
         "feature": feature.name, "label": feature.label or feature.name, "value": shown,
         "contribution": phi, "contribution_probability": phi_p,
         "direction": direction_of(phi), "reason": reason, "severity": severity,
+        "imputed": imputed,
     })
 
 
 def compact_contribution(encoder: Encoder, index: int, value: float, phi: float,
-                         phi_p: float) -> CompactContribution:
+                         phi_p: float, imputed: bool = False) -> CompactContribution:
     """The compact view of ``contribution``: what a results table shows."""
-    full = contribution(encoder, index, value, phi, phi_p)
+    full = contribution(encoder, index, value, phi, phi_p, imputed)
     return CompactContribution.model_validate(full.model_dump(include=set(
         CompactContribution.model_fields)))
 
@@ -86,7 +91,9 @@ class RiskAnswer:
     """n patients' answers: shared typed parts, then per-patient columns in request order.
 
     ``order[k]`` lists patient k's feature indices, largest |log-odds contribution| first;
-    ``phi`` and ``phi_p`` are the exact Shapley values on the log-odds and 0-1 scales.
+    ``phi`` and ``phi_p`` are the exact Shapley values on the log-odds and 0-1 scales;
+    ``imputed`` names, for the patients who left some out, the features scored at their
+    reference value (``raw`` holds that value there).
     """
 
     model: ModelStatementOut
@@ -100,6 +107,7 @@ class RiskAnswer:
     phi: list[list[float]]
     phi_p: list[list[float]]
     order: list[list[int]]
+    imputed: Imputed
 
     def __len__(self) -> int:
         return len(self.probability)
@@ -119,16 +127,22 @@ class RiskAnswer:
     def band(self, k: int) -> Band:
         return band_of(self.probability[k], self.band_thresholds)
 
+    def imputed_names(self, k: int) -> list[str]:
+        """The names of the features patient k did not give, in the schema's order."""
+        features = self.encoder.schema.features
+        return [features[i].name for i in self.imputed.get(k, ())]
+
     def contributions(self, k: int) -> list[ContributionOut]:
-        row, phi, phi_p = self.raw[k], self.phi[k], self.phi_p[k]
-        return [contribution(self.encoder, i, row[i], phi[i], phi_p[i]) for i in self.order[k]]
+        row, phi, phi_p, gone = self.raw[k], self.phi[k], self.phi_p[k], self.imputed.get(k, ())
+        return [contribution(self.encoder, i, row[i], phi[i], phi_p[i], i in gone)
+                for i in self.order[k]]
 
     def single(self, k: int = 0) -> RiskResult:
         """Patient k with the full reference and statement: the ``/v1/risk`` answer."""
         return RiskResult(
             probability=self.probability[k], log_odds=self.log_odds[k], band=self.band(k),
             band_thresholds=self.band_thresholds, contributions=self.contributions(k),
-            reference=self.reference, model=self.model,
+            imputed=self.imputed_names(k), reference=self.reference, model=self.model,
         )
 
     def result(self, k: int) -> RiskBatchResult:
@@ -136,16 +150,18 @@ class RiskAnswer:
         return RiskBatchResult(
             id=self.ids[k], probability=self.probability[k], log_odds=self.log_odds[k],
             band=self.band(k), band_thresholds=self.band_thresholds,
-            contributions=self.contributions(k), reference=self.base, model=self.model_ref,
+            contributions=self.contributions(k), imputed=self.imputed_names(k),
+            reference=self.base, model=self.model_ref,
         )
 
     def compact_result(self, k: int) -> CompactResult:
         """Patient k in the compact view: probability, band, top contributions."""
-        row, phi, phi_p = self.raw[k], self.phi[k], self.phi_p[k]
-        top = [compact_contribution(self.encoder, i, row[i], phi[i], phi_p[i])
+        row, phi, phi_p, gone = self.raw[k], self.phi[k], self.phi_p[k], self.imputed.get(k, ())
+        top = [compact_contribution(self.encoder, i, row[i], phi[i], phi_p[i], i in gone)
                for i in self.order[k][:TOP_CONTRIBUTIONS]]
         return CompactResult(id=self.ids[k], probability=self.probability[k],
-                             band=self.band(k), contributions=top)
+                             band=self.band(k), contributions=top,
+                             imputed=self.imputed_names(k))
 
     def document(self, results: list[RiskBatchResult]) -> RiskBatchResponse:
         """The batch response around ``results`` (every ``result(k)``, or none for a frame)."""

@@ -1,7 +1,9 @@
 """``GET /v1/features``: a schema's features as clients read them to build a form or a request.
 
 The shape predates declared schemas (name, label, unit, type, minimum, maximum, model_range,
-reference, loinc, severity_bands) and keeps it; ``categories`` and ``code`` are added.
+reference, loinc, severity_bands) and keeps it; ``categories``, ``code`` and ``missing`` are
+added (``missing``: "reference" when a request may leave the feature out, which is then scored
+at its reference value; "error" when it is required).
 """
 
 from typing import Any
@@ -28,6 +30,7 @@ def _entry(f: FeatureSpec) -> dict[str, Any]:
         "model_range": None if categorical else [_whole(model_lower), _whole(model_upper)],
         "categories": f.categories,
         "reference": document["reference"],
+        "missing": f.missing,
         "allowed": allowed_of(f),
         "code": code,
         "loinc": code["code"] if code and code["system"] == LOINC else None,

@@ -8,6 +8,7 @@ categories. The valid rows come back as raw numbers in the schema's order (a cat
 feature as its category's index), ready for ``Encoder.encode``.
 """
 
+import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import Annotated, Any, ClassVar, Literal
 
@@ -31,6 +32,9 @@ from app.datasets.encoding import Encoder
 
 PathOf = Callable[[int], tuple[Any, ...]]
 """Patient k -> the path of its features in the request body."""
+NOT_GIVEN = math.nan
+"""An imputable feature left out, in a raw row until ``impute`` fills it (validation refuses
+NaN as a value, so it can mean nothing else)."""
 
 
 def whole_number(value: Any) -> Any:
@@ -72,23 +76,34 @@ def rule_of(feature: FeatureSpec) -> str:
     return f"{number} from {lower:g} to {upper:g} {feature.unit or ''}".strip()
 
 
+def imputable(feature: FeatureSpec) -> bool:
+    """Whether a patient may leave the feature out: its schema declares a missing value
+    imputed with the reference, at training and so at scoring."""
+    return feature.missing == "reference"
+
+
 def said_of(feature: FeatureSpec, error_type: str) -> str:
     label = feature.label or feature.name
     if error_type == "missing":
         return f"{label} is required: {rule_of(feature)}"
+    if imputable(feature):
+        return f"{label} must be {rule_of(feature)}, or left out (null)"
     return f"{label} must be {rule_of(feature)}"
 
 
-def _field(feature: FeatureSpec) -> Any:
+def _field(feature: FeatureSpec) -> tuple[Any, Any]:
+    """(type, default) of the feature's field: required, or None when it may be left out."""
     description = " ".join(x for x in (feature.label, feature.unit and f"({feature.unit})") if x)
     if feature.kind is FeatureKind.CATEGORICAL:
-        return Annotated[Literal[tuple(feature.categories or ())],
-                         Field(description=description or None)]
-    lower, upper = feature.bounds
-    kind, check = (float, real_number) if feature.kind is FeatureKind.NUMERIC else (
-        int, whole_number)
-    return Annotated[kind, Field(ge=lower, le=upper, description=description or None),
-                     BeforeValidator(check)]
+        kind: Any = Annotated[Literal[tuple(feature.categories or ())],
+                              Field(description=description or None)]
+    else:
+        lower, upper = feature.bounds
+        number, check = (float, real_number) if feature.kind is FeatureKind.NUMERIC else (
+            int, whole_number)
+        kind = Annotated[number, Field(ge=lower, le=upper, description=description or None),
+                         BeforeValidator(check)]
+    return (kind | None, None) if imputable(feature) else (kind, ...)
 
 
 class _FeaturesBase(RequestModel):
@@ -98,6 +113,7 @@ class _FeaturesBase(RequestModel):
 
     allowed: ClassVar[dict[str, str]] = {}
     features: ClassVar[dict[str, FeatureSpec]] = {}
+    imputes: ClassVar[bool] = False  # some feature may be left out (``imputable``)
 
     @model_validator(mode="wrap")
     @classmethod
@@ -121,18 +137,19 @@ class _FeaturesBase(RequestModel):
             raise ValidationError.from_exception_data(exc.title, errors) from None
 
 
-_models: dict[str, type[BaseModel]] = {}
+_models: dict[str, type[_FeaturesBase]] = {}
 
 
-def features_model(encoder: Encoder) -> type[BaseModel]:
+def features_model(encoder: Encoder) -> type[_FeaturesBase]:
     """The request model of one schema's features (unknown keys refused), built once."""
     model = _models.get(encoder.hash)
     if model is None:
-        fields: dict[str, Any] = {f.name: (_field(f), ...) for f in encoder.schema.features}
+        fields: dict[str, Any] = {f.name: _field(f) for f in encoder.schema.features}
         model = create_model(
             f"Features_{encoder.hash[:12]}", __base__=_FeaturesBase, **fields)
         model.allowed = {f.name: allowed_of(f) for f in encoder.schema.features}
         model.features = {f.name: f for f in encoder.schema.features}
+        model.imputes = any(imputable(f) for f in encoder.schema.features)
         _models[encoder.hash] = model
     return model
 
@@ -153,11 +170,26 @@ def _row(encoder: Encoder, valid: BaseModel) -> list[float]:
     return row
 
 
+def _row_with_gaps(encoder: Encoder, valid: BaseModel) -> list[float]:
+    """``_row`` for a schema with imputable features: NaN where one was not given."""
+    row = []
+    for feature in encoder.schema.features:
+        value = getattr(valid, feature.name)
+        if value is None:
+            row.append(NOT_GIVEN)
+            continue
+        if feature.kind is FeatureKind.CATEGORICAL:
+            value = (feature.categories or []).index(value)
+        row.append(float(value))
+    return row
+
+
 def check(encoder: Encoder, patients: Sequence[Any], at: PathOf
           ) -> tuple[list[list[float]], list[dict[str, Any]]]:
     """(raw rows of the valid patients, errors of the others); checking stops once a full
     answer's worth of errors is found (``MAX_LISTED_ERRORS``)."""
     model = features_model(encoder)
+    row_of = _row_with_gaps if model.imputes else _row
     rows: list[list[float]] = []
     errors: list[dict[str, Any]] = []
     found = 0
@@ -176,12 +208,13 @@ def check(encoder: Encoder, patients: Sequence[Any], at: PathOf
                                "ctx": {"omitted": 0, "complete": False}})
                 break
             continue
-        rows.append(_row(encoder, valid))
+        rows.append(row_of(encoder, valid))
     return rows, errors
 
 
 def raw_rows(encoder: Encoder, patients: Sequence[Mapping[str, Any]], at: PathOf) -> np.ndarray:
-    """Validate each patient's features; the raw rows (n, features) in the schema's order.
+    """Validate each patient's features; the raw rows (n, features) in the schema's order,
+    NaN where an imputable feature was not given (``impute`` fills it).
 
     Args:
         at: the path of patient k's features in the request body, for error locations.
@@ -193,3 +226,22 @@ def raw_rows(encoder: Encoder, patients: Sequence[Mapping[str, Any]], at: PathOf
     if errors:
         raise RequestValidationError(errors)
     return np.array(rows, dtype=np.float64).reshape(len(rows), encoder.n_players)
+
+
+Imputed = dict[int, tuple[int, ...]]
+"""Patient k -> the indices of its features scored at their reference value because they were
+not given, in the schema's order; patients who gave every feature are not listed."""
+
+
+def impute(encoder: Encoder, raw: np.ndarray) -> tuple[np.ndarray, Imputed]:
+    """``raw`` with every feature not given (NaN) at its reference value, as ingestion imputes
+    a declared ``"missing": "reference"`` column, and which were filled per patient."""
+    columns = [j for j, f in enumerate(encoder.schema.features) if imputable(f)]
+    if not columns or not np.isnan(raw[:, columns]).any():
+        return raw, {}
+    gaps = np.isnan(raw)
+    filled = np.where(gaps, encoder.reference_raw, raw)
+    imputed: dict[int, list[int]] = {}
+    for k, j in zip(*(a.tolist() for a in np.nonzero(gaps)), strict=True):
+        imputed.setdefault(k, []).append(j)
+    return filled, {k: tuple(js) for k, js in imputed.items()}

@@ -2,7 +2,9 @@
 
 "PHQ-9 22: severe depressive symptoms (20-27)" (a declared severity band), "Age 40 years",
 "12 sessions in the last 12 months" (a unit that already names the feature), "substance use
-recorded" / "no substance use recorded" (binary), "Sex: female" (categorical).
+recorded" / "no substance use recorded" (binary), "Sex: female" (categorical); a feature the
+patient did not give, scored at its reference: "Sleep not given: scored at the reference value
+7.5 hours a night".
 """
 
 from typing import Any
@@ -49,3 +51,15 @@ def reason_of(feature: FeatureSpec, value: float) -> str:
     if unit.lower().startswith(label.lower()):
         return f"{value:g} {unit}"
     return f"{label} {value:g} {unit}".strip()
+
+
+def imputed_reason(feature: FeatureSpec, value: float) -> str:
+    """The reason of a feature scored at its reference ``value`` because it was not given."""
+    label = feature.label or feature.name
+    if feature.kind is FeatureKind.BINARY:
+        shown = "yes" if value >= 0.5 else "no"
+    elif feature.kind is FeatureKind.CATEGORICAL:
+        shown = str(shown_value(feature, value))
+    else:
+        shown = f"{value:g} {feature.unit or ''}".strip()
+    return f"{label} not given: scored at the reference value {shown}"

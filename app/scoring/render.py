@@ -26,9 +26,9 @@ from app.scoring.schemas import TOP_CONTRIBUTIONS
 
 _encode = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode
 
-RESULT_HOLES = ("id", "probability", "log_odds", "band", "contributions")
+RESULT_HOLES = ("id", "probability", "log_odds", "band", "contributions", "imputed")
 CONTRIBUTION_HOLES = ("contribution", "contribution_probability", "direction")
-COMPACT_RESULT_HOLES = ("id", "probability", "band", "contributions")
+COMPACT_RESULT_HOLES = ("id", "probability", "band", "contributions", "imputed")
 COMPACT_CONTRIBUTION_HOLES = ("direction", "contribution_probability")
 """The fields that differ from patient to patient, in their models' order (``_cut`` checks)."""
 
@@ -65,45 +65,58 @@ def _cut(part: BaseModel, holes: tuple[str, ...]) -> tuple[str, ...]:
 
 
 @lru_cache(maxsize=4096)
-def _contribution(encoder_hash: str, index: int, value: float) -> tuple[str, ...]:
-    """A full contribution's text around its holes, for one feature value."""
+def _contribution(encoder_hash: str, index: int, value: float,
+                  imputed: bool = False) -> tuple[str, ...]:
+    """A full contribution's text around its holes, for one feature value (``imputed``: the
+    reference, scored because the feature was not given)."""
     encoder = built_encoder(encoder_hash)
-    return _cut(contribution(encoder, index, value, 0.0, 0.0), CONTRIBUTION_HOLES)
+    return _cut(contribution(encoder, index, value, 0.0, 0.0, imputed), CONTRIBUTION_HOLES)
 
 
 @lru_cache(maxsize=4096)
-def _compact_contribution(encoder_hash: str, index: int, value: float) -> tuple[str, ...]:
+def _compact_contribution(encoder_hash: str, index: int, value: float,
+                          imputed: bool = False) -> tuple[str, ...]:
     """A compact contribution's text around its holes, for one feature value."""
     encoder = built_encoder(encoder_hash)
-    return _cut(compact_contribution(encoder, index, value, 0.0, 0.0),
+    return _cut(compact_contribution(encoder, index, value, 0.0, 0.0, imputed),
                 COMPACT_CONTRIBUTION_HOLES)
 
 
 def _contributions(answer: RiskAnswer, k: int) -> str:
     row, phi, phi_p, digest = answer.raw[k], answer.phi[k], answer.phi_p[k], answer.encoder.hash
+    gone = answer.imputed.get(k, ())
     parts = []
     for i in answer.order[k]:
-        a, b, c, d = _contribution(digest, i, row[i])
+        a, b, c, d = (_contribution(digest, i, row[i], True) if i in gone
+                      else _contribution(digest, i, row[i]))
         parts.append(f'{a}{phi[i]!r}{b}{phi_p[i]!r}{c}"{direction_of(phi[i])}"{d}')
     return ",".join(parts)
 
 
 def _compact_contributions(answer: RiskAnswer, k: int) -> str:
     row, phi, phi_p, digest = answer.raw[k], answer.phi[k], answer.phi_p[k], answer.encoder.hash
+    gone = answer.imputed.get(k, ())
     parts = []
     for i in answer.order[k][:TOP_CONTRIBUTIONS]:
-        a, b, c = _compact_contribution(digest, i, row[i])
+        a, b, c = (_compact_contribution(digest, i, row[i], True) if i in gone
+                   else _compact_contribution(digest, i, row[i]))
         parts.append(f'{a}"{direction_of(phi[i])}"{b}{phi_p[i]!r}{c}')
     return ",".join(parts)
+
+
+def _imputed(answer: RiskAnswer, k: int) -> str:
+    """Patient k's ``imputed`` list as JSON ("[]" for most patients)."""
+    return _encode(answer.imputed_names(k)) if k in answer.imputed else "[]"
 
 
 def batch_json(answer: RiskAnswer) -> bytes:
     """The full batch answer (``RiskBatchResponse``) as UTF-8 JSON."""
     head, tail = _cut(answer.document([]), ("results",))
-    r0, r1, r2, r3, r4, r5 = _cut(answer.result(0), RESULT_HOLES)
+    r0, r1, r2, r3, r4, r5, r6 = _cut(answer.result(0), RESULT_HOLES)
     results = [
         f'{r0}{_encode(answer.ids[k])}{r1}{answer.probability[k]!r}{r2}'
         f'{answer.log_odds[k]!r}{r3}"{answer.band(k)}"{r4}[{_contributions(answer, k)}]{r5}'
+        f'{_imputed(answer, k)}{r6}'
         for k in range(len(answer))
     ]
     return f"{head}[{','.join(results)}]{tail}".encode()
@@ -112,10 +125,10 @@ def batch_json(answer: RiskAnswer) -> bytes:
 def compact_json(answer: RiskAnswer) -> bytes:
     """The compact batch answer (``RiskBatchCompact``) as UTF-8 JSON."""
     head, tail = _cut(answer.compact_document([]), ("results",))
-    r0, r1, r2, r3, r4 = _cut(answer.compact_result(0), COMPACT_RESULT_HOLES)
+    r0, r1, r2, r3, r4, r5 = _cut(answer.compact_result(0), COMPACT_RESULT_HOLES)
     results = [
         f'{r0}{_encode(answer.ids[k])}{r1}{answer.probability[k]!r}{r2}"{answer.band(k)}"'
-        f'{r3}[{_compact_contributions(answer, k)}]{r4}'
+        f'{r3}[{_compact_contributions(answer, k)}]{r4}{_imputed(answer, k)}{r5}'
         for k in range(len(answer))
     ]
     return f"{head}[{','.join(results)}]{tail}".encode()

@@ -81,6 +81,15 @@ class ContributionOut(BaseModel):
     direction: str = Field(description="raises | lowers | neutral")
     reason: str
     severity: SeverityOut | None = Field(description="the instrument's published band, if any")
+    imputed: bool = Field(default=False, description=(
+        "not given (left out or null): scored at the reference value, as the schema declares "
+        "for this feature (missing: reference)"))
+
+
+IMPUTED_DESCRIPTION = (
+    "the features not given (left out or null) and so scored at their reference value, as "
+    "the model's schema declares for them (missing: reference), in the schema's order; empty "
+    "when every feature was given")
 
 
 class ExplanationOut(BaseModel):
@@ -124,6 +133,7 @@ class ScoreOut(BaseModel):
     band: Band = Field(description="low | medium | high")
     band_thresholds: dict[str, float]
     contributions: list[ContributionOut] = Field(description="largest |contribution| first")
+    imputed: list[str] = Field(default_factory=list, description=IMPUTED_DESCRIPTION)
 
 
 class RiskResult(ScoreOut):
@@ -195,6 +205,7 @@ class CompactResult(PatientRef):
     contributions: list[CompactContribution] = Field(
         description=f"the {TOP_CONTRIBUTIONS} largest |contribution| first (fewer when the "
         "model has fewer features)")
+    imputed: list[str] = Field(default_factory=list, description=IMPUTED_DESCRIPTION)
 
 
 class RiskBatchCompact(BaseModel):

@@ -24,7 +24,7 @@ from app.scoring import model_cache
 from app.scoring.answer import RiskAnswer
 from app.scoring.explain import Explanation, explain
 from app.scoring.model_cache import ScoringModel
-from app.scoring.patients import PathOf, raw_rows
+from app.scoring.patients import PathOf, impute, raw_rows
 from app.scoring.schemas import ModelStatementOut, ReferenceOut, RiskResult
 
 _cache: dict[str, nn.Module] = {}
@@ -89,9 +89,14 @@ def score_rows(*, model: ScoringModel, raw: np.ndarray,
     """The batch core: every patient's score and exact Shapley contributions, in order, as
     the one typed answer every view is read from.
 
+    Args:
+        raw: ``raw_rows``' rows; a feature not given (NaN) is scored at its reference value,
+            and the answer says so.
+
     Raises:
         ModelUnavailable: the model gives a non-finite score (unusable weights).
     """
+    raw, imputed = impute(model.encoder, raw)
     e = explain_rows(network_for(model), model.encoder, raw)
     if not (np.isfinite(e.full).all() and np.isfinite(e.phi).all()):
         raise registry_service.ModelUnavailable(
@@ -117,6 +122,7 @@ def score_rows(*, model: ScoringModel, raw: np.ndarray,
         phi=e.phi.tolist(),
         phi_p=e.phi_p.tolist(),
         order=np.argsort(-np.abs(e.phi), axis=1, kind="stable").tolist(),
+        imputed=imputed,
     )
 
 

@@ -3,6 +3,8 @@
 The schema has a feature coded in LOINC (age 30525-0, so CDS Hooks takes it from
 Patient.birthDate), the PHQ-9 total in LOINC, a categorical and a yes/no feature coded in the
 clinic's own code system, and ``sleep_hours``, which has no code unless ``sleep_coded``.
+With ``imputed``, the PHQ-9 and sleep are declared ``"missing": "reference"`` and about one row
+in six of each is empty in the uploaded table (imputed with the reference at ingestion).
 """
 
 import copy
@@ -40,16 +42,27 @@ SCHEMA: dict[str, Any] = {
 }
 PATIENT = {"age": 52, "phq9": 19, "living": "alone", "sleep_hours": 4.5, "prior_crisis": 1}
 SLEEP_CODE = {"system": CLINIC, "code": "sleep-hours", "display": "Hours of sleep"}
+IMPUTED = ("phq9", "sleep_hours")
+"""The features ``imputed`` declares ``"missing": "reference"``."""
 
 
-def schema(*, sleep_coded: bool = False) -> dict[str, Any]:
+def schema(*, sleep_coded: bool = False, imputed: bool = False) -> dict[str, Any]:
     declared = copy.deepcopy(SCHEMA)
     if sleep_coded:
         declared["features"][3]["code"] = SLEEP_CODE
+    if imputed:
+        for feature in declared["features"]:
+            if feature["name"] in IMPUTED:
+                feature["missing"] = "reference"
     return declared
 
 
-def _parquet(n: int, seed: int) -> bytes:
+def _with_gaps(values: np.ndarray, rng: np.random.Generator) -> pa.Array:
+    """``values`` with about one in six empty."""
+    return pa.array(values, mask=rng.random(len(values)) < 1 / 6)
+
+
+def _parquet(n: int, seed: int, *, gaps: bool = False) -> bytes:
     rng = np.random.default_rng(seed)
     age = rng.integers(18, 91, n)
     phq9 = rng.integers(0, 28, n)
@@ -59,17 +72,19 @@ def _parquet(n: int, seed: int) -> bytes:
     logit = -3.0 + 0.12 * phq9 + 0.9 * (living == 0) - 0.2 * (sleep - 7) + 1.1 * prior
     y = (rng.random(n) < 1 / (1 + np.exp(-logit))).astype(np.int64)
     table = pa.table({"patient_id": [f"c{seed}-{i}" for i in range(n)], "age": age,
-                      "phq9": phq9, "living": [LIVING[k] for k in living],
-                      "sleep_hours": sleep, "prior_crisis": prior, "crisis_30d": y})
+                      "phq9": _with_gaps(phq9, rng) if gaps else phq9,
+                      "living": [LIVING[k] for k in living],
+                      "sleep_hours": _with_gaps(sleep, rng) if gaps else sleep,
+                      "prior_crisis": prior, "crisis_30d": y})
     sink = io.BytesIO()
     pq.write_table(table, sink)
     return sink.getvalue()
 
 
 def train_clinic_model(client: TestClient, run_worker: Any, *, sleep_coded: bool = False,
-                       seed: int = 0) -> int:
+                       seed: int = 0, imputed: bool = False) -> int:
     """Register an upload dataset with the clinic's schema, train on it, activate the model;
     its id."""
     return train_declared(client, run_worker, name=f"clinic-{seed}",
-                          schema=schema(sleep_coded=sleep_coded),
-                          table=_parquet(3000, seed)).model_id
+                          schema=schema(sleep_coded=sleep_coded, imputed=imputed),
+                          table=_parquet(3000, seed, gaps=imputed)).model_id

@@ -1,9 +1,10 @@
 """The typed scoring answer keeps every byte the hand-built answer had.
 
 ``legacy_*`` below are the dicts the service built by hand before the answer was one typed
-object (kept here, frozen, as the specification of today's bytes): the single-patient answer,
+object (kept here as the specification of today's bytes, with the ``imputed`` keys added since:
+which features were not given and scored at their reference): the single-patient answer,
 FHIR and CDS Hooks read ``RiskAnswer.single()``, and the batch writers cut their text from the
-typed views, so each must give exactly what ``json.dumps`` gave for those dicts.
+typed views, so each must give exactly what ``json.dumps`` gives for those dicts.
 """
 
 import json
@@ -38,6 +39,12 @@ MIXED = DatasetSchema.model_validate({
     "outcome": {"name": "y"},
 })
 """A schema with a float bound, a categorical feature (non-ASCII and a quote) and a binary."""
+IMPUTING = DatasetSchema.model_validate({
+    **MIXED.model_dump(mode="json", by_alias=True),
+    "features": [{**f, "missing": "reference"} if f["name"] in ("dose", "site") else f
+                 for f in MIXED.model_dump(mode="json", by_alias=True)["features"]],
+})
+"""``MIXED`` with ``dose`` and ``site`` imputed with their reference when not given."""
 
 
 def _json(document: Any) -> bytes:
@@ -71,6 +78,12 @@ def _answer(kind: str, schema: DatasetSchema | None, n: int) -> tuple[ScoringMod
         rng = np.random.default_rng(5)
         patients = [{"dose": float(rng.uniform(0, 2.5)), "site": ["north", "süd", 'q"uote'][k % 3],
                      "flag": k % 2} for k in range(n)]
+        if schema is IMPUTING:  # some leave dose or site out, or send null
+            for k, patient in enumerate(patients):
+                if k % 3 == 1:
+                    del patient["dose"]
+                if k % 4 == 2:
+                    patient["site"] = None
     ids = [None, 'quote " and unicode é \u2028', *(f"p{k}" for k in range(n - 2))]
     raw = raw_rows(model.encoder, patients, batch_path)
     return model, scoring_service.score_rows(model=model, raw=raw, ids=ids)
@@ -82,12 +95,13 @@ def legacy_contributions(a: RiskAnswer, k: int) -> list[dict[str, Any]]:
     items = []
     for i in a.order[k]:
         feature = a.encoder.schema.features[i]
-        reason, severity, shown = explained_value(a.encoder, i, a.raw[k][i])
+        imputed = i in a.imputed.get(k, ())
+        reason, severity, shown = explained_value(a.encoder, i, a.raw[k][i], imputed)
         items.append({"feature": feature.name, "label": feature.label or feature.name,
                       "value": shown, "contribution": a.phi[k][i],
                       "contribution_probability": a.phi_p[k][i],
                       "direction": direction_of(a.phi[k][i]), "reason": reason,
-                      "severity": severity})
+                      "severity": severity, "imputed": imputed})
     return items
 
 
@@ -103,6 +117,7 @@ def legacy_result(a: RiskAnswer, k: int, block: dict[str, Any]) -> dict[str, Any
     return {"id": a.ids[k], "probability": a.probability[k], "log_odds": a.log_odds[k],
             "band": a.band(k), "band_thresholds": a.band_thresholds,
             "contributions": legacy_contributions(a, k),
+            "imputed": [a.encoder.schema.features[i].name for i in a.imputed.get(k, ())],
             "reference": {"log_odds": a.reference.log_odds,
                           "probability": a.reference.probability},
             "model": {key: block[key] for key in ("id", "version", "epsilon", "delta")}}
@@ -121,7 +136,7 @@ def legacy_document(a: RiskAnswer, block: dict[str, Any]) -> dict[str, Any]:
 
 # --- the checks --------------------------------------------------------------------------------
 
-CASES = [("logistic", None), ("mlp", None), ("mlp", MIXED)]
+CASES = [("logistic", None), ("mlp", None), ("mlp", MIXED), ("mlp", IMPUTING)]
 
 
 @pytest.mark.parametrize(("kind", "schema"), CASES)
@@ -155,8 +170,8 @@ def test_compact_answer_is_its_typed_view(kind: str, schema: DatasetSchema | Non
     assert compact["model"] == full["model"] and compact["reference"] == full["results"][0][
         "reference"]
     for mine, theirs in zip(compact["results"], full["results"], strict=True):
-        assert {k: mine[k] for k in ("id", "probability", "band")} == {
-            k: theirs[k] for k in ("id", "probability", "band")}
+        assert {k: mine[k] for k in ("id", "probability", "band", "imputed")} == {
+            k: theirs[k] for k in ("id", "probability", "band", "imputed")}
         top = theirs["contributions"][:TOP_CONTRIBUTIONS]
         assert mine["contributions"] == [
             {k: c[k] for k in ("feature", "direction", "contribution_probability", "reason")}
