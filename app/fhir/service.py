@@ -24,6 +24,9 @@ Choices worth knowing:
   Observation the caller named, else display only. Each carries the feature's coding (its
   declared code, else the local one: ``app.fhir.codes``) and the value scored as extensions,
   a categorical feature's value as its category (``valueString``), never as its index.
+- a feature the request left out that the schema declares ``"missing": "reference"`` is scored
+  at its reference value: its ``basis`` display says it was not given, and a ``note`` names
+  every such input (none when all were given).
 """
 
 import hashlib
@@ -195,6 +198,17 @@ def _rationale(contributions: list[ContributionOut], base_probability: float) ->
     )
 
 
+def imputed_note(scored: RiskResult) -> list[dict[str, str]]:
+    """A note naming the inputs scored at their reference value because they were not given
+    (an empty list when none was)."""
+    if not scored.imputed:
+        return []
+    labels = {c.feature: c.label for c in scored.contributions}
+    listed = [f"{labels[name]} ({name})" for name in scored.imputed]
+    return [{"text": "Imputed inputs: not given, so scored at the reference value the model's "
+                     "schema declares for a missing value: " + ", ".join(listed) + "."}]
+
+
 def assessment_identifier(*, model: ScoringModel, subject: str | None,
                           features: Mapping[str, Any], references: Mapping[str, str],
                           day: str) -> dict[str, str]:
@@ -275,6 +289,7 @@ def risk_assessment(
             {"text": statement.statement},
             {"text": "probabilityDecimal is a probability on a 0-1 scale (0.25 means 25%), "
                      f"not a percentage, to {SIGNIFICANT_DIGITS} significant digits."},
+            *imputed_note(scored),
         ],
     }
 
