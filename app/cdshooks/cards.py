@@ -5,9 +5,10 @@ outcome (``outcome_words``, its horizon, its topic: ``app.fhir.codes.topic_of``)
 names an outcome of its own. A risk card's summary stays under 140 characters (the outcome's
 words are shortened, never the probability), its indicator follows the band (``INDICATOR``)
 and its markdown detail gives the probability, the outcome and its window, the reasons (exact
-Shapley contributions) and the model's privacy statement. An insufficient-data card (indicator
-info: it is no alert) names the features the call could not carry and says where to give
-them; it holds no patient value.
+Shapley contributions), the inputs scored at their reference value because the call had no
+data for them (as the schema declares), and the model's privacy statement. An insufficient-data
+card (indicator info: it is no alert) names the features the call could not carry and says
+where to give them; it holds no patient value.
 """
 
 import uuid
@@ -74,6 +75,11 @@ def _detail(scored: RiskResult, schema: DatasetSchema) -> str:
     for c in scored.contributions:
         points = 100 * c.contribution_probability
         lines.append(f"- {c.reason}: {c.direction} the risk ({points:+.1f} points)")
+    if scored.imputed:
+        labels = {c.feature: c.label for c in scored.contributions}
+        lines += ["", "Imputed (no data in this call, so scored at the reference value, as the "
+                  "model's schema declares for a missing value): "
+                  + ", ".join(f"{labels[name]} (`{name}`)" for name in scored.imputed) + "."]
     model = scored.model
     lines += [
         "",

@@ -25,7 +25,9 @@ keeps them: such Observations are still read.
 What a call lacks is one of two things (``Prefetched``): a feature whose discovery keys were
 all left out of the prefetch is *absent* (the EHR could not fetch it and this service cannot
 either: 412, as CDS Hooks says); one whose key came as ``null`` or an empty searchset has *no
-data* (an "insufficient data" card, 200).
+data* (an "insufficient data" card, 200). A feature the schema declares ``"missing":
+"reference"`` is neither: without data (or without a code) it is scored at its reference
+value, as training imputed it, and the card says so.
 """
 
 from collections.abc import Mapping
@@ -55,7 +57,7 @@ from app.fhir.codes import (
     label_of,
     local_system,
 )
-from app.scoring.patients import allowed_of
+from app.scoring.patients import allowed_of, imputable
 
 USABLE_STATUSES = {"final", "amended", "corrected"}
 NUMBERED = (FeatureKind.NUMERIC, FeatureKind.INTEGER)
@@ -84,9 +86,14 @@ class Sources:
 
     @property
     def needed(self) -> tuple[FeatureSpec, ...]:
-        """The features a prefetch can and must supply, in the schema's order."""
+        """The features a prefetch can supply, in the schema's order."""
         gone = {f.name for f in self.unavailable}
         return tuple(f for f in self.features if f.name not in gone)
+
+    @property
+    def blocking(self) -> tuple[FeatureSpec, ...]:
+        """The features no prefetch can carry and scoring cannot do without (not imputable)."""
+        return tuple(f for f in self.unavailable if not imputable(f))
 
 
 def _age_feature(features: tuple[FeatureSpec, ...]) -> FeatureSpec | None:
@@ -214,6 +221,7 @@ class Prefetched:
     references: dict[str, str]  # feature name -> "Observation/<id>" (or Condition, Encounter)
     missing: tuple[FeatureSpec, ...]  # prefetchable, sent as null or empty: no data
     absent: tuple[FeatureSpec, ...]  # prefetchable, every key left out: not retrieved
+    imputed: tuple[FeatureSpec, ...] = ()  # imputable, no value either way: the reference
 
 
 def _observed(prefetch: Mapping[str, Any], sources: Sources, patient_id: str,
@@ -270,9 +278,11 @@ def features_from_prefetch(
     _observed(prefetch, sources, patient_id, values, references)
     _clinical(prefetch, sources, patient_id, today, values, references)
     lacking = [f for f in sources.needed if f.name not in values]
+    imputed = tuple(f for f in lacking if imputable(f))
+    lacking = [f for f in lacking if not imputable(f)]
     sent = [f for f in lacking if any(k in prefetch for k in sources.keys[f.name])]
     absent = tuple(f for f in lacking if f not in sent)
-    return Prefetched(values, references, tuple(sent), absent)
+    return Prefetched(values, references, tuple(sent), absent, imputed)
 
 
 def _lacks(feature: FeatureSpec, sources: Sources) -> str:

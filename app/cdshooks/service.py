@@ -11,6 +11,8 @@ What a call gets:
   no prefetch can carry, gets an "insufficient data" card naming them (200), never a score;
 - a 412 only when every key of a needed feature was left out (the service could not retrieve
   data it needed: it never queries the EHR itself);
+- a feature the schema declares ``"missing": "reference"`` is never lacking: without data it
+  is scored at its reference value, as at training, and the risk card names it;
 - a scored patient gets a risk card when their band is at least the minimum band
   (``DPCRISIS_CDS_MIN_BAND``, medium by default, in discovery's ``dev.dpcrisis.min-band``);
   below it, no card (an empty list), unless the request's ``extension`` asks for a lower one:
@@ -50,7 +52,7 @@ from app.datasets.encoding import GENERATOR_ENCODER, Encoder
 from app.fhir.codes import BUILT_IN_TOPIC, label_of, topic_of
 from app.scoring import model_cache
 from app.scoring import service as scoring_service
-from app.scoring.patients import allowed_of, features_model
+from app.scoring.patients import allowed_of, features_model, imputable
 from app.scoring.schemas import RiskResult
 
 SERVICE_ID = "dpcrisis-risk"
@@ -131,8 +133,13 @@ def _description(sources: Sources, model_id: int | None, outcome: str) -> str:
             "Encounter 0 sessions); a key left out is a 412. Patients below the "
             f"{settings.dpcrisis_cds_min_band} band get no card unless the call's extension "
             "dev.dpcrisis.min-band asks for a lower one.")
-    if sources.unavailable:
-        text += (" No prefetch can carry " + ", ".join(f.name for f in sources.unavailable)
+    imputed = [f.name for f in sources.features if imputable(f)]
+    if imputed:
+        text += (" The model's schema lets " + ", ".join(imputed) + " be missing: without "
+                 "data it is scored at its reference value (as in training), and the card "
+                 "says so.")
+    if sources.blocking:
+        text += (" No prefetch can carry " + ", ".join(f.name for f in sources.blocking)
                  + " (no code in the model's schema): every call answers an 'insufficient "
                  "data' card; score such patients with POST /v1/risk.")
     if model_id is None:
@@ -225,11 +232,11 @@ def evaluate(
             f"{outcome_words(model.encoder.schema)}: call {SERVICE_ID!r}")
     sources = sources_of(model.encoder)
     got = features_from_prefetch(prefetch, sources=sources, patient_id=patient_id, today=today)
-    if got.absent and not sources.unavailable:
+    if got.absent and not sources.blocking:
         raise incomplete(got.absent, sources)
-    if sources.unavailable or got.missing:
+    if sources.blocking or got.missing:
         answer = insufficient_card(model=model.block, schema=model.encoder.schema,
-                                   uncoded=sources.unavailable,
+                                   uncoded=sources.blocking,
                                    lacking=(*got.missing, *got.absent))
         return CdsResponse(cards=[answer]), None
     features = _checked_features(model.encoder, got.values)

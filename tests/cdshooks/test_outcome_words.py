@@ -31,7 +31,7 @@ def test_the_words_are_the_declared_label_or_the_column() -> None:
 def scored(band: str = "high", probability: float = 0.41) -> RiskResult:
     return cast(RiskResult, SimpleNamespace(  # what a card reads of a RiskResult
         probability=probability, band=band, band_thresholds=DEFAULT_BAND_THRESHOLDS,
-        contributions=[], reference=SimpleNamespace(probability=0.1),
+        contributions=[], imputed=[], reference=SimpleNamespace(probability=0.1),
         model=SimpleNamespace(id=3, kind="logistic", version="v", statement="s")))
 
 
