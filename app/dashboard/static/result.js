@@ -41,6 +41,20 @@ function timesText(p, base) {
   return ratio > 0.67 ? "about the same as" : `${comparedWith(p, base)}`;
 }
 
+/** Which inputs were not given and so scored at the reference value; null when none. */
+function imputedNote(answer, features) {
+  const names = answer.imputed || [];
+  if (!names.length) return null;
+  const byName = new Map(features.map((f) => [f.name, f]));
+  const values = answer.reference?.features || {};
+  const listed = names.map((name) => {
+    const feature = byName.get(name);
+    return `${feature?.label || name} (${valueText(feature, values[name])})`;
+  });
+  return h("p", { id: "imputed", className: "note", text: "Not given, so scored at the "
+    + `reference patient's value, as the model's schema allows: ${listed.join("; ")}.` });
+}
+
 function referenceText(answer, features) {
   const values = answer.reference?.features || {};
   return features.filter((f) => f.name in values)
@@ -146,6 +160,7 @@ export function renderResult(result, answer, info) {
     h("h4", { text: "Compared with what" }),
     baseline(answer, info, features),
     h("h4", { text: "What contributed" }),
+    imputedNote(answer, features),
     contributionChart(answer, features),
     h("h4", { text: "Model and privacy" }),
     privacyStatement(answer.model, info),

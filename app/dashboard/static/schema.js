@@ -5,7 +5,9 @@
 //
 // Bounds, categories and reference values are the schema's public declarations. The form checks
 // only what a browser can tell by itself (a number that is not one); the API checks the rest
-// and its errors are shown next to their fields.
+// and its errors are shown next to their fields. A feature the schema declares
+// "missing": "reference" may be left blank (a CSV cell too): the API then scores it at its
+// reference value and says so.
 
 import { h } from "./common.js";
 
@@ -23,6 +25,7 @@ export function featuresOf(schema) {
     categories: f.categories || [],
     reference: f.reference,
     code: f.code || null,
+    imputable: f.missing === "reference",
   }));
 }
 
@@ -99,7 +102,9 @@ function helpText(feature) {
       text += ` Values below ${feature.modelLower} count as ${feature.modelLower}.`;
     }
   }
-  return `${text} Starts at the reference patient's value: ${referenceText(feature)}.`
+  const blank = feature.imputable
+    ? " May be left blank: it is then scored at the reference patient's value." : "";
+  return `${text} Starts at the reference patient's value: ${referenceText(feature)}.${blank}`
     + codeText(feature.code);
 }
 
@@ -109,6 +114,7 @@ function selectControl(feature, attrs) {
     : feature.categories.map((c) => [c, c]);
   const reference = feature.kind === "binary"
     ? String(Number(feature.reference) >= 0.5 ? 1 : 0) : String(feature.reference);
+  if (feature.imputable) choices.push(["", "Not given (scored at the reference)"]);
   return h("select", attrs, choices.map(([value, text]) =>
     h("option", { value, text, selected: value === reference })));
 }
@@ -128,6 +134,7 @@ function numberControl(feature, attrs) {
 
 /** Whether a value kept from another schema's form fits this feature. */
 function fits(feature, value) {
+  if (value === "" && feature.imputable) return true;
   if (value === undefined || value === "") return false;
   if (feature.kind === "categorical") return feature.categories.includes(value);
   if (feature.kind === "binary") return value === "0" || value === "1";
@@ -172,7 +179,7 @@ export function readForm(form, features) {
       continue;
     }
     const raw = control.value.trim();
-    if (raw === "") continue; // the API names it as missing
+    if (raw === "") continue; // imputable: scored at the reference; else the API names it
     values[feature.name] = feature.kind === "categorical" ? raw : Number(raw);
   }
   return { values, errors };
@@ -189,7 +196,7 @@ function categoryOf(feature, raw) {
 
 /** One CSV cell as the API takes it: ``{value}``, or ``{error}`` saying what is wrong. */
 export function parseCell(feature, raw) {
-  if (raw === "") return { error: "missing" };
+  if (raw === "") return feature.imputable ? { value: null } : { error: "missing" };
   if (feature.kind === "binary") {
     const lower = raw.toLowerCase();
     if (YES.has(lower)) return { value: 1 };
