@@ -8,12 +8,14 @@ import logging
 import os
 import sqlite3
 import tempfile
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+import torch
 from fastapi.testclient import TestClient
 from sqlalchemy import create_engine, text
 
@@ -30,6 +32,24 @@ from worker.runner import Worker
 POSTGRES_URL = os.environ.get(
     "DPCRISIS_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test"
 )
+
+# One torch thread, as every CPU worker runs (``Worker`` sets it on its first construction):
+# a test's speed and floating-point sums then do not depend on which tests ran before it in
+# this process, and parallel test processes do not fight over the cores.
+torch.set_num_threads(1)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _var_in_tmp(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """The default database, artifacts and uploads (``./var/`` in a deployment) of this test
+    process in a temporary folder of its own: a test that does not choose them writes nothing
+    into the working tree, and parallel test processes never share a file."""
+    var = tmp_path_factory.mktemp("var")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(settings, "database_url", f"sqlite:///{var / 'dpcrisis.db'}")
+        patch.setattr(settings, "artifact_dir", var / "artifacts")
+        patch.setattr(settings, "data_dir", var / "data")
+        yield
 
 
 def _postgres_available() -> bool:
@@ -261,9 +281,8 @@ HTTP_FIXTURES = frozenset({"client", "any_client", "client_as", "server", "live_
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """The PostgreSQL variants run in the full suite (CI), not in the fast lane: the fast lane
-    (``-m "not slow"``) checks everything once, on SQLite, in under 4 minutes. Every test is
-    also marked ``api`` or ``unit`` (``-m unit`` runs the service tests of every package
-    apart from the API tests)."""
+    (``-m "not slow"``) checks everything once, on SQLite. Every test is also marked ``api`` or
+    ``unit`` (``-m unit`` runs the service tests of every package apart from the API tests)."""
     for item in items:
         if item.get_closest_marker("postgres") is not None:
             item.add_marker(pytest.mark.slow)
@@ -273,30 +292,58 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
                         else pytest.mark.unit)
 
 
+SHARED_PACKAGES = ("tests/browser/",)
+"""Packages whose tests share a package-scoped fixture (the browser tests' served process and
+Chromium): each runs on one worker, so the fixture starts once."""
+
+
+@pytest.hookimpl(optionalhook=True)  # pytest-xdist's hook: absent under ``-p no:xdist``
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """``--dist loadscope`` (``addopts``) with the packages of ``SHARED_PACKAGES`` kept whole.
+
+    loadscope sends each module (or class) to one worker, so a module-scoped fixture (a served
+    process, a trained model) starts once per run, not once per worker; xdist's ``loadgroup``
+    would group by marker instead, but it renames node ids in a way pytest 9.2 ignores.
+    """
+    if config.getvalue("dist") != "loadscope":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class SharedFixtureScheduling(LoadScopeScheduling):
+        """loadscope whose unit for a shared package is the package: a small subclass of
+        xdist's scheduler, overriding the one method its own loadfile and loadgroup modes
+        override."""
+
+        def _split_scope(self, nodeid: str) -> str:
+            package = next((p for p in SHARED_PACKAGES if nodeid.startswith(p)), None)
+            return package if package is not None else str(super()._split_scope(nodeid))
+
+    return SharedFixtureScheduling(config, log)
+
+
 _LANE_SECONDS = {"fast": 0.0, "slow": 0.0}
-_SLOW_IDS: set[str] = set()
-
-
-@pytest.hookimpl(trylast=True)
-def pytest_collection_finish(session: pytest.Session) -> None:
-    _SLOW_IDS.update(item.nodeid for item in session.items
-                     if item.get_closest_marker("slow") is not None)
+_STARTED = time.monotonic()
+"""When this process (with xdist, the controller) loaded the test configuration."""
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     """Add up each test's setup, call and teardown by lane, so the full run (CI) also says what
-    the fast lane (``-m "not slow"``) costs on this machine, without running it twice."""
-    _LANE_SECONDS["slow" if report.nodeid in _SLOW_IDS else "fast"] += report.duration
+    the fast lane (``-m "not slow"``) costs on this machine, without running it twice. With
+    xdist this runs in the controller on the workers' reports: ``keywords`` carries the
+    markers across (the controller collects no items of its own)."""
+    _LANE_SECONDS["slow" if "slow" in report.keywords else "fast"] += report.duration
 
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:
-    """Say what each lane's tests took (the fast lane's goal: under 3 minutes on 2 cores, plus
-    collection), and say it loudly when the browser tests were skipped for want of Debian's
-    chromium: the README's test command would otherwise pass without ever opening the
-    dashboard."""
+    """Say what each lane's tests took (the fast lane's goal: under 3 minutes of wall time on
+    2 cores) and what this run took on the wall, and say it loudly when the browser tests were
+    skipped for want of Debian's chromium: the README's test command would otherwise pass
+    without ever opening the dashboard."""
+    workers = getattr(terminalreporter.config.option, "numprocesses", None) or 0
     terminalreporter.write_sep(
         "-", f"tests' own time by lane: fast lane (not slow) {_LANE_SECONDS['fast']:.0f} s, "
-        f"slow {_LANE_SECONDS['slow']:.0f} s")
+        f"slow {_LANE_SECONDS['slow']:.0f} s; this run {time.monotonic() - _STARTED:.0f} s "
+        f"wall on {workers or 1} process(es)")
     skipped = [report for report in terminalreporter.stats.get("skipped", [])
                if "chromium" in str(getattr(report, "longrepr", ""))]
     if skipped:
