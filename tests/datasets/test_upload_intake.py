@@ -132,6 +132,7 @@ def test_header_size_and_width_are_capped(tmp_path: Path) -> None:
     assert str(limit) in item["allowed"]
 
 
+@pytest.mark.slow  # it times itself, which a loaded machine can stretch
 def test_the_duplicate_column_check_is_linear(tmp_path: Path,
                                               monkeypatch: pytest.MonkeyPatch) -> None:
     """100,000 names (a quadratic check compares 10^10 pairs): well under a second."""

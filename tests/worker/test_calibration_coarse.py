@@ -82,6 +82,7 @@ def test_a_noisy_mini_batch_model_is_released_from_its_share_of_the_floor(
         assert abs(record.slope - 1.0) < 0.5 and abs(record.intercept) < 0.6
 
 
+@pytest.mark.slow
 def test_on_a_small_noisy_part_the_coarse_fit_shrinks_an_overconfident_model_further() -> None:
     """150 calibration rows at epsilon 1's noise (the rule's coarse range), a model 3 times
     over-confident (the truth's slope: 1/3), 200 draws of rows and noise: the coarse fit's

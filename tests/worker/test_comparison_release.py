@@ -6,6 +6,7 @@ different."""
 import math
 
 import numpy as np
+import pytest
 
 from app.datasets.parts import PartRows
 from worker.evaluation import evaluated
@@ -49,6 +50,7 @@ def test_a_clearly_better_challenger_is_better() -> None:
     assert _verdict(rows, (strong, weak), seed=2)["verdict"] == "worse"
 
 
+@pytest.mark.slow
 def test_the_same_model_is_rarely_called_better_or_worse() -> None:
     """Both sides the same scores: 40 releases, at most 2 called better or worse (the
     interval is 95% and resamples each side alone, wider than a paired one)."""

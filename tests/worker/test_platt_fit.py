@@ -33,6 +33,7 @@ def test_without_noise_the_fit_is_the_binomial_maximum() -> None:
     assert deconvolved == pytest.approx(exact, abs=1e-5)
 
 
+@pytest.mark.slow
 def test_noise_in_a_confident_models_outer_bins_does_not_drag_the_slope_down() -> None:
     """400 calibration rows of a model 1/0.6 times over-confident, epsilon-1-like noise (std
     5.2 a count), bins out to log-odds 12, 100 draws of rows and noise: clamping the noisy
