@@ -1,4 +1,4 @@
-"""A small bad body gets a small, fast 422: error lists are capped and validation stops early.
+"""A small bad body gets a small 422: error lists are capped and validation stops early.
 
 The trial's request: 4,000 patients x 100 unknown keys (4 MB) to ``POST /v1/risk/batch`` once
 answered a 123 MB 422 after 12.5 s. Every answer now lists at most ``MAX_LISTED_ERRORS`` errors
@@ -6,7 +6,6 @@ with ``error_count`` (the errors found), and ``complete: false`` when validation
 """
 
 import json
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -21,17 +20,16 @@ from tests.conftest import PATIENT, _sqlite_database
 
 JSON = {"content-type": "application/json"}
 SMALL_ANSWER_BYTES = 64 * 1024
-FAST_SECONDS = 2.0
-"""Generous for a shared 2-core machine: the trial's answer took 12.5 s, this one ~0.1 s."""
 
 
-def _post(client: TestClient, path: str, body: object) -> tuple[dict, int, float]:
+def _post(client: TestClient, path: str, body: object) -> tuple[dict, int]:
+    """The 422's problem document and the body's size. The answer's speed is
+    bench territory; what makes it fast is checked here: a capped list and an early stop
+    (``complete: false`` with fewer errors counted than the body holds)."""
     content = json.dumps(body).encode()
-    started = time.perf_counter()
     response = client.post(path, content=content, headers=JSON)
-    elapsed = time.perf_counter() - started
     assert len(response.content) < SMALL_ANSWER_BYTES, len(response.content)
-    return problem(response, 422), len(content), elapsed
+    return problem(response, 422), len(content)
 
 
 @pytest.fixture(scope="module")
@@ -45,11 +43,10 @@ def test_the_trials_batch_gets_a_small_fast_answer(scorer: TestClient) -> None:
     clinician = scorer
     unknown = {f"unknown_{j}": 1 for j in range(100)}
     body = {"patients": [{"features": unknown} for _ in range(4000)]}
-    answer, sent, elapsed = _post(clinician, "/v1/risk/batch", body)
+    answer, sent = _post(clinician, "/v1/risk/batch", body)
     assert sent > 3_000_000
-    assert elapsed < FAST_SECONDS, elapsed
     assert len(answer["errors"]) == MAX_LISTED_ERRORS
-    assert answer["error_count"] >= MAX_LISTED_ERRORS
+    assert MAX_LISTED_ERRORS <= answer["error_count"] < 4000 * 100
     assert answer["complete"] is False  # validation stopped: more patients were not checked
     assert answer["errors"][0]["field"].startswith("patients.0.features.")
 
@@ -57,8 +54,7 @@ def test_the_trials_batch_gets_a_small_fast_answer(scorer: TestClient) -> None:
 def test_one_object_with_many_unknown_keys_is_counted_not_listed(scorer: TestClient) -> None:
     clinician = scorer
     features = {**PATIENT, **{f"k{j}": 0 for j in range(300_000)}}
-    answer, _, elapsed = _post(clinician, "/v1/risk", {"features": features})
-    assert elapsed < FAST_SECONDS, elapsed
+    answer, _ = _post(clinician, "/v1/risk", {"features": features})
     assert len(answer["errors"]) == MAX_LISTED_ERRORS
     # Every unknown key is counted; the known ones went unchecked, so it is a lower bound.
     assert answer["error_count"] == 300_000 and answer["complete"] is False
@@ -72,14 +68,14 @@ def test_one_object_with_many_unknown_keys_is_counted_not_listed(scorer: TestCli
 def test_every_request_body_caps_unknown_keys(scorer: TestClient) -> None:
     """The cap is the request models' base rule, not the scoring schema's alone."""
     body = {"name": "x", **{f"typo_{j}": 1 for j in range(5000)}}
-    answer, _, _ = _post(scorer, "/v1/keys", body)
+    answer, _ = _post(scorer, "/v1/keys", body)
     assert len(answer["errors"]) == MAX_LISTED_ERRORS
     assert answer["error_count"] == 5000 and answer["complete"] is False
 
 
 def test_a_few_errors_are_all_listed_with_their_count(scorer: TestClient) -> None:
     patients = [{"features": PATIENT}] * 40 + [{"features": {**PATIENT, "phq9": 99}}] * 3
-    answer, _, _ = _post(scorer, "/v1/risk/batch", {"patients": patients})
+    answer, _ = _post(scorer, "/v1/risk/batch", {"patients": patients})
     assert [e["field"] for e in answer["errors"]] == [
         f"patients.{k}.features.phq9" for k in (40, 41, 42)
     ]
@@ -92,8 +88,7 @@ def test_a_batch_of_bad_patients_stops_after_the_listed_errors(
 ) -> None:
     patients = [{"features": {**PATIENT, "phq9": 99} if k % bad_every == 0 else PATIENT}
                 for k in range(MAX_BATCH)]
-    answer, _, elapsed = _post(scorer, "/v1/risk/batch", {"patients": patients})
-    assert elapsed < FAST_SECONDS, elapsed
+    answer, _ = _post(scorer, "/v1/risk/batch", {"patients": patients})
     listed = [e["field"] for e in answer["errors"]]
     assert listed == [f"patients.{k}.features.phq9" for k in range(0, MAX_BATCH, bad_every)][
         :MAX_LISTED_ERRORS]

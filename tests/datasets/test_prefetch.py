@@ -2,7 +2,6 @@
 and no thread left behind when the consumer stops early."""
 
 import threading
-import time
 
 import pytest
 
@@ -61,22 +60,20 @@ def test_stopping_early_stops_the_thread_without_reading_everything() -> None:
 
 
 def test_reading_overlaps_the_consumer() -> None:
-    """Two 50 ms reads and two 50 ms checks take about 150 ms, not 200 (sleep frees the GIL,
-    as Arrow's parsing does)."""
-    left = [2]
+    """The next item is read while the consumer still works on this one (Arrow's parsing frees
+    the GIL, so the two overlap): a consumer that holds the first item sees the second read
+    begin. A reader that read only when asked would leave it waiting out the guard."""
+    calls, second_read = [0], threading.Event()
 
     def read() -> int | None:
-        if not left[0]:
-            return None
-        time.sleep(0.05)
-        left[0] -= 1
-        return left[0]
+        calls[0] += 1
+        if calls[0] == 2:
+            second_read.set()
+        return calls[0] if calls[0] <= 2 else None
 
-    start = time.perf_counter()
     with Prefetched(read) as reader:
-        for _ in reader:
-            time.sleep(0.05)
-    assert time.perf_counter() - start < 0.19
+        overlapped = [second_read.wait(timeout=60) for _ in reader]
+    assert overlapped[0] is True
 
 
 def test_a_reader_is_iterated_once() -> None:

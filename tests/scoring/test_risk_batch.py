@@ -4,7 +4,6 @@ additivity per patient, and patient features never logged."""
 import json
 import logging
 import re
-import time
 from typing import Any
 
 import numpy as np
@@ -80,21 +79,18 @@ def test_batch_matches_single_in_order_and_adds_up(
 
 
 def test_ten_thousand_patients_in_one_call(client: TestClient, run_worker: Any) -> None:
+    """A full batch is answered in order (its speed is bench/scoring_latency.py's goal)."""
     train_models(client, run_worker)
     patients = random_patients(MAX_BATCH, seed=2)
-    started = time.perf_counter()
     response = client.post(
         "/v1/risk/batch", json={"patients": [{"features": p} for p in patients]}
     )
-    elapsed = time.perf_counter() - started
     assert response.status_code == 200, response.text
     results = response.json()["results"]
     assert len(results) == MAX_BATCH
     for k in (0, 1234, MAX_BATCH - 1):
         assert {c["feature"]: c["value"] for c in results[k]["contributions"]} == patients[k]
         assert_additive(results[k], results[k]["reference"])
-    print(f"\n10,000 patients through the test client: {elapsed:.2f} s")
-    assert elapsed < 30  # a shared CI machine; bench/scoring_latency.py measures the goal
 
 
 @pytest.mark.parametrize("count", [0, MAX_BATCH + 1])
