@@ -1,7 +1,7 @@
 """Federation benchmark: a federated model beside each clinic alone and pooled DP.
 
 Everything runs through the real service: a coordinator (``dpcrisis serve`` plus
-``dpcrisis federation-coordinator``), three clinics (``tests.federated.clinics.CLINICS``:
+``dpcrisis federation-coordinator``), three clinics (``bench/clinics.py``'s ``CLINICS``:
 20,000 / 4,000 / 800 rows, the middle one with the generator's ``subgroup_effect``) and one
 extra service for pooled training, each its own process on loopback with its own SQLite
 database. At each per-record epsilon (1 and 3, delta 1e-6 from each dataset's budget):
@@ -33,10 +33,12 @@ The last line is ``federated_auc=A pooled_auc=P smallest_alone_auc=S`` at epsilo
 """
 
 import argparse
+import signal
 import subprocess
 import sys
 import tempfile
 import time
+from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -47,10 +49,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from app.datasets import synthetic  # noqa: E402
 from app.federation.schemas import FederatedRecipe, rounds_within_cap  # noqa: E402
+from bench import clinics, processes  # noqa: E402
 from bench import federated_data as data  # noqa: E402
-from tests.e2e.service import api_client  # noqa: E402
-from tests.federated import clinics  # noqa: E402
-from tests.federated.clinics import CLINICS, Service  # noqa: E402
+from bench.clinics import CLINICS, Service  # noqa: E402
 
 EPSILONS = (1.0, 3.0)
 DELTA = 1e-6
@@ -60,6 +61,9 @@ at epsilon 3 and at 1 fit in it (the ledgers' Renyi filters); the same rows trai
 WITHIN_POOLED, ABOVE_SMALLEST = 0.01, 0.02
 ROUND_TIMEOUT = 120.0  # the recipe's default
 JOB_SECONDS = 1_500.0
+START_SECONDS = 600.0
+"""How long the five services, started together, may take to answer /readyz: each imports
+torch and migrates its database on the same few cores, which a loaded machine stretches."""
 SMALLEST = min(CLINICS, key=lambda clinic: clinic[1])[0]
 KINDS = ("federated", "alone", "pooled")
 
@@ -89,12 +93,19 @@ class Plan:
     secure: bool = False
 
 
-def start(root: Path) -> Cluster:
-    coordinator = clinics.start(root / "coordinator")
-    sites = {name: clinics.start(root / name) for name, _, _ in CLINICS}
-    pooled = clinics.start(root / "pooled")
-    cluster = Cluster(coordinator, sites, pooled, {})
-    clinics.wait_ready(*cluster.all())
+def start(root: Path, stack: ExitStack) -> Cluster:
+    """Every service, ready; each one is stopped by ``stack`` (with the Flower servers started
+    on it) however the bench ends, a service that never became ready included."""
+
+    def started(name: str) -> Service:
+        service = clinics.start(root / name)
+        stack.callback(service.stop)
+        return service
+
+    coordinator = started("coordinator")
+    sites = {name: started(name) for name, _, _ in CLINICS}
+    cluster = Cluster(coordinator, sites, started("pooled"), {})
+    clinics.wait_ready(*cluster.all(), seconds=START_SECONDS)
     return cluster
 
 
@@ -116,7 +127,8 @@ def register_all(cluster: Cluster, tables: dict[str, synthetic.SyntheticTable]) 
                                          {"name": name, "source": source})
     cluster.pooled_dataset = _create(cluster.pooled, cluster.budget, {
         "name": "pooled", "source": {"kind": "upload"}, "schema": data.pooled_schema()})
-    with api_client(cluster.pooled.base, cluster.pooled.keys["data_steward"], 300) as steward:
+    with processes.api_client(cluster.pooled.base, cluster.pooled.keys["data_steward"],
+                              300) as steward:
         sent = steward.put(f"/v1/datasets/{cluster.pooled_dataset}/data",
                            content=data.union_csv(tables), headers={"Content-Type": "text/csv"})
     _expect(sent.status_code == 200, f"pooled upload: {sent.text[:500]}")
@@ -355,18 +367,21 @@ def run(args: argparse.Namespace, root: Path) -> None:
           f"{', SecAgg+' if args.secure else ''}; {args.held_out:,} "
           f"fresh held-out rows per clinic, scored by each service's /v1/risk/batch; "
           f"{args.repeats} repeat(s) of every model", flush=True)
-    cluster = start(root)
-    try:
+    with ExitStack() as stack:
+        cluster = start(root, stack)
         cluster.budget = BUDGET_PER_REPEAT * args.repeats
         register_all(cluster, tables)
         collect(cluster, Plan(args.rounds, args.local_steps, args.weights, args.secure),
                 args.repeats, held)
-    finally:
-        for service in cluster.all():
-            service.stop()
+
+
+def _exit(signum: int, _frame: object) -> None:
+    """A SIGTERM (a CI timeout, ``kill``) unwinds like an error: the services are stopped."""
+    raise SystemExit(128 + signum)
 
 
 def main() -> None:
+    signal.signal(signal.SIGTERM, _exit)
     args = arguments()
     if args.root is not None:
         run(args, args.root)

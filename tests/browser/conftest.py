@@ -14,10 +14,10 @@ import httpx
 import pytest
 from playwright.sync_api import Browser, ConsoleMessage, Page, Request, Response, sync_playwright
 
+from bench.processes import api_client, server_log, start_server, stop, wait_ready
 from tests.browser.helpers import CHROMIUM
 from tests.conftest import FAST_TRAINING, SMALL_DATASET
 from tests.e2e.cohort import CLINIC_SCHEMA, PARQUET, clinic_parquet, register_upload
-from tests.e2e.service import api_client, server_log, start_server, wait_ready
 
 
 def _train(http: httpx.Client, process: Any, dataset_id: int) -> dict[str, Any]:
@@ -39,9 +39,7 @@ def _train(http: httpx.Client, process: Any, dataset_id: int) -> dict[str, Any]:
 def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     """A served app with a crisis model (active) and a clinic-schema model; ids, keys, URL."""
     root = tmp_path_factory.mktemp("dashboard")
-    with pytest.MonkeyPatch.context() as env:
-        env.setenv("DATA_DIR", str(root / "var" / "data"))  # uploads stay in the tmp dir
-        process, base = start_server(root)
+    process, base = start_server(root)  # its uploads too stay under root (service_env)
     try:
         wait_ready(process, base)
         http = api_client(base, timeout=60)  # admin
@@ -56,8 +54,7 @@ def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]
         yield {"base": base, "dataset": dataset.json(), "job": job, "http": http,
                "clinic_dataset": clinic, "clinic_model": clinic_job["model_id"], **keys}
     finally:
-        process.terminate()
-        process.wait(timeout=30)
+        stop(process)
 
 
 @pytest.fixture(scope="package")

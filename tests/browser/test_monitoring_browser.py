@@ -13,10 +13,10 @@ from typing import Any
 import httpx
 import pytest
 
+from bench.processes import api_client
 from tests.api.scoring_helpers import QUICK_JOB
 from tests.browser.helpers import ARTIFACTS, assert_accessible, open_page, skip_without_chromium
 from tests.conftest import SMALL_DATASET
-from tests.e2e.service import api_client
 
 skip_without_chromium()
 

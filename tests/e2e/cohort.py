@@ -25,7 +25,14 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from tests.e2e.service import ADMIN_KEY, api_client, server_log, start_server, wait_ready
+from bench.processes import (
+    ADMIN_KEY,
+    api_client,
+    server_log,
+    start_server,
+    stop,
+    wait_ready,
+)
 
 CSV, PARQUET = "text/csv", "application/vnd.apache.parquet"
 BUDGET = {"epsilon": 8, "delta": 1e-5}
@@ -46,21 +53,15 @@ class LiveServer:
 
 @pytest.fixture(scope="module")
 def live_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
-    """One served process per test module; its uploads, database and artifacts under a tmp dir.
-
-    ``DATA_DIR`` is set here: the shared ``service_env`` leaves it to the default ``./var/data``,
-    which would put uploaded rows in the working tree.
-    """
+    """One served process per test module; its uploads, database and artifacts under a tmp dir
+    (``service_env``)."""
     root = tmp_path_factory.mktemp("cohort")
-    with pytest.MonkeyPatch.context() as env:
-        env.setenv("DATA_DIR", str(root / "var" / "data"))
-        process, base = start_server(root)
+    process, base = start_server(root)
     try:
         wait_ready(process, base)
         yield LiveServer(url=base, admin_key=ADMIN_KEY, root=root, process=process)
     finally:
-        process.terminate()
-        process.wait(timeout=30)
+        stop(process)
 
 
 # --- the breast cancer table (CSV) ---------------------------------------------------------

@@ -16,7 +16,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.e2e.service import CLI, api_client, served, service_env
+from bench.processes import CLI, api_client, served, service_env
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 STATUS = "__HTTP_STATUS__"

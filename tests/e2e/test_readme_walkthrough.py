@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from bench.processes import CLI, api_client, served, service_env
 from tests.conftest import PATIENT
-from tests.e2e.service import CLI, api_client, served, service_env
 
 
 @pytest.fixture

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
+from bench.processes import api_client, server_log, start_server, wait_ready
 from tests.api.scoring_helpers import QUICK_JOB
 from tests.conftest import PATIENT, small_dataset
-from tests.e2e.service import api_client, server_log, start_server, wait_ready
 
 pytestmark = pytest.mark.slow  # a real server imports torch and trains a model: ~10 s
 

@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from tests.e2e.service import CLI, api_client, service_env, start_server, wait_ready
+from bench.processes import CLI, api_client, service_env, start_server, wait_ready
 
 
 @pytest.mark.slow

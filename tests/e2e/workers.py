@@ -25,7 +25,7 @@ from app.jobs.models import Job
 from app.jobs.schemas import JobCreate
 from app.ledger import chain
 from app.ledger.models import LedgerEntry
-from tests.e2e.service import CLI, _free_port
+from bench.processes import CLI, free_port
 
 ADMIN_KEY = "dpk_test_admin_key_for_worker_process_tests"
 """Given to ``dpcrisis serve`` (DPCRISIS_ADMIN_KEY) and sent as a bearer token, once keys exist."""
@@ -125,7 +125,7 @@ def start_worker(start: Callable[..., Process], name: str, env: dict[str, str], 
 def start_api(start: Callable[..., Process], name: str, env: dict[str, str], root: Path
               ) -> tuple[Process, str]:
     """``dpcrisis serve --no-worker`` on a free port, once it logs that it accepts requests."""
-    port = _free_port()
+    port = free_port()
     api = start(name, "serve", "--no-worker", "--port", str(port), env=env, root=root)
     api.wait_logged("Uvicorn running")
     return api, f"http://127.0.0.1:{port}"

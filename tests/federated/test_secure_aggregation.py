@@ -15,7 +15,7 @@ from flwr.server import ServerConfig, start_server
 
 from app.federation import signing
 from app.federation.models import Federation
-from tests.federated.clinics import address
+from bench.clinics import address
 from worker import federated_site
 from worker.federated_coordinator import FederationAverage, Report
 from worker.federated_site import RoundRefused, SiteRun

@@ -1,5 +1,6 @@
 """A coordinator and clinics as separate ``dpcrisis`` processes on loopback, each with its own
-SQLite database and its own rows, for the federation's end-to-end test and its bench.
+SQLite database and its own rows, for the federation's bench (``bench/federated.py``) and its
+end-to-end tests (``tests/federated/test_federation_e2e.py``).
 
 Each clinic is a ``dpcrisis serve`` with its embedded worker (the worker that holds the clinic's
 rows runs its Flower client); the coordinator is a ``dpcrisis serve`` (to declare the
@@ -12,6 +13,7 @@ follow another outcome model (``subgroup_effect``), the smallest is small.
 
 import subprocess
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -21,8 +23,7 @@ import httpx
 from app.datasets.built_in_schema import BUILT_IN_SCHEMA
 from app.datasets.dataset_schema import schema_hash
 from app.federation import signing
-from tests.e2e.service import CLI, _free_port, api_client, server_log, service_env, start_server
-from tests.e2e.service import wait_ready as wait_server
+from bench import processes
 
 KEY_FILE = "site.pem"
 
@@ -31,55 +32,42 @@ CLINICS: tuple[tuple[str, int, str | None], ...] = (
 )
 """(site name, rows, the generator's documented shift): size and case mix differ."""
 
-TEST_ROWS = {"clinic-a": 40_000}
-"""The end-to-end tests' sizes where they differ from ``CLINICS`` (the bench keeps those). With
-20,000 rows at the largest clinic the federation's summed held-out parts held 59-83 noisy
-positives, and its evaluation reports no ROC-AUC below 40.5 (2 noise stds of the 19 summed
-bins: 2 x 4.64 x sqrt(19)), so about one run in twenty-five had none; with 40,000 they hold
-about 150, more than 5 stds of that sum (20.2) above the floor."""
-
 
 @dataclass
 class Service:
-    """One running ``dpcrisis serve``: its directory, process, URL and keys by role."""
+    """One running ``dpcrisis serve``: its directory, process, URL and keys by role, and the
+    other processes started on its database (the coordinator's Flower server), which ``stop``
+    ends with it."""
 
     root: Path
     process: subprocess.Popen[str]
     base: str
     keys: dict[str, str] = field(default_factory=dict)
+    children: list[subprocess.Popen[str]] = field(default_factory=list)
 
     def http(self, role: str = "admin") -> httpx.Client:
         if role == "admin":
-            return api_client(self.base)
+            return processes.api_client(self.base)
         if role not in self.keys:
-            with api_client(self.base) as admin:
+            with processes.api_client(self.base) as admin:
                 made = admin.post("/v1/keys", json={"name": f"{role}-{len(self.keys)}",
                                                     "role": role})
-                assert made.status_code == 201, made.text
+                if made.status_code != 201:
+                    raise RuntimeError(f"a {role} key at {self.base}: {made.text[:500]}")
                 self.keys[role] = made.json()["key"]
-        return api_client(self.base, self.keys[role])
+        return processes.api_client(self.base, self.keys[role])
 
     def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
+        """The service and what was started on its database, each with its process group."""
+        for process in (*self.children, self.process):
+            processes.stop(process)
 
 
 def start(root: Path, **env: str) -> Service:
     """``dpcrisis serve`` on ``root``'s database; ``env`` overrides settings (upper-cased)."""
     root.mkdir(parents=True, exist_ok=True)
-    if not env:
-        process, base = start_server(root)
-        return Service(root, process, base)
-    port = _free_port()
-    with (root / "serve.log").open("a") as out:
-        process = subprocess.Popen(
-            [CLI, "serve", "--port", str(port)], stdout=out, stderr=subprocess.STDOUT,
-            env={**service_env(root), **{k.upper(): v for k, v in env.items()}}, text=True)
-    return Service(root, process, f"http://127.0.0.1:{port}")
+    process, base = processes.start_server(root, **env)
+    return Service(root, process, base)
 
 
 def site_key(root: Path) -> dict[str, str]:
@@ -99,9 +87,10 @@ def declared_keys(sites: list[Service]) -> list[str] | None:
     return [signing.public_of(signing.load_private(path)) for path in paths]
 
 
-def wait_ready(*services: Service) -> None:
+def wait_ready(*services: Service, seconds: float = processes.READY_SECONDS) -> None:
+    """Until every service answers /readyz (``processes.NotReady`` otherwise)."""
     for service in services:
-        wait_server(service.process, service.base)
+        processes.wait_ready(service.process, service.base, seconds)
 
 
 def federation_body(*, role: str, address: str, site: str | None, rounds: int, local_steps: int,
@@ -119,7 +108,8 @@ def federation_body(*, role: str, address: str, site: str | None, rounds: int, l
 def declare(service: Service, body: dict[str, Any]) -> int:
     with service.http() as admin:
         made = admin.post("/v1/federations", json=body)
-    assert made.status_code == 201, made.text
+    if made.status_code != 201:
+        raise RuntimeError(f"declaring at {service.base}: {made.text[:500]}")
     return int(made.json()["id"])
 
 
@@ -131,7 +121,8 @@ def register(service: Service, name: str, rows: int, seed: int, shift: str | Non
         made = steward.post("/v1/datasets", json={
             "name": name, "source": source,
             "privacy_budget": {"epsilon": 8.0, "delta": 1e-6}})
-    assert made.status_code == 201, made.text
+    if made.status_code != 201:
+        raise RuntimeError(f"registering {name} at {service.base}: {made.text[:500]}")
     return int(made.json()["id"])
 
 
@@ -143,13 +134,12 @@ def join(service: Service, federation_id: int, dataset_id: int) -> httpx.Respons
 
 def coordinate(service: Service, federation_id: int, **env: str) -> subprocess.Popen[str]:
     """``dpcrisis federation-coordinator`` on the coordinator's database, logging to a file;
-    ``env`` overrides settings (upper-cased)."""
-    log = service.root / "coordinator.log"
-    with log.open("w") as out:
-        return subprocess.Popen(
-            [CLI, "federation-coordinator", "--federation", str(federation_id)],
-            env={**service_env(service.root), **{k.upper(): v for k, v in env.items()}},
-            stdout=out, stderr=subprocess.STDOUT, text=True)
+    ``env`` overrides settings (upper-cased). Stopped with ``service``."""
+    server = processes.spawn(["federation-coordinator", "--federation", str(federation_id)],
+                             env=processes.service_env(service.root, **env),
+                             log=service.root / "coordinator.log")
+    service.children.append(server)
+    return server
 
 
 def job_when_final(service: Service, job_id: int, seconds: float = 240) -> dict[str, Any]:
@@ -159,13 +149,17 @@ def job_when_final(service: Service, job_id: int, seconds: float = 240) -> dict[
             job = http.get(f"/v1/jobs/{job_id}").json()
             if job["status"] in ("succeeded", "failed", "cancelled"):
                 return dict(job)
-            assert service.process.poll() is None, server_log(service.process)
+            if service.process.poll() is not None:
+                raise RuntimeError(f"{service.base} exited: "
+                                   f"{processes.server_log(service.process)}")
             time.sleep(0.5)
-    raise AssertionError(f"job {job_id} did not finish: {server_log(service.process)}")
+    raise TimeoutError(f"job {job_id} did not finish in {seconds:g} s: "
+                       f"{processes.server_log(service.process)}")
 
 
 def address() -> str:
-    return f"127.0.0.1:{_free_port()}"
+    """A loopback address for Flower's server that no other service here was given."""
+    return f"127.0.0.1:{processes.free_port()}"
 
 
 @dataclass
@@ -180,10 +174,11 @@ class Launched:
 
 def launch(coordinator: Service, sites: list[Service], *, rounds: int, local_steps: int,
            epsilon: float, seed: int, name: str = "crisis-network", secure: bool = False,
-           **coordinator_env: str) -> Launched:
+           sizes: Mapping[str, int] | None = None, **coordinator_env: str) -> Launched:
     """Declare the federation everywhere (with the clinics' public keys when each has one,
     ``site_key``; ``secure``: every round through SecAgg+), start Flower's server, register
-    each clinic's cohort (seeds ``seed``, ``seed + 1``, ...) and join with it."""
+    each clinic's cohort (seeds ``seed``, ``seed + 1``, ...; ``sizes`` overrides a clinic's
+    rows in ``CLINICS``) and join with it."""
     address_ = address()
     declared = federation_body(role="coordinator", address=address_, site=None, rounds=rounds,
                                local_steps=local_steps, epsilon=epsilon)
@@ -198,9 +193,10 @@ def launch(coordinator: Service, sites: list[Service], *, rounds: int, local_ste
     parts = []
     for offset, (site, (site_name, rows, shift)) in enumerate(zip(sites, CLINICS, strict=True)):
         here = declare(site, {**declared, "role": "site", "site_name": site_name})
-        dataset_id = register(site, site_name, TEST_ROWS.get(site_name, rows), seed=seed + offset,
-                              shift=shift)
+        dataset_id = register(site, site_name, (sizes or {}).get(site_name, rows),
+                              seed=seed + offset, shift=shift)
         joined = join(site, here, dataset_id)
-        assert joined.status_code == 202, joined.text
+        if joined.status_code != 202:
+            raise RuntimeError(f"{site_name} joining: {joined.text[:500]}")
         parts.append((dataset_id, int(joined.json()["id"])))
     return Launched(federation_id, server, parts)
