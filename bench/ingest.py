@@ -60,7 +60,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from app.datasets import ingest  # noqa: E402
 from app.datasets.built_in_schema import BUILT_IN_SCHEMA
 from app.datasets.dataset_schema import DatasetSchema, FeatureKind  # noqa: E402
-from bench import service  # noqa: E402
+from bench import processes, service  # noqa: E402
 from bench.scoring_latency import cpu_seconds  # noqa: E402
 
 GOAL_RATIO, GOAL_PEAK_MB = 3.0, 1024.0
@@ -348,8 +348,7 @@ def http_measure(n_rows: int, repeat: int, requests: int) -> dict[str, Any]:
                                                 found["crisis"]["model_id"]: BUILT_IN_SCHEMA},
                                          requests)
         finally:
-            process.terminate()
-            process.wait(timeout=60)
+            processes.stop(process, seconds=60)
     return found
 
 

@@ -31,7 +31,7 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench import service  # noqa: E402
+from bench import processes, service  # noqa: E402
 
 # Route classes and their weights in the mix (reads dominate, as on a real dashboard).
 MIX = {"register": 3, "submit": 7, "cancel": 2, "read": 25, "report": 10, "score": 30,
@@ -251,8 +251,7 @@ def main() -> int:
             report = run_load(base, service.ADMIN_KEY, requests=args.requests,
                               clients=args.clients, seed=args.seed)
         finally:
-            process.terminate()
-            process.wait(timeout=30)
+            processes.stop(process)
     print(f"{report['requests']} requests from {report['clients']} clients in "
           f"{report['seconds']:.1f} s: {report['rps']:.0f} requests/s")
     print(f"{'route':<10}{'n':>7}{'p50 ms':>10}{'p99 ms':>10}")

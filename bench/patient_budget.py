@@ -72,7 +72,7 @@ from app.jobs.models import Job  # noqa: E402
 from app.ledger import service as ledger_service  # noqa: E402
 from app.ledger import spaces  # noqa: E402
 from app.privacy import accounting  # noqa: E402
-from bench import ingest  # noqa: E402
+from bench import ingest, processes  # noqa: E402
 from bench import service as bench_service  # noqa: E402
 
 GOAL_MS, GOAL_RATIO = 50.0, 3.0
@@ -344,8 +344,7 @@ def http_uploads(root: Path, state: Path, csv_path: Path, repeat: int,
                 seconds = float(ingest.upload(http, csv_path, pid=process.pid,
                                               delta=UPLOAD_DELTA)["seconds"])
         finally:
-            process.terminate()
-            process.wait(timeout=60)
+            processes.stop(process, seconds=60)
             shutil.rmtree(run, ignore_errors=True)
         pairs.append((seconds, read))
     return pairs

@@ -33,7 +33,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from app.features import FEATURE_NAMES, LOWER, UPPER  # noqa: E402
-from bench import service  # noqa: E402
+from bench import processes, service  # noqa: E402
 
 RATE, P99_GOAL_S, BATCH_N, BATCH_GOAL_S = 200, 0.010, 10_000, 1.0
 CLIENT_THREADS = 4
@@ -146,8 +146,7 @@ def main() -> None:
                 try:
                     model_id = train_default_model(http)
                 finally:
-                    worker.terminate()
-                    worker.wait(timeout=60)
+                    processes.stop(worker, seconds=60)
                 for _ in range(20):  # warm up: model load, first requests
                     http.post("/v1/risk", json={"features": random_patients(1, 0)[0]})
                 cpu_before = cpu_seconds(process.pid)
@@ -155,8 +154,7 @@ def main() -> None:
                 single_cpu = (cpu_seconds(process.pid) - cpu_before) / max(1, len(latencies))
                 batches, batch_cpu = batch_times(http, args.batch_runs, process.pid)
         finally:
-            process.terminate()
-            process.wait(timeout=30)
+            processes.stop(process)
 
     ms = sorted(1000 * x for x in latencies)
     p50 = statistics.median(ms)

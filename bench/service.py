@@ -1,7 +1,6 @@
 """Run a real ``dpcrisis`` process on a temporary SQLite database, for the HTTP benchmarks."""
 
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -9,33 +8,30 @@ from pathlib import Path
 
 import httpx
 
+from bench import processes
+
 CLI = str(Path(sys.executable).parent / "dpcrisis")
 ADMIN_KEY = "dpk_bench-admin-key-not-for-production-0123"
 AUTH = {"Authorization": f"Bearer {ADMIN_KEY}"}
 """The served process creates ``ADMIN_KEY`` from ``DPCRISIS_ADMIN_KEY``; benches send ``AUTH``."""
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def run_cli(root: Path, name: str, *args: str, env: dict[str, str] | None = None
             ) -> subprocess.Popen[bytes]:
-    """``dpcrisis <name> <args>`` on ``root``'s database and artifacts, logging to root/name.log."""
+    """``dpcrisis <name> <args>`` on ``root``'s database and artifacts, logging to root/name.log;
+    the leader of its own process group (``processes.stop`` ends the group)."""
     full_env = {**os.environ, "DATABASE_URL": f"sqlite:///{root / 'bench.db'}",
                 "ARTIFACT_DIR": str(root / "artifacts"), "DPCRISIS_ADMIN_KEY": ADMIN_KEY,
                 **(env or {})}
     with (root / f"{name}.log").open("wb") as out:
         return subprocess.Popen([CLI, name, *args], env=full_env, stdout=out,
-                                stderr=subprocess.STDOUT)
+                                stderr=subprocess.STDOUT, start_new_session=True)
 
 
 def start_server(root: Path, *args: str, env: dict[str, str] | None = None,
                  seconds: float = 120) -> tuple[subprocess.Popen[bytes], str]:
     """``dpcrisis serve`` on a free port, returned once /readyz answers 200."""
-    port = free_port()
+    port = processes.free_port()
     process = run_cli(root, "serve", "--port", str(port), *args, env=env)
     base = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + seconds
@@ -45,7 +41,7 @@ def start_server(root: Path, *args: str, env: dict[str, str] | None = None,
                 return process, base
         except httpx.HTTPError:
             time.sleep(0.1)
-    process.terminate()
+    processes.stop(process)
     tail = (root / "serve.log").read_text(errors="replace")[-2000:]
     raise SystemExit(f"server did not become ready in {seconds:g} s:\n{tail}")
 

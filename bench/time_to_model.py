@@ -25,7 +25,7 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench import service  # noqa: E402
+from bench import processes, service  # noqa: E402
 
 GOAL_SECONDS = 3.0
 PATIENT = {"age": 34, "phq9": 22, "gaf": 35, "num_sessions": 12, "substance_use": 1,
@@ -77,8 +77,7 @@ def measure(wake: bool, runs: int, target: float) -> list[dict[str, float]]:
                 one_job(client, dataset["id"], target)  # warm-up (imports, first model load)
                 return [one_job(client, dataset["id"], target) for _ in range(runs)]
         finally:
-            process.terminate()
-            process.wait(30)
+            processes.stop(process)
 
 
 def _median(rows: list[dict[str, float]], key: str) -> float:

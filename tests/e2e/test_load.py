@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from app.core.database import Database
-from bench import service
+from bench import processes, service
 from bench.load_test import run_load
 from tests.conftest import _postgres_database
 
@@ -27,8 +27,7 @@ def _load(root: Path, env: dict[str, str] | None = None) -> dict[str, object]:
         return run_load(base, service.ADMIN_KEY, requests=REQUESTS, clients=CLIENTS,
                         drain_seconds=60)
     finally:
-        process.terminate()
-        process.wait(timeout=30)
+        processes.stop(process)
 
 
 def _check(report: dict[str, object]) -> None:
