@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import hypothesis
 import pytest
 import torch
 from fastapi.testclient import TestClient
@@ -37,6 +38,11 @@ POSTGRES_URL = os.environ.get(
 # a test's speed and floating-point sums then do not depend on which tests ran before it in
 # this process, and parallel test processes do not fight over the cores.
 torch.set_num_threads(1)
+
+# Hypothesis keeps no example database (``./.hypothesis`` in the working tree): a test writes
+# only under its temporary directory. A failure still prints the example and how to replay it.
+hypothesis.settings.register_profile("no-database", database=None)
+hypothesis.settings.load_profile("no-database")
 
 
 @pytest.fixture(scope="session", autouse=True)
