@@ -4,7 +4,7 @@ from app.auth.models import ApiKey, AuditEvent
 from app.cdshooks.models import CdsFeedback, CdsTokenSeen
 from app.core.database import Base
 from app.core.idempotency import IdempotencyRecord
-from app.datasets.models import Dataset
+from app.datasets.models import Dataset, Upload
 from app.federation.models import Federation
 from app.jobs.models import Job
 from app.ledger.models import LedgerEntry, LedgerEvent
@@ -16,7 +16,7 @@ from app.statistics.models import StatisticsRelease
 
 __all__ = [
     "ApiKey", "AuditEvent", "Base", "CdsFeedback", "CdsTokenSeen", "Dataset", "Federation",
-    "MonitoringRun",
+    "MonitoringRun", "Upload",
     "IdempotencyRecord", "Job", "LedgerEntry", "LedgerEvent", "PatientBlock", "PatientSpace",
     "PatientSpaceEvent", "StatisticsRelease", "TrainedModel",
 ]

@@ -1,8 +1,8 @@
 """create_app(): routers, error handlers, and (optionally) the embedded worker's lifespan."""
 
 import gc
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
 
 from fastapi import Depends, FastAPI
 
@@ -23,6 +23,7 @@ from app.api.privacy_inventory import router as privacy_inventory_router
 from app.api.registry import router as models_router
 from app.api.scoring import router as scoring_router
 from app.api.statistics import router as statistics_router
+from app.api.uploads import router as uploads_router
 from app.auth import service as auth_service
 from app.auth.dependencies import AUTH_RESPONSES, authenticate
 from app.cdshooks.cors import CdsHooksCors
@@ -33,17 +34,21 @@ from app.core.openapi import install_problem_docs, operation_id
 from app.dashboard.router import router as dashboard_router
 from app.flows import patient_spaces as patient_spaces_flow
 from app.flows import sweep as sweep_flow
+from app.flows import upload as upload_flow
 from app.jobs.reaper import running_reaper
 from app.observability.metrics import install_metrics
 from app.observability.request_id import RequestIdMiddleware
 
 
-def create_app(*, embedded_worker: bool = False) -> FastAPI:
-    """Build the API; with ``embedded_worker`` a worker thread trains jobs in this process."""
+def create_app(*, embedded_worker: bool = False, ingest_uploads: bool = False) -> FastAPI:
+    """Build the API; with ``embedded_worker`` a worker thread trains jobs and ingests
+    uploads in this process; ``ingest_uploads`` alone runs only the ingest loop (an API whose
+    tests run jobs by hand still answers ``Prefer: wait`` uploads)."""
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
         auth_service.on_startup()  # DPCRISIS_ADMIN_KEY, or a hint when no key exists
+        upload_flow.on_startup()  # datasets a dead process left receiving take uploads again
         sweep_flow.on_startup()  # spools, tables and weights a crash left behind
         patient_spaces_flow.on_startup()  # datasets from before patient spaces join theirs
         # Everything loaded so far (modules, torch, the app) lives as long as the process:
@@ -52,7 +57,7 @@ def create_app(*, embedded_worker: bool = False) -> FastAPI:
         gc.freeze()
         # The reaper fails a dead worker's job even when no other worker runs.
         # (Scoring's audit events need no flush here: each is committed before its answer.)
-        with running_reaper():
+        with running_reaper(), _ingest_loop(ingest_uploads and not embedded_worker):
             if not embedded_worker:
                 yield
                 return
@@ -88,9 +93,24 @@ def create_app(*, embedded_worker: bool = False) -> FastAPI:
     routers = (datasets_router, ledger_router, patient_budget_router, jobs_router,
                models_router, scoring_router, fhir_router, keys_router, audit_router,
                privacy_audit_router, privacy_inventory_router, statistics_router,
-               monitoring_router, comparisons_router, federation_router)
+               monitoring_router, comparisons_router, federation_router, uploads_router)
     for router in routers:
         app.include_router(router, dependencies=[Depends(authenticate)],
                            responses=AUTH_RESPONSES)
     install_problem_docs(app)  # errors documented as the problem+json they are
     return app
+
+
+@contextmanager
+def _ingest_loop(run: bool) -> Iterator[None]:
+    """The upload ingest loop on a thread of this process while the block runs (if ``run``)."""
+    if not run:
+        yield
+        return
+    from worker.ingest import IngestLoop
+
+    loop = IngestLoop().start()
+    try:
+        yield
+    finally:
+        loop.stop()

@@ -161,12 +161,21 @@ def bearer(secret: str) -> dict[str, str]:
     return {"Authorization": f"Bearer {secret}"}
 
 
+# The test clients ask for an upload's synchronous answer (``PUT .../data`` waits for its
+# ingest, which the app's own ingest thread runs); a test of the 202 path sends
+# ``Prefer: ""`` (no preference) itself.
+SYNC_UPLOADS = {"Prefer": "wait=60"}
+
+
 def _client(database: Database) -> Iterator[TestClient]:
-    """A client calling as an admin (every route admits admin); ``client_as`` for other roles."""
+    """A client calling as an admin (every route admits admin); ``client_as`` for other roles.
+    Jobs run when a test calls ``run_worker``; uploads are ingested by the app's own ingest
+    thread (``create_app(ingest_uploads=True)``)."""
     set_database(database)
     try:
         admin = new_key("admin", name="test-admin")
-        with TestClient(create_app(embedded_worker=False), headers=bearer(admin)) as client:
+        app = create_app(embedded_worker=False, ingest_uploads=True)
+        with TestClient(app, headers={**bearer(admin), **SYNC_UPLOADS}) as client:
             yield client
     finally:
         set_database(None)
@@ -193,7 +202,7 @@ def client_as(request: pytest.FixtureRequest) -> Callable[[str | None], TestClie
 
     def make(role: str | None) -> TestClient:
         headers = {} if role is None else bearer(new_key(role))
-        return TestClient(base.app, headers=headers)
+        return TestClient(base.app, headers={**headers, **SYNC_UPLOADS})
 
     return make
 

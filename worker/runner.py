@@ -1,4 +1,5 @@
-"""The worker: claim a job, run its task (``worker.tasks``), with heartbeats and a clean stop.
+"""The worker: claim a job, run its task (``worker.tasks``), with heartbeats and a clean stop;
+spooled uploads are ingested beside it (``worker.ingest``).
 
 Runs as its own process (``dpcrisis worker``) or as a thread inside the API (``dpcrisis serve``).
 """
@@ -22,6 +23,7 @@ from app.jobs.models import COMPARISON, FAILED, FEDERATED, MONITORING, TRAIN
 from worker import search, tasks
 from worker.federated_site import run_federated
 from worker.heartbeat import Heartbeat
+from worker.ingest import IngestLoop
 from worker.tasks import ClaimedJob, LeaseLost
 from worker.training import pick_device
 
@@ -58,6 +60,7 @@ class Worker:
         waiter = notify.create_waiter(self.database.url, listen=self.listen)
         logger.info("worker %s started on %s (%s)", self.worker_id, self.device,
                     type(waiter).__name__, extra={"worker_id": self.worker_id})
+        uploads = IngestLoop(self.database, f"{self.worker_id}:ingest").start()
         try:
             while not self.stop_requested.is_set():
                 try:
@@ -68,6 +71,7 @@ class Worker:
                 if not worked and not self.stop_requested.is_set():
                     waiter.wait(settings.worker_poll_seconds)
         finally:
+            uploads.stop()
             waiter.close()
         logger.info("worker %s stopped", self.worker_id, extra={"worker_id": self.worker_id})
 

@@ -2,37 +2,43 @@
 (app.flows.datasets, app.flows.upload)."""
 
 import asyncio
-import contextlib
 import logging
 import tempfile
+import time
 from pathlib import Path
 from typing import Annotated
 
-from fastapi import APIRouter, HTTPException, Request, Response, status
+from fastapi import APIRouter, Header, HTTPException, Request, Response, status
 from fastapi.concurrency import run_in_threadpool
+from fastapi.encoders import jsonable_encoder
 from fastapi.responses import HTMLResponse, JSONResponse
 from starlette.requests import ClientDisconnect
 
 from app.auth.dependencies import require_roles
 from app.auth.principal import Principal
+from app.core import prefer as prefer_header
 from app.core.database import SessionDep, get_database
-from app.core.errors import UnsupportedMediaType
+from app.core.errors import PROBLEM_JSON, UnsupportedMediaType
 from app.core.idempotency import IdempotencyKey, create_once, replay_headers
 from app.core.ids import DatasetIdPath
 from app.core.json_body import JsonRoute
-from app.core.memory import release_free_memory
 from app.core.negotiation import REPORT_RESPONSES, PrefersHtml
 from app.core.openapi import problems
 from app.core.pagination import Limit, Offset
 from app.core.settings import settings
-from app.datasets import patient_ids, service, uploads
+from app.datasets import patient_ids, service, upload_queue
 from app.datasets.claims import ClaimedUpload
-from app.datasets.growing_file import GrowingFile, Pace
 from app.datasets.ingest import media_type_of
-from app.datasets.models import Dataset
-from app.datasets.schemas import DatasetCreate, DatasetOut, DatasetPage, PrivacyBudget
-from app.datasets.table_format import CSV, TableFormat
-from app.datasets.upload_slots import uploads_in_progress
+from app.datasets.models import Dataset, Upload
+from app.datasets.schemas import (
+    DatasetCreate,
+    DatasetOut,
+    DatasetPage,
+    PrivacyBudget,
+    UploadOut,
+)
+from app.datasets.spool import Pace, Spooled, spool
+from app.datasets.table_format import CSV
 from app.flows import datasets as dataset_flow
 from app.flows import patient_spaces
 from app.flows import upload as upload_flow
@@ -97,7 +103,10 @@ def get_dataset(
 
 
 @router.put(
-    "/{dataset_id}/data", responses=problems(408, 409, 413, 415, 422),
+    "/{dataset_id}/data", status_code=status.HTTP_202_ACCEPTED, response_model=UploadOut,
+    responses={200: {"model": DatasetOut, "description": "with `Prefer: wait=N`: the "
+                     "upload was ingested in time, the dataset is ready"},
+               **problems(408, 409, 413, 415, 422)},
     openapi_extra={"requestBody": {"required": True, "content": {
         "text/csv": {"schema": {"type": "string"}},
         "application/vnd.apache.parquet": {"schema": {"type": "string", "format": "binary"}},
@@ -106,47 +115,73 @@ def get_dataset(
 async def put_dataset_data(
     dataset_id: DatasetIdPath, request: Request,
     principal: Annotated[Principal, require_roles("data_steward")],
-) -> DatasetOut:
-    """Send an upload's rows (CSV with a header row, or Parquet), all or nothing: 200 with the
-    dataset now ``ready``; a bad table is a 422 naming rows and columns, nothing stored."""
-    media_type = media_type_of(request.headers.get("content-type", ""))
-    with uploads_in_progress.slot(settings.max_concurrent_uploads):
-        claimed = await run_in_threadpool(upload_flow.claim, dataset_id=dataset_id)
-        try:
-            dataset = await _receive_and_accept(request, claimed, media_type, principal)
-        except BaseException:  # nothing was kept: the dataset awaits its data again
-            await asyncio.shield(run_in_threadpool(upload_flow.give_back, claimed=claimed))
-            raise
-        finally:  # accepted or not, the upload's arrays are freed: hand their pages back
-            release_free_memory()
-    return _out(dataset, principal)
+    prefer: Annotated[str | None, Header(description="`wait=N`: answer as the ingest does "
+                                                     "if it ends within N seconds")] = None,
+) -> JSONResponse:
+    """Send an upload's rows (CSV with a header row, or Parquet), all or nothing: 202 with
+    the upload (``Location``), which a worker ingests; with ``Prefer: wait=N``, 200 with the
+    dataset now ``ready`` (or the 4xx problem) if it ends in time."""
+    content_type = request.headers.get("content-type", "")
+    media_type_of(content_type)  # a 415 before the claim
+    claimed = await run_in_threadpool(upload_flow.claim, dataset_id=dataset_id)
+    try:
+        spooled = await _spool(request, claimed)
+        upload_id = await run_in_threadpool(upload_flow.queue, claimed=claimed,
+                                            spooled=spooled, media_type=content_type,
+                                            principal=principal)
+    except BaseException:  # nothing was kept: the dataset awaits its data again
+        await asyncio.shield(run_in_threadpool(upload_flow.give_back, claimed=claimed))
+        raise
+    wait = prefer_header.wait_seconds(prefer, cap=settings.upload_max_wait_seconds)
+    return await _answer(upload_id, wait, principal)
 
 
-async def _receive_and_accept(request: Request, claimed: ClaimedUpload, media_type: TableFormat,
-                              principal: Principal) -> Dataset:
-    """Read the body into a spool while a thread checks the rows as they arrive (no database
-    session held), then accept them in one short transaction."""
+async def _spool(request: Request, claimed: ClaimedUpload) -> Spooled:
+    """The body, spooled under the data directory with its guards; the claim renewed."""
     settings.data_dir.mkdir(parents=True, exist_ok=True)
-    pace = Pace(settings.upload_min_bytes_per_second, settings.upload_grace_seconds,
+
+    async def renew() -> None:
+        await run_in_threadpool(upload_flow.renew, claimed=claimed)
+
+    try:
+        return await spool(request.stream(), upload_flow.spool_path(claimed.token),
+                           max_bytes=settings.max_upload_bytes, pace=_pace(), renew=renew,
+                           renew_seconds=settings.upload_claim_lease_seconds / 3)
+    except ClientDisconnect:  # the client's choice, not our error
+        log.info("an upload's client went away mid-body; nothing was kept")
+        raise HTTPException(400, "the client went away before the body ended") from None
+
+
+def _pace() -> Pace:
+    return Pace(settings.upload_min_bytes_per_second, settings.upload_grace_seconds,
                 settings.upload_max_seconds)
-    with tempfile.TemporaryDirectory(dir=settings.data_dir, prefix=".upload-") as tmp:
-        body = GrowingFile(Path(tmp) / "body")
-        # The rows are read and checked while the body arrives (app.datasets.growing_file).
-        receiving = asyncio.ensure_future(run_in_threadpool(
-            uploads.receive, claimed=claimed, path=body, media_type=media_type))
-        try:
-            await body.receive(request.stream(), max_bytes=settings.max_upload_bytes,
-                               pace=pace)
-        except BaseException as stopped:  # too large, too slow, the client left: reading stops
-            with contextlib.suppress(Exception):
-                await receiving
-            if isinstance(stopped, ClientDisconnect):  # the client's choice, not our error
-                log.info("an upload's client went away mid-body; nothing was kept")
-                raise HTTPException(400, "the client went away before the body ended") from None
-            raise
-        received = await receiving
-        return await run_in_threadpool(upload_flow.accept, received=received,
-                                       principal=principal)
+
+
+async def _answer(upload_id: int, wait: float | None, principal: Principal) -> JSONResponse:
+    """202 with the upload; with a ``wait``, the ingest's own answer if it ends in time."""
+    deadline, pause = time.monotonic() + (wait or 0.0), 0.02
+    while True:
+        upload, dataset = await run_in_threadpool(upload_flow.view, upload_id=upload_id)
+        left = deadline - time.monotonic()
+        if wait is None or upload.state in upload_queue.DONE or left <= 0:
+            break
+        await asyncio.sleep(min(pause, left))
+        pause = min(pause * 2, 0.25)
+    headers = {} if wait is None else prefer_header.applied(wait)
+    if wait is not None and dataset is not None:
+        return JSONResponse(jsonable_encoder(_out(dataset, principal)), headers=headers)
+    if wait is not None and upload.problem is not None:
+        return JSONResponse(upload.problem, status_code=upload.problem["status"],
+                            media_type=PROBLEM_JSON, headers=headers)
+    headers["Location"] = f"/v1/uploads/{upload_id}"
+    return JSONResponse(jsonable_encoder(upload_view(upload, dataset, principal)),
+                        status_code=status.HTTP_202_ACCEPTED, headers=headers)
+
+
+def upload_view(upload: Upload, dataset: Dataset | None, principal: Principal) -> UploadOut:
+    """The upload's resource, its dataset as ``principal`` may see it."""
+    return UploadOut.from_row(upload, dataset=None if dataset is None
+                              else _out(dataset, principal))
 
 
 @router.put(
@@ -170,13 +205,11 @@ async def declare_patient_ids(
                                      dataset_id=dataset_id)
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=settings.data_dir, prefix=".patient-ids-") as tmp:
-        body = GrowingFile(Path(tmp) / "body")
-        await body.receive(request.stream(), max_bytes=patient_ids.max_body_bytes(n_rows),
-                           pace=Pace(settings.upload_min_bytes_per_second,
-                                     settings.upload_grace_seconds,
-                                     settings.upload_max_seconds))
+        body = Path(tmp) / "body"
+        await spool(request.stream(), body, max_bytes=patient_ids.max_body_bytes(n_rows),
+                    pace=_pace())
         dataset = await run_in_threadpool(patient_spaces.declare_ids, database=database,
-                                          dataset_id=dataset_id, body=body.path,
+                                          dataset_id=dataset_id, body=body,
                                           principal=principal)
     return _out(dataset, principal)
 

@@ -168,7 +168,9 @@ def _validation_problem(request: Request, exc: RequestValidationError) -> JSONRe
                    **error_list(errors, count=count, complete=complete))
 
 
-def _domain_problem(request: Request, exc: DomainError) -> JSONResponse:
+def problem_body(exc: DomainError, instance: str) -> dict[str, Any]:
+    """The problem+json document of ``exc`` (also stored with a failed upload, so that its
+    resource answers with the body the request itself would have had)."""
     extra = dict(exc.extra)
     if exc.field:
         extra["errors"] = [{"field": exc.field, "message": exc.detail, **_pick(extra)}]
@@ -176,7 +178,13 @@ def _domain_problem(request: Request, exc: DomainError) -> JSONResponse:
         count = extra.get("total")
         extra.update(error_list(extra["errors"], count=count if isinstance(count, int) else None,
                                 complete=extra.get("complete") is not False))
-    response = problem(exc.status, exc.kind, exc.title, exc.detail, request.url.path, **extra)
+    return {"type": f"https://dpcrisis.dev/problems/{exc.kind}", "title": exc.title,
+            "status": exc.status, "detail": exc.detail, "instance": instance, **extra}
+
+
+def _domain_problem(request: Request, exc: DomainError) -> JSONResponse:
+    body = problem_body(exc, request.url.path)
+    response = JSONResponse(body, status_code=exc.status, media_type=PROBLEM_JSON)
     response.headers.update(exc.headers)
     return response
 

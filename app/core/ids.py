@@ -28,6 +28,7 @@ AuditIdPath = Annotated[int, _path("audit_id")]
 RunIdPath = Annotated[int, _path("run_id")]
 ComparisonIdPath = Annotated[int, _path("comparison_id")]
 FederationIdPath = Annotated[int, _path("federation_id")]
+UploadIdPath = Annotated[int, _path("upload_id")]
 DatasetIdQuery = Annotated[
     int | None, register_param_range("dataset_id", Query(ge=1, le=MAX_ID, description="filter"))
 ]

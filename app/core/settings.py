@@ -69,20 +69,29 @@ class Settings(BaseSettings):
     upload_min_bytes_per_second: float = Field(
         default=16 * 1024, gt=0,
         description="an upload's body must average at least this rate after its grace "
-        "period (a 408 otherwise): a trickling client cannot hold an upload slot",
+        "period (a 408 otherwise): a trickling client cannot hold its dataset's claim",
     )
     upload_grace_seconds: float = Field(
         default=15.0, ge=0, description="how long a body may take before its rate counts",
     )
     upload_max_seconds: float = Field(
         default=3600.0, gt=0,
-        description="the longest a body may take in all (a 408 beyond); a dataset's upload "
-        "claim older than this is stale and can be taken over",
+        description="the longest a body may take in all (a 408 beyond)",
     )
-    max_concurrent_uploads: int = Field(
-        default=4, ge=1,
-        description="uploads whose bodies may arrive at once, per API process (a 503 with "
-        "Retry-After beyond)",
+    upload_claim_lease_seconds: float = Field(
+        default=30.0, gt=0,
+        description="a dataset's upload claim is renewed while its body arrives; one not "
+        "renewed for this long belongs to a process that died: a new upload may take it over "
+        "and the next start gives it back",
+    )
+    upload_ingest_lease_seconds: float = Field(
+        default=900.0, gt=0,
+        description="how long a worker may take to ingest one spooled upload; past it the "
+        "upload is queued again for another worker (its ingest commits once, or not at all)",
+    )
+    upload_max_wait_seconds: float = Field(
+        default=120.0, ge=0,
+        description="the longest `Prefer: wait=N` holds an upload's request for its ingest",
     )
     shutdown_grace_seconds: float = Field(
         default=10.0, gt=0,

@@ -3,13 +3,15 @@
 The claim is a conditional UPDATE in a short transaction of its own (``awaiting_data`` ->
 ``receiving`` with a random token), so of any number of uploads racing for one dataset exactly
 one wins and the others are refused at once (409), before they send a byte more; no database
-connection is held while the body arrives. The winner ends its claim in the transaction that
-accepts the rows (``ready``), or gives it back on any failure (``awaiting_data``).
+connection is held while the body arrives. The claim is a lease: the API renews it while the
+body arrives (``renew``), then hands it to the queued upload (``queue``: no lease, the upload
+row holds it), whose ingest ends it in the transaction that accepts the rows (``ready``) or
+gives it back on any failure (``awaiting_data``).
 
-A claim whose process died mid-body is never given back: it is stale once it is older than the
-longest time a body may take (``settings.upload_max_seconds``) and a new upload may take it
-over. The token makes a stale owner that wakes up harmless: its accept or give-back matches no
-row.
+A claim whose process died mid-body stops being renewed: once its lease
+(``settings.upload_claim_lease_seconds``) has run out it is stale, a new upload may take it
+over, and the start-up recovery gives it back (``give_back_stale``). The token makes a stale
+owner that wakes up harmless: its accept or give-back matches no row.
 """
 
 import secrets
@@ -17,7 +19,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import and_, or_, update
+from sqlalchemy import and_, or_, select, update
 from sqlalchemy.orm import Session
 
 from app.core.database import affected_rows
@@ -29,9 +31,6 @@ from app.datasets.models import AWAITING_DATA, RECEIVING, Dataset
 from app.datasets.service import DatasetHasData as DatasetNotAwaitingData
 from app.datasets.stored import table_schema
 from app.ledger import spaces
-
-# Past the longest body, a claim can only belong to a process that is gone.
-_STALE_MARGIN = timedelta(seconds=60)
 
 
 class UploadInProgress(Conflict):
@@ -54,8 +53,8 @@ class ClaimedUpload:
 
 
 def stale_before(now: datetime) -> datetime:
-    """Claims taken before this moment are stale (their upload cannot still be running)."""
-    return now - timedelta(seconds=settings.upload_max_seconds) - _STALE_MARGIN
+    """Claims last renewed before this moment are stale (their process stopped renewing)."""
+    return now - timedelta(seconds=settings.upload_claim_lease_seconds)
 
 
 def claim(*, session: Session, dataset_id: int) -> ClaimedUpload:
@@ -82,10 +81,43 @@ def claim(*, session: Session, dataset_id: int) -> ClaimedUpload:
     if claimed != 1:
         _refuse(dataset)
     legacy_spaces.join_organisation(session=session, dataset=dataset)  # registered before spaces
+    return claimed_upload(session=session, dataset=dataset, token=token)
+
+
+def claimed_upload(*, session: Session, dataset: Dataset, token: str) -> ClaimedUpload:
+    """What the ingest needs of a dataset claimed under ``token``."""
     space = _keyed_space(session, dataset)
     return ClaimedUpload(dataset.id, token, table_schema(dataset), dataset.coin_scheme,
                          dataset.budget_delta, *((None, None, None) if space is None else
                                                  (space.secret, space.id, space.id_scheme)))
+
+
+def renew(*, session: Session, dataset_id: int, token: str) -> None:
+    """Renew the claim's lease while its body arrives (no-op if no longer ours)."""
+    session.execute(
+        update(Dataset).where(Dataset.id == dataset_id, Dataset.upload_claim == token,
+                              Dataset.upload_claimed_at.is_not(None))
+        .values(upload_claimed_at=utcnow()).execution_options(synchronize_session=False))
+
+
+def queue(*, session: Session, dataset_id: int, token: str) -> bool:
+    """Hand the claim to the upload queued with it: no lease from now on (the upload row
+    holds it). False when the claim went stale and was taken over meanwhile."""
+    return affected_rows(session.execute(
+        update(Dataset).where(Dataset.id == dataset_id, Dataset.state == RECEIVING,
+                              Dataset.upload_claim == token)
+        .values(upload_claimed_at=None).execution_options(synchronize_session=False))) == 1
+
+
+def give_back_stale(*, session: Session) -> list[str]:
+    """Give back every claim whose lease ran out (its body never ended: the process died);
+    the tokens come back, so that their spools can be deleted."""
+    stale = list(session.execute(
+        select(Dataset.id, Dataset.upload_claim).where(
+            Dataset.state == RECEIVING, Dataset.upload_claimed_at < stale_before(utcnow()))))
+    for dataset_id, token in stale:
+        give_back(session=session, claimed=ClaimedUpload(dataset_id, token, None, "", None))
+    return [token for _, token in stale]
 
 
 def _refuse(dataset: Dataset) -> None:

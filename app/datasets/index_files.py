@@ -138,14 +138,6 @@ def load(space: PatientSpace) -> Index:
     return index
 
 
-def cached(space_id: int) -> tuple[str, Index] | None:
-    """The index this process last read or wrote for the space, with its list's SHA-256
-    (None: none yet). It may be stale: use it only where the space row, read under its lock,
-    still names that list."""
-    found = _last.get(space_id)
-    return None if found is None else (found[0], found[1])
-
-
 def _remember(space_id: int, sha256: str, index: Index, shas: tuple[str, ...]) -> None:
     for segment in index.segments:  # shared by later uploads: never edited in place
         for array in (segment.keys, segment.blocks, segment.moved_from, segment.moved_to):

@@ -6,17 +6,15 @@ comma-separated unless the request's Content-Type declares another dialect,
 order free, no other column; an empty cell is a missing value; a value cannot span lines) and
 ``application/vnd.apache.parquet`` (bounded from its page headers before anything is decoded,
 ``app.datasets.parquet_limits``). Both are read in batches (1 MiB of CSV, 64k Parquet rows),
-the next batch on a reading thread while this one is checked. ``ingest_and_store`` (the upload
-route's path) keeps nothing of a checked batch but its row hashes and id words, so memory is
-the ids, two 64-bit words per row and a few batches, whatever the number of columns; once the
-caller's own checks pass, the file itself is kept as sent (``table_store.keep_as_sent``).
+each checked before the next is read. ``ingest_and_store`` (an upload's ingest) keeps
+nothing of a checked batch but its row hashes and id words, so memory is the ids, two
+64-bit words per row and a few batches, whatever the number of columns; once the caller's
+own checks pass, the file itself is kept as sent (``table_store.keep_as_sent``).
 ``ingest_file`` returns the arrays (loading a kept table, tests, benches).
 
 CSV is read twice only when it is invalid: the fast pass lets Arrow parse numbers with explicit
 column types; if Arrow meets text it cannot convert, the file is read again with every column
 as bytes, and each value is classified (number, NaN/infinity, text, bad UTF-8) to name its row.
-Arrow's streaming CSV reader parses on one thread (its whole-file ``read_csv`` uses them
-all); the checks run beside it on another (bench/ingest.py).
 Blank lines are skipped and not counted as rows.
 
 Errors: the first 100 in reading order, each ``{"row", "column", "message", "allowed"}`` with
@@ -32,7 +30,7 @@ column (one is refused by name), the outcome read back as NaN, no single-class r
 
 from collections import Counter
 from collections.abc import Callable, Generator, Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeAlias
@@ -43,7 +41,6 @@ import pyarrow as pa
 from app.core.errors import InvalidRequest
 from app.datasets import record_coins, table_readers, table_store
 from app.datasets.dataset_schema import DatasetSchema, check_schema
-from app.datasets.growing_file import GrowingFile
 from app.datasets.ingest_checks import BatchRows, CheckedBatch, ErrorLog, check_batch
 from app.datasets.schemas import MAX_ROWS
 from app.datasets.table_format import CSV, PARQUET, TableFormat, media_type_of
@@ -79,16 +76,10 @@ class PendingUpload:
     format: TableFormat  # the media type and its CSV dialect: part of the kept file's name
     patient_words: np.ndarray | None = None  # ``patient_digest`` of the ids, sorted, when asked
 
-    def commit(self) -> StoredTable:
-        suffix = self.format.suffix
-        linked = isinstance(self.source, GrowingFile)  # the route's spool: linked, then dropped
-        return table_store.keep_as_sent(_path_of(self.source), suffix=suffix,
-                                        data_dir=self.data_dir, sha256=self.sha256,
-                                        link=linked)
-
-
-def _path_of(source: Source) -> Path:
-    return source.path if isinstance(source, GrowingFile) else source
+    def commit(self, *, link: bool = False) -> StoredTable:
+        """Keep the file (``link``: hard-linked, for a spool nobody writes again)."""
+        return table_store.keep_as_sent(self.source, suffix=self.format.suffix,
+                                        data_dir=self.data_dir, sha256=self.sha256, link=link)
 
 
 class TableInvalid(InvalidRequest):
@@ -121,43 +112,31 @@ def ingest_file(path: Path, *, media_type: MediaType, schema: DatasetSchema) -> 
 
 
 def ingest_and_store(path: Source, *, media_type: MediaType, schema: DatasetSchema,
-                     data_dir: Path,
+                     data_dir: Path, sha256: str | None = None,
                      id_digest: IdDigest = record_coins.id_digests,
-                     patient_digest: IdDigest | None = None,
-                     on_patients: Callable[[np.ndarray], None] | None = None) -> PendingUpload:
+                     patient_digest: IdDigest | None = None) -> PendingUpload:
     """Validate the table at ``path`` keeping only each row's hash and id: the rows are never
     all in memory at once. The caller commits it (kept in ``data_dir`` as sent, named by its
-    bytes) or drops it (nothing was written).
+    bytes: ``sha256``, taken here when the caller has not) or drops it (nothing was written).
 
     ``id_digest`` gives each id a 64-bit word, equal for equal ids, to find duplicates; the
-    upload route passes the dataset's keyed coin words, which come back as ``id_words`` so the
+    upload passes the dataset's keyed coin words, which come back as ``id_words`` so the
     parts need no second pass over the ids. ``patient_digest`` (the organisation's patient
-    key, ``app.datasets.patient_index``) is taken the same way, batch by batch while the body
-    arrives, and comes back as ``patient_words``: the accept then only merges.
-    ``on_patients`` is given those words, sorted, as soon as every rule held (the caller
-    starts their lookup while the fingerprint is still being taken).
+    key, ``app.datasets.patient_index``) is taken the same way, batch by batch, and comes
+    back as ``patient_words``, sorted: the accept then only merges.
 
     Raises:
         InvalidRequest: the schema breaks a rule, or the media type is not readable.
         TableInvalid: the table breaks the schema (nothing is stored).
     """
-    with ThreadPoolExecutor(1, thread_name_prefix="file-sha256") as pool:
-        digest: list[Future[str]] = []
-
-        def hash_file() -> None:  # the file is whole once read: hashed beside the last checks
-            digest.append(pool.submit(path.sha256) if isinstance(path, GrowingFile)  # as sent
-                          else pool.submit(table_store.file_sha256, path))
-
-        fmt = media_type_of(media_type)
-        kept = _ingest(path, fmt, schema,
-                       lambda: _Columns(schema, False, id_digest, on_read=hash_file,
-                                        patient_digest=patient_digest,
-                                        on_patients=on_patients))
-        return PendingUpload(n_rows=kept.n_rows, ids=kept.ids(), imputed=kept.imputed,
-                             fingerprint=kept.fingerprint, id_words=kept.id_words(),
-                             source=path, media_type=fmt.media_type, data_dir=data_dir,
-                             sha256=digest[0].result(), format=fmt,
-                             patient_words=kept.patient_words())
+    fmt = media_type_of(media_type)
+    kept = _ingest(path, fmt, schema, lambda: _Columns(schema, False, id_digest,
+                                                       patient_digest=patient_digest))
+    return PendingUpload(n_rows=kept.n_rows, ids=kept.ids(), imputed=kept.imputed,
+                         fingerprint=kept.fingerprint, id_words=kept.id_words(),
+                         source=path, media_type=fmt.media_type, data_dir=data_dir,
+                         sha256=sha256 or table_store.file_sha256(path), format=fmt,
+                         patient_words=kept.patient_words())
 
 
 def _ingest(path: Source, media_type: MediaType, schema: DatasetSchema,
@@ -182,12 +161,9 @@ class _Columns:
 
     def __init__(self, schema: DatasetSchema, keep_rows: bool,
                  id_digest: IdDigest = record_coins.id_digests,
-                 on_read: Callable[[], None] = lambda: None,
-                 patient_digest: IdDigest | None = None,
-                 on_patients: Callable[[np.ndarray], None] | None = None) -> None:
+                 patient_digest: IdDigest | None = None) -> None:
         self.schema, self.keep_rows, self.n_rows, self.positives = schema, keep_rows, 0, 0
-        self.id_digest, self.on_read, self.patient_digest = id_digest, on_read, patient_digest
-        self.on_patients = on_patients
+        self.id_digest, self.patient_digest = id_digest, patient_digest
         self.patient_chunks: list[np.ndarray] = []
         self.patient_array = np.zeros(0, np.uint64)  # patient_words(), once joined
         self.fingerprint = ""  # set once every row passed
@@ -248,13 +224,6 @@ class _Columns:
             self.patient_array = np.concatenate(self.patient_chunks)
             self.patient_chunks.clear()
         return self.patient_array
-
-    def valid(self) -> None:
-        """Every rule held: the sorted patient words (``_table_errors`` sorted them) go to
-        ``on_patients``, if asked."""
-        words = self.patient_words()
-        if self.on_patients is not None and words is not None and len(words) == self.n_rows:
-            self.on_patients(words)
 
     def ids(self) -> IdColumn:
         """The id column (built once; the id chunks are then freed): one array with the rows
@@ -357,7 +326,6 @@ def _validate(schema: DatasetSchema, open_batches: Callable[..., Batches],
         raise TableInvalid(log) from None
     finally:
         batches.close()  # stops the reading thread at once, whatever happened
-    kept.on_read()
     with ThreadPoolExecutor(1, thread_name_prefix="fingerprint") as pool:
         # Sorting releases the GIL: the row hashes sort beside the ids' sort.
         fingerprint = pool.submit(lambda: fingerprint_of(_drain(kept.hashes))
@@ -365,6 +333,5 @@ def _validate(schema: DatasetSchema, open_batches: Callable[..., Batches],
         _table_errors(schema, kept, log)
         if log:
             raise TableInvalid(log)
-        kept.valid()
         kept.fingerprint = fingerprint.result()
     return kept

@@ -129,3 +129,38 @@ class Dataset(Base):
     @property
     def n_evaluation(self) -> int:
         return self.n_holdout - self.n_calibration
+
+
+class UploadState(StrEnum):
+    """Where an upload's spooled body is: waiting for a worker, read by one, or done."""
+
+    QUEUED = "queued"
+    INGESTING = "ingesting"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+
+
+class Upload(Base):
+    """An upload's body, spooled by the API and ingested by a worker (``app.flows.upload``).
+
+    The dataset stays ``receiving`` under the upload's claim token until the ingest makes it
+    ``ready`` or gives it back; ``problem`` is the problem+json a failed ingest answers.
+    """
+
+    __tablename__ = "upload"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    dataset_id: Mapped[int] = mapped_column(ForeignKey("dataset.id"), index=True)
+    state: Mapped[UploadState] = mapped_column(StrEnumColumn(UploadState, 16), index=True)
+    claim: Mapped[str] = mapped_column(String(64))  # the dataset's upload claim token
+    spool_path: Mapped[str] = mapped_column(String(1024))
+    sha256: Mapped[str] = mapped_column(String(64))
+    media_type: Mapped[str] = mapped_column(String(200))  # as sent, with its CSV dialect
+    size_bytes: Mapped[int] = mapped_column(Integer)
+    # Who sent it (``Principal``'s fields, never a key): the ingest's audit event names them.
+    sent_by: Mapped[dict[str, Any]] = mapped_column(JSON)
+    problem: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
+    worker_id: Mapped[str | None] = mapped_column(String(200), nullable=True)
+    lease_until: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)

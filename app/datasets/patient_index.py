@@ -14,10 +14,8 @@ named by their SHA-256, which the space row records (``index_files``): an index 
 match its row is refused, never trusted. An upload adds its segment under the space lock
 (``app.ledger.spaces``): its patients already known move to the blocks with the new dataset
 added, the rest are new, and each split block's other patients stay in a block of their own.
-The ids are keyed while the body arrives (``Keyed``), so the accept only searches the
-segments and writes the upload's own patients (``bench/patient_budget.py``); the search
-begins before the space lock, in the index this process last saw (``look_ahead``), and
-counts only if the space row, read under the lock, still names that index.
+The ids are keyed while the table is read (``Keyed``), so the accept only searches the
+segments and writes the upload's own patients (``bench/patient_budget.py``).
 """
 
 import dataclasses
@@ -36,8 +34,8 @@ from app.ledger import live_cache, space_chain, spaces
 from app.ledger.spaces import BlockChange, PatientSpace
 
 EMPTY = np.zeros(0, np.uint64)
-__all__ = ["IndexCorrupted", "Keyed", "LookAhead", "Lookup", "Overlap", "add_dataset",
-           "digests", "look_ahead", "resolved"]
+__all__ = ["IndexCorrupted", "Keyed", "Lookup", "Overlap", "add_dataset",
+           "digests", "resolved"]
 
 
 @dataclass(frozen=True)
@@ -127,41 +125,12 @@ def _search(index: Index, words: np.ndarray, pool: Executor = LOOKUPS) -> Lookup
     return Lookup(tuple(pool.submit(index.blocks_of, part) for part in parts))
 
 
-@dataclass(frozen=True)
-class LookAhead:
-    """An upload's patients looked up before the space lock is taken, in the index this
-    process last read or wrote for the space (``index_files.cached``), on threads while the
-    upload's last checks and the accept's first steps run (``look_ahead``); ``add_dataset``
-    uses the answer only if the space row, read under its lock, still names that index, and
-    for those very words."""
-
-    index_sha256: str
-    words: np.ndarray
-    found: Lookup
-
-
-def look_ahead(*, space_id: int, keyed: Keyed | None,
-               pool: Executor = LOOKUPS) -> LookAhead | None:
-    """Start the lookup of ``keyed``'s words (sorted, as the upload's duplicate check leaves
-    them: ``add_dataset`` uses the answer only for the very array it found sorted) on
-    ``pool``; None when there is nothing to start it with (no words, or no index of the space
-    in this process yet: ``add_dataset`` then looks up under the lock)."""
-    cached = index_files.cached(space_id)
-    if keyed is None or cached is None:
-        return None
-    sha256, index = cached
-    return LookAhead(sha256, keyed.words, _search(index, keyed.words, pool))
-
-
 def add_dataset(*, session: Session, space_id: int, dataset_id: int,
-                ids: pa.Array | pa.ChunkedArray, keyed: Keyed | None = None,
-                ahead: LookAhead | None = None) -> Overlap:
+                ids: pa.Array | pa.ChunkedArray, keyed: Keyed | None = None) -> Overlap:
     """Key an accepted upload's patients into the space and move them into their blocks, in
     the caller's transaction, under the space lock. ``keyed``: the ids' words under the
-    space's key, taken as the body arrived; used only if that is still the space's key (else
-    the ids are keyed here). ``ahead``: their lookup begun before the lock
-    (``look_ahead``), used only if it was made in the index the space row names now. Ids
-    whose digests collide are one patient (``_patients``).
+    space's key, taken as the table was read; used only if that is still the space's key
+    (else the ids are keyed here). Ids whose digests collide are one patient (``_patients``).
 
     Raises:
         ValueError: the space keys no ids (one dataset's own).
@@ -176,8 +145,7 @@ def add_dataset(*, session: Session, space_id: int, dataset_id: int,
     # numpy searches and the files' writes and hashes run without the GIL: on threads of
     # their own while this one runs the SQL that does not need it (under the same lock).
     with ThreadPoolExecutor(1, thread_name_prefix="patient-index") as pool:
-        looking = (ahead.found if ahead is not None and ahead.words is new
-                   and ahead.index_sha256 == space.index_sha256 else _search(index, new))
+        looking = _search(index, new)
         live = live_cache.live_blocks(session=session, space=space)
         known, current = looking.result()
         joined = np.bincount(current) if len(current) else np.zeros(0, np.int64)

@@ -14,7 +14,7 @@ from app.core.schemas import (
     register_ranges,
 )
 from app.datasets.dataset_schema import DatasetSchema
-from app.datasets.models import Dataset, DatasetState
+from app.datasets.models import Dataset, DatasetState, UploadState
 
 MIN_ROWS, MAX_ROWS = 100, 2_000_000
 
@@ -217,3 +217,22 @@ class DatasetOut(ResponseModel):
 
 class DatasetPage(Page[DatasetOut]):
     pass
+
+
+class UploadOut(ResponseModel):
+    """A spooled upload (``GET /v1/uploads/{id}``): admins and data stewards only."""
+
+    id: int
+    dataset_id: int
+    state: UploadState = Field(description="queued | ingesting | succeeded | failed")
+    media_type: str = Field(description="the Content-Type the body was sent with")
+    size_bytes: int = Field(description="the body's size as sent")
+    sha256: str = Field(description="the SHA-256 of the body as sent (the kept file's name)")
+    created_at: UtcDatetime
+    finished_at: UtcDatetime | None
+    dataset: DatasetOut | None = Field(
+        default=None, description="once succeeded: the dataset, as the upload's synchronous "
+        "answer (200) gives it")
+    problem: dict[str, Any] | None = Field(
+        default=None, description="once failed: the problem+json the synchronous answer "
+        "gives (its status, e.g. 422 invalid-table with the errors)")

@@ -1,13 +1,12 @@
-"""The table readers of an upload: CSV and Parquet, batch by batch, one batch read ahead.
+"""The table readers of an upload: CSV and Parquet, batch by batch.
 
 Formats: ``text/csv`` (UTF-8, a byte order mark allowed and dropped; comma-separated unless
 the request declares another dialect, ``app.datasets.table_format``; a header row naming every
 column of the schema exactly once, order free, no other column; an empty cell is a missing
 value; a value cannot span lines) and ``application/vnd.apache.parquet`` (an id column of
 ``id_kind`` integer as integers or text). Both are read in batches (1 MiB of CSV, 64k Parquet
-rows) on a reading thread (``app.datasets.prefetch``) while the consumer checks the batch
-before (``app.datasets.ingest``). Ids are read as text here and made canonical for their kind
-by the checks (``app.datasets.id_rules``).
+rows), each checked before the next is read (``app.datasets.ingest``). Ids are read as text
+here and made canonical for their kind by the checks (``app.datasets.id_rules``).
 
 A header (or Parquet schema) that does not match the declared schema is logged and nothing is
 read; so is a header over ``settings.upload_max_header_bytes`` or
@@ -32,8 +31,6 @@ from app.core.settings import settings
 from app.datasets import parquet_limits
 from app.datasets.dataset_schema import DatasetSchema, FeatureKind
 from app.datasets.error_log import ErrorLog
-from app.datasets.growing_file import GrowingFile
-from app.datasets.prefetch import Prefetched
 from app.datasets.schemas import MAX_ROWS
 from app.datasets.table_format import CSV, PARQUET, TableFormat
 
@@ -69,14 +66,12 @@ def header_errors(names: list[str], schema: DatasetSchema, log: ErrorLog) -> Non
         log.add(f"unexpected column{did_you_mean}", f"the columns {listed}", column=name)
 
 
-Source = Path | GrowingFile
-"""A spooled file, or a body still arriving (read as it comes)."""
+Source = Path
+"""A spooled (complete) upload, or a kept table."""
 
 
 def _open(source: Source) -> BinaryIO:
-    if isinstance(source, Path):
-        return source.open("rb")
-    return source.reader()  # type: ignore[return-value]  # read-only, sequential
+    return source.open("rb")
 
 
 _SEPARATORS = {",": "commas", ";": "semicolons", "\t": "tabs"}
@@ -148,42 +143,27 @@ def csv_batches(source: Source, schema: DatasetSchema, log: ErrorLog, skipped: l
         log.complete = False
         return
 
-    def noted(events: list[tuple[int, int, int]]) -> None:
-        """Apply, in reading order, the rows the reader dropped (a wrong number of fields)."""
-        for line, actual, expected in events:
-            skipped.append(line)
-            log.add(f"{actual} fields instead of {expected}",
-                    f"{expected} fields ({fmt.describe()})", rows=np.array([line]))
-
     def bad_row(row: Any) -> str:
         # Serial parsing (use_threads=False) gives the physical line; values never span lines.
-        # Called on the reading thread: noted with the batch, applied by the consumer.
-        batches.note((row.number - 1, row.actual_columns, row.expected_columns))
+        line, actual, expected = row.number - 1, row.actual_columns, row.expected_columns
+        skipped.append(line)
+        log.add(f"{actual} fields instead of {expected}",
+                f"{expected} fields ({fmt.describe()})", rows=np.array([line]))
         return "skip"
 
-    # Created first: opening parses the first block, and bad_row may already be called.
-    batches: Prefetched[pa.RecordBatch, tuple[int, int, int]] = Prefetched(
-        lambda: _next_or_none(reader), on_failure=noted)
     with _open(source) as body:
-        try:
-            reader = pa_csv.open_csv(
-                body,
-                read_options=pa_csv.ReadOptions(use_threads=False, block_size=CSV_BLOCK_BYTES),
-                parse_options=pa_csv.ParseOptions(delimiter=fmt.delimiter,
-                                                  invalid_row_handler=bad_row),
-                convert_options=pa_csv.ConvertOptions(
-                    column_types=_csv_types(schema, as_bytes=as_bytes), null_values=[""],
-                    strings_can_be_null=True, include_columns=schema.columns,
-                    decimal_point=fmt.decimal),
-            )
-        except pa.ArrowInvalid:
-            noted(batches.take_noted())
-            raise
-        with batches:
-            for batch, events in batches:
-                noted(events)
-                if batch is not None:
-                    yield batch
+        reader = pa_csv.open_csv(
+            body,
+            read_options=pa_csv.ReadOptions(use_threads=False, block_size=CSV_BLOCK_BYTES),
+            parse_options=pa_csv.ParseOptions(delimiter=fmt.delimiter,
+                                              invalid_row_handler=bad_row),
+            convert_options=pa_csv.ConvertOptions(
+                column_types=_csv_types(schema, as_bytes=as_bytes), null_values=[""],
+                strings_can_be_null=True, include_columns=schema.columns,
+                decimal_point=fmt.decimal),
+        )
+        while (batch := _next_or_none(reader)) is not None:
+            yield batch
 
 
 def unreadable(exc: Exception) -> tuple[str, str]:
@@ -205,10 +185,8 @@ def parquet_batches(source: Source, schema: DatasetSchema,
                     log: ErrorLog) -> Generator[pa.RecordBatch, None, None]:
     """The Parquet file's batches, once its schema matches and its page headers show that
     reading it stays within the upload limits (``app.datasets.parquet_limits``)."""
-    path = source if isinstance(source, Path) else source.path
+    path = source
     try:
-        if isinstance(source, GrowingFile):
-            source.wait_complete()  # Parquet is read from its footer, at the end
         if not parquet_limits.footer_fits(path, log):
             log.complete = False
             return
@@ -234,12 +212,7 @@ def parquet_batches(source: Source, schema: DatasetSchema,
     if log:
         log.complete = False
         return
-    batches: Prefetched[pa.RecordBatch, None] = Prefetched(lambda: next(reading, None))
-    reading = table.iter_batches(batch_size=PARQUET_BATCH_ROWS, columns=schema.columns)
-    with batches:
-        for batch, _ in batches:
-            if batch is not None:
-                yield batch
+    yield from table.iter_batches(batch_size=PARQUET_BATCH_ROWS, columns=schema.columns)
 
 
 def _id_readable(kind: pa.DataType, id_kind: str) -> bool:

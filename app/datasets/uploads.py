@@ -1,9 +1,9 @@
 """A clinic's own table: its rows arrive (all or nothing), are split by patient, and can be erased.
 
-An upload runs in three steps so that no database connection is held while its body arrives:
-``claims.claim`` takes the dataset for this one upload (a short transaction of its own);
-``receive`` validates the table against the dataset's declared schema as the body arrives
-(``app.datasets.ingest``), with no session at all; ``accept`` then, in one short transaction,
+An upload runs in three steps: ``claims.claim`` takes the dataset for this one upload (a short
+transaction of its own) before the API spools its body; a worker then runs ``receive``, which
+validates the spooled table against the dataset's declared schema (``app.datasets.ingest``)
+with no session held, and ``accept``, which, in one short transaction,
 checks the size-dependent rules (delta at most 1/(10 n)) and the data identity (the same rows,
 in any order, cannot be registered twice where that would be a second budget; a private upload
 whose rows equal an earlier one's in the organisation's patient space shares its patients'
@@ -18,13 +18,12 @@ budget.
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
-import numpy as np
 from sqlalchemy import event, select
 from sqlalchemy.orm import Session
 
 from app.core.settings import settings
 from app.core.time import utcnow
-from app.datasets import claims, identity, patient_index, record_coins
+from app.datasets import claims, identity, record_coins
 from app.datasets.claims import ClaimedUpload
 from app.datasets.ingest import MediaType, PendingUpload, ingest_and_store
 from app.datasets.models import ERASED, READY, Dataset
@@ -48,12 +47,12 @@ class ReceivedUpload:
     upload: PendingUpload
     secret: str
     parts: dict[identity.Part, int]  # rows per part, counted as the ids were keyed
-    ahead: patient_index.LookAhead | None = None  # the patients' lookup, begun once valid
 
 
-def receive(*, claimed: ClaimedUpload, path: Source, media_type: MediaType) -> ReceivedUpload:
-    """Validate the table at ``path`` (a spooled file, or a body still arriving: a
-    ``GrowingFile`` is read as it comes) against the claimed dataset's schema; no session.
+def receive(*, claimed: ClaimedUpload, path: Source, media_type: MediaType,
+            sha256: str | None = None) -> ReceivedUpload:
+    """Validate the spooled table at ``path`` (whose bytes hash to ``sha256``) against the
+    claimed dataset's schema; no session.
 
     Raises:
         TableInvalid: the table breaks the schema (422, nothing stored).
@@ -62,27 +61,15 @@ def receive(*, claimed: ClaimedUpload, path: Source, media_type: MediaType) -> R
     secret, patient_secret = identity.new_secret(), claimed.patient_secret
     patient_scheme = claimed.patient_scheme  # the space's, set with its secret
     tally = identity.PartTally(secret, claimed.coin_scheme)
-    ahead: list[patient_index.LookAhead] = []
-
-    def look_ahead(words: np.ndarray) -> None:  # begun while the fingerprint is taken
-        if patient_secret is None or patient_scheme is None or claimed.patient_space_id is None:
-            return
-        found = patient_index.look_ahead(space_id=claimed.patient_space_id,
-                                         keyed=patient_index.Keyed(patient_secret, words,
-                                                                   patient_scheme))
-        if found is not None:
-            ahead.append(found)
-
     upload = ingest_and_store(  # the keyed words find duplicate ids, then give the parts
         path, media_type=media_type, schema=claimed.schema, data_dir=settings.data_dir,
-        id_digest=tally,
+        sha256=sha256, id_digest=tally,
         patient_digest=None if patient_secret is None or patient_scheme is None
         else lambda ids: record_coins.keyed_words(
-            ids, patient_secret, scheme=patient_scheme), on_patients=look_ahead)
+            ids, patient_secret, scheme=patient_scheme))
     if claimed.budget_delta is not None:
         check_delta(claimed.budget_delta, upload.n_rows, field="privacy_budget.delta")
-    return ReceivedUpload(claimed, upload, secret, tally.counts_of(upload.id_words),
-                          ahead[0] if ahead else None)
+    return ReceivedUpload(claimed, upload, secret, tally.counts_of(upload.id_words))
 
 
 def accept(*, session: Session, received: ReceivedUpload) -> Dataset:
@@ -130,7 +117,7 @@ def _keep_before_commit(session: Session, upload: PendingUpload) -> None:
     file that could not be kept fails the commit. A transaction rolled back after this leaves
     the file behind for the start-up sweep (``app.flows.sweep``), as a failure after the
     keep always did."""
-    keeping = _KEEPERS.submit(upload.commit)
+    keeping = _KEEPERS.submit(upload.commit, link=True)  # a spool nobody writes again
 
     def kept(_: Session) -> None:
         keeping.result()

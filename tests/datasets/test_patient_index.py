@@ -8,7 +8,6 @@ import hashlib
 import io
 from collections import Counter
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -298,42 +297,6 @@ def test_ids_keyed_while_the_body_arrived_count_only_under_the_space_key(
             keyed=patient_index.Keyed.of(secret, words, scheme=identity.CURRENT_SCHEME))
     assert (overlap.already_known, overlap.new) == (10, 10)
     assert _live(db, space_id) == {(1,): 20, (1, 2): 10, (2,): 10}
-
-
-@pytest.mark.parametrize("between", ["nothing", "another upload"])
-def test_a_lookup_begun_before_the_lock_counts_only_for_the_index_it_was_made_in(
-        db: Database, between: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The upload's lookup starts before the space lock (``look_ahead``) in the index this
-    process last saw; an upload that commits in between changes the index, and the lookup is
-    made again under the lock: the blocks are set algebra's either way."""
-    space_id = _space(db)
-    _add(db, space_id, 1, range(30))
-    searches: list[int] = []
-    search = index_segments.Index.blocks_of
-    monkeypatch.setattr(index_segments.Index, "blocks_of",
-                        lambda index, words: searches.append(len(words)) or search(index, words))
-    with db.session_scope() as session:
-        space = session.get(PatientSpace, space_id)
-        assert space is not None and space.secret is not None
-        secret = space.secret
-    keyed = patient_index.Keyed.of(secret, np.sort(patient_index.record_coins.keyed_words(
-        _ids(range(20, 40)), secret, scheme=patient_index.record_coins.CURRENT_SCHEME)),
-        scheme=identity.CURRENT_SCHEME)
-    with ThreadPoolExecutor(1) as pool:
-        ahead = patient_index.look_ahead(space_id=space_id, keyed=keyed, pool=pool)
-        assert ahead is not None
-        ahead.found.result()
-        if between == "another upload":
-            _add(db, space_id, 2, range(25, 35))
-        with db.session_scope() as session:
-            patient_index.add_dataset(session=session, space_id=space_id, dataset_id=3,
-                                      ids=_ids(range(20, 40)), keyed=keyed, ahead=ahead)
-    if between == "nothing":
-        assert searches == [20]  # the lookup made before the lock, not again
-        assert _live(db, space_id) == {(1,): 20, (1, 3): 10, (3,): 10}
-    else:
-        assert searches == [20, 10, 20]  # the other upload's, then this one's again
-        assert _live(db, space_id) == {(1,): 20, (1, 3): 5, (1, 2, 3): 5, (2, 3): 5, (3,): 5}
 
 
 def test_a_large_lookup_runs_in_halves_and_answers_as_one_search(
