@@ -1,8 +1,9 @@
 """Files a crash left behind, swept at start-up: they hold patient rows or model weights that
 no dataset or model refers to any more.
 
-Three kinds: an upload's spool (``DATA_DIR/.upload-*``, the body as it arrived) and a table
-being kept (``.keep-*.tmp``) from a process killed mid-upload; a table kept as sent whose
+Three kinds: an upload's spool (``DATA_DIR/.spool-<claim>``, the body as it arrived) that no
+dataset's claim holds any more, a patient-id list's (``.patient-ids-*``) and a table being
+kept (``.keep-*.tmp``) from a process killed mid-upload; a table kept as sent whose
 dataset's transaction never committed (``<sha256>.csv`` / ``.parquet`` no dataset names); and a
 model's weights (``ARTIFACT_DIR/<sha256>.pt`` or its ``.tmp``) saved by a worker killed before
 its model row committed. Several processes may share the directories, so only what is older
@@ -33,6 +34,8 @@ log = logging.getLogger(__name__)
 SETTLE_SECONDS = 15 * 60
 # <sha256>.csv / .parquet / .pt, or a CSV kept with its dialect in its name
 # (<sha256>.delimiter-semicolon.decimal-comma.csv, app.datasets.table_format).
+# Spools (``.upload-`` from releases that read the body as it arrived) and tables being kept.
+_SPOOLS = (".spool-", ".upload-", ".patient-ids-", ".keep-")
 _CONTENT_NAMED = re.compile(r"^[0-9a-f]{64}(\.[a-z]+-[a-z]+)*\.(csv|parquet|pt)$")
 
 
@@ -70,9 +73,11 @@ def sweep(*, session: Session, data_dir: Path | None = None, artifact_dir: Path 
     spool_age = settings.upload_max_seconds + SETTLE_SECONDS
     if data_dir.is_dir():
         tables = _referenced_tables(session)
+        claimed = {f".spool-{token}" for token in session.scalars(
+            select(Dataset.upload_claim).where(Dataset.upload_claim.is_not(None)))}
         for path in data_dir.iterdir():
-            if path.name.startswith((".upload-", ".keep-")):
-                if _older_than(path, spool_age, now):
+            if path.name.startswith(_SPOOLS):
+                if path.name not in claimed and _older_than(path, spool_age, now):
                     shutil.rmtree(path) if path.is_dir() else path.unlink(missing_ok=True)
                     swept.spools.append(path.name)
             elif (_CONTENT_NAMED.match(path.name) and path.name not in tables

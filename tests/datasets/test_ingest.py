@@ -9,7 +9,6 @@ import os
 import subprocess
 import sys
 from collections.abc import AsyncIterator
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +22,7 @@ from fastapi.testclient import TestClient
 from sklearn.datasets import load_breast_cancer
 
 from app.core.errors import UnsupportedMediaType, install_error_handlers
-from app.datasets import growing_file, ingest, record_coins, table_readers, table_store
+from app.datasets import ingest, record_coins, spool, table_readers, table_store
 from app.datasets.dataset_schema import DatasetSchema, schema_hash
 from tests.datasets.test_dataset_schema import CONTRACT
 
@@ -337,28 +336,20 @@ def test_media_types_and_the_problem_document(tmp_path: Path) -> None:
     assert (body["total"], body["complete"]) == (1, True)
 
 
-def test_a_body_is_received_to_disk_within_a_size_limit(tmp_path: Path) -> None:
+def test_a_body_is_spooled_to_disk_within_a_size_limit(tmp_path: Path) -> None:
     chunks = [b"patient_id,phq9\n", b"p1,3\n"]
 
     async def body() -> AsyncIterator[bytes]:
         for chunk in chunks:
             yield chunk
 
-    received = growing_file.GrowingFile(tmp_path / "a")
-    asyncio.run(received.receive(body(), max_bytes=100))
-    assert received.path.read_bytes() == b"".join(chunks) and received.complete
-    with received.reader() as reader:
-        assert reader.read(4) == b"pati" and reader.read() == b"".join(chunks)[4:]
-        assert reader.read(10) == b""
+    spooled = asyncio.run(spool.spool(body(), tmp_path / "a", max_bytes=100))
+    assert (tmp_path / "a").read_bytes() == b"".join(chunks)
+    assert spooled.size == len(b"".join(chunks))
     # Hashed as it arrived: the kept file's name, without a pass over the file after it.
-    assert received.sha256() == table_store.file_sha256(received.path)
-    too_large = growing_file.GrowingFile(tmp_path / "b")
-    with pytest.raises(growing_file.UploadTooLarge):
-        asyncio.run(too_large.receive(body(), max_bytes=20))
-    with pytest.raises(growing_file.BodyAborted), too_large.reader() as reader:
-        reader.read()
-    with pytest.raises(growing_file.BodyAborted):
-        too_large.sha256()
+    assert spooled.sha256 == table_store.file_sha256(tmp_path / "a")
+    with pytest.raises(spool.UploadTooLarge):
+        asyncio.run(spool.spool(body(), tmp_path / "b", max_bytes=20))
 
 
 def test_windows_line_endings_and_quoted_cells_are_read(tmp_path: Path) -> None:
@@ -522,43 +513,24 @@ def _trickle(data: bytes, pieces: int, *, stop_after: int | None = None) -> Asyn
     return chunks()
 
 
-def test_a_body_is_ingested_while_it_arrives(tmp_path: Path,
-                                             monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_spooled_body_is_kept_as_sent(tmp_path: Path,
+                                        monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(table_readers, "CSV_BLOCK_BYTES", 256)
     rows = [[f"q{k}", str(k % 28), ["female", "male", "other"][k % 3], str(k % 2),
              str(int(k % 7 == 0))] for k in range(400)]
     spooled = write_csv(tmp_path / "t.csv", rows)
     expected = ingest.ingest_file(spooled, media_type=ingest.CSV, schema=SCHEMA)
-    body = growing_file.GrowingFile(tmp_path / "body")
-    with ThreadPoolExecutor(1) as pool:
-        ingesting = pool.submit(ingest.ingest_and_store, body, media_type=ingest.CSV,
-                                schema=SCHEMA, data_dir=tmp_path / "data")
-        asyncio.run(body.receive(_trickle(spooled.read_bytes(), 40), max_bytes=1 << 20))
-        pending = ingesting.result(timeout=30)
-    stored = pending.commit()
+    sent = asyncio.run(spool.spool(_trickle(spooled.read_bytes(), 40), tmp_path / "body",
+                                   max_bytes=1 << 20))
+    pending = ingest.ingest_and_store(tmp_path / "body", media_type=ingest.CSV, schema=SCHEMA,
+                                      data_dir=tmp_path / "data", sha256=sent.sha256)
+    stored = pending.commit(link=True)
     assert stored.path.read_bytes() == spooled.read_bytes()  # the digest taken on the way
     assert stored.sha256 == hashlib.sha256(spooled.read_bytes()).hexdigest()
     loaded = ingest.ingest_file(stored.path, media_type=ingest.CSV, schema=SCHEMA)
     assert loaded.fingerprint == expected.fingerprint
     assert loaded.ids.to_pylist() == expected.ids.to_pylist()
     assert np.array_equal(loaded.features, expected.features)
-
-
-@pytest.mark.parametrize("media", [ingest.CSV, ingest.PARQUET])
-def test_a_body_that_stops_midway_stores_nothing(tmp_path: Path, media: str) -> None:
-    if media == ingest.CSV:
-        data = write_csv(tmp_path / "t.csv", ROWS * 50).read_bytes()
-    else:
-        data = write_parquet(tmp_path / "t.parquet", ROWS).read_bytes()
-    body = growing_file.GrowingFile(tmp_path / "body")
-    with ThreadPoolExecutor(1) as pool:
-        ingesting = pool.submit(ingest.ingest_and_store, body, media_type=media,
-                                schema=SCHEMA, data_dir=tmp_path / "data")
-        with pytest.raises(ConnectionResetError):
-            asyncio.run(body.receive(_trickle(data, 6, stop_after=3), max_bytes=1 << 20))
-        with pytest.raises(ingest.TableInvalid):
-            ingesting.result(timeout=30)
-    assert not (tmp_path / "data").exists()
 
 
 def test_a_table_stored_with_its_metadata_in_the_arrow_schema_still_loads(

@@ -40,7 +40,6 @@ def _tables(data_dir: Path) -> list[Path]:
 def test_six_parallel_uploads_to_one_dataset_let_exactly_one_through(
     any_client: TestClient, _data_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(settings, "max_concurrent_uploads", 8)  # the claim decides, not 503s
     dataset = _register(any_client, privacy_budget={"epsilon": 3, "delta": 1e-6})
     bodies = [_csv(_rows(50_000, seed=seed)) for seed in range(6)]
     answers: list[int] = []
@@ -91,7 +90,8 @@ def test_a_claim_admits_one_upload_and_a_stale_one_can_be_taken_over(db: Databas
         claims.claim(session=session, dataset_id=dataset_id)
     with db.session_scope() as session:  # its process died long ago
         session.execute(update(Dataset).where(Dataset.id == dataset_id).values(
-            upload_claimed_at=utcnow() - timedelta(seconds=settings.upload_max_seconds + 120)))
+            upload_claimed_at=utcnow()
+            - timedelta(seconds=settings.upload_claim_lease_seconds + 5)))
     with db.session_scope() as session:
         second = claims.claim(session=session, dataset_id=dataset_id)
     assert second.token != first.token
