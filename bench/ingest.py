@@ -223,7 +223,7 @@ def upload(http: httpx.Client, path: Path, *, pid: int, delta: float) -> dict[st
     with path.open("rb") as body:
         sent = http.put(f"/v1/datasets/{dataset_id}/data",
                         content=iter(lambda: body.read(CHUNK_BYTES), b""),
-                        headers={"Content-Type": media})  # an iterator: a chunked stream
+                        headers={"Content-Type": media, "Prefer": "wait=600"})  # chunked
     seconds = time.perf_counter() - start
     if sent.status_code != 200:
         raise SystemExit(f"upload of {path.name} refused: {sent.status_code} {sent.text[:500]}")

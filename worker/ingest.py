@@ -25,9 +25,8 @@ def ingest_once(database: Database, worker_id: str) -> bool:
                                          lease_seconds=settings.upload_ingest_lease_seconds)
     if upload is None:
         return False
-    state = upload_flow.ingest(upload=upload, worker_id=worker_id)
-    logger.info("upload %s %s", upload.id, state or "taken over by another worker",
-                extra={"worker_id": worker_id})
+    outcome = upload_flow.ingest(upload=upload, worker_id=worker_id) or "lease lost"
+    logger.info("upload %s ingested: %s", upload.id, outcome)
     return True
 
 

@@ -88,6 +88,8 @@ AUDIT_RESULTS = [  # app.jobs.results: what a privacy-audit job stores (public s
 ]
 
 OPEN_OBJECTS: dict[str, str] = {
+    "UploadOut.problem": "a failed upload's problem+json, whose members are classified as "
+    "an error body's (problem:<member>)",
     # Request echoes and declarations: the caller's (or a steward's) own input.
     "JobOut.training": "the job's training request as submitted (and its defaults)",
     "AuditOut.request": "the audit's request as submitted",
@@ -162,6 +164,11 @@ DATASETS = [
           "and data stewards see it"),
     *fields("BudgetOut", {PUBLIC_INPUT: "epsilon delta filter_order"}),
     *fields("DatasetPage", {PUBLIC_INPUT: PAGE}),
+    *fields("UploadOut", {PUBLIC_INPUT: "id dataset_id media_type size_bytes sha256 "
+                                        "created_at problem"}),
+    *fields("UploadOut", {Release.INTAKE: "state finished_at"},
+            note="whether and when a steward's own table passed its checks (a failed ingest's "
+            "problem lists its rows): served only to admins and data stewards, who hold it"),
 ]
 
 LEDGER_VIEWS = [

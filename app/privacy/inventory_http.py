@@ -81,6 +81,9 @@ HEADERS = [
     entry("header:Idempotency-Replayed", PUBLIC_INPUT,
           "true when the caller's own Idempotency-Key (per API key) named a resource it "
           "created before"),
+    entry("header:Preference-Applied", PUBLIC_INPUT,
+          "the caller's own Prefer: wait=N echoed (capped by configuration) on an upload's "
+          "answer"),
 ]
 
 

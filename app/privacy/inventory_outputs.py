@@ -106,9 +106,12 @@ _ARGUMENTS: dict[str, tuple[Release, str]] = {
     "type(exc.orig).__name__": (OPERATIONAL, ""),
     "spec.world_size": (PUBLIC_INPUT, ""),
     "backend": (OPERATIONAL, ""),
-    "outcome": (OPERATIONAL, "the job's final status"),
+    "outcome": (OPERATIONAL, "the job's (or an upload's) final status"),
     "phase": (OPERATIONAL, "an audit's phase name"),
     "message": (AUDIT, "an audit's privacy-bug alarm, quoting both epsilons"),
+    "upload.id": (PUBLIC_INPUT, "an upload's id (its resource's URL)"),
+    "len(tokens)": (OPERATIONAL, "how many upload claims of stopped processes a start "
+                    "gave back"),
     "len(swept.spools)": (OPERATIONAL, "how many upload spools a start-up sweep removed"),
     "len(swept.tables)": (OPERATIONAL, "how many unreferenced kept tables a sweep removed"),
     "len(swept.models)": (OPERATIONAL, "how many unreferenced model files a sweep removed"),

@@ -40,7 +40,7 @@ def extra_members(found: dict[str, list[str]]) -> dict[str, list[str]]:
 
 def test_the_scan_sees_the_known_members() -> None:
     assert {"DatasetAlreadyRegistered", "BudgetExceeded", "TableInvalid",
-            "UploadsBusy"} <= set(ERRORS)
+            "UploadTooSlow"} <= set(ERRORS)
     assert {"existing_dataset_id", "remaining_epsilon", "job_epsilon", "release_epsilon",
             "error_count", "max_bytes", "total", "state"} <= set(SCAN.found)
     assert "error" not in SCAN.found  # Unauthorized's own parameter: a header, not a member
