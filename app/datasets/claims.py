@@ -115,9 +115,12 @@ def give_back_stale(*, session: Session) -> list[str]:
     stale = list(session.execute(
         select(Dataset.id, Dataset.upload_claim).where(
             Dataset.state == RECEIVING, Dataset.upload_claimed_at < stale_before(utcnow()))))
+    tokens: list[str] = []
     for dataset_id, token in stale:
-        give_back(session=session, claimed=ClaimedUpload(dataset_id, token, None, "", None))
-    return [token for _, token in stale]
+        if token is not None:
+            give_back(session=session, claimed=ClaimedUpload(dataset_id, token, None, "", None))
+            tokens.append(token)
+    return tokens
 
 
 def _refuse(dataset: Dataset) -> None:

@@ -93,6 +93,7 @@ def ingest(*, upload: Upload, worker_id: str) -> UploadState | None:
         dataset = service.get(session=session, dataset_id=upload.dataset_id)
         claimed = claims.claimed_upload(session=session, dataset=dataset, token=upload.claim)
     instance = f"/v1/datasets/{upload.dataset_id}/data"
+    state: UploadState | None
     try:
         received = uploads.receive(claimed=claimed, path=Path(upload.spool_path),
                                    media_type=upload.media_type, sha256=upload.sha256)
