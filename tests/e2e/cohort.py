@@ -183,7 +183,7 @@ def register_upload(http: httpx.Client, name: str, schema: dict[str, Any], body:
     assert created.status_code == 201, created.text
     assert created.json()["state"] == "awaiting_data"
     sent = http.put(f"/v1/datasets/{created.json()['id']}/data", content=body,
-                    headers={"Content-Type": media_type})
+                    headers={"Content-Type": media_type, "Prefer": "wait=60"})
     assert sent.status_code == 200, sent.text
     return sent.json()
 

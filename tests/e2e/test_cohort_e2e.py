@@ -103,7 +103,8 @@ def test_uploads_are_ready_split_and_stored_once(
             "schema": breast_cancer_schema(), "public": True})
         assert again.status_code == 201, again.text
         refused = http.put(f"/v1/datasets/{again.json()['id']}/data",
-                           content=breast_cancer_csv(), headers={"Content-Type": CSV})
+                           content=breast_cancer_csv(),
+                           headers={"Content-Type": CSV, "Prefer": "wait=60"})
         assert refused.status_code == 409, refused.text
         assert refused.json()["existing_dataset_id"] == cohorts["wdbc"].dataset["id"]
         states = [d["state"] for d in http.get("/v1/datasets").json()["items"]]
