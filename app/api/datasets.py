@@ -121,8 +121,7 @@ async def put_dataset_data(
     """Send an upload's rows (CSV with a header row, or Parquet), all or nothing: 202 with
     the upload (``Location``), which a worker ingests; with ``Prefer: wait=N``, 200 with the
     dataset now ``ready`` (or the 4xx problem) if it ends in time."""
-    content_type = request.headers.get("content-type", "")
-    media_type_of(content_type)  # a 415 before the claim
+    content_type = media_type_of(request.headers.get("content-type", "")).content_type  # 415
     claimed = await run_in_threadpool(upload_flow.claim, dataset_id=dataset_id)
     try:
         spooled = await _spool(request, claimed)

@@ -46,6 +46,14 @@ class TableFormat:
         dialect += "" if self.decimal == "." else f".decimal-{_DECIMALS[self.decimal]}"
         return f"{dialect}.csv"
 
+    @property
+    def content_type(self) -> str:
+        """The canonical ``Content-Type`` that reads back as this format."""
+        if self.media_type == PARQUET or (self.delimiter, self.decimal) == (",", "."):
+            return self.media_type
+        delimiter = "tab" if self.delimiter == "\t" else self.delimiter
+        return f'{CSV}; delimiter="{delimiter}"; decimal="{self.decimal}"'
+
     def describe(self) -> str:
         """How a person would name the separator, for error messages."""
         return f"{_DELIMITERS[self.delimiter]}-separated values"
