@@ -37,6 +37,7 @@ TABLE: dict[tuple[str, str], frozenset[str] | str] = {
     ("GET", "/v1/datasets/{dataset_id}"): frozenset({ST, DS, PO}),
     ("PUT", "/v1/datasets/{dataset_id}/data"): frozenset({ST}),
     ("DELETE", "/v1/datasets/{dataset_id}/data"): frozenset({ST}),
+    ("GET", "/v1/uploads/{upload_id}"): frozenset({ST}),
     ("PUT", "/v1/datasets/{dataset_id}/patient-ids"): frozenset({ST}),
     ("DELETE", "/v1/datasets/{dataset_id}"): frozenset({ST}),
     ("PUT", "/v1/datasets/{dataset_id}/privacy-budget"): ADMIN_ONLY,
