@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from bench.processes import ADMIN_KEY, api_client, start_server, wait_ready
 from tests.datasets.test_upload_api import SCHEMA, _csv, _rows
-from tests.e2e.service import ADMIN_KEY, api_client, start_server, wait_ready
 
 
 @pytest.mark.slow
