@@ -2,7 +2,7 @@
 
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
 from app.core.errors import Conflict, NotFound
@@ -33,8 +33,15 @@ class AlreadyJoined(Conflict):
 
 
 def get(*, session: Session, federation_id: int, lock: bool = False) -> Federation:
-    """``lock``: hold the row (PostgreSQL) so that two joins of one federation serialise."""
-    federation = session.get(Federation, federation_id, with_for_update=lock)
+    """``lock``: hold the row until the transaction ends, so that two joins of one federation
+    serialise. The UPDATE is the lock on both databases: a row lock on PostgreSQL, SQLite's
+    single writer lock (its ``FOR UPDATE`` is a no-op), taken before anything is read."""
+    if lock:
+        session.execute(update(Federation).where(Federation.id == federation_id)
+                        .values(state=Federation.state)
+                        .execution_options(synchronize_session=False))
+    federation = session.get(Federation, federation_id, with_for_update=lock,
+                             populate_existing=lock)
     if federation is None:
         raise FederationNotFound(f"federation {federation_id} does not exist",
                                  field="federation_id")
