@@ -12,6 +12,7 @@ Run: ``dpcrisis federation-coordinator --federation ID`` (flwr is the ``federate
 """
 
 import json
+import logging
 import math
 import os
 import secrets
@@ -41,11 +42,13 @@ from app.federation import service as federation_service
 from app.federation import signing
 from app.federation.models import Federation
 from app.federation.schemas import FederatedRecipe
+from worker import federated_checks as checks
 from worker.dp_histogram import Release
 from worker.evaluation import evaluated
 from worker.flower_logs import route_flower_logs
 from worker.secure_aggregation import SecureServer, SiteGrid
 
+logger = logging.getLogger("dpcrisis.worker")
 
 def summed_evaluation(evaluations: list[dict[str, Any]]) -> dict[str, Any] | None:
     """The federation's metrics from the sites' released histograms (their sum), or None when
@@ -83,6 +86,7 @@ class Report:
 
     def __init__(self, database: Database, federation: Federation) -> None:
         self.database, self.federation_id = database, federation.id
+        self.recipe = FederatedRecipe.model_validate(federation.recipe)
         self.rounds: list[dict[str, Any]] = []
         self.statements: dict[str, dict[str, float]] = {}
         self.evaluation: dict[str, Any] | None = None
@@ -97,11 +101,15 @@ class Report:
                 "model_sha256": self.model_sha256}
 
     def worst(self) -> tuple[float | None, float | None]:
-        """The federation's statement: the worst site's (epsilon, delta)."""
+        """The federation's statement: the plan's target epsilon, which every answer taken was
+        checked to meet (``federated_checks.statement``), never a figure a site reports; and
+        the declared delta, else the largest of the sites' (each its budget's)."""
         if not self.statements:
             return None, None
-        return (max(s["epsilon"] for s in self.statements.values()),
-                max(s["delta"] for s in self.statements.values()))
+        delta = self.recipe.delta
+        return (self.recipe.target_epsilon,
+                delta if delta is not None else max(s["delta"]
+                                                    for s in self.statements.values()))
 
     def write(self, state: str) -> None:
         with self.database.session_scope() as session:
@@ -127,6 +135,7 @@ class FederationAverage(FedAvg):
         self.secure = self.recipe.secure_aggregation
         self.global_arrays: list[np.ndarray] = []  # a secure round's starting global model
         self.grid: SiteGrid | None = None  # a secure round's links (which answers it refused)
+        self.round_model: list[np.ndarray] = []  # the global model this round sent
         quorum = self.recipe.min_sites
         super().__init__(fraction_fit=1.0, fraction_evaluate=1.0, min_fit_clients=quorum,
                          min_evaluate_clients=quorum, min_available_clients=quorum,
@@ -157,7 +166,22 @@ class FederationAverage(FedAvg):
         if server_round == 1:  # let every declared site join the first round
             client_manager.wait_for(len(self.weights),
                                     timeout=int(self.recipe.round_timeout_seconds))
+        self.round_model = parameters_to_ndarrays(parameters)
         return list(super().configure_fit(server_round, parameters, client_manager))
+
+    def acceptable(self, server_round: int, site: str, metrics: dict[str, Any],
+                   arrays: list[np.ndarray]) -> bool:
+        """Whether an authentic answer fits the plan and the round's model (else it is
+        dropped, logged and counted as a failure); notes the site's checked statement."""
+        try:
+            checks.check_shapes(arrays, self.round_model)
+            statement = checks.statement(self.recipe, metrics)
+        except checks.Unacceptable as unacceptable:
+            logger.warning("federation round %d: dropped the answer of %s: %s",
+                           server_round, site, unacceptable)
+            return False
+        self.report.statements[site] = statement
+        return True
 
     def aggregate_fit(self, server_round: int, results: list[tuple[ClientProxy, FitRes]],
                       failures: list[Any]) -> tuple[Parameters | None, dict[str, Any]]:
@@ -165,16 +189,17 @@ class FederationAverage(FedAvg):
             return self.aggregate_secure(server_round, results, failures)
         taken: list[tuple[str, list[np.ndarray]]] = []
         refused: list[str] = []
+        failed = list(failures)
         for _, fit in results:
             site, arrays = str(fit.metrics.get("site", "")), parameters_to_ndarrays(fit.parameters)
             if (site in (s for s, _ in taken) or not self.authentic(
                     site, signing.FIT, server_round, fit.metrics, signing.arrays_sha256(arrays))):
                 refused.append(site)  # a stranger, a forged or replayed answer, a second one
-                continue
-            taken.append((site, arrays))
-            self.report.statements[site] = {"epsilon": float(fit.metrics["epsilon"]),
-                                            "delta": float(fit.metrics["delta"])}
-        if not self.close_round(server_round, sorted(s for s, _ in taken), failures, refused):
+            elif self.acceptable(server_round, site, fit.metrics, arrays):
+                taken.append((site, arrays))
+            else:
+                failed.append(site)
+        if not self.close_round(server_round, sorted(s for s, _ in taken), failed, refused):
             return None, {}
         total = sum(self.weights[site] for site, _ in taken)
         layers = [np.sum([self.weights[site] / total * arrays[i] for site, arrays in taken],
@@ -210,10 +235,8 @@ class FederationAverage(FedAvg):
         updates of the sites whose masked vectors it holds (each of their answers checked stage
         by stage by the grid); the global model moves by it."""
         sites = sorted({str(fit.metrics.get("site", "")) for _, fit in results})
-        for _, fit in results:
-            self.report.statements[str(fit.metrics["site"])] = {
-                "epsilon": float(fit.metrics["epsilon"]), "delta": float(fit.metrics["delta"])}
-        if not self.close_round(server_round, sites, failures, self.refused()) or not results:
+        dropped = [*failures, *(self.grid.dropped if self.grid is not None else [])]
+        if not self.close_round(server_round, sites, dropped, self.refused()) or not results:
             return None, {}
         update = parameters_to_ndarrays(results[0][1].parameters)
         layers = [start + step for start, step in zip(self.global_arrays, update, strict=True)]
@@ -251,15 +274,21 @@ class FederationAverage(FedAvg):
     def aggregate_evaluate(self, server_round: int,
                            results: list[tuple[ClientProxy, EvaluateRes]],
                            failures: list[Any]) -> tuple[float | None, dict[str, Any]]:
-        evaluations = []
+        evaluations: dict[str, dict[str, Any]] = {}
         for _, res in results:
             site = str(res.metrics.get("site", ""))
-            if ("evaluation" in res.metrics and site not in self.report.evaluated_sites
-                    and self.authentic(site, signing.EVALUATE, server_round, res.metrics,
-                                       self.report.model_sha256 or "")):
-                evaluations.append(json.loads(str(res.metrics["evaluation"])))
-                self.report.evaluated_sites.append(site)
-        self.report.evaluation = summed_evaluation(evaluations)
+            if site in evaluations or not self.authentic(
+                    site, signing.EVALUATE, server_round, res.metrics,
+                    self.report.model_sha256 or ""):
+                continue
+            try:
+                evaluations[site] = checks.evaluation(res.metrics.get("evaluation"))
+            except checks.Unacceptable as unacceptable:
+                logger.warning("federation round %d: dropped the answer of %s: %s",
+                               server_round, site, unacceptable)
+        agreeing = checks.agreeing(list(evaluations.values()))
+        self.report.evaluated_sites = [s for s, e in evaluations.items() if e in agreeing]
+        self.report.evaluation = summed_evaluation(agreeing)
         return None, {}
 
 

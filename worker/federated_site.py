@@ -18,7 +18,6 @@ extra charge), registers it in its own registry (inactive until its admin activa
 returns its noisy evaluation histogram, which the coordinator sums. Nothing else leaves.
 """
 
-import functools
 import hashlib
 import json
 import logging
@@ -95,19 +94,13 @@ class SiteRun:
             for param, value in zip(self.network.parameters(), arrays, strict=True):
                 param.copy_(torch.as_tensor(value, dtype=param.dtype).reshape(param.shape))
 
-    @functools.cached_property
-    def statement(self) -> dict[str, float | None]:
-        """This site's planned (epsilon, delta): a ledger figure of its public plan (computed
-        once: every round reports it)."""
-        spec = self.claimed.spec
-        eps, _ = epsilon_of([(spec.noise_multiplier, spec.sample_rate, spec.steps)], spec.delta)
-        return {"epsilon": finite_or_none(eps), "delta": spec.delta}
-
     def figures(self) -> dict[str, Any]:
-        """What a round's answer says beside its weights: the steps and the site's plan."""
-        statement = self.statement
-        return {"steps": int(self.plan["local_steps"]), "epsilon": statement["epsilon"] or -1.0,
-                "delta": statement["delta"] or 0.0}
+        """What a round's answer says beside its weights: the site's public mechanism, from
+        which the coordinator computes its epsilon (``worker.federated_checks``)."""
+        spec = self.claimed.spec
+        return {"steps": int(self.plan["local_steps"]), "planned_steps": int(spec.steps),
+                "noise_multiplier": float(spec.noise_multiplier),
+                "sample_rate": float(spec.sample_rate), "delta": float(spec.delta)}
 
     def secure_answer(self, config: dict[str, Any]) -> dict[str, Any]:
         """This site's signed answer to one SecAgg+ stage (its masked vector stage runs the

@@ -28,11 +28,11 @@ import secrets
 import uuid
 from collections.abc import Iterable
 from concurrent.futures import Future, ThreadPoolExecutor, wait
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 import numpy as np
 from flwr.app import ConfigRecord, Context, Message, RecordDict
-from flwr.common import FitIns, Parameters, parameters_to_ndarrays, serde
+from flwr.common import FitIns, Parameters, bytes_to_ndarray, parameters_to_ndarrays, serde
 from flwr.common.secure_aggregation.secaggplus_constants import RECORD_KEY_CONFIGS, Key, Stage
 from flwr.compat.common import recorddict_compat as compat
 from flwr.proto.recorddict_pb2 import RecordDict as RecordDictProto
@@ -84,8 +84,27 @@ class Answers(Protocol):
     def authentic(self, site: str, kind: str, server_round: int, metrics: dict[str, Any],
                   payload_sha256: str) -> bool: ...
 
+    def acceptable(self, server_round: int, site: str, metrics: dict[str, Any],
+                   arrays: list[np.ndarray]) -> bool: ...
+
     def on_secure_round(self, server_round: int, arrays: list[np.ndarray],
                         grid: "SiteGrid | None") -> None: ...
+
+
+def masked_answer(payload: bytes) -> tuple[dict[str, Any], list[np.ndarray]]:
+    """A masked-vector answer's figures and its masked arrays, less the weight factor Flower
+    puts first (so that they have the model's shapes). Raises ValueError: not such an answer."""
+    try:
+        content = unpack(payload)
+        fit = compat.recorddict_to_fitres(content, keep_input=True)
+        listed = cast(list[bytes], content.config_records[RECORD_KEY_CONFIGS][
+            Key.MASKED_PARAMETERS])
+        masked = [bytes_to_ndarray(bytes(b)) for b in listed]
+    except Exception as exc:  # protobuf and Flower's parsers raise many kinds
+        raise ValueError(f"not a masked-vector answer: {type(exc).__name__}") from exc
+    if not masked or masked[0].shape != (1,):
+        raise ValueError("a masked vector without its weight factor")
+    return dict(fit.metrics), masked[1:]
 
 
 class NumberedClients(SimpleClientManager):
@@ -114,6 +133,7 @@ class SiteGrid(Grid):
         self.sites: dict[int, str] = {}  # node id -> the site its signed answers named
         self.setups: dict[str, dict[str, str]] = {}  # node id -> its signed setup answer
         self.refused: set[str] = set()
+        self.dropped: list[str] = []  # authentic masked vectors off the plan or the model
         self._run = Run.create_empty(run_id=0)
         self._pool = ThreadPoolExecutor(64, thread_name_prefix="secagg")
         self._sent: dict[str, Future[Message]] = {}
@@ -194,10 +214,21 @@ class SiteGrid(Grid):
             self.refused.add(site)
             raise Refused(f"an answer naming {site!r} at stage {stage} is not its")
         self.sites[node] = site
+        if stage == Stage.COLLECT_MASKED_VECTORS and not self._acceptable(site, payload):
+            self.dropped.append(site)
+            raise Refused(f"the masked vector of {site!r} is off the plan or the model")
         if stage == Stage.SETUP:
             self.setups[str(node)] = {"site": site, "payload": base64.b64encode(payload).decode(),
                                       "signature": str(metrics.get("signature", ""))}
         return payload
+
+
+    def _acceptable(self, site: str, payload: bytes) -> bool:
+        try:
+            metrics, masked = masked_answer(payload)
+        except ValueError:
+            return False
+        return self.answers.acceptable(self.server_round, site, metrics, masked)
 
 
 class MendedSecAggPlus(SecAggPlusWorkflow):

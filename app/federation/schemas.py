@@ -176,7 +176,9 @@ class FederationRound(ResponseModel):
 
 
 class SiteStatement(ResponseModel):
-    epsilon: float = Field(description="the site's planned epsilon (its ledger's figure)")
+    epsilon: float = Field(description="the site's planned epsilon, computed by the "
+                           "coordinator from the public mechanism its answers declare (noise "
+                           "multiplier, sample rate, steps), checked against the plan")
     delta: float
 
 
@@ -187,9 +189,11 @@ class FederationReport(ResponseModel):
     site_statements: dict[str, SiteStatement] = Field(
         description="keyed by declared site name: each site's planned (epsilon, delta)")
     federation_epsilon: float | None = Field(
-        description="the worst site's epsilon: the guarantee of a patient treated at one "
-        "clinic; a patient at several has the composition of those clinics' (at most the sum)")
-    federation_delta: float | None
+        description="the plan's target epsilon, which every site's answer taken was checked "
+        "to meet: the guarantee of a patient treated at one clinic; a patient at several has "
+        "the composition of those clinics' (at most the sum)")
+    federation_delta: float | None = Field(
+        description="the recipe's delta, else the largest of the sites' (each its budget's)")
     evaluated_sites: list[str]
     model_sha256: str | None = Field(
         default=None, description="the SHA-256 of the released global model's weights, as "

@@ -31,7 +31,8 @@ FEDERATION_ENTRIES: list[Entry] = [
     *fields("FederationRound", {OPERATIONAL: "round sites failures refused"},
             note="which sites' updates a round averaged: who answered, not what their rows hold"),
     *fields("SiteStatement", {LEDGER: "epsilon delta"},
-            note="a site's planned guarantee, from its public plan"),
+            note="a site's planned guarantee, computed by the coordinator from the public "
+            "mechanism its answers declare"),
     *fields("FederationReport", {
         OPERATIONAL: "evaluated_sites",
         LEDGER: "federation_epsilon federation_delta",

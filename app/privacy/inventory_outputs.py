@@ -128,6 +128,12 @@ _ARGUMENTS: dict[str, tuple[Release, str]] = {
     "unsafe": (OPERATIONAL, "why a clinic refused a secure aggregation stage: the counts of "
                "sites and the node ids the coordinator sent, against the clinic's declared "
                "minimum, in the clinic's own log"),
+    "server_round": (PUBLIC_INPUT, "a federation round's number, in the coordinator's log"),
+    "site": (PUBLIC_INPUT, "the site name an answer to the coordinator gave"),
+    "unacceptable": (
+        OPERATIONAL, "why the coordinator dropped a site's answer: the public mechanism it "
+        "declared (noise, sample rate, steps, delta), the shapes of its weights, or what in its "
+        "evaluation (a DP release) is malformed, in the coordinator's log"),
     "traceback.format_exc(limit=3)": (
         OPERATIONAL, "a failed job's traceback: code lines and the exception's message (library "
         "text; the job's stored error keeps only the type name)"),

@@ -12,8 +12,11 @@ from flwr.server.client_manager import SimpleClientManager
 
 from app.federation import signing
 from app.federation.models import Federation
+from tests.federated.plans import mechanism
 from worker.federated_coordinator import FederationAverage, Report
 from worker.federated_site import SiteRun
+
+MODEL = [np.zeros(2), np.zeros(1)]  # the global model's shapes, as a round sends it
 
 
 def _federation(rounds: int, tail: float, min_sites: int = 2) -> Federation:
@@ -27,13 +30,15 @@ def _federation(rounds: int, tail: float, min_sites: int = 2) -> Federation:
 def _strategy(monkeypatch: pytest.MonkeyPatch, **recipe: Any) -> FederationAverage:
     monkeypatch.setattr(Report, "write", lambda self, state: None)
     federation = _federation(**recipe)
-    return FederationAverage(federation, Report(database=None, federation=federation))  # type: ignore[arg-type]
+    strategy = FederationAverage(federation, Report(database=None, federation=federation))  # type: ignore[arg-type]
+    strategy.round_model = MODEL
+    return strategy
 
 
 def _fit(site: str, value: float) -> tuple[Any, FitRes]:
     weights = ndarrays_to_parameters([np.full(2, value), np.full(1, value)])
     return None, FitRes(Status(Code.OK, ""), weights, 1,
-                        {"site": site, "epsilon": 3.0, "delta": 1e-6})
+                        {"site": site, **mechanism(rounds=4)})
 
 
 def test_updates_are_averaged_with_the_declared_weights_and_strangers_refused(
@@ -72,7 +77,7 @@ class _Site:
         self.plan, self.site, self.key = {"name": "net"}, site, key
 
     def answer(self, arrays: list[np.ndarray], config: dict[str, Any]) -> tuple[Any, FitRes]:
-        figures = {"steps": 50, "epsilon": 3.0, "delta": 1e-6}
+        figures = mechanism(rounds=4)
         metrics = SiteRun.signed(self, figures, kind=signing.FIT,  # type: ignore[arg-type]
                                  config=config, payload_sha256=signing.arrays_sha256(arrays))
         return None, FitRes(Status(Code.OK, ""), ndarrays_to_parameters(arrays), 1, metrics)
@@ -84,7 +89,9 @@ def _keyed(monkeypatch: pytest.MonkeyPatch) -> tuple[FederationAverage, dict[str
     federation = _federation(rounds=4, tail=0.0)
     federation.sites = [{**site, "public_key": signing.public_of(keys[site["name"]])}
                         for site in federation.sites]
-    return FederationAverage(federation, Report(database=None, federation=federation)), keys  # type: ignore[arg-type]
+    strategy = FederationAverage(federation, Report(database=None, federation=federation))  # type: ignore[arg-type]
+    strategy.round_model = MODEL
+    return strategy, keys
 
 
 def test_a_keyed_federation_averages_only_answers_signed_by_the_named_site(

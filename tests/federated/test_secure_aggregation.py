@@ -16,6 +16,7 @@ from flwr.server import ServerConfig, start_server
 from app.federation import signing
 from app.federation.models import Federation
 from bench.clinics import address
+from tests.federated.plans import mechanism
 from worker import federated_site
 from worker.federated_coordinator import FederationAverage, Report
 from worker.federated_site import RoundRefused, SiteRun
@@ -50,7 +51,9 @@ class _Site:
         return [a + STEPS[self.site] for a in arrays]
 
     def figures(self) -> dict[str, Any]:
-        return {"steps": 1, "epsilon": 3.0, "delta": 1e-6}
+        if self.plan.get("lies"):  # less noise than the plan: its epsilon is over the target
+            return {**mechanism(rounds=2), "noise_multiplier": 0.1}
+        return mechanism(rounds=2)
 
 
 def _federation(keys: dict[str, Ed25519PrivateKey], where: str) -> Federation:
@@ -63,13 +66,14 @@ def _federation(keys: dict[str, Ed25519PrivateKey], where: str) -> Federation:
                               "round_timeout_seconds": 30})
 
 
-@pytest.mark.parametrize("dropped", ["forger", "killed", "none"])
+@pytest.mark.parametrize("dropped", ["forger", "killed", "liar", "none"])
 def test_the_global_model_moves_by_the_weighted_mean_of_the_signed_sites_updates(
         monkeypatch: pytest.MonkeyPatch, dropped: str) -> None:
     """Site c takes no part: it answers with a key it did not declare (refused at the setup
     stage), or it dies in its round after sharing its keys (its masks rebuilt from a and b's
-    shares); either way the sum is a and b's, unmasked. Or it takes part, its update of 100
-    clipped to secure aggregation's range (16)."""
+    shares), or its masked vector declares a mechanism off the plan (dropped by the coordinator,
+    its masks rebuilt); either way the sum is a and b's, unmasked. Or it takes part, its
+    update of 100 clipped to secure aggregation's range (16)."""
     monkeypatch.setattr(Report, "write", lambda self, state: None)
     keys = {name: Ed25519PrivateKey.generate() for name in STEPS}
     where = address()
@@ -83,6 +87,7 @@ def test_the_global_model_moves_by_the_weighted_mean_of_the_signed_sites_updates
              _Site("c", Ed25519PrivateKey.generate() if dropped == "forger" else keys["c"],
                    declared=declared)]
     sites[2].plan["drops"] = dropped == "killed"
+    sites[2].plan["lies"] = dropped == "liar"
     threads = [threading.Thread(target=federated_site.connect, args=(where, site), daemon=True)
                for site in sites]
     for thread in threads:
@@ -108,7 +113,8 @@ def test_the_global_model_moves_by_the_weighted_mean_of_the_signed_sites_updates
     for layer, shape in zip(final, SHAPES, strict=True):  # 2 rounds of (3 x 1 + 1 x 5) / 4
         assert layer.shape == shape
         np.testing.assert_allclose(layer, 4.0, atol=1e-4)  # SecAgg+'s quantisation
-    assert sites[2].rounds_run == 0  # refused at the setup stage, or died in its round
+    assert [r["failures"] for r in rounds] == ([1, 1] if dropped == "liar" else [0, 0])
+    assert sites[2].rounds_run == (2 if dropped == "liar" else 0)  # refused, or died
 
 
 def test_a_site_that_requires_secure_aggregation_refuses_a_plain_round() -> None:
