@@ -38,6 +38,7 @@ from app.privacy.accounting import finite_or_none
 from app.registry.network import build_network
 from worker import optimizer as optimizers
 from worker.dpsgd import DPSGD, secret_generator
+from worker.federated_watch import Contact, PartEnded, Silent, watch
 from worker.flower_logs import route_flower_logs
 from worker.tasks import ClaimedJob, JobWorker, LeaseLost, evaluate_step, finish
 from worker.training import TrainingResult, epsilon_of, make_optimizer
@@ -81,6 +82,7 @@ class SiteRun:
         self.key: Ed25519PrivateKey | None = None  # set when the federation keys its sites
         self.model_sha256 = ""  # of the global weights received for evaluation
         self.stages: Any = None  # a secure federation's SecAgg+ state (``secure_answer``)
+        self.contact = Contact()  # when the coordinator last spoke (``worker.federated_watch``)
 
     @property
     def site(self) -> str:
@@ -239,8 +241,13 @@ def run_federated(worker: JobWorker, claimed: ClaimedJob) -> str:
                error=refused)
         return FAILED
     try:
-        connect(str(run.plan["address"]), run)
-    except RoundRefused as refused:  # cancelled, or asked past its plan: no row was read
+        take_part(run)
+    except Silent as silent:  # the rounds it began stay charged, the rest is released
+        logger.warning("federated part: %s", silent)
+        finish(worker, claimed.job_id, FAILED, error_code="federation_silent",
+               error=str(silent))
+        return FAILED
+    except (RoundRefused, PartEnded) as refused:  # cancelled, or asked past its plan
         status = CANCELLED if "cancelled" in str(refused) else FAILED
         finish(worker, claimed.job_id, status, error_code="federation_round_refused",
                error=str(refused))
@@ -252,6 +259,25 @@ def run_federated(worker: JobWorker, claimed: ClaimedJob) -> str:
     finish(worker, claimed.job_id, FAILED, error_code="federation_ended",
            error=f"the federation ended after {run.rounds_run} of this site's rounds")
     return FAILED
+
+
+def take_part(run: SiteRun) -> None:
+    """Run Flower's client (``connect``) under the watch of this worker's thread: a silent
+    coordinator holds the clinic at most one round timeout, and a cancel ends the part at
+    any stage (``worker.federated_watch``)."""
+    worker, job_id = run.worker, run.claimed.job_id
+
+    def stopped() -> bool:
+        lost = worker.heartbeat is not None and worker.heartbeat.lost.is_set()
+        return lost or worker.stop_requested.is_set()
+
+    def cancelled() -> bool:
+        with worker.database.session_scope() as session:
+            return queue.cancel_requested(session=session, job_id=job_id)
+
+    watch(lambda: connect(str(run.plan["address"]), run), run.contact,
+          silence_seconds=float(run.plan["round_timeout_seconds"]), stopped=stopped,
+          cancelled=cancelled)
 
 
 def connect(address: str, run: SiteRun) -> None:
@@ -275,7 +301,7 @@ def connect(address: str, run: SiteRun) -> None:
             return
         except grpc.RpcError as exc:
             if (client.contacted or exc.code() != grpc.StatusCode.UNAVAILABLE
-                    or time.monotonic() + delay > deadline):
+                    or time.monotonic() + delay > deadline or run.contact.ended.is_set()):
                 if run.rounds_run:
                     return  # the federation went away after rounds this site ran
                 raise
@@ -294,29 +320,33 @@ def site_client(run: SiteRun) -> Any:
 
         def get_properties(self, config: dict[str, Any]) -> dict[str, Any]:
             self.contacted = True
-            return {"site": run.site}
+            with run.contact.answering():
+                return {"site": run.site}
 
         def get_parameters(self, config: dict[str, Any]) -> list[np.ndarray]:
             self.contacted = True
-            return run.weights()  # the seeded initial weights, the same at every site
+            with run.contact.answering():
+                return run.weights()  # the seeded initial weights, the same at every site
 
         def fit(self, parameters: list[np.ndarray], config: dict[str, Any]
                 ) -> tuple[list[np.ndarray], int, dict[str, Any]]:
             self.contacted = True
-            if FIELD in config:  # a SecAgg+ stage (``worker.secure_aggregation``)
-                return [], 0, run.secure_answer(config)
-            if run.plan.get("secure_aggregation"):  # before any charge or row
-                raise RoundRefused("the federation requires secure aggregation; the "
-                                   "coordinator asked for a plain round")
-            weights = run.run_round(parameters)
-            return weights, 1, run.signed(run.figures(), kind=signing.FIT, config=config,
-                                          payload_sha256=signing.arrays_sha256(weights))
+            with run.contact.answering():
+                if FIELD in config:  # a SecAgg+ stage (``worker.secure_aggregation``)
+                    return [], 0, run.secure_answer(config)
+                if run.plan.get("secure_aggregation"):  # before any charge or row
+                    raise RoundRefused("the federation requires secure aggregation; the "
+                                       "coordinator asked for a plain round")
+                weights = run.run_round(parameters)
+                return weights, 1, run.signed(run.figures(), kind=signing.FIT, config=config,
+                                              payload_sha256=signing.arrays_sha256(weights))
 
         def evaluate(self, parameters: list[np.ndarray], config: dict[str, Any]
                      ) -> tuple[float, int, dict[str, Any]]:
             self.contacted = True
-            evaluation = json.dumps(run.finish_with(parameters, config))
-            return 0.0, 1, run.signed({"evaluation": evaluation}, kind=signing.EVALUATE,
-                                      config=config, payload_sha256=run.model_sha256)
+            with run.contact.answering():
+                evaluation = json.dumps(run.finish_with(parameters, config))
+                return 0.0, 1, run.signed({"evaluation": evaluation}, kind=signing.EVALUATE,
+                                          config=config, payload_sha256=run.model_sha256)
 
     return SiteClient()

@@ -106,6 +106,13 @@ def record_epoch(
     return True, job.cancel_requested
 
 
+def cancel_requested(*, session: Session, job_id: int) -> bool:
+    """Whether the job's cancel was asked (a part that waits on others reads it between
+    reports); True for a job that is gone."""
+    asked = session.scalar(select(Job.cancel_requested).where(Job.id == job_id))
+    return asked is None or bool(asked)
+
+
 def heartbeat(*, session: Session, job_id: int, worker_id: str, lease_seconds: float) -> bool:
     result = session.execute(
         update(Job)

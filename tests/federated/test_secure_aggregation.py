@@ -20,6 +20,7 @@ from tests.federated.plans import mechanism
 from worker import federated_site
 from worker.federated_coordinator import FederationAverage, Report
 from worker.federated_site import RoundRefused, SiteRun
+from worker.federated_watch import Contact
 from worker.secure_aggregation import SecureServer
 
 SHAPES = [(3,), (2, 2)]
@@ -36,6 +37,7 @@ class _Site:
     def __init__(self, site: str, key: Ed25519PrivateKey, secure: bool = True,
                  declared: dict[str, str] | None = None) -> None:
         self.site, self.key, self.stages = site, key, None
+        self.contact = Contact()
         self.plan: dict[str, Any] = {
             "name": "net", "site": site, "secure_aggregation": secure, "min_sites": 2,
             "site_keys": declared or {}}
