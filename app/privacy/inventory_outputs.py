@@ -134,6 +134,8 @@ _ARGUMENTS: dict[str, tuple[Release, str]] = {
         OPERATIONAL, "why the coordinator dropped a site's answer: the public mechanism it "
         "declared (noise, sample rate, steps, delta), the shapes of its weights, or what in its "
         "evaluation (a DP release) is malformed, in the coordinator's log"),
+    "silent": (OPERATIONAL, "that a clinic's part ended because the coordinator said nothing "
+               "for the federation's declared round timeout, in the clinic's own log"),
     "traceback.format_exc(limit=3)": (
         OPERATIONAL, "a failed job's traceback: code lines and the exception's message (library "
         "text; the job's stored error keeps only the type name)"),
