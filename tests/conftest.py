@@ -6,6 +6,7 @@ import io
 import itertools
 import logging
 import os
+import re
 import sqlite3
 import tempfile
 import time
@@ -305,6 +306,29 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         served = item.path.parent.name in ("e2e", "browser")  # they start processes themselves
         item.add_marker(pytest.mark.api if served or names & HTTP_FIXTURES
                         else pytest.mark.unit)
+
+
+_WHOLLY_SLOW = re.compile(r"^pytestmark = \[?pytest\.mark\.slow\b", re.MULTILINE)
+
+
+def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
+    """When ``-m`` leaves slow out, a module marked slow as a whole (``pytestmark =
+    pytest.mark.slow`` at its top level) is not even imported: none of its tests would run, and
+    importing one costs every test process seconds (the OpenAPI fuzzing builds each operation's
+    examples as it is collected)."""
+    if not (collection_path.name.startswith("test_") and collection_path.suffix == ".py"):
+        return None
+    if not _leaves_slow_out(config.getoption("markexpr") or ""):
+        return None
+    return True if _WHOLLY_SLOW.search(collection_path.read_text(encoding="utf-8")) else None
+
+
+def _leaves_slow_out(markexpr: str) -> bool:
+    """Whether ``markexpr`` deselects every test marked slow, whatever its other marks:
+    ``not slow`` alone or at the end of a chain of ``and`` (no ``or`` to let one back in)."""
+    words = markexpr.replace("(", " ( ").replace(")", " ) ").split()
+    chained = len(words) == 2 or (len(words) > 3 and words[-3] == "and")
+    return words[-2:] == ["not", "slow"] and chained and not {"or", "(", ")"} & set(words)
 
 
 SHARED_PACKAGES = ("tests/browser/",)

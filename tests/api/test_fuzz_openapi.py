@@ -30,6 +30,10 @@ from app.main import create_app
 from tests.api.seeded_app import ADMIN_KEY, ADMIN_KEY_ID, DECOY_KEY_ID, seeded_client
 from tests.conftest import _postgres_database, _sqlite_database
 
+# About 30 s over every operation: the full suite runs it, the fast lane does not even import
+# it (collecting its cases builds every operation's examples).
+pytestmark = pytest.mark.slow
+
 MAX_EXAMPLES = 25
 
 # The schema as the service publishes it; building the app touches no database.
@@ -98,7 +102,6 @@ BOUNDED = settings(
 )
 
 
-@pytest.mark.slow  # about 30 s over every operation: the full suite runs it, not the fast lane
 @schema.parametrize()
 @BOUNDED
 def test_api_conforms_to_its_schema(case: Case, sqlite_app: TestClient) -> None:
