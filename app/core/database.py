@@ -1,6 +1,7 @@
 """Engine, session factory and the declarative base shared by every domain."""
 
 import itertools
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -89,20 +90,25 @@ class Database:
 
 
 _database: Database | None = None
+_database_lock = threading.Lock()
+"""Held while the process-wide database is created or swapped: a background thread creating
+the default one must not overwrite a database set meanwhile (a test's, the CLI's)."""
 
 
 def get_database() -> Database:
     """The process-wide database, created lazily from settings."""
     global _database
-    if _database is None:
-        _database = Database(settings.database_url)
-    return _database
+    with _database_lock:
+        if _database is None:
+            _database = Database(settings.database_url)
+        return _database
 
 
 def set_database(database: Database | None) -> None:
     """Swap the process-wide database (tests, CLI with an explicit URL)."""
     global _database
-    _database = database
+    with _database_lock:
+        _database = database
 
 
 def affected_rows(result: Result[Any]) -> int:
