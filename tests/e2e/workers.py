@@ -42,6 +42,7 @@ def process_env(database: Database, root: Path, **extra: str) -> dict[str, str]:
         **os.environ,
         "DATABASE_URL": database.url,
         "ARTIFACT_DIR": str(root / "artifacts"),
+        "DATA_DIR": str(root / "data"),  # uploads and patient index files: never ./var/data
         "WORKER_POLL_SECONDS": "0.5",
         "WORKER_LEASE_SECONDS": "3",
         "LOG_FORMAT": "json",
