@@ -1,6 +1,7 @@
 """Steps the dashboard's browser tests share: open a page with a key, fill the form, run axe."""
 
 import os
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -8,7 +9,9 @@ import pytest
 from playwright.sync_api import Page
 
 CHROMIUM = Path("/usr/bin/chromium")
-ARTIFACTS = Path(__file__).resolve().parents[2] / "artifacts"
+ARTIFACTS = Path(tempfile.gettempdir()) / "dpcrisis-screenshots"
+"""Where the browser tests leave their screenshots for a person to look at: the system's
+temporary folder, not the working tree."""
 
 
 def skip_without_chromium() -> None:

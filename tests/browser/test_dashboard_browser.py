@@ -5,7 +5,7 @@ scoring, field errors from the API, CSV scoring and downloads, the privacy page 
 key of the role that uses it. The fixtures (one service, one browser) are in conftest.py;
 test_dashboard_schema_browser.py covers a model of another declared schema.
 
-Leaves screenshots in artifacts/ (dashboard.png; dashboard-privacy.png, dashboard-report.png,
+Leaves screenshots in helpers.ARTIFACTS (dashboard.png; dashboard-privacy.png, dashboard-report.png,
 dashboard-200pct.png) for people to look at.
 """
 

@@ -6,7 +6,7 @@ model while the page is open rebuilds the form before anything is sent; with no 
 the page says so instead of showing a form; the contribution bars share one fixed axis, and
 each row says what the API's ``direction`` says (a contribution of floating-point size is
 "neutral": no effect). axe-core finds no violation in any
-of these states. Screenshot: artifacts/dashboard-schema.png.
+of these states. Screenshot in helpers.ARTIFACTS: dashboard-schema.png.
 """
 
 import json

@@ -4,7 +4,7 @@ A steward erases a dataset's rows after a model was trained on them: the privacy
 the dataset (the ledger and the DP releases remain) and the model in the model list (a DP
 release of the rows, still in use), the model's job report opens its model card with the
 erasure, and each ledger shows one headline epsilon per release (PLD) with the filter's
-working figure and why they differ. Leaves artifacts/privacy-erased.png.
+working figure and why they differ. Leaves privacy-erased.png in helpers.ARTIFACTS.
 """
 
 import time

@@ -3,7 +3,7 @@ small shifted follow-up, reached from the privacy page's model list (a privacy o
 and opened as its own printable page. The reliability and feature-drift charts are drawn, axe
 finds no violation, and nothing breaks the page's Content-Security-Policy (the ``page``
 fixture fails a test on any console error). A clinician, who may not read monitoring, is
-offered no link to it. Leaves artifacts/monitoring-page.png.
+offered no link to it. Leaves monitoring-page.png in helpers.ARTIFACTS.
 """
 
 import re

@@ -3,7 +3,7 @@
 least 12 px, the job report opening with its model card (intended use and caveats) before the
 technical statement, and a clinician's key told in words what it may read instead of a raw 403.
 
-Leaves screenshots in artifacts/ (privacy-1280.png, privacy-dataset-report-1280.png,
+Leaves screenshots in helpers.ARTIFACTS (privacy-1280.png, privacy-dataset-report-1280.png,
 privacy-job-report-1280.png, privacy-clinician.png).
 """
 
