@@ -164,11 +164,11 @@ DATASETS = [
           "and data stewards see it"),
     *fields("BudgetOut", {PUBLIC_INPUT: "epsilon delta filter_order"}),
     *fields("DatasetPage", {PUBLIC_INPUT: PAGE}),
-    *fields("UploadOut", {PUBLIC_INPUT: "id dataset_id media_type size_bytes sha256 "
-                                        "created_at problem"}),
-    *fields("UploadOut", {Release.INTAKE: "state finished_at"},
-            note="whether and when a steward's own table passed its checks (a failed ingest's "
-            "problem lists its rows): served only to admins and data stewards, who hold it"),
+    *fields("UploadOut", {PUBLIC_INPUT: "id dataset_id media_type created_at"}),
+    *fields("UploadOut", {Release.INTAKE: "state finished_at size_bytes sha256 problem"},
+            note="exact facts of a steward's own file: its size and SHA-256, whether and when "
+            "it passed its checks, and a failed ingest's problem (its rows and columns): "
+            "served only to admins and data stewards, who hold it"),
 ]
 
 LEDGER_VIEWS = [
