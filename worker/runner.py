@@ -1,5 +1,5 @@
-"""The worker: claim a job, run its task (``worker.tasks``), with heartbeats and a clean stop;
-spooled uploads are ingested beside it (``worker.ingest``).
+"""The worker: claim a job, run the task registered for its kind (``worker.handlers``), with
+heartbeats and a clean stop; spooled uploads are ingested beside it (``worker.ingest``).
 
 Runs as its own process (``dpcrisis worker``) or as a thread inside the API (``dpcrisis serve``).
 """
@@ -15,16 +15,14 @@ import torch
 from app.core.database import Database, get_database
 from app.core.logs import job_context
 from app.core.settings import settings
-from app.federation.plan import FEDERATION_KEY
 from app.flows import job_run
 from app.jobs import notify, queue
-from app.jobs import search as job_search
-from app.jobs.models import COMPARISON, FAILED, FEDERATED, MONITORING, TRAIN
-from worker import search, tasks
-from worker.federated_site import run_federated
+from app.jobs.models import FAILED
+from worker import handlers, tasks
+from worker.handlers import ClaimedJob, UnknownKind
 from worker.heartbeat import Heartbeat
 from worker.ingest import IngestLoop
-from worker.tasks import ClaimedJob, LeaseLost
+from worker.tasks import LeaseLost
 from worker.training import pick_device
 
 logger = logging.getLogger("dpcrisis.worker")
@@ -85,14 +83,18 @@ class Worker:
             job = job_run.claim(
                 session=session, worker_id=self.worker_id, lease_seconds=self.lease_seconds
             )
-            claimed = None if job is None else ClaimedJob(
-                job.id, job.dataset_id,
-                tasks.NO_SPEC if job.kind in (MONITORING, COMPARISON) else tasks.spec_of(job),
-                job.kind, job_search.stored_plan(job.training) if job.kind == TRAIN else None,
-                job.training.get(FEDERATION_KEY) if job.kind == FEDERATED else None,
-            )
+            if job is None:
+                return False
+            job_id, kind = job.id, job.kind
+            try:
+                claimed = handlers.claimed_of(job)
+            except UnknownKind as unknown:
+                claimed, refused = None, str(unknown)
         if claimed is None:
-            return False
+            logger.error("job %s failed: %s", job_id, refused)
+            tasks.finish(self, job_id, FAILED, error_code="unknown_job_kind",
+                         error=f"no task handler for job kind {kind}")
+            return True
         heartbeat = Heartbeat(self.database, job_id=claimed.job_id, worker_id=self.worker_id,
                               lease_seconds=self.lease_seconds)
         with job_context(claimed.job_id), heartbeat:
@@ -106,9 +108,7 @@ class Worker:
     def _run(self, claimed: ClaimedJob) -> None:
         logger.info("job %s claimed", claimed.job_id, extra={"worker_id": self.worker_id})
         try:
-            task = (search.run_search if claimed.search is not None
-                    else run_federated if claimed.kind == FEDERATED else tasks.TASKS[claimed.kind])
-            outcome = task(self, claimed)
+            outcome = handlers.handler_for(claimed.kind).run(self, claimed)
         except LeaseLost:
             logger.warning("job %s: lease lost, results discarded", claimed.job_id)
             return

@@ -39,20 +39,23 @@ from app.flows import job_run
 from app.flows.job_run import LoadedData
 from app.jobs import queue
 from app.jobs import search as job_search
-from app.jobs.models import CANCELLED, FAILED, SUCCEEDED, Job
+from app.jobs.models import CANCELLED, FAILED, SUCCEEDED, TRAIN, Job
 from app.observability import job_metrics
 from app.privacy import accounting, selection
 from app.privacy.accounting import Mechanism, finite_or_none
 from app.privacy.parallel import held_out_noise
 from worker import calibration as calibration_release
+from worker.handlers import task_handler
 from worker.launch import train_distributed
 from worker.tasks import (
     ClaimedJob,
     JobWorker,
     LeaseLost,
+    claimed_training,
     evaluate_step,
     finish,
     report_interval,
+    run_training,
 )
 from worker.training import EpochCallback, TrainingResult, TrainingSpec, predict_log_odds, train
 
@@ -269,3 +272,11 @@ def _end(worker: JobWorker, claimed: ClaimedJob, status: str, message: str,
     finish(worker, claimed.job_id, status, error_code=code or message.replace(" ", "_"),
            error=message)
     return status
+
+
+@task_handler(TRAIN, parse=claimed_training)
+def run_train(worker: JobWorker, claimed: ClaimedJob) -> str:
+    """A training job: one run, or a search's runs when its stored plan asks for several."""
+    if claimed.search is not None:
+        return run_search(worker, claimed)
+    return run_training(worker, claimed)

@@ -1,9 +1,9 @@
-"""What the worker runs for each kind of job, and the training task step by step.
+"""The training task step by step, and how a job row that trains is read (``claimed_*``).
 
-``TASKS`` maps ``Job.kind`` to its task. A task runs one claimed job to its end (it finishes the
-job itself) and returns the outcome for the worker's log. It raises ``LeaseLost`` when the job
-was taken back meanwhile (nothing more may be written for it); any other exception fails the
-job (``worker.runner``).
+Tasks are registered by kind name (``worker.handlers``). A task runs one claimed job to its
+end (it finishes the job itself) and returns the outcome for the worker's log. It raises
+``LeaseLost`` when the job was taken back meanwhile (nothing more may be written for it); any
+other exception fails the job (``worker.runner``).
 
 Training (``run_training``) is six named steps; the four that cross domains are flows
 (``app.flows.job_run``), the two that are DP-SGD and its held-out releases are here:
@@ -15,41 +15,28 @@ transaction).
 """
 
 import math
-import threading
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
-import torch
 
 from app.bands import model_thresholds
-from app.core.database import Database
 from app.flows import job_run
 from app.flows.job_run import LoadedData, TrainedNetwork
 from app.jobs import queue, recipe
-from app.jobs.models import (
-    CANCELLED,
-    COMPARISON,
-    MONITORING,
-    PRIVACY_AUDIT,
-    SUCCEEDED,
-    TRAIN,
-    Job,
-)
+from app.jobs import search as job_search
+from app.jobs.models import CANCELLED, SUCCEEDED, Job
 from app.jobs.schemas import TrainingConfig
 from app.observability import job_metrics
 from app.privacy.accounting import Mechanism, finite_or_none
 from app.privacy.parallel import held_out_noise
 from worker.calibration import Calibration, calibrate_if_meaningful
 from worker.evaluation import evaluate
-from worker.heartbeat import Heartbeat
+from worker.handlers import NO_SPEC as NO_SPEC
+from worker.handlers import ClaimedJob as ClaimedJob
+from worker.handlers import JobWorker as JobWorker
 from worker.held_out_floors import held_out_warnings
 from worker.launch import train_distributed
-from worker.monitoring.comparison import run_comparison_job
-from worker.monitoring.task import run_monitoring_job
-from worker.privacy_audit.job import run_audit_job
 from worker.training import (
     EpochCallback,
     TrainingResult,
@@ -66,31 +53,15 @@ class LeaseLost(RuntimeError):
     """Another party (the reaper) took the job back; this worker must not write results."""
 
 
-class JobWorker(Protocol):
-    """What a task needs of ``worker.runner.Worker``."""
-
-    database: Database
-    worker_id: str
-    lease_seconds: float
-    device: torch.device
-    stop_requested: threading.Event
-    heartbeat: Heartbeat | None  # of the job running now
+def claimed_training(job: Job) -> ClaimedJob:
+    """A training job as its handler reads it: its spec and, for a search, the search's plan."""
+    return ClaimedJob(job.id, job.dataset_id, spec_of(job), job.kind,
+                      job_search.stored_plan(job.training))
 
 
-@dataclass(frozen=True)
-class ClaimedJob:
-    job_id: int
-    dataset_id: int
-    spec: TrainingSpec
-    kind: str = TRAIN
-    search: dict[str, Any] | None = None  # a search job's plan (app.jobs.search; worker.search)
-    federation: dict[str, Any] | None = None  # a federated job's part (app.federation.plan)
-
-
-NO_SPEC = TrainingSpec(kind="none", hidden_units=0, epochs=0, batch_size=0, learning_rate=0.0,
-                       momentum=0.0, max_grad_norm=0.0, noise_multiplier=0.0, sample_rate=0.0,
-                       steps=0, delta=0.0, seed=0)
-"""The spec of a job that trains nothing (a monitoring run: its release is its job's row)."""
+def claimed_spec(job: Job) -> ClaimedJob:
+    """A job that trains by its stored spec alone (a privacy audit's target training)."""
+    return ClaimedJob(job.id, job.dataset_id, spec_of(job), job.kind)
 
 
 def spec_of(job: Job) -> TrainingSpec:
@@ -285,12 +256,3 @@ def run_training(worker: JobWorker, claimed: ClaimedJob) -> str:
                                  training_rows=loaded.split.train.rows,
                                  seconds=time.monotonic() - started)
     return SUCCEEDED
-
-
-Task = Callable[[JobWorker, ClaimedJob], str]
-
-# ClaimedAudit's members are plain (settable) Protocol attributes, which the frozen ClaimedJob
-# does not match for mypy; read-only (property) members in worker/privacy_audit/job.py would.
-TASKS: dict[str, Task] = {TRAIN: run_training, PRIVACY_AUDIT: run_audit_job,  # type: ignore[dict-item]
-                          MONITORING: run_monitoring_job, COMPARISON: run_comparison_job}
-"""``Job.kind`` -> the task that runs it; both kinds share the one queue."""

@@ -22,12 +22,13 @@ import torch
 from app.datasets import parts as dataset_parts
 from app.datasets import service as dataset_service
 from app.datasets.encoding import encoder_for
-from app.jobs.models import Job
+from app.jobs.models import COMPARISON, Job
 from app.ledger import service as ledger_service
 from app.registry import service as registry_service
 from app.registry.models import TrainedModel
 from worker.dp_histogram import Release, histogram_release
 from worker.evaluation import evaluated, json_safe
+from worker.handlers import claimed_without_spec, task_handler
 from worker.monitoring.drift import performance_drift
 from worker.monitoring.task import run_release_job
 
@@ -84,6 +85,7 @@ def run(session: Any, job: Job, rng: np.random.Generator) -> dict[str, Any]:
         "l2_sensitivity": first.l2_sensitivity, "notes": notes})
 
 
+@task_handler(COMPARISON, parse=claimed_without_spec)
 def run_comparison_job(worker: Any, claimed: Any) -> str:
-    """A claimed comparison to its end (``worker.tasks.TASKS``)."""
+    """A claimed comparison to its end."""
     return run_release_job(worker, claimed, run)

@@ -25,7 +25,7 @@ from app.datasets import parts as dataset_parts
 from app.datasets import service as dataset_service
 from app.datasets.encoding import encoder_for
 from app.jobs import queue
-from app.jobs.models import SUCCEEDED, Job
+from app.jobs.models import MONITORING, SUCCEEDED, Job
 from app.ledger import service as ledger_service
 from app.monitoring import service as monitoring_service
 from app.monitoring.bins import FeatureBins, schema_bins
@@ -33,6 +33,7 @@ from app.registry import service as registry_service
 from app.statistics.models import StatisticsRelease
 from worker.dp_histogram import Release, histogram_release
 from worker.evaluation import evaluated, json_safe
+from worker.handlers import claimed_without_spec, task_handler
 from worker.monitoring.drift import NoisyHistogram, feature_drift, performance_drift
 from worker.monitoring.fairness import fairness_gaps
 
@@ -189,6 +190,7 @@ def run_release_job(worker: Any, claimed: Any,
     return SUCCEEDED if finished is not None else "lease lost: results discarded"
 
 
+@task_handler(MONITORING, parse=claimed_without_spec)
 def run_monitoring_job(worker: Any, claimed: Any) -> str:
-    """A claimed monitoring run to its end (``worker.tasks.TASKS``)."""
+    """A claimed monitoring run to its end."""
     return run_release_job(worker, claimed, run)

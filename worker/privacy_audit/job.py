@@ -19,10 +19,12 @@ from app.core.database import Database
 from app.datasets import parts as dataset_parts
 from app.datasets import service as dataset_service
 from app.jobs import queue
-from app.jobs.models import CANCELLED, FAILED, SUCCEEDED, Job
+from app.jobs.models import CANCELLED, FAILED, PRIVACY_AUDIT, SUCCEEDED, Job
 from app.privacy_audit.service import PRIVACY_BUG
+from worker.handlers import task_handler
 from worker.privacy_audit.audit import AuditPlan, run
 from worker.privacy_audit.membership import Checkpoint
+from worker.tasks import claimed_spec
 from worker.training import TrainingSpec
 
 logger = logging.getLogger("dpcrisis.worker")
@@ -78,6 +80,7 @@ def _finish(worker: AuditWorker, job_id: int, status: str, **fields: Any) -> boo
     return job is not None
 
 
+@task_handler(PRIVACY_AUDIT, parse=claimed_spec)
 def run_audit_job(worker: AuditWorker, claimed: ClaimedAudit) -> str:
     """Run one claimed audit job to its end; returns the outcome for the worker's log."""
     job_id = claimed.job_id
