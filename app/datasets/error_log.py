@@ -21,8 +21,9 @@ MAX_ERRORS = 100
 class ErrorLog:
     """The errors of one upload: the first ``cap`` in reading order and the total.
 
-    ``complete`` is False when reading stopped early (a table over the row limit): ``total``
-    then counts what was read, a lower bound.
+    ``complete`` is False when reading stopped early (a table over the row limit) or a rule
+    could not be decided: ``total`` then counts what was found, a lower bound. ``listed_all``
+    holds only when ``items`` is every error there is.
     """
 
     def __init__(self, cap: int = MAX_ERRORS) -> None:
@@ -58,6 +59,11 @@ class ErrorLog:
         self._pending.sort(key=lambda item: item["row"] or 0)
         self.items += self._pending[: self.cap - len(self.items)]
         self._pending, self._tables = [], 0
+
+    @property
+    def listed_all(self) -> bool:
+        """Every error there is, listed: complete, and none left out for the cap."""
+        return self.complete and len(self.items) == self.total
 
     def __bool__(self) -> bool:
         return self.total > 0

@@ -17,12 +17,15 @@ column types; if Arrow meets text it cannot convert, the file is read again with
 as bytes, and each value is classified (number, NaN/infinity, text, bad UTF-8) to name its row.
 Blank lines are skipped and not counted as rows.
 
-Errors: the first 100 in reading order, each ``{"row", "column", "message", "allowed"}`` with
-``row`` the 1-based data row (header excluded; null for the header and table-wide rules), and the
-exact ``total``. ``complete`` is false when reading stopped early, so ``total`` is a lower
-bound: at the batch that crosses 2,000,000 rows, before the rows when the header (or the Parquet
-schema) does not match, or at a file that cannot be parsed. Duplicate ids, zero rows and a
-single outcome class are checked once all rows are read, and only when no other rule broke;
+Errors: every rule broken in the file, in one pass: the first 100 in reading order, each
+``{"row", "column", "message", "allowed"}`` with ``row`` the 1-based data row (header excluded;
+null for the header and table-wide rules), and the exact ``total``; ``complete`` is true only
+when the list is every error there is. ``total`` is a lower bound when reading stopped early: at
+the batch that crosses 2,000,000 rows, before the rows when the header (or the Parquet schema)
+does not match, or at a file that cannot be parsed. Duplicate ids, zero rows and a single
+outcome class are checked once all rows are read, whatever else broke (an id that broke its own
+rules is not compared; a single class among the valid outcomes is undecided when others were
+invalid, and ``complete`` is then false);
 ids are compared in their canonical text for the schema's ``id_kind`` (``app.datasets.id_rules``).
 An unlabelled follow-up's table is read under ``dataset_schema.FeaturesOnly``: no outcome
 column (one is refused by name), the outcome read back as NaN, no single-class rule.
@@ -46,6 +49,7 @@ from app.datasets.schemas import MAX_ROWS
 from app.datasets.table_format import CSV, PARQUET, TableFormat, media_type_of
 from app.datasets.table_readers import Source
 from app.datasets.table_store import IngestedTable, StoredTable, fingerprint_of, row_hashes
+from app.datasets.text_values import nulls
 
 SUFFIXES = {CSV: ".csv", PARQUET: ".parquet"}  # in the default dialect: see TableFormat.suffix
 MediaType = str | TableFormat
@@ -89,10 +93,10 @@ class TableInvalid(InvalidRequest):
 
     def __init__(self, log: ErrorLog) -> None:
         log.flush()
-        more = "" if log.complete else " (or more: reading stopped early)"
+        more = "" if log.complete else " (or more: not every row or rule could be checked)"
         super().__init__(
             f"the table breaks its schema in {log.total} place(s){more}; nothing was stored",
-            errors=log.items, total=log.total, complete=log.complete,
+            errors=log.items, total=log.total, complete=log.listed_all,
         )
 
 
@@ -162,7 +166,8 @@ class _Columns:
     def __init__(self, schema: DatasetSchema, keep_rows: bool,
                  id_digest: IdDigest = record_coins.id_digests,
                  patient_digest: IdDigest | None = None) -> None:
-        self.schema, self.keep_rows, self.n_rows, self.positives = schema, keep_rows, 0, 0
+        self.schema, self.keep_rows, self.n_rows = schema, keep_rows, 0
+        self.positives = self.negatives = 0  # valid outcomes of each class
         self.id_digest, self.patient_digest = id_digest, patient_digest
         self.patient_chunks: list[np.ndarray] = []
         self.patient_array = np.zeros(0, np.uint64)  # patient_words(), once joined
@@ -179,14 +184,15 @@ class _Columns:
 
     def add(self, batch: CheckedBatch, log: ErrorLog) -> None:
         first, self.n_rows = self.n_rows, self.n_rows + len(batch.outcome)
-        if log:  # nothing will be kept: free what was
-            for blocks in (self.features, self.outcome, self.hashes, self.id_chunks,
-                           self.word_chunks, self.patient_chunks, *self.attributes.values()):
+        self.positives += int(np.count_nonzero(batch.outcome == 1))
+        self.negatives += int(np.count_nonzero(batch.outcome == 0))
+        if batch.ids is not None:  # kept even once the table has errors: duplicates are too
+            self.id_chunks.append(batch.ids)
+        if log:  # no row will be kept: free what was, but the ids
+            for blocks in (self.features, self.outcome, self.hashes, self.word_chunks,
+                           self.patient_chunks, *self.attributes.values()):
                 blocks.clear()
             return
-        self.positives += int(np.count_nonzero(batch.outcome))
-        if batch.ids is not None:
-            self.id_chunks.append(batch.ids)
         for name, count in batch.imputed.items():
             self.imputed[name] += count
         self.hashes.append(row_hashes(self.schema, batch.features, batch.outcome,
@@ -268,11 +274,11 @@ def _read(kept: _Columns, batches: Iterator[pa.RecordBatch], log: ErrorLog,
                              decimal=decimal), log)
 
 
-def _duplicate_ids(ids: IdColumn, digests: np.ndarray, column: str,
-                   log: ErrorLog) -> np.ndarray:
+def _duplicate_ids(ids: IdColumn, digests: np.ndarray, column: str, log: ErrorLog,
+                   numbers: Callable[[np.ndarray], np.ndarray]) -> np.ndarray:
     """Equal 64-bit id digests first (a sort of words, not of strings); only ids whose digest
     repeats are compared as text, so an accidental digest collision is never an error.
-    The digests come back sorted."""
+    ``numbers`` gives the data rows of positions in ``ids``. The digests come back sorted."""
     ordered = np.sort(digests)
     repeated = ordered[1:][ordered[1:] == ordered[:-1]]
     if not len(repeated):
@@ -282,25 +288,55 @@ def _duplicate_ids(ids: IdColumn, digests: np.ndarray, column: str,
     counts = Counter(texts)
     rows = candidates[[counts[text] > 1 for text in texts]]
     if len(rows):
-        log.add("duplicate id", "a unique id per row", column=column, rows=1 + rows)
+        log.add("duplicate id", "a unique id per row", column=column, rows=numbers(rows))
     return ordered
 
 
-def _table_errors(schema: DatasetSchema, kept: _Columns, log: ErrorLog) -> None:
+def _duplicates_among_errors(kept: _Columns, column: str, log: ErrorLog,
+                             skipped: list[int]) -> None:
+    """Duplicate ids in a table that already broke other rules: its ids that passed their own
+    rules (the others are null), compared by their unkeyed digests."""
+    if not kept.id_chunks:
+        return
+    ids = pa.chunked_array(kept.id_chunks, pa.string()).combine_chunks()
+    present = np.flatnonzero(~nulls(ids))
+    valid = ids.take(pa.array(present))
+    rows = BatchRows(0, skipped)
+    _duplicate_ids(valid, record_coins.id_digests(valid), column, log,
+                   lambda at: rows.numbers(present[at]))
+
+
+def _single_class(schema: DatasetSchema, kept: _Columns, log: ErrorLog) -> None:
+    """Both outcome classes; undecided (``log.complete`` false) when the outcomes sent in one
+    class are not all the rows: the invalid ones, once corrected, may hold the other."""
+    if not schema.labelled or not kept.n_rows or (kept.positives and kept.negatives):
+        return
+    if kept.positives + kept.negatives == kept.n_rows:
+        log.add("the outcome has a single class", "both 0 and 1", column=schema.outcome.name)
+    else:
+        log.complete = False
+
+
+def _table_errors(schema: DatasetSchema, kept: _Columns, log: ErrorLog,
+                  skipped: list[int]) -> None:
+    """The rules over all rows, checked whatever else broke, once every row was read."""
     if kept.n_rows == 0 and log.complete:
         log.add("no data rows", "at least one row")
-    if log:
+    if not log.complete:  # reading stopped early: rows were never read
         return
-    if schema.id_column is not None:
+    if schema.id_column is not None and log:
+        _duplicates_among_errors(kept, schema.id_column, log, skipped)
+    elif schema.id_column is not None:
         # The patient words when the upload has them (any keyed digest finds repeats): the
         # accept then merges them without a sort of its own (``patient_index.add_dataset``).
         patients = kept.patient_words()
+        first = BatchRows(0).numbers
         if patients is not None and len(patients) == kept.n_rows:
-            kept.patient_array = _duplicate_ids(kept.ids(), patients, schema.id_column, log)
+            kept.patient_array = _duplicate_ids(kept.ids(), patients, schema.id_column, log,
+                                                first)
         else:
-            _duplicate_ids(kept.ids(), kept.id_words(), schema.id_column, log)
-    if schema.labelled and kept.positives in (0, kept.n_rows):
-        log.add("the outcome has a single class", "both 0 and 1", column=schema.outcome.name)
+            _duplicate_ids(kept.ids(), kept.id_words(), schema.id_column, log, first)
+    _single_class(schema, kept, log)
 
 
 Batches = Generator[pa.RecordBatch, None, None]
@@ -330,7 +366,7 @@ def _validate(schema: DatasetSchema, open_batches: Callable[..., Batches],
         # Sorting releases the GIL: the row hashes sort beside the ids' sort.
         fingerprint = pool.submit(lambda: fingerprint_of(_drain(kept.hashes))
                                   if kept.n_rows and not log else "")
-        _table_errors(schema, kept, log)
+        _table_errors(schema, kept, log, skipped)
         if log:
             raise TableInvalid(log)
         kept.fingerprint = fingerprint.result()

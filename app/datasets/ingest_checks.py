@@ -27,6 +27,7 @@ _NOT_FINITE = r"^\s*[+-]?([Nn][Aa][Nn]|[Ii][Nn][Ff]|[Ii][Nn][Ff][Ii][Nn][Ii][Tt]
 class CheckedBatch:
     features: np.ndarray  # (m, p) float64, schema order, categoricals as codes
     outcome: np.ndarray  # (m,) float64 0/1, 1 = the schema's positive value; NaN: unlabelled
+    # or (a table with errors) not a valid outcome
     attributes: dict[str, np.ndarray]  # name -> (m,) int64 codes
     ids: pa.Array | None  # string ids in their canonical text, None without an id column
     imputed: dict[str, int]
@@ -149,8 +150,9 @@ def _check_outcome(schema: DatasetSchema, arr: pa.Array, rows: BatchRows, log: E
     name = schema.outcome.name
     values, missing, usable = numbers(arr, name, rows, log, decimal)
     log.flag(missing, rows, name, "missing outcome", "0 or 1")
-    log.flag(usable & (values != 0) & (values != 1), rows, name, "not 0 or 1", "0 or 1")
-    return (values == schema.outcome.positive).astype(np.float64)
+    binary = usable & ((values == 0) | (values == 1))
+    log.flag(usable & ~binary, rows, name, "not 0 or 1", "0 or 1")
+    return np.where(binary, values == schema.outcome.positive, np.nan)
 
 
 def check_batch(schema: DatasetSchema, columns: Mapping[str, pa.Array], rows: BatchRows,
