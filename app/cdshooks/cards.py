@@ -117,8 +117,9 @@ def insufficient_card(*, model: dict[str, Any], schema: DatasetSchema,
     lines = [f"**Risk ({outcome}) not scored: the model needs data this call does not "
              "carry.**", ""]
     if uncoded:
-        lines += ["No clinical code in the model's schema, so no prefetch carries them (give "
-                  "them in a POST /v1/risk request or the dashboard form):", "",
+        lines += ["No code or prefetch in the model's schema, so no prefetch carries them "
+                  "(give them in a POST /v1/risk request or the dashboard form, or declare "
+                  "where an EHR keeps them: docs/ehr.md):", "",
                   *_listed(uncoded), ""]
     if lacking:
         lines += ["Not in this call's prefetch:", "", *_listed(lacking), ""]

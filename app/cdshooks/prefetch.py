@@ -9,14 +9,18 @@ model needs must come in ``prefetch``, and what it needs is the scoring model's 
   search Bundle); for each feature the latest by ``effectiveDateTime`` (then
   ``effectiveInstant``, ``effectivePeriod.end``/``start``, ``issued``) wins. Observations about
   another patient, or whose status is not final / amended / corrected, are ignored;
+- a feature whose schema declares ``prefetch`` is read as it says: an Observation of the
+  clinic's own ``system|code``, or the element at a value path of the resource a FHIR query
+  returns (``app.cdshooks.declared``);
 - age (the numeric or integer feature coded LOINC 30525-0, else the one named ``age``) comes
-  from ``Patient.birthDate`` when it is there, else from an Observation of its code;
+  from ``Patient.birthDate`` when it is there, else from an Observation of its code; sex (a
+  feature named ``sex`` or ``gender``, ...) from ``Patient.gender``;
 - yes/no features EHRs keep as diagnoses come from ``Condition`` resources (and ``Encounter``
   reasons), sessions from a count of ``Encounter`` resources (``app.cdshooks.clinical``; the
   codes are the table in ``app.fhir.codes``);
-- a feature without a declared code cannot be prefetched: no EHR records Observations in this
-  service's local code system on its own. It is taken from a request body only (``/v1/risk``),
-  and a hook call answers an "insufficient data" card naming it.
+- a feature with neither a code nor a prefetch cannot be prefetched: no EHR records
+  Observations in this service's local code system on its own. It is taken from a request
+  body only (``/v1/risk``), and a hook call answers an "insufficient data" card naming it.
 
 A schema whose uncoded features had local codes published by this service before schemas
 existed (the built-in generator's: ``FEATURE_SYSTEM|gaf``, ...; ``app.fhir.codes.ehr_sources``)
@@ -32,17 +36,17 @@ value, as training imputed it, and the card says so.
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import UTC, date, datetime
+from datetime import date, datetime
 from typing import Any
 from urllib.parse import quote
 
 from app.cdshooks import clinical
+from app.cdshooks.declared import Declared, declared_features, read_declared, read_sex, sex_feature
 from app.cdshooks.resources import (
     all_resources,
-    as_object,
     codings_of,
     is_about,
-    parse_time,
+    when_of,
 )
 from app.cdshooks.values import EXPECTED, Value, observation_value
 from app.core.errors import DomainError, InvalidRequest
@@ -78,6 +82,8 @@ class Sources:
     features: tuple[FeatureSpec, ...]  # the schema's, in order
     observed: tuple[FeatureCode, ...]  # read from Observations of their code (age too)
     age: FeatureSpec | None  # from Patient.birthDate first
+    sex: FeatureSpec | None  # from Patient.gender
+    declared: tuple[Declared, ...]  # the schema's own query and value path
     diagnoses: tuple[clinical.DiagnosisFeature, ...]  # from Conditions / Encounter reasons
     sessions: FeatureSpec | None  # a count of Encounters
     unavailable: tuple[FeatureSpec, ...]  # no code: never in a prefetch
@@ -116,19 +122,40 @@ def _free(name: str, features: tuple[FeatureSpec, ...]) -> str:
     return name if name not in {f.name for f in features} else f"{name}_resources"
 
 
+def _patient_routes(features: tuple[FeatureSpec, ...], age: FeatureSpec | None,
+                    sex: FeatureSpec | None, declared: tuple[Declared, ...],
+                    templates: dict[str, str], keys: dict[str, list[str]]
+                    ) -> tuple[Declared, ...]:
+    """The Patient's key (age, sex, declared reads of the Patient) and each other declared
+    query's key; the declared features with their keys."""
+    patient = _free("patient", features)
+    for f in (age, sex):
+        if f is not None:
+            templates[patient] = PATIENT
+            keys[f.name].append(patient)
+    routed = []
+    for d in declared:
+        key = patient if d.query == PATIENT else d.key
+        templates[key] = d.query
+        keys[d.feature.name].append(key)
+        routed.append(Declared(d.feature, key, d.resource, d.path, d.query))
+    return tuple(routed)
+
+
 def _routes(features: tuple[FeatureSpec, ...], observed: tuple[FeatureCode, ...],
-            age: FeatureSpec | None, diagnoses: tuple[clinical.DiagnosisFeature, ...],
-            sessions: FeatureSpec | None) -> tuple[dict[str, str], dict[str, list[str]]]:
-    """(discovery key -> template, feature name -> its keys)."""
+            patient: tuple[FeatureSpec | None, FeatureSpec | None, tuple[Declared, ...]],
+            diagnoses: tuple[clinical.DiagnosisFeature, ...], sessions: FeatureSpec | None
+            ) -> tuple[dict[str, str], dict[str, list[str]], tuple[Declared, ...]]:
+    """(discovery key -> template, feature name -> its keys, the declared features with
+    their keys); ``patient``: the age and sex features and the declared queries."""
     templates: dict[str, str] = {}
     keys: dict[str, list[str]] = {f.name: [] for f in features}
-    if age is not None:
-        templates[_free("patient", features)] = PATIENT
-        keys[age.name].append(_free("patient", features))
+    age, sex, declared = patient
+    declared = _patient_routes(features, age, sex, declared, templates, keys)
     elsewhere = {d.feature.name for d in diagnoses} | ({sessions.name} if sessions else set())
     for c in observed:
         name = c.feature.name
-        if name in elsewhere or (age is not None and name == age.name):
+        if name in elsewhere or name in {f.name for f in (age, sex) if f is not None}:
             continue  # from Patient, Conditions or Encounters (Observations read if sent)
         token = f"{search_value(c.system)}|{search_value(c.code)}"
         templates[name] = SEARCH.format(kind="Observation") + f"&code={token}&_sort=-date&_count=1"
@@ -142,10 +169,37 @@ def _routes(features: tuple[FeatureSpec, ...], observed: tuple[FeatureCode, ...]
     if sessions is not None and encounters is not None:
         templates[encounters] = SEARCH.format(kind="Encounter")
         keys[sessions.name].append(encounters)
-    return templates, keys
+    return templates, keys, declared
 
 
 _sources: dict[str, Sources] = {}
+
+
+def _observed_code(f: FeatureSpec, local: str) -> FeatureCode:
+    """The Observation code a feature is read by: its prefetch's own code, else its code."""
+    spec = f.prefetch
+    if spec is not None and spec.system is not None and spec.code is not None:
+        return FeatureCode(f, spec.system, spec.code, label_of(f), declared=True)
+    return code_of(f, local=local)
+
+
+def _build(encoder: Encoder, features: tuple[FeatureSpec, ...]) -> Sources:
+    legacy = ehr_sources(encoder.hash).local_codes
+    local = local_system(encoder.schema)
+    declared = declared_features(features)
+    queried = {d.feature.name for d in declared}
+    observed = tuple(_observed_code(f, local) for f in features if f.name not in queried
+                     and (f.code is not None or f.prefetch is not None or legacy))
+    age, sex = _age_feature(features), sex_feature(features)
+    age = None if age is not None and age.name in queried else age
+    diagnoses = clinical.diagnosis_features(encoder)
+    sessions = clinical.session_feature(encoder)
+    templates, keys, declared = _routes(features, observed, (age, sex, declared), diagnoses,
+                                        sessions)
+    unavailable = tuple(f for f in features if not keys[f.name]
+                        and f.name not in {c.feature.name for c in observed})
+    return Sources(features, observed, age, sex, declared, diagnoses, sessions, unavailable,
+                   templates, {name: tuple(k) for name, k in keys.items()})
 
 
 def sources_of(encoder: Encoder) -> Sources:
@@ -153,31 +207,8 @@ def sources_of(encoder: Encoder) -> Sources:
     found = _sources.get(encoder.hash)
     if found is None:
         features = tuple(encoder.schema.features)
-        legacy = ehr_sources(encoder.hash).local_codes
-        local = local_system(encoder.schema)
-        observed = tuple(code_of(f, local=local) for f in features
-                         if f.code is not None or legacy)
-        age = _age_feature(features)
-        diagnoses = clinical.diagnosis_features(encoder)
-        sessions = clinical.session_feature(encoder)
-        templates, keys = _routes(features, observed, age, diagnoses, sessions)
-        unavailable = tuple(f for f in features if not keys[f.name]
-                            and f.name not in {c.feature.name for c in observed})
-        found = _sources[encoder.hash] = Sources(
-            features, observed, age, diagnoses, sessions, unavailable, templates,
-            {name: tuple(k) for name, k in keys.items()})
+        found = _sources[encoder.hash] = _build(encoder, features)
     return found
-
-
-def _when(observation: Mapping[str, Any]) -> datetime:
-    """When the observation applies; unknown times sort first (oldest)."""
-    period = as_object(observation.get("effectivePeriod"))
-    for raw in (observation.get("effectiveDateTime"), observation.get("effectiveInstant"),
-                period.get("end"), period.get("start"), observation.get("issued")):
-        parsed = parse_time(raw)
-        if parsed is not None:
-            return parsed
-    return datetime.min.replace(tzinfo=UTC)
 
 
 def _age_from_patient(prefetch: Mapping[str, Any], patient_id: str, today: date) -> float | None:
@@ -207,7 +238,7 @@ def _latest(prefetch: Mapping[str, Any], sources: Sources, patient_id: str
         codes = [c for coding in codings_of(resource.get("code"))
                  for c in by_token.get((str(coding.get("system")),
                                         str(coding.get("code"))), [])]
-        when = _when(resource)
+        when = when_of(resource)
         for c in codes:
             name = c.feature.name
             if name not in latest or when > latest[name][0]:
@@ -275,6 +306,9 @@ def features_from_prefetch(
         age = _age_from_patient(prefetch, patient_id, today)
         if age is not None:
             values[sources.age.name] = age
+    if sources.sex is not None:
+        read_sex(prefetch, sources.keys[sources.sex.name][0], sources.sex, patient_id, values)
+    read_declared(prefetch, sources.declared, patient_id, values, references)
     _observed(prefetch, sources, patient_id, values, references)
     _clinical(prefetch, sources, patient_id, today, values, references)
     lacking = [f for f in sources.needed if f.name not in values]

@@ -57,3 +57,15 @@ def reference_to(resource: Mapping[str, Any]) -> str | None:
     """``Type/id`` of a resource that has an id."""
     kind, rid = resource.get("resourceType"), resource.get("id")
     return f"{kind}/{rid}" if isinstance(kind, str) and isinstance(rid, str) else None
+
+
+def when_of(resource: Mapping[str, Any]) -> datetime:
+    """When an Observation (or a resource with the same time elements) applies; unknown times
+    sort first (oldest)."""
+    period = as_object(resource.get("effectivePeriod"))
+    for raw in (resource.get("effectiveDateTime"), resource.get("effectiveInstant"),
+                period.get("end"), period.get("start"), resource.get("issued")):
+        parsed = parse_time(raw)
+        if parsed is not None:
+            return parsed
+    return datetime.min.replace(tzinfo=UTC)

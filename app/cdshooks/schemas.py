@@ -78,10 +78,13 @@ class FeatureCode(BaseModel):
     feature: str
     label: str
     prefetch: str = Field(description="the prefetch key whose resources carry it")
-    resource: Literal["Patient", "Observation", "Condition", "Encounter"] = Field(
-        description="Patient: from birthDate; Observation: the latest of its code; Condition: "
-        "yes when one has any of codes (or an Encounter's reasonCode); Encounter: a count of "
-        "those in the last 12 months")
+    resource: str = Field(
+        description="the FHIR resource type it is read from. Patient: its birthDate or gender "
+        "(or the schema's path); Observation: the latest of its code; Condition: yes when one "
+        "has any of codes (or an Encounter's reasonCode); Encounter: a count of those in the "
+        "last 12 months; any type: the schema's declared query and path")
+    path: str | None = Field(default=None, description="the element its value is read from "
+                             "(null: by its code, as resource says)")
     system: str | None = Field(description="its Observations' code system (null: not read "
                                            "from an Observation of its own code)")
     code: str | None

@@ -29,13 +29,19 @@ the 404 / 409 that ``/v1/risk`` answers.
 """
 
 from datetime import date
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import ValidationError
 
 from app.bands import BANDS, Band
 from app.cdshooks.cards import card, insufficient_card
-from app.cdshooks.prefetch import Sources, features_from_prefetch, incomplete, sources_of
+from app.cdshooks.prefetch import (
+    PATIENT,
+    Sources,
+    features_from_prefetch,
+    incomplete,
+    sources_of,
+)
 from app.cdshooks.schemas import (
     CdsResponse,
     CdsService,
@@ -76,17 +82,30 @@ class WrongHook(DomainError):
     status, kind, title = 400, "wrong-hook", "Hook not supported by this service"
 
 
-Resource = Literal["Patient", "Observation", "Condition", "Encounter"]
 
-
-def _resource(sources: Sources, name: str) -> Resource:
-    if sources.age is not None and name == sources.age.name:
+def _resource(sources: Sources, name: str) -> str:
+    declared = next((d for d in sources.declared if d.feature.name == name), None)
+    if declared is not None:
+        return declared.resource
+    if name in {f.name for f in (sources.age, sources.sex) if f is not None}:
         return "Patient"
     if any(d.feature.name == name for d in sources.diagnoses):
         return "Condition"
     if sources.sessions is not None and name == sources.sessions.name:
         return "Encounter"
     return "Observation"
+
+
+def _path(sources: Sources, name: str) -> str | None:
+    """The element a feature is read from, where it is one element of one resource."""
+    declared = next((d for d in sources.declared if d.feature.name == name), None)
+    if declared is not None:
+        return declared.path
+    if sources.age is not None and name == sources.age.name:
+        return "birthDate"
+    if sources.sex is not None and name == sources.sex.name:
+        return "gender"
+    return None
 
 
 def _feature_code(sources: Sources, f: Any) -> FeatureCode:
@@ -100,8 +119,9 @@ def _feature_code(sources: Sources, f: Any) -> FeatureCode:
         for d in diagnosis.codes]
     return FeatureCode(
         feature=f.name, label=label_of(f), prefetch=sources.keys[f.name][0], resource=resource,
-        system=None if c is None else c.system, code=None if c is None else c.code,
-        display=None if c is None else c.display, codes=codes, allowed=allowed_of(f))
+        path=_path(sources, f.name), system=None if c is None else c.system,
+        code=None if c is None else c.code, display=None if c is None else c.display,
+        codes=codes, allowed=allowed_of(f))
 
 
 def _feature_codes(sources: Sources) -> list[FeatureCode]:
@@ -112,7 +132,13 @@ def _needs(sources: Sources) -> str:
     """What the prefetch should carry, in words."""
     observed = [f"{label_of(c.feature)} ({c.token})" for c in sources.observed
                 if _resource(sources, c.feature.name) == "Observation"]
-    parts = [f"the Patient (birthDate, for {label_of(sources.age)})"] if sources.age else []
+    patient = [f"{path} for {label_of(f)}" for f, path in ((sources.age, "birthDate"),
+                                                             (sources.sex, "gender")) if f]
+    queried = [d for d in sources.declared if d.query != PATIENT]
+    patient += [f"{d.path} for {label_of(d.feature)}" for d in sources.declared
+                if d.query == PATIENT]
+    parts = [f"the Patient ({'; '.join(patient)})"] if patient else []
+    parts += [f"{d.query} ({d.resource}.{d.path}, for {label_of(d.feature)})" for d in queried]
     if observed:
         parts.append("the latest Observation of each of: " + "; ".join(observed))
     if sources.diagnoses:
@@ -124,15 +150,23 @@ def _needs(sources: Sources) -> str:
     return " and ".join(parts) or "nothing an EHR can send"
 
 
+def _absence(sources: Sources) -> str:
+    """Where no resource is an answer (diagnoses: no; sessions: 0), in words."""
+    said = [f"no Condition is a no for {', '.join(label_of(d.feature) for d in sources.diagnoses)}"
+            ] if sources.diagnoses else []
+    if sources.sessions is not None:
+        said.append(f"no Encounter is 0 for {label_of(sources.sessions)}")
+    return f" ({'; '.join(said)})" if said else ""
+
+
 def _description(sources: Sources, model_id: int | None, outcome: str) -> str:
     text = (f"Probability of the model's outcome ({outcome}), its risk band and the features "
             "that drove it, "
             f"from a model trained with differential privacy (DP-SGD). Needs {_needs(sources)}. "
             "A key sent as null or an empty searchset is no data: the answer is an "
-            "'insufficient data' card naming what is missing (no Condition is a no, no "
-            "Encounter 0 sessions); a key left out is a 412. Patients below the "
-            f"{settings.dpcrisis_cds_min_band} band get no card unless the call's extension "
-            "dev.dpcrisis.min-band asks for a lower one.")
+            f"'insufficient data' card naming what is missing{_absence(sources)}; a key left "
+            f"out is a 412. Patients below the {settings.dpcrisis_cds_min_band} band get no "
+            "card unless the call's extension dev.dpcrisis.min-band asks for a lower one.")
     imputed = [f.name for f in sources.features if imputable(f)]
     if imputed:
         text += (" The model's schema lets " + ", ".join(imputed) + " be missing: without "
@@ -140,8 +174,8 @@ def _description(sources: Sources, model_id: int | None, outcome: str) -> str:
                  "says so.")
     if sources.blocking:
         text += (" No prefetch can carry " + ", ".join(f.name for f in sources.blocking)
-                 + " (no code in the model's schema): every call answers an 'insufficient "
-                 "data' card; score such patients with POST /v1/risk.")
+                 + " (no code or prefetch in the model's schema): every call answers an "
+                 "'insufficient data' card; score such patients with POST /v1/risk.")
     if model_id is None:
         text += (" No model is active: this describes the built-in generator's schema; read this "
                  "document again once a model is active.")

@@ -44,6 +44,12 @@ def _category(observation: Mapping[str, Any], feature: FeatureSpec) -> str | Non
     else:
         concept = as_object(observation.get("valueCodeableConcept"))
         candidates = [c.get("code") for c in codings_of(concept)] + [concept.get("text")]
+    return category_of(candidates, feature)
+
+
+def category_of(candidates: list[Any], feature: FeatureSpec) -> str | None:
+    """The category the first of ``candidates`` that names one names: exactly, else ignoring
+    case where that is unambiguous."""
     texts = [c.strip() for c in candidates if isinstance(c, str)]
     categories = feature.categories or []
     for text in texts:
@@ -74,3 +80,27 @@ def observation_value(observation: Mapping[str, Any], feature: FeatureSpec) -> V
     if isinstance(value, bool):  # yes/no only for yes/no features: true is not a PHQ-9 of 1
         return None if not binary else 1.0 if value else 0.0
     return float(value) if isinstance(value, int | float) else None
+
+
+def element_value(raw: Any, feature: FeatureSpec) -> Value | None:
+    """The value of a FHIR element a schema's value path names, as the model takes it: a number
+    or a Quantity for numbers; a boolean, 0/1, a yes/no code or concept for yes/no; a string,
+    code, Coding or CodeableConcept naming a category. None: not a value the model can use."""
+    concept = as_object(raw)
+    if feature.kind is FeatureKind.CATEGORICAL:
+        codings = [concept, *codings_of(concept)] if concept else []
+        return category_of([raw, *(c.get("code") for c in codings), concept.get("text")],
+                           feature)
+    if feature.kind is FeatureKind.BINARY:
+        if isinstance(raw, bool):
+            return 1.0 if raw else 0.0
+        if isinstance(raw, int | float) and raw in (0, 1):
+            return float(raw)
+        text = raw if isinstance(raw, str) else concept.get("code")
+        if isinstance(text, str):
+            return 1.0 if text.strip() in YES_CODES else 0.0 if text.strip() in NO_CODES else None
+        return _yes_no(concept) if concept else None
+    value = concept.get("value") if concept else raw
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value)

@@ -29,6 +29,7 @@ from pydantic import ConfigDict, Field, field_serializer
 
 from app.core.errors import InvalidRequest
 from app.core.schemas import NO_CONTROL_CHARACTERS, RequestModel
+from app.datasets.feature_prefetch import FeaturePrefetch
 
 NAME_PATTERN = r"^[a-z][a-z0-9_]{0,63}$"
 MAX_FEATURES, MAX_CATEGORIES, MAX_CATEGORY_CHARS, MAX_ATTRIBUTES = 200, 50, 64, 20
@@ -91,13 +92,12 @@ class FeatureSpec(RequestModel):
     categories: list[str] | None = None
     reference: float | str
     code: Code | None = None
+    prefetch: FeaturePrefetch | None = Field(default=None, exclude_if=lambda v: v is None)
     missing: Literal["error", "reference"] = Field(
-        default="error", description="reference: a missing value is imputed with the reference"
-    )
+        default="error", description="reference: a missing value is imputed with the reference")
     severity_bands: list[SeverityBand] | None = Field(
         default=None, max_length=MAX_CATEGORIES,
-        description="numeric and integer features: published bands, ascending, within bounds",
-    )
+        description="numeric and integer features: published bands, ascending, within bounds")
 
     @field_serializer("lower", "upper", "model_lower", "model_upper", "reference")
     def _whole_as_int(self, value: float | str | None) -> float | int | str | None:

@@ -273,6 +273,8 @@ DECLARED_SCHEMA = [
                                                  "model_upper categories reference missing"}),
     *fields("SeverityBand-Output", {PUBLIC_INPUT: "from to label"}),
     *fields("Code", {PUBLIC_INPUT: "system code display"}),
+    *fields("FeaturePrefetch", {PUBLIC_INPUT: "query path system code"},
+            note="where an EHR keeps the feature, as the schema declares it"),
     *fields("Outcome", {PUBLIC_INPUT: "name label positive horizon_days description"}),
     *fields("OutcomeBands", {PUBLIC_INPUT: "low_medium medium_high"},
             note="the declared risk-band policy, never a statistic of the rows"),
@@ -347,7 +349,7 @@ SCORING = [
 CDS_HOOKS = [
     *fields("CdsService", {PUBLIC_INPUT: "hook id title description prefetch "
                                          "usageRequirements"}),
-    *fields("FeatureCode", {PUBLIC_INPUT: "feature label prefetch resource system code "
+    *fields("FeatureCode", {PUBLIC_INPUT: "feature label prefetch resource path system code "
                                           "display allowed"}),
     *fields("DiagnosisCoding", {PUBLIC_INPUT: "system code display below"}),
     *fields("ServiceExtension", {PUBLIC_INPUT: "dev.dpcrisis.model-id dev.dpcrisis.min-band "

@@ -58,9 +58,11 @@ def test_discovery_follows_the_active_model(client: TestClient, run_worker: Any,
     codes = {c["feature"]: c for c in extension["dev.dpcrisis.feature-codes"]}
     assert list(codes) == ["age", "phq9", "living", "prior_crisis"]
     assert codes["age"]["prefetch"] == "patient" and codes["age"]["code"] == "30525-0"
+    assert codes["age"]["path"] == "birthDate"
     assert codes["living"] == {
         "feature": "living", "label": "Living situation", "prefetch": "living",
-        "resource": "Observation", "codes": [], "system": CLINIC, "code": "living-situation",
+        "resource": "Observation", "path": None, "codes": [], "system": CLINIC,
+        "code": "living-situation",
         "display": "Living situation",
         "allowed": "one of ['alone', 'family', 'supported housing']"}
     assert "sleep_hours" in svc["description"] and "insufficient data" in svc["description"]
