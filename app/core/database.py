@@ -37,6 +37,7 @@ def build_engine(url: str, **kwargs: Any) -> Engine:
         path = url.split("///", 1)[-1]
         if path and path != ":memory:":
             Path(path).parent.mkdir(parents=True, exist_ok=True)
+            kwargs = {**pool_options(), **kwargs}
         engine = create_engine(
             url, connect_args={"check_same_thread": False, "timeout": 30},
             json_serializer=encoded_json.dumps, **kwargs
@@ -51,7 +52,16 @@ def build_engine(url: str, **kwargs: Any) -> Engine:
             cursor.close()
 
         return engine
-    return create_engine(url, pool_pre_ping=True, json_serializer=encoded_json.dumps, **kwargs)
+    return create_engine(url, pool_pre_ping=True, json_serializer=encoded_json.dumps,
+                         **{**pool_options(), **kwargs})
+
+
+def pool_options() -> dict[str, Any]:
+    """The connection pool's size and how long a request waits for a connection: past it
+    SQLAlchemy raises ``TimeoutError``, answered 503 with ``Retry-After`` (app.core.errors)."""
+    return {"pool_size": settings.database_pool_size,
+            "max_overflow": settings.database_max_overflow,
+            "pool_timeout": settings.database_pool_timeout_seconds}
 
 
 _tokens = itertools.count(1)

@@ -8,6 +8,7 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from sqlalchemy.exc import OperationalError
+from sqlalchemy.exc import TimeoutError as PoolTimeout
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from app.core.methods import allowed_methods, literal_methods
@@ -222,15 +223,24 @@ def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(OperationalError)
     async def _database(request: Request, exc: OperationalError) -> JSONResponse:
         logger.warning("database unavailable: %s", type(exc.orig).__name__)
-        response = problem(
-            503,
-            "database-unavailable",
-            "Database unavailable",
-            "The database did not answer; nothing was written. Retry shortly.",
-            request.url.path,
-        )
-        response.headers["Retry-After"] = "2"
-        return response
+        return _unavailable(request, "database-unavailable", "Database unavailable",
+                            "The database did not answer; nothing was written. Retry shortly.")
+
+    @app.exception_handler(PoolTimeout)
+    async def _overloaded(request: Request, _exc: PoolTimeout) -> JSONResponse:
+        # Every connection of the pool stayed busy past DATABASE_POOL_TIMEOUT_SECONDS: the
+        # service is overloaded, the request did nothing, and a later retry may pass.
+        logger.warning("overloaded: no database connection was free in time")
+        return _unavailable(request, "overloaded", "Service overloaded",
+                            "Too many requests are in progress; nothing was written. Retry "
+                            "shortly.")
+
+
+def _unavailable(request: Request, kind: str, title: str, detail: str) -> JSONResponse:
+    """A 503 the client may retry after ``Retry-After`` seconds."""
+    response = problem(503, kind, title, detail, request.url.path)
+    response.headers["Retry-After"] = "2"
+    return response
 
 
 def _words_in_path(errors: Sequence[Any]) -> bool:

@@ -35,6 +35,17 @@ class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="", extra="ignore")
 
     database_url: str = Field(default="sqlite:///./var/dpcrisis.db")
+    database_pool_size: int = Field(
+        default=5, ge=1, description="connections each process keeps open to the database",
+    )
+    database_max_overflow: int = Field(
+        default=10, ge=0, description="connections opened beyond the pool under load",
+    )
+    database_pool_timeout_seconds: float = Field(
+        default=10.0, gt=0,
+        description="how long a request waits for a free connection before it is refused "
+        "with 503 and Retry-After (an overloaded service sheds load instead of queueing)",
+    )
     artifact_dir: Path = Field(default=Path("./var/artifacts"))
     data_dir: Path = Field(
         default=Path("./var/data"),
@@ -139,6 +150,18 @@ class Settings(BaseSettings):
         default=16 * 2**20, ge=1,
         description="largest request body accepted; a larger one is a 413 (the largest real "
         "body, a 10,000-patient risk batch, is about 3 MB)",
+    )
+    request_min_bytes_per_second: float = Field(
+        default=16 * 1024, gt=0,
+        description="a request body (JSON, a form; not a table upload, which has its own "
+        "pace) must average at least this rate after its grace period (a 408 otherwise): "
+        "a trickling client cannot hold a connection and a worker thread",
+    )
+    request_grace_seconds: float = Field(
+        default=5.0, ge=0, description="how long a request body may take before its rate counts",
+    )
+    request_max_seconds: float = Field(
+        default=60.0, gt=0, description="the longest a request body may take in all (a 408 beyond)",
     )
     log_format: Literal["auto", "json", "text"] = Field(
         default="auto",
