@@ -4,7 +4,7 @@ FastAPI documents a 422 as ``application/json`` with its own ``HTTPValidationErr
 other error at all, while every error here leaves through ``core/errors.py`` as
 ``application/problem+json``. Rather than repeat ``responses=`` on every route, the generated
 document is rewritten once: each operation gets the errors that follow from its shape (401/403
-behind a key, 404 with a path id, 400/413 with a body, 415 with a JSON body, 422 with any input,
+behind a key, 404 with a path id, 400/408/413 with a body, 415 with a JSON body, 422 with any input,
 503 when the database is down), and every error a route declares itself (e.g.
 ``responses=problems(409)``) gets the ``Problem`` schema under ``application/problem+json``.
 
@@ -82,7 +82,8 @@ def _implied_errors(operation: dict[str, Any]) -> list[int]:
     if any(p.get("in") == "path" for p in params):
         implied.append(404)
     if "requestBody" in operation:
-        implied += [400, 413]  # 400: a body the client stopped sending
+        # 400: a body the client stopped sending; 408: one sent too slowly (body_limit)
+        implied += [400, 408, 413]
     if "application/json" in operation.get("requestBody", {}).get("content", {}):
         implied.append(415)  # a JSON route sent a form or text (app.core.json_body)
     if params or "requestBody" in operation:

@@ -64,8 +64,9 @@ PROBLEM_MEMBERS = [
 ]
 
 STANDARD_HEADERS = frozenset({
-    "allow", "cache-control", "content-disposition", "content-encoding", "content-language",
-    "content-length", "content-location", "content-range", "content-security-policy",
+    "allow", "cache-control", "connection", "content-disposition", "content-encoding",
+    "content-language", "content-length", "content-location", "content-range",
+    "content-security-policy",
     "content-type", "date", "etag", "expires", "last-modified", "link", "location", "pragma",
     "referrer-policy", "retry-after", "server", "strict-transport-security", "vary",
     "www-authenticate", "x-content-type-options", "x-frame-options", "accept-ranges",
