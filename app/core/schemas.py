@@ -6,12 +6,18 @@ from datetime import datetime
 from types import NoneType, UnionType
 from typing import Annotated, Any, ClassVar, Generic, Self, TypeVar, Union, get_args, get_origin
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, ValidationError, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Strict, ValidationError, model_validator
 from pydantic.fields import FieldInfo
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from app.core.time import as_utc
 from app.core.validation import MAX_LISTED_ERRORS, unknown_keys_checked
+
+PrivacyNumber = Annotated[float, Strict()]
+"""An epsilon, a delta or a noise multiplier: a JSON number (an integer is one), never a
+string that reads as one. A privacy parameter sent as ``"1"`` is a client that builds its
+request by hand or from the wrong field; it is refused (422 naming the field) rather than
+guessed at."""
 
 
 class RequestModel(BaseModel):

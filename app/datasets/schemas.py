@@ -8,6 +8,7 @@ from pydantic import Field, field_validator, model_validator
 from app.core.schemas import (
     NO_CONTROL_CHARACTERS,
     Page,
+    PrivacyNumber,
     RequestModel,
     ResponseModel,
     UtcDatetime,
@@ -65,8 +66,9 @@ Source = Annotated[SyntheticSource | UploadSource | UnionSource, Field(discrimin
 
 @register_ranges
 class PrivacyBudget(RequestModel):
-    epsilon: float = Field(gt=0, le=100, description="total epsilon the dataset may spend")
-    delta: float = Field(gt=0, lt=1, description="must also be at most 1 / (10 n_rows)")
+    epsilon: PrivacyNumber = Field(gt=0, le=100,
+                                   description="total epsilon the dataset may spend")
+    delta: PrivacyNumber = Field(gt=0, lt=1, description="must also be at most 1 / (10 n_rows)")
 
 
 class FollowUp(RequestModel):

@@ -12,7 +12,13 @@ from typing import Any, Literal
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from app.core.ids import MAX_ID
-from app.core.schemas import RequestModel, ResponseModel, UtcDatetime, register_ranges
+from app.core.schemas import (
+    PrivacyNumber,
+    RequestModel,
+    ResponseModel,
+    UtcDatetime,
+    register_ranges,
+)
 from app.families import DEFAULT_FAMILY
 from app.federation.signing import PUBLIC_KEY_PATTERN
 from app.jobs.family_field import family_enum, registered_family
@@ -51,8 +57,9 @@ class FederatedRecipe(RequestModel):
                         description="default: 20, or as many as a full batch at the largest "
                         "allowed noise reaches the target in (at the recipe's delta, else 1e-6)")
     local_steps: int = Field(default=50, ge=1, le=1000)
-    target_epsilon: float = Field(gt=0, le=100, description="per record, at every site")
-    delta: float | None = Field(default=None, gt=0, lt=1, description="default: each site's "
+    target_epsilon: PrivacyNumber = Field(gt=0, le=100, description="per record, at every site")
+    delta: PrivacyNumber | None = Field(default=None, gt=0, lt=1,
+                                       description="default: each site's "
                                 "budget delta, else min(1e-5, 1/(10 n))")
     batch_size: int | None = Field(default=None, ge=8, le=65536,
                                    description="expected local batch; default: the whole "

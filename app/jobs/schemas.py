@@ -5,7 +5,14 @@ from typing import Any, Literal, Self
 from pydantic import Field, field_validator, model_validator
 
 from app.core.ids import MAX_ID
-from app.core.schemas import Page, RequestModel, ResponseModel, UtcDatetime, register_ranges
+from app.core.schemas import (
+    Page,
+    PrivacyNumber,
+    RequestModel,
+    ResponseModel,
+    UtcDatetime,
+    register_ranges,
+)
 from app.families import DEFAULT_FAMILY
 from app.jobs.family_field import family_enum, registered_family
 from app.jobs.models import Job, JobKind
@@ -25,9 +32,9 @@ class PrivacyRequest(RequestModel):
     ``delta`` defaults to the dataset's budget delta.
     """
 
-    target_epsilon: float | None = Field(default=None, gt=0, le=100)
-    noise_multiplier: float | None = Field(default=None, ge=0, le=100)
-    delta: float | None = Field(default=None, gt=0, lt=1)
+    target_epsilon: PrivacyNumber | None = Field(default=None, gt=0, le=100)
+    noise_multiplier: PrivacyNumber | None = Field(default=None, ge=0, le=100)
+    delta: PrivacyNumber | None = Field(default=None, gt=0, lt=1)
 
     @model_validator(mode="after")
     def _exactly_one(self) -> "PrivacyRequest":

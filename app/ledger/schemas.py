@@ -2,7 +2,7 @@
 
 from pydantic import Field
 
-from app.core.schemas import RequestModel, ResponseModel, register_ranges
+from app.core.schemas import PrivacyNumber, RequestModel, ResponseModel, register_ranges
 
 
 class InvalidRecord(ResponseModel):
@@ -36,10 +36,12 @@ class SpaceChainVerification(ResponseModel):
 class PatientBudgetChange(RequestModel):
     """The organisation's per-patient budget (``PUT /v1/patient-budget``)."""
 
-    epsilon: float = Field(gt=0, le=100, description="each patient's total epsilon, across "
-                           "every release on every table of the organisation that holds them")
-    delta: float = Field(gt=0, lt=1, description="must also be at most 1 / (10 n) for the "
-                         "largest private upload n the organisation holds")
+    epsilon: PrivacyNumber = Field(
+        gt=0, le=100, description="each patient's total epsilon, across every release on "
+        "every table of the organisation that holds them")
+    delta: PrivacyNumber = Field(
+        gt=0, lt=1, description="must also be at most 1 / (10 n) for the largest private "
+        "upload n the organisation holds")
 
 
 class PatientBudgetOut(ResponseModel):

@@ -10,14 +10,20 @@ from typing import Any
 
 from pydantic import Field
 
-from app.core.schemas import RequestModel, ResponseModel, UtcDatetime, register_ranges
+from app.core.schemas import (
+    PrivacyNumber,
+    RequestModel,
+    ResponseModel,
+    UtcDatetime,
+    register_ranges,
+)
 from app.jobs.models import JobStatus
 from app.jobs.schemas import ErrorOut
 from app.monitoring.schemas import MAX_EPSILON
 
 
 class RetrainPrivacy(RequestModel):
-    target_epsilon: float = Field(
+    target_epsilon: PrivacyNumber = Field(
         gt=0, le=MAX_EPSILON, description="the retraining job's target on the follow-up "
         "(default: the model's own job's target)")
 
@@ -33,7 +39,7 @@ class RetrainCreate(RequestModel):
 
 
 class ComparisonPrivacy(RequestModel):
-    target_epsilon: float = Field(
+    target_epsilon: PrivacyNumber = Field(
         gt=0, le=MAX_EPSILON, description="the comparison's one release on the follow-up's "
         "evaluation part, at the follow-up's budget delta")
 

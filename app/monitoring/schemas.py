@@ -11,7 +11,13 @@ from typing import Any
 
 from pydantic import Field
 
-from app.core.schemas import RequestModel, ResponseModel, UtcDatetime, register_ranges
+from app.core.schemas import (
+    PrivacyNumber,
+    RequestModel,
+    ResponseModel,
+    UtcDatetime,
+    register_ranges,
+)
 from app.jobs.models import JobStatus
 from app.jobs.results import HeldOutBin
 from app.jobs.schemas import ErrorOut
@@ -20,7 +26,7 @@ MAX_EPSILON = 100.0
 
 
 class MonitoringPrivacy(RequestModel):
-    target_epsilon: float = Field(
+    target_epsilon: PrivacyNumber = Field(
         gt=0, le=MAX_EPSILON, description="the run's one release, at the follow-up's "
         "budget delta; the first run of a model also releases the training dataset's feature "
         "histograms (its reference) at this target, charged to that dataset")

@@ -10,7 +10,14 @@ from typing import Annotated, Any
 
 from pydantic import Field
 
-from app.core.schemas import Page, RequestModel, ResponseModel, UtcDatetime, register_ranges
+from app.core.schemas import (
+    Page,
+    PrivacyNumber,
+    RequestModel,
+    ResponseModel,
+    UtcDatetime,
+    register_ranges,
+)
 from app.privacy.mechanisms import NoiseMechanism as NoiseMechanism  # defined there, once
 
 MAX_QUERIES = 50
@@ -59,8 +66,8 @@ class StatisticQuery(RequestModel):
 class StatisticsPrivacy(RequestModel):
     """The release's target: (epsilon, delta) for Gaussian noise, pure epsilon for Laplace."""
 
-    epsilon: float = Field(ge=MIN_EPSILON, le=MAX_EPSILON)
-    delta: float | None = Field(
+    epsilon: PrivacyNumber = Field(ge=MIN_EPSILON, le=MAX_EPSILON)
+    delta: PrivacyNumber | None = Field(
         default=None, gt=0, lt=1,
         description="Gaussian only; default: the dataset's budget delta")
     mechanism: NoiseMechanism = NoiseMechanism.GAUSSIAN
