@@ -48,8 +48,11 @@ from bench.ingest import (  # noqa: E402
 GOAL_API_MB, GOAL_RATIO, CHUNK_BYTES = 300.0, 1.0, 1 << 20
 # A spooled body's SHA-256 was taken as it arrived: a tree whose ingest takes it is given it
 # (and links the spool, as its worker does); the other hashes the file itself, on a thread.
+# Both import what a worker process imports (torch among it), so neither pays for imports
+# the other made before its clock started, nor runs in a heap the other's imports warmed.
 _TIME_INGEST = """
 import inspect, sys, tempfile, time
+import worker.runner
 from pathlib import Path
 from app.datasets import ingest, table_store
 from bench.ingest import SCHEMA

@@ -10,17 +10,22 @@ Defaults here fit a torch network trained with DP-SGD on the BCE-with-logits los
 overrides only what differs (a closed-form gradient, a linear explanation, another event).
 """
 
+from __future__ import annotations
+
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
-import torch
 from dp_accounting import DpEvent
-from torch import nn
 
-from app.families.gradients import PerSampleGradients
 from app.privacy import events
+
+if TYPE_CHECKING:  # torch is imported where a network is built or run, not by the API's start
+    import torch
+    from torch import nn
+
+    from app.families.gradients import PerSampleGradients
 
 FAMILY_TAG = "dp_family"
 """The attribute a family sets on each network it builds: the network names its family

@@ -6,11 +6,13 @@ writes the sum of clipped per-sample gradients; a family without a closed form g
 Opacus' flat clipping, so every rule releases the same mechanism.
 """
 
-from typing import NamedTuple, Protocol
+from __future__ import annotations
 
-import torch
-from torch import nn
-from torch.func import functional_call, grad, vmap
+from typing import TYPE_CHECKING, NamedTuple, Protocol
+
+if TYPE_CHECKING:  # imported where a step runs, so that the API's start never loads torch
+    import torch
+    from torch import nn
 
 CLIP_EPSILON = 1e-6  # Opacus' flat clipping adds it to the norm before dividing
 
@@ -38,6 +40,8 @@ class PerSampleGradients(Protocol):
 
 def clip_factor(norms: torch.Tensor, clip: torch.Tensor) -> torch.Tensor:
     """Opacus' flat clipping, same operations in the same order: min(1, C / (norm + 1e-6))."""
+    import torch
+
     return torch.div(clip, norms.add_(CLIP_EPSILON)).clamp_max_(1.0)
 
 
@@ -46,6 +50,9 @@ class FunctionalGradients:
     arithmetic); what a new family gets until it brings its own rule."""
 
     def __init__(self, network: nn.Module, out: torch.Tensor) -> None:
+        from torch import nn
+        from torch.func import functional_call, grad, vmap
+
         self.params = dict(network.named_parameters())
         self.out = out
 
@@ -56,6 +63,8 @@ class FunctionalGradients:
         self._per_sample = vmap(grad(loss), in_dims=(None, 0, 0))
 
     def accumulate(self, batch: Batch, clip: torch.Tensor | None) -> None:
+        import torch
+
         if len(batch.y) == 0:
             self.out.zero_()
             return

@@ -1,12 +1,20 @@
 """The logistic model: one linear layer, its per-sample gradients and Shapley values in
 closed form. The default family (``TrainingConfig.model``)."""
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
 import numpy as np
-import torch
-from torch import nn
 
 from app.families.base import Family
-from app.families.gradients import Batch, PerSampleGradients, clip_factor
+from app.families.gradients import clip_factor
+
+if TYPE_CHECKING:  # imported where a network is built or trained, not by the API's start
+    import torch
+    from torch import nn
+
+    from app.families.gradients import Batch, PerSampleGradients
 
 
 class LogisticGradients:
@@ -17,6 +25,8 @@ class LogisticGradients:
         self.out = out
 
     def accumulate(self, batch: Batch, clip: torch.Tensor | None) -> None:
+        import torch
+
         if len(batch.y) == 0:
             self.out.zero_()
             return
@@ -29,6 +39,8 @@ class LogisticGradients:
 
 
 def _linear(network: nn.Module) -> nn.Linear:
+    from torch import nn
+
     (layer,) = network.children()
     if not isinstance(layer, nn.Linear):
         raise TypeError("not a network this family built")
@@ -43,6 +55,8 @@ class Logistic(Family):
     learning_rates = {"adam": 0.3, "sgd": 0.5}
 
     def build(self, n_inputs: int, hidden_units: int) -> nn.Module:
+        from torch import nn
+
         return nn.Sequential(nn.Linear(n_inputs, 1))
 
     def per_sample_gradients(

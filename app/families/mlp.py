@@ -1,11 +1,18 @@
 """The small MLP: one tanh hidden layer (bounded activations suit clipped DP-SGD), its
 per-sample gradient norms in closed form."""
 
-import torch
-from torch import nn
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
 
 from app.families.base import Family
-from app.families.gradients import Batch, PerSampleGradients, clip_factor
+from app.families.gradients import clip_factor
+
+if TYPE_CHECKING:  # imported where a network is built or trained, not by the API's start
+    import torch
+    from torch import nn
+
+    from app.families.gradients import Batch, PerSampleGradients
 
 
 class MLPGradients:
@@ -26,6 +33,8 @@ class MLPGradients:
         self.g_b2 = out[h * (d + 2) :]
 
     def accumulate(self, batch: Batch, clip: torch.Tensor | None) -> None:
+        import torch
+
         if len(batch.y) == 0:
             self.out.zero_()
             return
@@ -55,6 +64,8 @@ class MLP(Family):
     learning_rates = {"adam": 0.1, "sgd": 0.5}
 
     def build(self, n_inputs: int, hidden_units: int) -> nn.Module:
+        from torch import nn
+
         return nn.Sequential(
             nn.Linear(n_inputs, hidden_units), nn.Tanh(), nn.Linear(hidden_units, 1)
         )
@@ -62,6 +73,8 @@ class MLP(Family):
     def per_sample_gradients(
         self, network: nn.Module, out: torch.Tensor
     ) -> PerSampleGradients | None:
+        from torch import nn
+
         first, _, last = network.children()
         if not (isinstance(first, nn.Linear) and isinstance(last, nn.Linear)):
             raise TypeError("not a network this family built")

@@ -7,14 +7,17 @@ nothing else changes. ``legacy_family_of`` is the one place an artifact's family
 for a config that does not name it.
 """
 
-from collections.abc import Mapping
-from typing import Any
+from __future__ import annotations
 
-from torch import nn
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 from app.families.base import FAMILY_TAG, Family
 from app.families.logistic import Logistic
 from app.families.mlp import MLP
+
+if TYPE_CHECKING:
+    from torch import nn
 
 _FAMILIES: dict[str, Family] = {}
 DEFAULT_FAMILY = Logistic.name

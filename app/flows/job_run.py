@@ -12,11 +12,12 @@ calibrate and evaluate with DP releases) live in ``worker.tasks``, which calls t
                 transaction.
 """
 
+from __future__ import annotations
+
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy.orm import Session
-from torch import nn
 
 from app.bands import model_thresholds
 from app.datasets import parts as dataset_parts
@@ -33,6 +34,9 @@ from app.privacy.accounting import finite_or_none
 from app.registry import artifacts
 from app.registry import service as registry_service
 from app.registry.models import TrainedModel
+
+if TYPE_CHECKING:
+    from torch import nn
 
 
 def claim(*, session: Session, worker_id: str, lease_seconds: float) -> Job | None:

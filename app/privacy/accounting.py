@@ -31,7 +31,6 @@ from typing import Protocol
 
 import numpy as np
 from dp_accounting.dp_event import DpEvent, RepeatAndSelectDpEvent
-from opacus.accountants.analysis.rdp import compute_rdp
 from scipy.optimize import brentq
 from scipy.special import log_ndtr, ndtr
 
@@ -104,7 +103,10 @@ class Accountant(Protocol):
 @lru_cache(maxsize=4096)
 def _rdp_per_step(noise_multiplier: float, sample_rate: float) -> np.ndarray:
     """One step's RDP on the fixed grid (Opacus' analysis). RDP composes linearly in steps,
-    so one curve per (sigma, q) serves every step count: per-epoch commits stay cheap."""
+    so one curve per (sigma, q) serves every step count: per-epoch commits stay cheap.
+    Opacus is imported here, not above: its package loads torch, which the API need not."""
+    from opacus.accountants.analysis.rdp import compute_rdp
+
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # "optimal order is the largest alpha": grid is fixed
         curve = compute_rdp(
@@ -118,6 +120,8 @@ def _rdp_per_step(noise_multiplier: float, sample_rate: float) -> np.ndarray:
 @lru_cache(maxsize=8192)
 def step_rdp(noise_multiplier: float, sample_rate: float, order: float) -> float:
     """One step's RDP at one order (Opacus' analysis, as ``rdp_curve`` uses on the grid)."""
+    from opacus.accountants.analysis.rdp import compute_rdp
+
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         return float(compute_rdp(q=sample_rate, noise_multiplier=noise_multiplier, steps=1,

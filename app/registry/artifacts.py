@@ -1,12 +1,11 @@
 """Content-addressed model artifacts on disk; the hash in the database proves the bytes."""
 
+from __future__ import annotations
+
 import hashlib
 import io
 from pathlib import Path
-from typing import Any
-
-import torch
-from torch import nn
+from typing import TYPE_CHECKING, Any
 
 from app.core.errors import Conflict
 from app.core.settings import settings
@@ -14,6 +13,9 @@ from app.datasets.built_in_schema import BUILT_IN_SCHEMA
 from app.datasets.dataset_schema import DatasetSchema, schema_hash
 from app.datasets.encoding import LEGACY_SCALING, SCALING, encoder_for
 from app.families import create_family, legacy_family_of
+
+if TYPE_CHECKING:  # torch loads where a network is saved or read, not at the API's start
+    from torch import nn
 
 
 class ArtifactCorrupt(RuntimeError):
@@ -67,6 +69,8 @@ def _path(sha256: str, root: Path | None = None) -> Path:
 
 def save(network: nn.Module, config: dict[str, Any], root: Path | None = None) -> str:
     """Write the weights and their config; returns the SHA-256 that names the file."""
+    import torch
+
     buffer = io.BytesIO()
     state = {k: v.detach().cpu() for k, v in network.state_dict().items()}
     torch.save({"config": config, "state_dict": state}, buffer)
@@ -97,6 +101,8 @@ def load(
     data = _path(sha256, root).read_bytes()
     if hashlib.sha256(data).hexdigest() != sha256:
         raise ArtifactCorrupt(f"artifact {sha256} does not match its hash")
+    import torch
+
     payload = torch.load(io.BytesIO(data), weights_only=True)
     config = payload["config"]
     schema = schema_in(config, sha256)

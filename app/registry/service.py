@@ -15,12 +15,11 @@ database write lock on SQLite), and ``seq`` is unique as a last line of defence.
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import func, or_, select, text
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, load_only, undefer, undefer_group
-from torch import nn
 
 from app import bands
 from app.core.errors import Conflict, NotFound
@@ -36,6 +35,9 @@ from app.registry import artifacts
 from app.registry.federated import federation_clause
 from app.registry.models import ModelActivation, TrainedModel
 from app.registry.schemas import ModelOut, PrivacyStatementOut
+
+if TYPE_CHECKING:
+    from torch import nn
 
 _REGISTRY_LOCK_KEY = 0x6470637269736973  # the product name in ASCII: one PostgreSQL advisory lock
 scoring_models: RecentMemory[Any] = RecentMemory()
@@ -165,7 +167,7 @@ def schema_hashed(*, session: Session, prefix: str) -> DatasetSchema | None:
     return None if model is None else schema_of(model)
 
 
-def load_network(model: TrainedModel) -> nn.Module:
+def load_network(model: TrainedModel) -> "nn.Module":
     """Load and verify a model's weights.
 
     Raises:
@@ -175,10 +177,8 @@ def load_network(model: TrainedModel) -> nn.Module:
         network, _ = artifacts.load(model.artifact_sha256,
                                     expected_schema_hash=schema_hash_of(model))
     except (FileNotFoundError, artifacts.ArtifactCorrupt) as exc:
-        raise ModelUnavailable(
-            f"model {model.id}'s artifact is missing or does not match its SHA-256",
-            field="model_id",
-        ) from exc
+        raise ModelUnavailable(f"model {model.id}'s artifact is missing or does not match its "
+                               "SHA-256", field="model_id") from exc
     return network
 
 

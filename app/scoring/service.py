@@ -8,13 +8,13 @@ call it with n = 1, and every view of the answer is read from one typed object
 (``app.scoring.answer.RiskAnswer``). Patient features are never logged here or anywhere else.
 """
 
+from __future__ import annotations
+
 import threading
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import torch
-from torch import nn
 
 from app.datasets.encoding import Encoder
 from app.families import family_of_network
@@ -26,6 +26,9 @@ from app.scoring.explain import Explanation, explain
 from app.scoring.model_cache import ScoringModel
 from app.scoring.patients import PathOf, impute, raw_rows
 from app.scoring.schemas import ModelStatementOut, ReferenceOut, RiskResult
+
+if TYPE_CHECKING:  # torch loads with the first model scored, not at the API's start
+    from torch import nn
 
 _cache: dict[str, nn.Module] = {}
 _cache_lock = threading.Lock()
@@ -74,6 +77,7 @@ def explain_rows(network: nn.Module, encoder: Encoder, raw: np.ndarray) -> Expla
     Coalitions are built on encoded inputs, a player's inputs together (encoding is per
     feature, so encoding a coalition and taking the coalition of encoded rows agree).
     """
+    import torch
 
     def log_odds(inputs: np.ndarray) -> np.ndarray:
         with torch.inference_mode():
