@@ -52,6 +52,15 @@ momentum, clip 1, the last iterate; the DP calibration follows as for every job.
 algorithm as that peer, and its raw probabilities are what set it apart on small tables;
 elsewhere the full-batch default ranks better, so it applies only where the calibration cannot
 fix the full-batch model's scale or the inputs are many.
+
+Where no calibration can be released (``calibration_cannot_release``). Whatever the delta, a
+calibration part below the fine calibration's size floor at the target gets the same
+mini-batch recipe: nothing would correct a full-batch model's over-confident logits there (its
+own probabilities would stand), and the mini-batch recipe's are not over-confident and are
+calibrated from half the floor (``worker.calibration.MINI_BATCH_FLOOR_SHARE``). The capped
+regime alone read delta through the noise cap: at a large delta (2e-4) 1,000 full-batch steps
+reach epsilon 1, and a table of a few hundred rows kept full-batch Adam with its calibration
+withheld.
 """
 
 import math
@@ -166,15 +175,31 @@ def capped_batch_size(n_train: int) -> int:
     return min(n_train, CAPPED_BATCH)
 
 
+def calibration_cannot_release(*, target_epsilon: float, delta: float,
+                               n_calibration: int) -> bool:
+    """Whether the calibration part is below the fine calibration's size floor itself at the
+    target's held-out noise: no DP calibration would be released, so nothing could correct
+    a full-batch model's over-confident logits (its own probabilities would stand)."""
+    noise = size_floor.gaussian_noise(target_epsilon, delta)
+    return n_calibration < size_floor.calibration_floor(noise_multiplier=noise,
+                                                        bins=CALIBRATION_BINS)
+
+
 def capped_regime_applies(*, target_epsilon: float | None, delta: float, n_calibration: int,
                           inputs: int) -> bool:
-    """Whether the full batch is capped (``full_batch_capped``) and the mini-batch recipe ranks
-    or calibrates better there than capped full-batch Adam: a small calibration part
-    (``small_calibration``), or MANY_INPUTS inputs or more (Adam's noise-normalised steps
+    """Whether the mini-batch recipe ranks or calibrates better than full-batch Adam: at any
+    delta where the calibration part cannot be released at all
+    (``calibration_cannot_release``: the full-batch model's scale would stand uncorrected);
+    and where the full batch is capped (``full_batch_capped``), for a small calibration part
+    (``small_calibration``) or MANY_INPUTS inputs or more (Adam's noise-normalised steps
     random-walk every weight that the noise hides, and the logit noise that adds up grows with
     the inputs: see the module)."""
-    if target_epsilon is None or not full_batch_capped(target_epsilon=target_epsilon,
-                                                       delta=delta):
+    if target_epsilon is None:
+        return False
+    if calibration_cannot_release(target_epsilon=target_epsilon, delta=delta,
+                                  n_calibration=n_calibration):
+        return True
+    if not full_batch_capped(target_epsilon=target_epsilon, delta=delta):
         return False
     return inputs >= MANY_INPUTS or small_calibration(
         target_epsilon=target_epsilon, delta=delta, n_calibration=n_calibration)

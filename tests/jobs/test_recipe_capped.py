@@ -136,3 +136,31 @@ def test_a_large_tables_plan_follows_its_declared_inputs(n_features: int,
     assert (job.training["optimizer"] == recipe.CAPPED_OPTIMIZER) is mini_batch
     planned = job_service.planned_epsilon(job)["prv"]
     assert planned is not None and planned <= 1.0
+
+
+@pytest.mark.parametrize(("target", "mini_batch"), [(1.0, True), (3.0, False), (8.0, False)])
+def test_at_a_large_delta_a_part_no_calibration_can_correct_takes_the_mini_batch_recipe(
+    target: float, mini_batch: bool,
+) -> None:
+    """A 430-row table whose budget's delta is the largest allowed (1/(10 n)): 1,000
+    full-batch steps reach epsilon 1 there, so the noise cap no longer picks the regime. Its
+    65 calibration rows are below the fine calibration's floor at epsilon 1 (no release: the
+    full-batch model's own, over-confident, probabilities would stand) but not at 3 or 8,
+    where the full batch ranks better and the calibration corrects its scale."""
+    n_rows = 430
+    dataset = Dataset(id=1, n_rows=n_rows, n_train=300, n_calibration=65,
+                      budget_delta=0.1 / n_rows, public=False, schema_json=None)
+    request = JobCreate.model_validate({"dataset_id": 1,
+                                        "privacy": {"target_epsilon": target}})
+    job = job_service.plan(dataset=dataset, request=request)
+    assert not recipe.full_batch_capped(target_epsilon=target, delta=job.delta)
+    noise = gaussian_noise(target, job.delta)
+    below = dataset.n_calibration < calibration.size_floor_rows(noise)
+    assert below is mini_batch is recipe.calibration_cannot_release(
+        target_epsilon=target, delta=job.delta, n_calibration=dataset.n_calibration)
+    assert (job.sample_rate < 1.0) is mini_batch
+    assert (job.training["optimizer"] == recipe.CAPPED_OPTIMIZER) is mini_batch
+    planned = job_service.planned_epsilon(job)["prv"]
+    assert planned is not None and planned <= target
+    given = request.model_copy(update={"training": _training(batch_size=n_rows // 2 - 15)})
+    assert job_service.plan(dataset=dataset, request=given).training["optimizer"] == "adam"
