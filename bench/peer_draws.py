@@ -10,6 +10,7 @@ of each, the difference over all draws, and how often a study-sized sample (one 
 split) misses the margin: the defaults against Opacus, and Opacus against itself.
 
 Run: .venv/bin/python bench/peer_draws.py [--table wide@30000] [--epsilon 1] [--draws 6]
+[--peer dp_ebm] (DP-EBM with the declared public bounds in Opacus' place)
 (about 85 s for the wide table, 6 draws, on 2 cores)
 """
 
@@ -32,8 +33,13 @@ from bench import proxy_study as study  # noqa: E402
 SPLITS, MARGIN, RESAMPLES = 5, 0.005, 20_000
 
 
-def draws(table_spec: str, epsilon: float, n_draws: int) -> tuple[np.ndarray, np.ndarray]:
-    """AUC (splits, draws) of the defaults and of Opacus' tutorial, fresh noise each draw."""
+PEERS = {"opacus": "Opacus' tutorial", "dp_ebm": "DP-EBM"}
+
+
+def draws(table_spec: str, epsilon: float, n_draws: int,
+          peer: str = "opacus") -> tuple[np.ndarray, np.ndarray]:
+    """AUC (splits, draws) of the defaults and of ``peer`` (Opacus' tutorial, or DP-EBM with
+    the declared public bounds), fresh noise each draw."""
     T, _, E = identity.Part  # noqa: N806
     ours, opacus = np.zeros((SPLITS, n_draws)), np.zeros((SPLITS, n_draws))
     base = proxies.make(table_spec)
@@ -48,6 +54,11 @@ def draws(table_spec: str, epsilon: float, n_draws: int) -> tuple[np.ndarray, np
             scored = study.ours(table, parts, request, noise_seed, study.Cell())
             assert scored is not None, f"the defaults refused {table_spec} at epsilon {epsilon}"
             ours[split, k] = scored.auc
+            if peer == "dp_ebm":
+                predict = peers.dp_ebm_fit(table.schema, parts.x[T], parts.y[T],
+                                           epsilon=epsilon, delta=delta)
+                opacus[split, k] = peers.scores(parts.y[E], predict(parts.x[E])).auc
+                continue
             coef, bias = peers.opacus_user_fit(x_train, parts.y[T], epsilon=epsilon,
                                                delta=delta, seed=noise_seed)
             opacus[split, k] = peers.scores(parts.y[E],
@@ -68,22 +79,24 @@ def main() -> None:
     parser.add_argument("--table", default="wide@30000")
     parser.add_argument("--epsilon", type=float, default=1.0)
     parser.add_argument("--draws", type=int, default=6)
+    parser.add_argument("--peer", choices=sorted(PEERS), default="opacus")
     args = parser.parse_args()
+    name = PEERS[args.peer]
     torch.set_num_threads(1)
     started = time.perf_counter()
-    ours, opacus = draws(args.table, args.epsilon, args.draws)
+    ours, opacus = draws(args.table, args.epsilon, args.draws, args.peer)
     print(f"{args.table} at epsilon {args.epsilon:g}: AUC mean (sd) over {args.draws} noise "
-          f"draws per split\n\n| split | defaults | Opacus' tutorial |\n|---|---|---|")
+          f"draws per split\n\n| split | defaults | {name} |\n|---|---|---|")
     for split in range(SPLITS):
         print(f"| {split} | {ours[split].mean():.4f} ({ours[split].std(ddof=1):.4f}) | "
               f"{opacus[split].mean():.4f} ({opacus[split].std(ddof=1):.4f}) |")
     per_split = ours.mean(1) - opacus.mean(1)
     rng = np.random.default_rng(0)
-    print(f"\n- all draws: defaults {ours.mean():.4f}, Opacus {opacus.mean():.4f}, difference "
+    print(f"\n- all draws: defaults {ours.mean():.4f}, {name} {opacus.mean():.4f}, difference "
           f"{per_split.mean():+.4f} (standard error over splits "
           f"{per_split.std(ddof=1) / np.sqrt(SPLITS):.4f})")
-    print(f"- a study-sized sample misses AUC >= Opacus - {MARGIN:g}: the defaults "
-          f"{miss_rate(ours, opacus, rng):.0%} of the time, Opacus against itself "
+    print(f"- a study-sized sample misses AUC >= {name} - {MARGIN:g}: the defaults "
+          f"{miss_rate(ours, opacus, rng):.0%} of the time, {name} against itself "
           f"{miss_rate(opacus, opacus, rng):.0%}")
     print(f"\n{time.perf_counter() - started:.0f} s")
 

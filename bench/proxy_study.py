@@ -8,12 +8,14 @@ noise the worker uses (``app.privacy.parallel.held_out_noise``). AUC, log-loss a
 computed exactly on the evaluation part (public tables: exact figures are fine here; the
 service itself releases them with noise).
 
-Peers, on the same encoded training rows (``bench/baselines.py``, ``bench/peers.py``):
-Opacus as a tutorial user runs it (batch 256 or the whole part, 20 epochs, SGD lr 0.5, clip
-1, Poisson), diffprivlib's logistic regression, the base rate (non-DP: the training part's
-prevalence; and a DP one at the cell's budget) and non-private logistic regression. Each cell
-shows the mean (worst) over splits; the goals are ``bench/proxy_report.py``'s. On tables of
-900+ rows one job (split 0) is repeated with fresh noise and the log-loss spread printed.
+Peers, on the same training rows (``bench/baselines.py``, ``bench/peers.py``): Opacus as a
+tutorial user runs it (batch 256 or the whole part, 20 epochs, SGD lr 0.5, clip 1, Poisson),
+diffprivlib's logistic regression, DP-EBM (InterpretML's DP explainable boosting, on the raw
+rows with the declared public bounds), the base rate (non-DP: the training part's prevalence;
+and a DP one at the cell's budget) and non-private logistic regression. Each cell shows the
+mean (worst) over splits of AUC, log-loss and Brier; the goals are ``bench/proxy_report.py``'s.
+On tables of 900+ rows one job (split 0) is repeated with fresh noise and the log-loss
+spread printed.
 
 Two sets, so a rule is judged on tables it was not chosen on:
 
@@ -29,6 +31,7 @@ Two sets, so a rule is judged on tables it was not chosen on:
     .venv/bin/python bench/proxy_study.py --set proxy          # 8-19 min (one thread)
     .venv/bin/python bench/proxy_study.py --set confirmation   # about 16 min
     .venv/bin/python bench/proxy_study.py --tables fair --seeds 2 --epsilons 1
+    .venv/bin/python bench/proxy_study.py --tables mixed@430 --delta max   # a large delta
 """
 
 import argparse
@@ -72,6 +75,10 @@ SETS = {
     "confirmation": ["breast_cancer", "anes96", "fair", "randhie", "randhie_rare"],
 }
 SPLITS, REPEATS = 5, 5
+BUDGET_DELTA: dict[str, str] = {"rule": "default"}
+"""``--delta``: "default" (the service's, at most 1e-5) or "max" (a budget at the largest delta
+a dataset may declare, 1/(10 n_rows): where 1,000 full-batch steps reach epsilon 1 on small
+tables)."""
 
 
 @dataclass
@@ -91,9 +98,11 @@ def split(proxy: proxies.Proxy, seed: int) -> Parts:
 def dataset_for(proxy: proxies.Proxy, parts: Parts) -> Dataset:
     """The unsaved registration ``plan`` reads: row counts and the declared schema."""
     n = {p: len(parts.y[p]) for p in identity.Part}
-    return Dataset(id=1, name=proxy.name, source_kind="upload", n_rows=sum(n.values()),
+    rows = sum(n.values())
+    return Dataset(id=1, name=proxy.name, source_kind="upload", n_rows=rows,
                    n_train=n[identity.Part.TRAIN], n_calibration=n[identity.Part.CALIBRATION],
-                   seed=0, public=False, budget_delta=None,
+                   seed=0, public=False,
+                   budget_delta=0.1 / rows if BUDGET_DELTA["rule"] == "max" else None,
                    schema_json=proxy.schema.model_dump(mode="json", by_alias=True))
 
 
@@ -199,6 +208,7 @@ def run_table(spec: str, splits: int, epsilons: tuple[float, ...], overrides: di
                 data_norm=baselines.public_row_norm(encoder.n_players), seed=seed)
             coef_op, bias_op = peers.opacus_user_fit(x_train, y_train, epsilon=eps, delta=delta,
                                                      seed=seed)
+            ebm = peers.dp_ebm_fit(table.schema, parts.x[T], y_train, epsilon=eps, delta=delta)
             dp_rate = peers.dp_base_rate(y_train, epsilon=eps, delta=delta,
                                          rng=np.random.default_rng(seed))
             for method, scored in (
@@ -207,6 +217,7 @@ def run_table(spec: str, splits: int, epsilons: tuple[float, ...], overrides: di
                                                                            + bias_dp))),
                     ("opacus", peers.scores(y_eval, baselines.sigmoid(x_eval @ coef_op
                                                                       + bias_op))),
+                    ("dp_ebm", peers.scores(y_eval, ebm(parts.x[E]))),
                     ("base_dp", peers.scores(y_eval, np.full(len(y_eval), dp_rate)))):
                 cell.scores[method].append(scored)
     return proxy, cells
@@ -258,6 +269,8 @@ def main(argv: list[str] | None = None) -> dict[str, tuple[int, dict[float, Cell
     parser.add_argument("--capped", help="off: without the capped-regime rule (full batch "
                         "everywhere); or JSON settings replacing the rule's (exploration; "
                         "batch_fraction and batch_max scale the batch to n)")
+    parser.add_argument("--delta", choices=["default", "max"], default="default",
+                        help="max: each table's budget at delta 1/(10 n_rows)")
     parser.add_argument("--fit", choices=["deconvolved", "clamped"], default="deconvolved",
                         help="clamped: the calibration before v3 (dp-platt-binned-v2's 24 bins, "
                         "the noisy counts clamped, bins under the noise floor left out, the "
@@ -266,6 +279,7 @@ def main(argv: list[str] | None = None) -> dict[str, tuple[int, dict[float, Cell
     if args.fit == "clamped":
         calibration.fit_platt = _clamped_fit  # type: ignore[assignment]
         calibration.EDGES = V2_EDGES
+    BUDGET_DELTA["rule"] = args.delta
     names = args.tables.split(",") if args.tables else SETS[args.set]
     epsilons = tuple(float(e) for e in args.epsilons.split(","))
     overrides = json.loads(args.training)
