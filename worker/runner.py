@@ -88,10 +88,10 @@ class Worker:
             job_id, kind = job.id, job.kind
             try:
                 claimed = handlers.claimed_of(job)
-            except UnknownKind as unknown:
-                claimed, refused = None, str(unknown)
+            except UnknownKind:
+                claimed = None
         if claimed is None:
-            logger.error("job %s failed: %s", job_id, refused)
+            logger.error("job %s failed: no task handler for job kind %s", job_id, kind)
             tasks.finish(self, job_id, FAILED, error_code="unknown_job_kind",
                          error=f"no task handler for job kind {kind}")
             return True

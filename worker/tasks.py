@@ -79,18 +79,19 @@ def spec_of(job: Job) -> TrainingSpec:
     optimizer = str(job.training.get("optimizer", recipe.LEGACY_OPTIMIZER))
     learning_rate = job.training.get("learning_rate") or recipe.default_learning_rate(
         optimizer, config.model)
+    plan = job.dp_sgd_plan
     return TrainingSpec(
         kind=config.model,
         hidden_units=int(config.hidden_units),
-        epochs=job.epochs,
+        epochs=plan.epochs,
         batch_size=int(config.batch_size),
         learning_rate=float(learning_rate),
         momentum=float(config.momentum),
         tail_average=float(config.tail_average),
-        max_grad_norm=job.max_grad_norm,
-        noise_multiplier=job.noise_multiplier,
-        sample_rate=job.sample_rate,
-        steps=job.steps,
+        max_grad_norm=plan.max_grad_norm,
+        noise_multiplier=plan.noise_multiplier,
+        sample_rate=plan.sample_rate,
+        steps=plan.steps,
         delta=job.delta,
         seed=int(config.seed),
         world_size=int(config.world_size),

@@ -42,7 +42,8 @@ def join(*, session: Session, federation_id: int, request: FederationJoin,
     job = plan.site_job(federation=federation, dataset=dataset)
     job_service.enqueue(session=session, job=job)
     ledger_service.reserve(session=session, dataset=dataset, job_id=job.id,
-                           event=job_service.training_event(job), clip_norm=job.max_grad_norm,
+                           event=job_service.training_event(job),
+                           clip_norm=job.dp_sgd_plan.max_grad_norm,
                            delta=job.delta)
     audit.record(session=session, principal=principal, action=Action.FEDERATION_JOINED,
                  target=f"job/{job.id}",

@@ -73,8 +73,13 @@ def privacy_report(*, session: Session, job_id: int) -> JobPrivacyReport:
     """The job's mechanism, accounting, model card and held-out metrics.
 
     Raises:
-        JobNotFound.
+        JobNotFound: no such job, or it is not DP-SGD (a monitoring run's or comparison's
+            one release is reported with its run).
     """
     job = job_service.get(session=session, job_id=job_id)
+    if not job.dp_sgd:
+        raise job_service.JobNotFound(
+            f"job {job_id} is a {job.kind} job, not DP-SGD training: its release is reported "
+            f"with its run", field="job_id")
     dataset = dataset_service.get(session=session, dataset_id=job.dataset_id)
     return reports.job_report(session=session, job=job, dataset=dataset)

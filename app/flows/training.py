@@ -33,7 +33,7 @@ def submit_training(*, session: Session, request: JobCreate) -> Job:
         dataset=dataset,
         job_id=job.id,
         event=job_service.training_event(job),
-        clip_norm=job.max_grad_norm,
+        clip_norm=job.dp_sgd_plan.max_grad_norm,
         delta=job.delta,
         tail_probability=job_search.tail_probability(job.training),
     )
@@ -46,6 +46,8 @@ def job_view(*, session: Session, job: Job) -> JobOut:
         job,
         model_id=registry_service.model_id_for_job(session=session, job_id=job.id),
         epsilon_planned=job_service.planned_epsilon(job),
-        search=job_search.view(training=job.training, noise_multiplier=job.noise_multiplier,
-                               sample_rate=job.sample_rate, steps=job.steps, delta=job.delta),
+        search=None if not job.dp_sgd else job_search.view(
+            training=job.training, noise_multiplier=job.noise_multiplier,
+            sample_rate=job.dp_sgd_plan.sample_rate, steps=job.dp_sgd_plan.steps,
+            delta=job.delta),
     )

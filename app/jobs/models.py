@@ -1,5 +1,6 @@
 """Job table; it is also the queue the workers claim from."""
 
+from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
 from typing import Any
@@ -40,6 +41,21 @@ TRAIN, PRIVACY_AUDIT, MONITORING = JobKind.TRAIN, JobKind.PRIVACY_AUDIT, JobKind
 COMPARISON, FEDERATED = JobKind.COMPARISON, JobKind.FEDERATED
 
 
+class NotDpSgd(ValueError):
+    """A DP-SGD plan was asked of a job that is not DP-SGD (a one-release job)."""
+
+
+@dataclass(frozen=True)
+class DpSgdPlan:
+    """A DP-SGD job's plan, every column set: what its training and its charge read."""
+
+    noise_multiplier: float
+    sample_rate: float
+    steps: int
+    epochs: int
+    max_grad_norm: float
+
+
 class Job(Base):
     __tablename__ = "job"
 
@@ -52,12 +68,15 @@ class Job(Base):
     # What the caller asked for (exactly one of the two is set) and what it resolved to.
     target_epsilon: Mapped[float | None] = mapped_column(Float, nullable=True)
     requested_noise_multiplier: Mapped[float | None] = mapped_column(Float, nullable=True)
+    # The noise multiplier of the job's mechanism: DP-SGD's, or a one-release job's Gaussian.
     noise_multiplier: Mapped[float] = mapped_column(Float)
-    sample_rate: Mapped[float] = mapped_column(Float)
-    steps: Mapped[int] = mapped_column(Integer)
-    epochs: Mapped[int] = mapped_column(Integer)
+    # DP-SGD's plan; null for a job that is not DP-SGD (a monitoring run's or a comparison's
+    # one release: ``dp_sgd`` is False, its event is on its ledger entry).
+    sample_rate: Mapped[float | None] = mapped_column(Float, nullable=True)
+    steps: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    epochs: Mapped[int | None] = mapped_column(Integer, nullable=True)
     delta: Mapped[float] = mapped_column(Float)
-    max_grad_norm: Mapped[float] = mapped_column(Float)
+    max_grad_norm: Mapped[float | None] = mapped_column(Float, nullable=True)
     training: Mapped[dict[str, Any]] = mapped_column(JSON)
     progress_epoch: Mapped[int] = mapped_column(Integer, default=0)
     epsilon_spent: Mapped[float | None] = mapped_column(Float, nullable=True)
@@ -71,6 +90,20 @@ class Job(Base):
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
     started_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
     finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+
+    @property
+    def dp_sgd(self) -> bool:
+        """Whether the job trains by DP-SGD (its plan's columns are set)."""
+        return self.steps is not None
+
+    @property
+    def dp_sgd_plan(self) -> DpSgdPlan:
+        """Raises: NotDpSgd: the job is not DP-SGD (its plan's columns are null)."""
+        if (self.sample_rate is None or self.steps is None or self.epochs is None
+                or self.max_grad_norm is None):
+            raise NotDpSgd(f"job {self.id} ({self.kind}) is not DP-SGD")
+        return DpSgdPlan(self.noise_multiplier, self.sample_rate, self.steps, self.epochs,
+                         self.max_grad_norm)
 
     @property
     def non_private(self) -> bool:

@@ -119,13 +119,17 @@ class JobCreate(RequestModel):
         "as one repeat-and-select release (app/jobs/search.py); null: one run of training")
 
 
+NOT_DP_SGD = ("null: the job is not DP-SGD (a monitoring run's or a comparison's one Gaussian "
+              "release)")
+
+
 class JobPrivacyOut(ResponseModel):
     target_epsilon: float | None
     noise_multiplier: float
     delta: float
-    sample_rate: float
-    steps: int
-    max_grad_norm: float
+    sample_rate: float | None = Field(description=NOT_DP_SGD)
+    steps: int | None = Field(description=NOT_DP_SGD)
+    max_grad_norm: float | None = Field(description=NOT_DP_SGD)
     epsilon_planned: dict[str, float | None] = Field(
         description="the planned mechanism's epsilon under each accountant (null: infinite): "
         "rdp and pld (the headline PLD figure; its old key prv is kept, deprecated, for one "
@@ -140,7 +144,7 @@ class JobPrivacyOut(ResponseModel):
 
 class ProgressOut(ResponseModel):
     epoch: int = Field(validation_alias="progress_epoch")
-    epochs: int
+    epochs: int | None = Field(description=NOT_DP_SGD)
     epsilon_spent: float | None
 
 

@@ -300,17 +300,20 @@ def enqueue(*, session: Session, job: Job) -> Job:
 
 
 def mechanism_of(job: Job) -> accounting.Mechanism:
-    """The job's planned mechanism: (noise multiplier, sample rate, steps)."""
-    return accounting.Mechanism(job.noise_multiplier, job.sample_rate, job.steps)
+    """A DP-SGD job's planned mechanism (raises NotDpSgd for a one-release job)."""
+    plan = job.dp_sgd_plan
+    return accounting.Mechanism(plan.noise_multiplier, plan.sample_rate, plan.steps)
 
 
 def training_event(job: Job) -> DpEvent:
     """What the job's training spends, as its family declares it (``Family.training_event``):
     the event the ledger reserves and the planned figures compose, so a family whose training
-    spends otherwise changes no branch here or in the ledger."""
+    spends otherwise changes no branch here or in the ledger. Raises NotDpSgd for a
+    one-release job (``release_event``)."""
+    dp_sgd = job.dp_sgd_plan
     family = create_family(str(job.training.get("model", DEFAULT_FAMILY)))
-    run = family.training_event(noise_multiplier=job.noise_multiplier,
-                                sample_rate=job.sample_rate, steps=job.steps)
+    run = family.training_event(noise_multiplier=dp_sgd.noise_multiplier,
+                                sample_rate=dp_sgd.sample_rate, steps=dp_sgd.steps)
     plan = search.stored_plan(job.training)
     return run if plan is None else search.event_of(plan, run)  # the whole search
 
@@ -382,7 +385,15 @@ def _update_if(session: Session, job: Job, *conditions: Any, **values: Any) -> b
     return bool(changed)
 
 
+def release_event(job: Job) -> DpEvent:
+    """What the job spends: its training's event, or a one-release job's one Gaussian at its
+    noise multiplier (a monitoring run's or comparison's, as its ledger entry records it)."""
+    if job.dp_sgd:
+        return training_event(job)
+    return accounting.Mechanism(job.noise_multiplier, 1.0, 1).event
+
+
 def planned_epsilon(job: Job) -> dict[str, float | None]:
     """The job's planned epsilon by every accountant; None where it is infinite (non-private)."""
-    figures = accounting.epsilon_by_accountant([training_event(job)], job.delta)
+    figures = accounting.epsilon_by_accountant([release_event(job)], job.delta)
     return {name: accounting.finite_or_none(eps) for name, eps in figures.items()}

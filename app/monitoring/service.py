@@ -162,8 +162,8 @@ def queue_release(*, session: Session, dataset: Dataset, kind: JobKind, target: 
     noise = noise_for(target, delta)
     job = job_service.enqueue(session=session, job=Job(
         dataset_id=dataset.id, status=QUEUED, kind=kind, target_epsilon=target,
-        requested_noise_multiplier=None, noise_multiplier=noise, sample_rate=1.0, steps=1,
-        epochs=1, delta=delta if delta is not None else 0.0, max_grad_norm=1.0,
+        requested_noise_multiplier=None, noise_multiplier=noise, sample_rate=None, steps=None,
+        epochs=None, delta=delta if delta is not None else 0.0, max_grad_norm=None,
         training=training, progress_epoch=0, epsilon_per_epoch=[], cancel_requested=False))
     if delta is not None:
         charge = ledger_statistics.ReleaseCharge(

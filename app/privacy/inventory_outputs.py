@@ -96,6 +96,7 @@ LOG_FIELDS = [
 _ARGUMENTS: dict[str, tuple[Release, str]] = {
     "job_id": (PUBLIC_INPUT, ""),
     "claimed.job_id": (PUBLIC_INPUT, ""),
+    "kind": (PUBLIC_INPUT, "a claimed job's kind that no task handler is registered for"),
     "existing.name": (PUBLIC_INPUT, "an API key's name"),
     "name": (PUBLIC_INPUT, "an API key's name"),
     "signum": (OPERATIONAL, ""),

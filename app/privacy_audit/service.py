@@ -104,8 +104,9 @@ def report_href(audit_id: int, root_path: str = "") -> str:
 def describe(*, job: Job) -> AuditOut:
     """The audit's status and headline numbers (the report has the rest)."""
     request = dict(job.training.get("audit", {}))  # as submitted (AuditCreate, dumped)
-    accounted = accounted_epsilon(noise_multiplier=job.noise_multiplier,
-                                  sample_rate=job.sample_rate, steps=job.steps, delta=job.delta)
+    plan = job.dp_sgd_plan  # an audit trains its target's DP-SGD plan
+    accounted = accounted_epsilon(noise_multiplier=plan.noise_multiplier,
+                                  sample_rate=plan.sample_rate, steps=plan.steps, delta=job.delta)
     return AuditOut.from_row(
         job,
         audited_job_id=request.get("job_id"),

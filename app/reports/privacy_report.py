@@ -104,6 +104,7 @@ def evaluation_text(metrics: dict[str, Any] | None) -> str:
 
 def _statement(job: Job, dataset: Dataset, planned: dict[str, float | None]) -> str:
     """The guarantee in words: unit, data, mechanism, accounting, scope, and its limits."""
+    plan = job.dp_sgd_plan
     data = (
         f"Privacy unit: one record, which is one patient. Data: dataset {dataset.id} with "
         f"{dataset.n_rows} rows, of which {dataset.n_train} were used for training and "
@@ -124,8 +125,8 @@ def _statement(job: Job, dataset: Dataset, planned: dict[str, float | None]) -> 
         return (
             f"Non-private training: epsilon = infinity. No noise was added to the gradients, so "
             f"the model carries no differential-privacy guarantee; this is allowed only because "
-            f"dataset {dataset.id} is public. {data} Training: {job.steps} steps over "
-            f"{job.epochs} epochs with noise multiplier 0.{calibration} {limits}"
+            f"dataset {dataset.id} is public. {data} Training: {plan.steps} steps over "
+            f"{plan.epochs} epochs with noise multiplier 0.{calibration} {limits}"
         )
     status = (
         ""
@@ -135,11 +136,11 @@ def _statement(job: Job, dataset: Dataset, planned: dict[str, float | None]) -> 
     )
     return (
         f"{data} Mechanism: DP-SGD. At every step each training record is included "
-        f"independently with probability {job.sample_rate:.4g} (Poisson sampling; expected "
-        f"batch size {job.sample_rate * dataset.n_train:.1f}), each record's whole gradient is "
-        f"clipped to L2 norm {job.max_grad_norm:g}, and Gaussian noise with noise multiplier "
+        f"independently with probability {plan.sample_rate:.4g} (Poisson sampling; expected "
+        f"batch size {plan.sample_rate * dataset.n_train:.1f}), each record's whole gradient is "
+        f"clipped to L2 norm {plan.max_grad_norm:g}, and Gaussian noise with noise multiplier "
         f"{job.noise_multiplier:.4g} (standard deviation {job.noise_multiplier:.4g} x "
-        f"{job.max_grad_norm:g}) is added; {job.steps} steps over {job.epochs} epochs."
+        f"{plan.max_grad_norm:g}) is added; {plan.steps} steps over {plan.epochs} epochs."
         f"{_search_text(job)}{calibration} Accounting: epsilon = "
         f"{epsilon_text(planned['prv'])} at delta = {job.delta:g} by the "
         f"{PLD_ACCOUNTING if job_search.stored_plan(job.training) is None else SEARCH_ACCOUNTING}"
@@ -227,10 +228,10 @@ def _trained_schema(*, session: Session, job: Job, dataset: Dataset) -> DatasetS
 
 def job_report(*, session: Session, job: Job, dataset: Dataset) -> JobPrivacyReport:
     """Mechanism, sampling, noise, clipping, steps, delta, epsilon by accountant, per epoch."""
-    planned = job_service.planned_epsilon(job)
-    steps_per_epoch = job.steps // job.epochs if job.epochs else 0
+    planned, plan = job_service.planned_epsilon(job), job.dp_sgd_plan
+    steps_per_epoch = plan.steps // plan.epochs if plan.epochs else 0
     search_view = job_search.view(training=job.training, noise_multiplier=job.noise_multiplier,
-                                  sample_rate=job.sample_rate, steps=job.steps, delta=job.delta)
+                                  sample_rate=plan.sample_rate, steps=plan.steps, delta=job.delta)
     return JobPrivacyReport(
         job_id=job.id,
         dataset_id=dataset.id,
@@ -245,14 +246,14 @@ def job_report(*, session: Session, job: Job, dataset: Dataset) -> JobPrivacyRep
         if search_view is None else SEARCH_MECHANISM,
         non_private=job.non_private,
         sampling="poisson",
-        sample_rate=job.sample_rate,
-        expected_batch_size=job.sample_rate * dataset.n_train,
+        sample_rate=plan.sample_rate,
+        expected_batch_size=plan.sample_rate * dataset.n_train,
         noise_multiplier=job.noise_multiplier,
-        clip_norm=job.max_grad_norm,
+        clip_norm=plan.max_grad_norm,
         clipping="per-sample, whole gradient (all parameters together)",
-        steps=job.steps,
+        steps=plan.steps,
         steps_per_epoch=steps_per_epoch,
-        epochs=job.epochs,
+        epochs=plan.epochs,
         epochs_completed=job.progress_epoch,
         delta=job.delta,
         target_epsilon=job.target_epsilon,
