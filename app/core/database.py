@@ -11,7 +11,6 @@ from fastapi import Depends
 from sqlalchemy import CursorResult, Engine, MetaData, Result, create_engine, event
 from sqlalchemy.orm import DeclarativeBase, Session, sessionmaker
 
-from app.core import encoded_json
 from app.core.settings import settings
 
 NAMING_CONVENTION = {
@@ -39,8 +38,7 @@ def build_engine(url: str, **kwargs: Any) -> Engine:
             Path(path).parent.mkdir(parents=True, exist_ok=True)
             kwargs = {**pool_options(), **kwargs}
         engine = create_engine(
-            url, connect_args={"check_same_thread": False, "timeout": 30},
-            json_serializer=encoded_json.dumps, **kwargs
+            url, connect_args={"check_same_thread": False, "timeout": 30}, **kwargs
         )
 
         @event.listens_for(engine, "connect")
@@ -52,8 +50,7 @@ def build_engine(url: str, **kwargs: Any) -> Engine:
             cursor.close()
 
         return engine
-    return create_engine(url, pool_pre_ping=True, json_serializer=encoded_json.dumps,
-                         **{**pool_options(), **kwargs})
+    return create_engine(url, pool_pre_ping=True, **{**pool_options(), **kwargs})
 
 
 def pool_options() -> dict[str, Any]:

@@ -30,7 +30,7 @@ from sqlalchemy.orm import Session
 from app.datasets import index_files, record_coins
 from app.datasets.index_files import IndexCorrupted
 from app.datasets.index_segments import Index, Segment
-from app.ledger import live_cache, space_chain, spaces
+from app.ledger import space_chain, spaces
 from app.ledger.spaces import BlockChange, PatientSpace
 
 EMPTY = np.zeros(0, np.uint64)
@@ -146,7 +146,7 @@ def add_dataset(*, session: Session, space_id: int, dataset_id: int,
     # their own while this one runs the SQL that does not need it (under the same lock).
     with ThreadPoolExecutor(1, thread_name_prefix="patient-index") as pool:
         looking = _search(index, new)
-        live = live_cache.live_blocks(session=session, space=space)
+        live = spaces.live_block_lists(session=session, space_id=space.id)
         known, current = looking.result()
         joined = np.bincount(current) if len(current) else np.zeros(0, np.int64)
         old_ids = np.flatnonzero(joined)  # block ids are small positive integers: a count each
@@ -200,7 +200,7 @@ def _shared(live: spaces.LiveBlocks, changes: list[BlockChange]) -> dict[int, in
     blocks the upload splits)."""
     shared: dict[int, int] = {}
     for change in changes:
-        for dataset in live.get(change.block_id, ([], 0, None))[0]:
+        for dataset in live.get(change.block_id, ([], 0))[0]:
             shared[dataset] = shared.get(dataset, 0) + change.joined
     return dict(sorted(shared.items()))
 
@@ -216,9 +216,9 @@ def add_union(*, session: Session, space_id: int, dataset_id: int,
         IndexCorrupted: the stored index does not match its record (nothing changes).
     """
     space = spaces.lock_space(session=session, space_id=space_id)
-    live = live_cache.live_blocks(session=session, space=space)
+    live = spaces.live_block_lists(session=session, space_id=space.id)
     wanted = set(members)
-    changes = [BlockChange(block, size) for block, (datasets, size, _) in sorted(live.items())
+    changes = [BlockChange(block, size) for block, (datasets, size) in sorted(live.items())
                if wanted.intersection(datasets)]
     index = index_files.load(space)
     placed = spaces.apply_upload(session=session, space=space, dataset_id=dataset_id,

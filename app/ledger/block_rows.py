@@ -12,8 +12,8 @@ from typing import Any
 from sqlalchemy import Table, func, insert, select, update
 from sqlalchemy.orm import Session
 
-Opened = tuple[list[int], int, str | None]
-"""A block an upload opens: its datasets, size, and their JSON text where already known."""
+Opened = tuple[list[int], int]
+"""A block an upload opens: its datasets and size."""
 
 
 def close(session: Session, table: Table, block_ids: list[int], now: datetime) -> None:
@@ -41,11 +41,8 @@ def _sqlite_stamp(session: Session, table: Table, now: datetime) -> Any:
 
 def insert_opened(session: Session, table: Table, space_id: int, opened: list[Opened],
                   now: datetime) -> list[int]:
-    """Open blocks (their datasets, sorted and distinct, sizes, and the datasets' JSON text
-    where known) in one executemany INSERT; their ids, in order. A known text is written as it
-    is on SQLite (a split block's parts are its stored text, or that text with the new
-    dataset appended, so an upload splitting 6,310 blocks does not write out the integers of
-    12,620 lists again: 20 of its accept's ms).
+    """Open blocks (their datasets, sorted and distinct, and sizes) in one executemany
+    INSERT; their ids, in order.
 
     The ids are read back as this space's blocks above its highest id before the INSERT,
     in id order: the caller holds the space lock, so no other writer adds blocks to it, and
@@ -66,11 +63,11 @@ def insert_opened(session: Session, table: Table, space_id: int, opened: list[Op
     else:
         session.execute(insert(table), [{"space_id": space_id, "datasets": datasets,
                                          "size": size, "created_at": now}
-                                        for datasets, size, _ in opened])
+                                        for datasets, size in opened])
         found = session.execute(select(table.c.id, table.c.size)
                                 .where(table.c.space_id == space_id, table.c.id > floor)
                                 .order_by(table.c.id)).tuples().all()
-    if [size for _, size in found] != [size for _, size, _ in opened]:
+    if [size for _, size in found] != [size for _, size in opened]:
         raise RuntimeError(f"space {space_id}: the blocks read back are not those opened")
     return [block for block, _ in found]
 
@@ -83,5 +80,5 @@ def _insert_sqlite(session: Session, table: Table, space_id: int, rows: list[Ope
     created_at = _sqlite_stamp(session, table, now)
     session.connection().exec_driver_sql(
         f"INSERT INTO {table.name} (space_id, datasets, size, created_at) VALUES (?, ?, ?, ?)",
-        [(space_id, "[" + ", ".join(map(str, datasets)) + "]" if text is None else text, size,
-          created_at) for datasets, size, text in rows])
+        [(space_id, "[" + ", ".join(map(str, datasets)) + "]", size, created_at)
+         for datasets, size in rows])

@@ -17,7 +17,6 @@ import json
 from datetime import UTC, datetime
 from typing import Any
 
-from app.core.encoded_json import EncodedJSON
 from app.core.time import as_utc
 from app.ledger.models import EVENT_SCHEME, LEGACY_SCHEME
 
@@ -107,18 +106,8 @@ def event_content(
 
 
 def canonical_json(content: dict[str, Any]) -> str:
-    """``content`` as canonical JSON; a top-level value given as ``EncodedJSON`` (canonical
-    already) is embedded as its text, in the place its key sorts to."""
-    encoded = {key: value for key, value in content.items() if isinstance(value, EncodedJSON)}
-    if encoded:
-        content = {**content, **{key: _MARK + key for key in encoded}}
-    text = json.dumps(content, sort_keys=True, separators=(",", ":"), allow_nan=False)
-    for key, value in encoded.items():  # a NUL is written escaped: only the mark has one
-        text = text.replace(json.dumps(_MARK + key), value.text, 1)
-    return text
-
-
-_MARK = "\x00encoded:"
+    """``content`` as canonical JSON: sorted keys, no whitespace, no NaN."""
+    return json.dumps(content, sort_keys=True, separators=(",", ":"), allow_nan=False)
 
 
 def record_hash(content: dict[str, Any], prev_hash: str) -> str:

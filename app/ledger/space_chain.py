@@ -48,9 +48,7 @@ from sqlalchemy import (
 from sqlalchemy.orm import Mapped, Session, mapped_column
 
 from app.core.database import Base
-from app.core.encoded_json import EncodedJSON
 from app.core.time import as_utc, utcnow
-from app.ledger import live_cache
 from app.ledger.hashing import iso_utc, record_hash
 from app.ledger.models import GENESIS_HASH, AppendOnlyViolation
 from app.ledger.schemas import InvalidRecord, SpaceChainVerification
@@ -86,7 +84,7 @@ def _refuse_change(_mapper: Any, _connection: Any, target: Any) -> None:
 
 def content(*, space_id: int, seq: int, kind: str, created_at: datetime, epsilon: float,
             delta: float, order: float,
-            blocks: dict[str, Any] | EncodedJSON | None = None) -> dict[str, Any]:
+            blocks: dict[str, Any] | None = None) -> dict[str, Any]:
     """What a record's hash covers (migrations 0020 and 0021 hash their records with it too);
     ``blocks`` only for a "blocks" record, so a budget record's content is as it always was."""
     covered: dict[str, Any] = {
@@ -126,35 +124,9 @@ def append_budget(*, session: Session, space: PatientSpace) -> PatientSpaceEvent
 def append_upload(*, session: Session, space: PatientSpace, dataset_id: int,
                   placed: UploadBlocks) -> PatientSpaceEvent:
     """Chain the blocks an upload closed and opened (``spaces.apply_upload``'s answer), under
-    the space lock that ``apply_upload`` was called under; the live blocks it left are kept
-    under the new head for this process's next upload (``live_cache``)."""
-    record = _append(session, space, BLOCKS, upload_change(dataset_id, placed))
-    live_cache.keep(space.id, record.hash, placed.live)
-    return record
-
-
-def upload_change(dataset_id: int, placed: UploadBlocks) -> EncodedJSON:
-    """``block_change`` of an upload as its canonical JSON text, written from the parts
-    ``apply_upload`` made canonical (each block's datasets sorted and distinct) and, where
-    the blocks' stored text is known (``placed.live``), from that text: not a dict per block
-    encoded twice (an upload may open 12,620)."""
-    texts = [placed.live[block][2] for block, _, _ in placed.opened]
-    known = [None if text is None else text.replace(" ", "") for text in texts]
-    if any(text is not None and text.translate(_ARRAY_OF_INTS) for text in known):
-        known = [None] * len(known)  # not the plain form SQLite's driver wrote: from the ints
-    arrays = [text if text is not None else "[" + ",".join(map(str, datasets)) + "]"
-              for text, (_, datasets, _) in zip(known, placed.opened, strict=True)]
-    opened = ",".join(f'{{"datasets":{array},"id":{int(block)},"size":{int(size)}}}'
-                      for (block, array, size) in sorted(
-                          (block, array, size) for (block, _, size), array
-                          in zip(placed.opened, arrays, strict=True)))
-    return EncodedJSON(f'{{"closed":[{",".join(str(int(b)) for b in sorted(placed.closed))}],'
-                       f'"dataset":{int(dataset_id)},"opened":[{opened}]}}')
-
-
-_ARRAY_OF_INTS = str.maketrans("", "", "0123456789,[]")
-"""What a block's datasets text may hold once its spaces are removed to be canonical as it
-is: a JSON array of integers written without exponents, signs or other whitespace."""
+    the space lock that ``apply_upload`` was called under."""
+    return _append(session, space, BLOCKS, block_change(
+        dataset_id=dataset_id, closed=placed.closed, opened=placed.opened))
 
 
 def append_opened(*, session: Session, space: PatientSpace, dataset_id: int,
@@ -176,7 +148,7 @@ def append_closed(*, session: Session, space: PatientSpace, dataset_id: int,
 
 
 def _append(session: Session, space: PatientSpace, kind: str,
-            blocks: dict[str, Any] | EncodedJSON | None) -> PatientSpaceEvent:
+            blocks: dict[str, Any] | None) -> PatientSpaceEvent:
     # The head's number and hash only: not its blocks (an upload's can list thousands).
     head = session.execute(select(PatientSpaceEvent.seq, PatientSpaceEvent.hash)
                            .where(PatientSpaceEvent.space_id == space.id)
@@ -193,7 +165,6 @@ def _append(session: Session, space: PatientSpace, kind: str,
                                  order=space.filter_order, blocks=blocks), prev_hash))
     session.add(record)
     session.flush()
-    session.expire(record, ["blocks"])  # read back as stored if asked (not an EncodedJSON)
     session.execute(update(PatientSpace).where(PatientSpace.id == space.id)
                     .values(chain_head_seq=seq, chain_head_hash=record.hash)
                     .execution_options(synchronize_session=False))

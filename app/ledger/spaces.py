@@ -281,13 +281,10 @@ class UploadBlocks:
     fresh: int | None
     closed: list[int]
     opened: list[tuple[int, list[int], int]]
-    live: "LiveBlocks"  # the space's live blocks now, as written (``app.ledger.live_cache``)
 
 
-LiveBlocks = dict[int, tuple[list[int], int, str | None]]
-"""A space's live blocks: by id, their datasets (sorted, distinct), size, and the datasets'
-JSON text as stored where the driver gives text and it is those very datasets (SQLite; None
-where it decodes JSON itself, or stored them otherwise)."""
+LiveBlocks = dict[int, tuple[list[int], int]]
+"""A space's live blocks: by id, their datasets (sorted, distinct) and size."""
 
 
 def live_block_lists(*, session: Session, space_id: int) -> LiveBlocks:
@@ -300,11 +297,9 @@ def live_block_lists(*, session: Session, space_id: int) -> LiveBlocks:
         select(PatientBlock.id, type_coerce(PatientBlock.datasets, Text), PatientBlock.size)
         .where(*_live(space_id))).all()
     found: LiveBlocks = {}
-    for (block, stored, size), datasets in zip(rows, _json_lists([d for _, d, _ in rows]),
-                                               strict=True):
-        canonical = sorted(set(datasets))  # as every writer stores them; made sure of once
-        known = (isinstance(stored, str) and canonical == datasets and stored.endswith("]"))
-        found[block] = (canonical, size, stored if known else None)
+    for (block, _, size), datasets in zip(rows, _json_lists([d for _, d, _ in rows]),
+                                          strict=True):
+        found[block] = (sorted(set(datasets)), size)  # as every writer stores them
     return found
 
 
@@ -329,7 +324,7 @@ def apply_upload(*, session: Session, space: PatientSpace, dataset_id: int,
     """Close every block the upload splits and open its parts; open the block of patients
     seen first in this upload. The caller holds the space lock and chains the answer
     (``space_chain.append_upload``: that module imports this one). ``live``: the space's
-    live blocks under that lock (``live_block_lists`` or ``live_cache``; read if not given).
+    live blocks under that lock (``live_block_lists``; read if not given).
 
     Raises:
         ValueError: a change names a block that is not live in this space, or more patients
@@ -346,12 +341,12 @@ def apply_upload(*, session: Session, space: PatientSpace, dataset_id: int,
                              f"cannot give {change.joined}")
     opened: list[Opened] = []  # every change checked, then all written
     for change in changes:
-        stays, size, text = live[change.block_id]
-        opened.append((_with(stays, dataset_id), change.joined, _appended(text, stays, dataset_id)))
+        stays, size = live[change.block_id]
+        opened.append((_with(stays, dataset_id), change.joined))
         if change.joined < size:
-            opened.append((stays, size - change.joined, text))
+            opened.append((stays, size - change.joined))
     if new_patients:
-        opened.append(([dataset_id], new_patients, None))
+        opened.append(([dataset_id], new_patients))
     inserted = block_rows.insert_opened(session, _table(), space.id, opened, now)
     ids = iter(inserted)
     joined: dict[int, int] = {}
@@ -362,14 +357,9 @@ def apply_upload(*, session: Session, space: PatientSpace, dataset_id: int,
     fresh = next(ids) if new_patients else None
     closed = [change.block_id for change in changes]
     block_rows.close(session, _table(), closed, now)
-    after = dict(live)
-    for block in closed:
-        del after[block]
-    after.update(zip(inserted, opened, strict=True))
     return UploadBlocks(joined, stayed, fresh, closed,
                         [(block, datasets, size)
-                         for block, (datasets, size, _) in zip(inserted, opened, strict=True)],
-                        after)
+                         for block, (datasets, size) in zip(inserted, opened, strict=True)])
 
 
 def _table() -> Table:
@@ -384,11 +374,3 @@ def _with(datasets: list[int], dataset_id: int) -> list[int]:
     if not datasets or dataset_id > datasets[-1]:
         return [*datasets, dataset_id]
     return sorted({*datasets, dataset_id})
-
-
-def _appended(text: str | None, datasets: list[int], dataset_id: int) -> str | None:
-    """``text``, the stored JSON of ``datasets``, with ``dataset_id`` appended where ``_with``
-    appends it; None where there is no such text or ``_with`` sorts."""
-    if text is None or not datasets or dataset_id <= datasets[-1]:
-        return None
-    return f"{text[:-1]}, {dataset_id}]"

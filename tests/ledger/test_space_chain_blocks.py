@@ -15,7 +15,7 @@ from sqlalchemy.orm import Session
 
 from app.core.database import Database
 from app.datasets.models import Dataset
-from app.ledger import live_cache, space_chain, spaces
+from app.ledger import space_chain, spaces
 from app.ledger.hashing import iso_utc, record_hash
 from app.ledger.spaces import PatientBlock
 from tests.conftest import small_dataset
@@ -151,7 +151,6 @@ def test_split_blocks_keep_their_datasets_whatever_the_stored_text_and_the_uploa
             session.connection().exec_driver_sql(
                 f"UPDATE {PatientBlock.__tablename__} SET datasets = ? WHERE id = ?",
                 (f"[{made['a']},{made['c']}]", both.id))
-    live_cache.forget()  # read as a process that did not write the blocks reads them
     _put(any_client, made["b"], ids["b"])  # older than c: between a and c in the lists
     _put(any_client, made["d"], ids["d"])  # the newest: appended
     patterns = Counter(tuple(sorted(made[n] for n in cohorts if i in cohorts[n]))
