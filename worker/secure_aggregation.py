@@ -240,6 +240,8 @@ class MendedSecAggPlus(SecAggPlusWorkflow):
     Here a site is in the round's protocol from the key sharing it completed on (one that left
     before has no masks in anyone's vector), and a site that leaves after it has its masks
     rebuilt only against the sites whose vectors were summed (the only masks in the sum).
+    ``tests/federated``'s ``test_flowers_own_secagg_plus_still_needs_the_mend`` fails once
+    Flower's own workflow no longer needs this.
     """
 
     def share_keys_stage(self, grid: Grid, context: LegacyContext, state: Any) -> bool:

@@ -12,16 +12,22 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from flwr.common import ndarrays_to_parameters, parameters_to_ndarrays
 from flwr.server import ServerConfig, start_server
+from flwr.server.workflow import SecAggPlusWorkflow
 
 from app.federation import signing
 from app.federation.models import Federation
 from bench.clinics import address
 from tests.federated.plans import mechanism
-from worker import federated_site
+from worker import federated_site, secure_aggregation
 from worker.federated_coordinator import FederationAverage, Report
 from worker.federated_site import RoundRefused, SiteRun
 from worker.federated_watch import Contact
-from worker.secure_aggregation import SecureServer
+from worker.secure_aggregation import (
+    UPDATE_RANGE,
+    WEIGHT_SCALE,
+    SecureServer,
+    threshold,
+)
 
 SHAPES = [(3,), (2, 2)]
 STEPS = {"a": 1.0, "b": 5.0, "c": 100.0}  # what each site's round adds to every weight
@@ -68,14 +74,9 @@ def _federation(keys: dict[str, Ed25519PrivateKey], where: str) -> Federation:
                               "round_timeout_seconds": 30})
 
 
-@pytest.mark.parametrize("dropped", ["forger", "killed", "liar", "none"])
-def test_the_global_model_moves_by_the_weighted_mean_of_the_signed_sites_updates(
-        monkeypatch: pytest.MonkeyPatch, dropped: str) -> None:
-    """Site c takes no part: it answers with a key it did not declare (refused at the setup
-    stage), or it dies in its round after sharing its keys (its masks rebuilt from a and b's
-    shares), or its masked vector declares a mechanism off the plan (dropped by the coordinator,
-    its masks rebuilt); either way the sum is a and b's, unmasked. Or it takes part, its
-    update of 100 clipped to secure aggregation's range (16)."""
+def _federate(monkeypatch: pytest.MonkeyPatch, dropped: str, rounds: int = 2
+              ) -> tuple[FederationAverage, SecureServer, list[_Site]]:
+    """Run ``rounds`` secure rounds of sites a, b and c (c ``dropped`` as the test says)."""
     monkeypatch.setattr(Report, "write", lambda self, state: None)
     keys = {name: Ed25519PrivateKey.generate() for name in STEPS}
     where = address()
@@ -96,10 +97,22 @@ def test_the_global_model_moves_by_the_weighted_mean_of_the_signed_sites_updates
         thread.start()
     server = SecureServer(strategy, 2, 30.0)
     history = start_server(server_address=where, server=server,
-                           config=ServerConfig(num_rounds=2, round_timeout=30))
+                           config=ServerConfig(num_rounds=rounds, round_timeout=30))
     for thread in threads:
         thread.join(timeout=30)
     assert history is not None
+    return strategy, server, sites
+
+
+@pytest.mark.parametrize("dropped", ["forger", "killed", "liar", "none"])
+def test_the_global_model_moves_by_the_weighted_mean_of_the_signed_sites_updates(
+        monkeypatch: pytest.MonkeyPatch, dropped: str) -> None:
+    """Site c takes no part: it answers with a key it did not declare (refused at the setup
+    stage), or it dies in its round after sharing its keys (its masks rebuilt from a and b's
+    shares), or its masked vector declares a mechanism off the plan (dropped by the coordinator,
+    its masks rebuilt); either way the sum is a and b's, unmasked. Or it takes part, its
+    update of 100 clipped to secure aggregation's range (16)."""
+    strategy, server, sites = _federate(monkeypatch, dropped)
     rounds = strategy.report.rounds
     final = parameters_to_ndarrays(server.parameters)
     if dropped == "none":  # 2 rounds of (3 x 1 + 1 x 5 + 1 x 16) / 5
@@ -129,3 +142,23 @@ def test_a_site_that_requires_secure_aggregation_refuses_a_plain_round() -> None
                                                                 {"server_round": 1})
     assert plain.rounds_run == 1 and metrics["site"] == "b"
     np.testing.assert_allclose(weights[0], 5.0)
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")  # a, b refuse
+def test_flowers_own_secagg_plus_still_needs_the_mend(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Flower's workflow unmended, site c refused at the setup stage: Flower still counts c as
+    dropped when unmasking, so a and b are asked for shares of a key c never shared, refuse
+    (``RoundChecks``) and the round is halted with no sites. When this test fails, Flower has
+    fixed it: drop ``MendedSecAggPlus`` (``worker.secure_aggregation``)."""
+
+    def unmended(min_sites: int, declared: int, timeout: float) -> SecAggPlusWorkflow:
+        return SecAggPlusWorkflow(
+            num_shares=1.0, reconstruction_threshold=threshold(min_sites, declared),
+            clipping_range=UPDATE_RANGE, max_weight=float(WEIGHT_SCALE), timeout=timeout)
+
+    monkeypatch.setattr(secure_aggregation, "workflow", unmended)
+    strategy, server, _ = _federate(monkeypatch, "forger", rounds=1)
+    assert [r["sites"] for r in strategy.report.rounds] == [[]]
+    assert [r["refused"] for r in strategy.report.rounds] == [["c"]]
+    for layer in parameters_to_ndarrays(server.parameters):  # the global model did not move
+        np.testing.assert_array_equal(layer, 0.0)
