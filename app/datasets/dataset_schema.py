@@ -184,6 +184,9 @@ class DatasetSchema(RequestModel):
     id_kind: Literal["text", "integer"] = Field(default="text", description=(
         "with id_column: text (an id is its text; a Parquet integer, its decimal text) or "
         'integer (whole numbers, one id each: "007", "+7" and a Parquet 7 are all "7")'))
+    extra_columns: Literal["refuse", "ignore"] = Field(default="refuse", description=(
+        "an uploaded column the schema does not declare: refused (422), or ignored (never "
+        "read nor kept; the dataset lists its name)"))
 
     @property
     def feature_names(self) -> list[str]:
@@ -215,14 +218,15 @@ class FeaturesOnly(DatasetSchema):
 OUTCOME_ADDITIONS = ("horizon_days", "code", "description", "bands")
 DEFAULT_ADDITIONS = {"id_kind": "text"}
 """Fields added after schemas were first hashed, left out of the hash while unset (outcome) or
-at their default: every declaration stored before them (datasets, artifacts) keeps its hash."""
+at their default: every declaration stored before them (datasets, artifacts) keeps its hash.
+``extra_columns`` never counts: how a file is read is no part of what a model reads."""
 
 
 def schema_hash(schema: DatasetSchema) -> str:
     """SHA-256 of the canonical JSON (sorted keys, defaults included, no whitespace): the same
     declaration always hashes the same, whatever key order or defaults it was sent with
     (``OUTCOME_ADDITIONS`` count only when declared, ``DEFAULT_ADDITIONS`` off default)."""
-    document = schema.model_dump(mode="json")
+    document = schema.model_dump(mode="json", exclude={"extra_columns"})
     for key, default in DEFAULT_ADDITIONS.items():
         if document.get(key) == default:
             document.pop(key)
@@ -372,13 +376,9 @@ def _check_outcome(outcome: Outcome, at: str, *, upload: bool) -> None:
 
 def check_schema(schema: DatasetSchema, *, at: str = "schema", upload: bool = False) -> None:
     """Apply the declaration's rules; the first broken one is an ``InvalidRequest`` (422).
-
-    Args:
-        schema: the parsed declaration.
-        at: the path of the schema in the request body, prefixed to every field named.
-        upload: a new upload's declaration, which must also label its outcome and declare its
-            bands (schemas stored before those fields existed still read).
-    """
+    ``at``: the schema's path in the request body, prefixed to every field named; ``upload``:
+    a new upload's, which must also label its outcome and declare its bands (schemas stored
+    before those fields existed still read)."""
     if not 1 <= len(schema.features) <= MAX_FEATURES:
         raise _fail(f"{at}.features", "needs 1 to 200 features", f"[1, {MAX_FEATURES}] features")
     if len(schema.attributes) > MAX_ATTRIBUTES:

@@ -42,7 +42,7 @@ import numpy as np
 import pyarrow as pa
 
 from app.core.errors import InvalidRequest
-from app.datasets import record_coins, table_readers, table_store
+from app.datasets import projection, record_coins, table_readers, table_store
 from app.datasets.dataset_schema import DatasetSchema, check_schema
 from app.datasets.ingest_checks import BatchRows, CheckedBatch, ErrorLog, check_batch
 from app.datasets.schemas import MAX_ROWS
@@ -79,6 +79,7 @@ class PendingUpload:
     sha256: str  # of the file's bytes: its name once kept
     format: TableFormat  # the media type and its CSV dialect: part of the kept file's name
     patient_words: np.ndarray | None = None  # ``patient_digest`` of the ids, sorted, when asked
+    ignored: tuple[str, ...] = ()  # the file's columns the schema ignores (not in ``source``)
 
     def commit(self, *, link: bool = False) -> StoredTable:
         """Keep the file (``link``: hard-linked, for a spool nobody writes again)."""
@@ -136,11 +137,14 @@ def ingest_and_store(path: Source, *, media_type: MediaType, schema: DatasetSche
     fmt = media_type_of(media_type)
     kept = _ingest(path, fmt, schema, lambda: _Columns(schema, False, id_digest,
                                                        patient_digest=patient_digest))
+    if kept.ignored:  # what is kept is the schema's columns only
+        path = projection.project(path, fmt, schema)
+        sha256 = table_store.file_sha256(path)
     return PendingUpload(n_rows=kept.n_rows, ids=kept.ids(), imputed=kept.imputed,
                          fingerprint=kept.fingerprint, id_words=kept.id_words(),
                          source=path, media_type=fmt.media_type, data_dir=data_dir,
                          sha256=sha256 or table_store.file_sha256(path), format=fmt,
-                         patient_words=kept.patient_words())
+                         patient_words=kept.patient_words(), ignored=tuple(kept.ignored))
 
 
 def _ingest(path: Source, media_type: MediaType, schema: DatasetSchema,
@@ -148,15 +152,16 @@ def _ingest(path: Source, media_type: MediaType, schema: DatasetSchema,
     check_schema(schema)
     fmt = media_type_of(media_type)
     if fmt.media_type == PARQUET:
-        return _validate(schema, lambda log, skipped: table_readers.parquet_batches(
-            path, schema, log), columns)
+        return _validate(schema, lambda log, skipped, ignored: table_readers.parquet_batches(
+            path, schema, log, ignored), columns)
     try:
-        return _validate(schema, lambda log, skipped: table_readers.csv_batches(
-            path, schema, log, skipped, as_bytes=False, fmt=fmt), columns, first_try=True,
-            decimal=fmt.decimal)
+        return _validate(schema, lambda log, skipped, ignored: table_readers.csv_batches(
+            path, schema, log, skipped, as_bytes=False, fmt=fmt, ignored=ignored), columns,
+            first_try=True, decimal=fmt.decimal)
     except pa.ArrowInvalid:  # text where Arrow wanted a number, or bad UTF-8: find the rows
-        return _validate(schema, lambda log, skipped: table_readers.csv_batches(
-            path, schema, log, skipped, as_bytes=True, fmt=fmt), columns, decimal=fmt.decimal)
+        return _validate(schema, lambda log, skipped, ignored: table_readers.csv_batches(
+            path, schema, log, skipped, as_bytes=True, fmt=fmt, ignored=ignored), columns,
+            decimal=fmt.decimal)
 
 
 class _Columns:
@@ -181,6 +186,7 @@ class _Columns:
         self.id_chunks: list[pa.Array] = []
         self.id_array: IdColumn | None = None
         self.imputed = dict.fromkeys(schema.feature_names, 0)
+        self.ignored: list[str] = []  # the header's columns the schema ignores
 
     def add(self, batch: CheckedBatch, log: ErrorLog) -> None:
         first, self.n_rows = self.n_rows, self.n_rows + len(batch.outcome)
@@ -351,7 +357,7 @@ def _validate(schema: DatasetSchema, open_batches: Callable[..., Batches],
     log = ErrorLog()
     skipped: list[int] = []  # CSV lines dropped for a wrong number of fields
     kept = columns()
-    batches = open_batches(log, skipped)
+    batches = open_batches(log, skipped, kept.ignored)
     try:
         _read(kept, batches, log, skipped, decimal)
     except (pa.ArrowInvalid, OSError) as exc:

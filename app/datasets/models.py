@@ -97,6 +97,8 @@ class Dataset(Base):
     table_sha256: Mapped[str | None] = mapped_column(String(64), nullable=True)
     table_media_type: Mapped[str | None] = mapped_column(String(64), nullable=True)
     imputed: Mapped[dict[str, int] | None] = mapped_column(JSON, nullable=True)
+    # The uploaded file's columns its schema ignores (names from the header: no data).
+    ignored_columns: Mapped[list[str] | None] = mapped_column(JSON, nullable=True)
     # An upload's patients against the organisation's earlier tables (patient_index.Overlap:
     # patients, already_known, new, shared_with), and the earlier dataset whose rows its rows
     # equal (they share their patients' spend): exact intake facts, for the tables' holders.

@@ -173,6 +173,9 @@ class DatasetOut(ResponseModel):
         description="values imputed with the reference, per feature: an exact count of the "
         "uploaded table, shown to admins and data stewards only (null for other roles)"
     )
+    ignored_columns: list[str] | None = Field(
+        default=None, description='the uploaded file\'s columns its schema ignores '
+        '(extra_columns "ignore": never read nor kept; null: none)')
     patients: PatientOverlapOut | None = Field(
         default=None, description="the upload's patients against the organisation's earlier "
         "tables: exact counts, shown to admins and data stewards only (null for other roles, "

@@ -40,9 +40,12 @@ _BOM = b"\xef\xbb\xbf"
 COMMA_SEPARATED = TableFormat(CSV)
 
 
-def header_errors(names: list[str], schema: DatasetSchema, log: ErrorLog) -> None:
+def header_errors(names: list[str], schema: DatasetSchema, log: ErrorLog,
+                  ignored: list[str] | None = None) -> None:
     """Each column of the schema exactly once, no other (linear in the header's length); a name
-    that differs from a missing one only in case gets a "did you mean"."""
+    that differs from a missing one only in case gets a "did you mean". Under the schema's
+    ``extra_columns`` "ignore" any other column is added to ``ignored`` instead (but an
+    unlabelled follow-up's outcome, and a did-you-mean, stay errors)."""
     if len(names) > settings.upload_max_columns:
         log.add(f"{len(names)} columns", f"at most {settings.upload_max_columns} columns "
                 "(settings.upload_max_columns)")
@@ -50,7 +53,9 @@ def header_errors(names: list[str], schema: DatasetSchema, log: ErrorLog) -> Non
     expected = schema.columns
     listed = ", ".join(expected)
     present, declared = Counter(names), set(expected)
-    for name in sorted(n for n, count in present.items() if count > 1):
+    ignoring = schema.extra_columns == "ignore"
+    for name in sorted(n for n, count in present.items()
+                       if count > 1 and (n in declared or not ignoring)):
         log.add("column appears more than once", "each column once", column=name)
     missing = [c for c in expected if c not in present]
     for name in missing:
@@ -62,6 +67,10 @@ def header_errors(names: list[str], schema: DatasetSchema, log: ErrorLog) -> Non
                     "follow-up labelled to send outcomes)", f"the columns {listed}", column=name)
             continue
         hint = by_case.get(name.casefold())
+        if ignoring and hint is None:
+            if ignored is not None:
+                ignored.append(name)
+            continue
         did_you_mean = "" if hint is None else f": did you mean {hint!r}?"
         log.add(f"unexpected column{did_you_mean}", f"the columns {listed}", column=name)
 
@@ -91,7 +100,8 @@ def _read_header(source: Source, log: ErrorLog) -> bytes | None:
     return head
 
 
-def _csv_header(source: Source, schema: DatasetSchema, fmt: TableFormat, log: ErrorLog) -> None:
+def _csv_header(source: Source, schema: DatasetSchema, fmt: TableFormat, log: ErrorLog,
+                ignored: list[str] | None) -> None:
     head = _read_header(source, log)
     if head is None:
         return
@@ -117,7 +127,7 @@ def _csv_header(source: Source, schema: DatasetSchema, fmt: TableFormat, log: Er
                    if fmt.delimiter == "," else " (as the Content-Type declares)")
         log.add(f"the header is separated by {others[0]}", f"{fmt.describe()}{declare}")
         return
-    header_errors(names, schema, log)
+    header_errors(names, schema, log, ignored)
 
 
 def _csv_types(schema: DatasetSchema, *, as_bytes: bool) -> dict[str, pa.DataType]:
@@ -134,11 +144,12 @@ def _csv_types(schema: DatasetSchema, *, as_bytes: bool) -> dict[str, pa.DataTyp
 
 
 def csv_batches(source: Source, schema: DatasetSchema, log: ErrorLog, skipped: list[int], *,
-                as_bytes: bool, fmt: TableFormat = COMMA_SEPARATED
-                ) -> Generator[pa.RecordBatch, None, None]:
+                as_bytes: bool, fmt: TableFormat = COMMA_SEPARATED,
+                ignored: list[str] | None = None) -> Generator[pa.RecordBatch, None, None]:
     """The CSV's batches, typed for the schema (``as_bytes``: every column as bytes, to name
-    the rows of values Arrow cannot convert), in the request's dialect ``fmt``."""
-    _csv_header(source, schema, fmt, log)
+    the rows of values Arrow cannot convert), in the request's dialect ``fmt``; the columns
+    the schema ignores are named in ``ignored`` and never converted."""
+    _csv_header(source, schema, fmt, log, ignored)
     if log:
         log.complete = False
         return
@@ -181,10 +192,11 @@ def _next_or_none(reader: Any) -> pa.RecordBatch | None:
         return None
 
 
-def parquet_batches(source: Source, schema: DatasetSchema,
-                    log: ErrorLog) -> Generator[pa.RecordBatch, None, None]:
+def parquet_batches(source: Source, schema: DatasetSchema, log: ErrorLog,
+                    ignored: list[str] | None = None) -> Generator[pa.RecordBatch, None, None]:
     """The Parquet file's batches, once its schema matches and its page headers show that
-    reading it stays within the upload limits (``app.datasets.parquet_limits``)."""
+    reading it stays within the upload limits (``app.datasets.parquet_limits``); the columns
+    the schema ignores are named in ``ignored`` and never read."""
     path = source
     try:
         if not parquet_limits.footer_fits(path, log):
@@ -196,7 +208,7 @@ def parquet_batches(source: Source, schema: DatasetSchema,
         log.add("not a Parquet file", PARQUET)
         log.complete = False
         return
-    header_errors(table.schema_arrow.names, schema, log)
+    header_errors(table.schema_arrow.names, schema, log, ignored)
     for field in table.schema_arrow:
         kind = field.type.value_type if pa.types.is_dictionary(field.type) else field.type
         if field.name in schema.columns and not _readable(kind):

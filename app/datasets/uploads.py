@@ -101,6 +101,7 @@ def accept(*, session: Session, received: ReceivedUpload) -> Dataset:
     dataset.record_secret = received.secret
     dataset.source_fingerprint = source_identity(dataset, upload.fingerprint)
     dataset.table_sha256, dataset.imputed = upload.sha256, upload.imputed
+    dataset.ignored_columns = list(upload.ignored) if upload.ignored else None
     dataset.table_media_type = upload.media_type
     dataset.state = READY
     session.flush()

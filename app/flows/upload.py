@@ -17,7 +17,7 @@ from app.auth.principal import Principal
 from app.core.database import get_database
 from app.core.errors import DomainError, problem_body
 from app.core.settings import settings
-from app.datasets import claims, patient_index, service, upload_queue, uploads
+from app.datasets import claims, patient_index, projection, service, upload_queue, uploads
 from app.datasets.claims import ClaimedUpload, UploadInProgress
 from app.datasets.encoding import encoder_for
 from app.datasets.models import Dataset, Upload, UploadState
@@ -111,6 +111,7 @@ def ingest(*, upload: Upload, worker_id: str) -> UploadState | None:
             "instance": instance})
     if state is not None:
         Path(upload.spool_path).unlink(missing_ok=True)
+        projection.projected_path(Path(upload.spool_path)).unlink(missing_ok=True)
     return state
 
 

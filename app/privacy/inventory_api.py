@@ -155,6 +155,9 @@ DATASETS = [
         PUBLIC_INPUT: "id name public created_at schema schema_hash state data_erased_at",
         PUBLIC_BY_CONVENTION: "rows training_rows holdout_rows calibration_rows evaluation_rows",
     }),
+    entry("DatasetOut.ignored_columns", PUBLIC_INPUT,
+          "the names of the columns an upload's header carried that its schema ignores: "
+          "the caller's own header, no value of any row"),
     entry("DatasetOut.imputed", Release.INTAKE,
           "exact counts of values imputed in an upload: served only to admins and data "
           "stewards, who hold the table; null for every other role"),
@@ -266,7 +269,7 @@ AUDITS = [
 ]
 
 DECLARED_SCHEMA = [
-    *fields("DatasetSchema-Output", {PUBLIC_INPUT: "subgroups id_column id_kind"},
+    *fields("DatasetSchema-Output", {PUBLIC_INPUT: "subgroups id_column id_kind extra_columns"},
             note="the data steward's declaration (public bounds, categories, references, codes), "
             "never a statistic of the rows"),
     *fields("FeatureSpec-Output", {PUBLIC_INPUT: "name kind label unit lower upper model_lower "
