@@ -26,7 +26,7 @@ from app.core.negotiation import REPORT_RESPONSES, PrefersHtml
 from app.core.openapi import problems
 from app.core.pagination import Limit, Offset
 from app.core.settings import settings
-from app.datasets import patient_ids, service, upload_queue
+from app.datasets import patient_ids, service, table_format, upload_queue
 from app.datasets.claims import ClaimedUpload
 from app.datasets.ingest import media_type_of
 from app.datasets.models import Dataset, Upload
@@ -110,6 +110,8 @@ def get_dataset(
     openapi_extra={"requestBody": {"required": True, "content": {
         "text/csv": {"schema": {"type": "string"}},
         "application/vnd.apache.parquet": {"schema": {"type": "string", "format": "binary"}},
+        "application/octet-stream": {"schema": {"type": "string", "format": "binary"},
+                                     "description": "a Parquet file, told by its bytes"},
     }}},
 )
 async def put_dataset_data(
@@ -121,10 +123,14 @@ async def put_dataset_data(
     """Send an upload's rows (CSV with a header row, or Parquet), all or nothing: 202 with
     the upload (``Location``), which a worker ingests; with ``Prefer: wait=N``, 200 with the
     dataset now ``ready`` (or the 4xx problem) if it ends in time."""
-    content_type = media_type_of(request.headers.get("content-type", "")).content_type  # 415
+    content_type = request.headers.get("content-type", "")
+    if not table_format.by_content(content_type):
+        content_type = media_type_of(content_type).content_type  # 415 before the body
     claimed = await run_in_threadpool(upload_flow.claim, dataset_id=dataset_id)
     try:
         spooled = await _spool(request, claimed)
+        content_type = table_format.format_of_body(  # 415: octet-stream that is no Parquet
+            content_type, upload_flow.spool_path(claimed.token)).content_type
         upload_id = await run_in_threadpool(upload_flow.queue, claimed=claimed,
                                             spooled=spooled, media_type=content_type,
                                             principal=principal)

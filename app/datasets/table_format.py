@@ -20,13 +20,15 @@ from app.core.errors import UnsupportedMediaType
 
 CSV, PARQUET = "text/csv", "application/vnd.apache.parquet"
 MEDIA_TYPES = (CSV, PARQUET)
+OCTET_STREAM = "application/octet-stream"
+PARQUET_MAGIC = b"PAR1"  # a Parquet file's first and last four bytes
 _DELIMITERS = {",": "comma", ";": "semicolon", "\t": "tab"}
 _DECIMALS = {".": "point", ",": "comma"}
 _ALIASES = {"tab": "\t", "\\t": "\t"}
 # One parameter: a token name, "=", a token or a quoted string (RFC 9110 section 5.6.6).
 _PARAMETER = re.compile(r';\s*([^=;\s]+)\s*=\s*("(?:[^"\\]|\\.)*"|[^;]*?)\s*(?=;|$)')
 _ALLOWED = (f'{CSV} (UTF-8; optional parameters delimiter="," ";" or tab, decimal="." or ","), '
-            f"or {PARQUET}")
+            f"{PARQUET}, or {OCTET_STREAM} for a Parquet file (read by its content)")
 
 
 @dataclass(frozen=True)
@@ -117,3 +119,27 @@ def format_of(path: Path) -> TableFormat:
         if path.name.endswith(known.suffix) and path.name.count(".") == known.suffix.count("."):
             return known
     raise ValueError(f"{path.name} is not the name of a kept table")
+
+
+def by_content(content_type: str) -> bool:
+    """Whether the body's own bytes say its format (``application/octet-stream``, read as
+    Parquet when it is one: ``format_of_body``) rather than its ``Content-Type``."""
+    return content_type.partition(";")[0].strip().lower() == OCTET_STREAM
+
+
+def format_of_body(content_type: str, path: Path) -> TableFormat:
+    """The format of the body at ``path`` sent as ``content_type``: as declared, or for
+    ``application/octet-stream`` Parquet when its magic bytes begin and end the file; anything
+    else is a 415 (a CSV cannot be told by its bytes, nor its dialect guessed)."""
+    if not by_content(content_type):
+        return media_type_of(content_type)
+    size = path.stat().st_size
+    with path.open("rb") as f:
+        head = f.read(len(PARQUET_MAGIC))
+        f.seek(max(size - len(PARQUET_MAGIC), 0))
+        tail = f.read(len(PARQUET_MAGIC))
+    if size >= 2 * len(PARQUET_MAGIC) and head == tail == PARQUET_MAGIC:
+        return TableFormat(PARQUET)
+    raise _refused(content_type, f"an {OCTET_STREAM} body is read only as Parquet (its "
+                   f"magic bytes {PARQUET_MAGIC.decode()} begin and end the file); send a "
+                   f"CSV as {CSV}")
