@@ -33,7 +33,7 @@ from playwright.sync_api import Page, Route, expect  # noqa: E402
 
 pytestmark = pytest.mark.slow
 CLINIC_PATIENT = {"phq9": 20, "site": "south", "sleep_hours": 5.5, "prior_crisis": 1}
-CLINIC_COLUMNS = ["id", "phq9", "site", "sleep_hours", "prior_crisis"]
+CLINIC_COLUMNS = ["patient_id", "phq9", "site", "sleep_hours", "prior_crisis"]  # its id_column
 
 
 def _choose_clinic_model(page: Page, service: dict[str, Any]) -> None:
@@ -93,7 +93,7 @@ def test_csv_follows_the_chosen_schema_and_names_row_and_column(
     open_page(page, f"{service['base']}/dashboard", service["clinician"])
     _choose_clinic_model(page, service)
     page.fill("#csv-text", "\n".join([
-        "site,phq9,prior_crisis,sleep_hours,id,note",  # any column order; extras ignored
+        "site,phq9,prior_crisis,sleep_hours,patient_id,note",  # any order; extras ignored
         "South,20,yes,5.5,a-1,x",  # a category in another case is that category
         "west,3,0,8,a-2,y",
         "north,4,0,lots,a-3,z",
@@ -114,6 +114,12 @@ def test_csv_follows_the_chosen_schema_and_names_row_and_column(
     assert lines[0].startswith(",".join(CLINIC_COLUMNS) + ",probability,band")
     assert lines[1].startswith("a-1,20,south,5.5,1,0.")
     assert lines[2].startswith("a-2,3,,8,0,,,,,") and "west" in lines[2]
+
+    page.fill("#csv-text", "id,phq9,site,sleep_hours,prior_crisis\nb-1,20,south,5.5,1")
+    page.click("#csv-button")  # a plain ``id`` column still names the rows
+    expect(page.locator("#csv-caption")).to_have_text(re.compile(r"^Scored 1 of 1 rows"))
+    assert page.locator("#csv-ignored").count() == 0
+    assert "b-1" in page.locator("#csv-table tbody").inner_text()
 
     page.fill("#csv-text", "id,age,phq9\np,40,5")  # a crisis-schema CSV for the clinic model
     page.click("#csv-button")

@@ -7,7 +7,7 @@
 
 import { topReason } from "./chart.js";
 import { badge, clearErrors, errorMessage, h, markField, percent, request } from "./common.js";
-import { columnsOf, place, readPatients, toCsv } from "./csv.js";
+import { columnsOf, idColumnOf, place, readPatients, toCsv } from "./csv.js";
 import { requirementText } from "./schema.js";
 
 const BATCH_LIMIT = 10000;
@@ -32,13 +32,15 @@ function offer(link, rows, filename) {
 /** The CSV help follows the form's model: its columns and a template with the reference. */
 function columnsShown(model, features) {
   const template = byId("csv-template");
-  byId("csv-columns").textContent = model ? columnsOf(features).join(",") : "(no model chosen)";
+  const idName = idColumnOf(model?.schema);
+  byId("csv-columns").textContent = model ? columnsOf(features, idName).join(",")
+    : "(no model chosen)";
   if (!model) {
     template.hidden = true;
     return;
   }
   const reference = ["reference-patient", ...features.map((f) => f.reference)];
-  offer(template, [columnsOf(features), reference], `patients-model-${model.id}.csv`);
+  offer(template, [columnsOf(features, idName), reference], `patients-model-${model.id}.csv`);
 }
 
 /** An API error in a clinician's words where it names a feature of the form's model. */
@@ -148,8 +150,8 @@ function resultsTable(patients, modelText) {
 }
 
 /** The results as CSV: the columns sent, then what came back (or the row's error). */
-function resultRows(patients, features, modelId) {
-  const head = [...columnsOf(features), "probability", "band", "main_reason", "model_id",
+function resultRows(patients, features, modelId, idName) {
+  const head = [...columnsOf(features, idName), "probability", "band", "main_reason", "model_id",
     "error"];
   return [head, ...patients.map((p) => [
     p.id, ...features.map((f) => p.features[f.name]),
@@ -158,12 +160,13 @@ function resultRows(patients, features, modelId) {
   ])];
 }
 
-function showResults(patients, features, target, ignored) {
+function showResults(patients, features, target, ignored, idName) {
   const used = patients.find((p) => p.answer?.model)?.answer.model.id;
   const table = resultsTable(patients, used ? ` with model ${used}` : "");
   const download = h("a", { id: "csv-download", className: "download" },
     "Download the results (CSV)");
-  offer(download, resultRows(patients, features, target.id), `risk-scores-model-${target.id}.csv`);
+  offer(download, resultRows(patients, features, target.id, idName),
+    `risk-scores-model-${target.id}.csv`);
   const note = ignored.length
     ? h("p", { id: "csv-ignored", className: "help", text: `Columns not in model ${target.id}'s `
       + `schema, not sent: ${ignored.join(", ")}.` })
@@ -208,7 +211,7 @@ async function onCsv(event) {
       refuse(context.whyNot());
       return;
     }
-    read = readPatients(byId("csv-text").value, context.features());
+    read = readPatients(byId("csv-text").value, context.features(), context.idColumn());
     if (read.patients.length > BATCH_LIMIT) {
       throw new Error(`At most ${BATCH_LIMIT} rows at once; this CSV has `
         + `${read.patients.length}.`);
@@ -219,7 +222,7 @@ async function onCsv(event) {
   }
   byId("csv-result").replaceChildren(h("p", { text: `Scoring ${read.patients.length} rows\u2026` }));
   await scoreAll(read.patients, target.id);
-  showResults(read.patients, context.features(), target, read.ignored);
+  showResults(read.patients, context.features(), target, read.ignored, context.idColumn());
 }
 
 function onCsvFile(event) {

@@ -1,6 +1,7 @@
-// CSV text in and out for the scoring page, in the scoring model's columns: an optional ``id``
-// column and one column per feature of its declared schema, by name (any order; other columns
-// are ignored and named). Every problem names its row and column. No DOM here.
+// CSV text in and out for the scoring page, in the scoring model's columns: an optional id
+// column (the schema's id_column, else ``id``) and one column per feature of its declared
+// schema, by name (any order; other columns are ignored and named). Every problem names its
+// row and column. No DOM here.
 
 import { parseCell } from "./schema.js";
 
@@ -47,7 +48,7 @@ export function place(patient, column) {
   return `row ${patient.row} (line ${patient.line}), column ${column}`;
 }
 
-function headerOf(rows, features) {
+function headerOf(rows, features, idName) {
   const header = rows[0].cells.map((c) => c.toLowerCase());
   header.forEach((name, i) => {
     const first = header.indexOf(name);
@@ -59,14 +60,19 @@ function headerOf(rows, features) {
   const missing = features.filter((f) => !header.includes(f.name)).map((f) => f.name);
   if (missing.length) {
     throw new Error(`The header (line ${rows[0].line}) lacks the column(s) of the model's `
-      + `features: ${missing.join(", ")}. Expected: ${columnsOf(features).join(",")}.`);
+      + `features: ${missing.join(", ")}. Expected: ${columnsOf(features, idName).join(",")}.`);
   }
   return header;
 }
 
-function readRow(row, k, header, features) {
+/** The schema's id column: its declared ``id_column``, else ``id``. */
+export function idColumnOf(schema) {
+  return schema?.id_column || "id";
+}
+
+function readRow(row, k, header, features, idName) {
   const patient = { row: k + 1, line: row.line, id: "", features: {}, errors: [] };
-  const idColumn = header.indexOf("id");
+  const idColumn = header.indexOf(idName);
   if (idColumn >= 0) patient.id = row.cells[idColumn] ?? "";
   if (row.cells.length > header.length) {
     patient.errors.push(`row ${patient.row} (line ${row.line}) has ${row.cells.length} cells `
@@ -83,22 +89,24 @@ function readRow(row, k, header, features) {
 
 /**
  * CSV text as patients of the given schema features: ``{patients, ignored}``, each patient with
- * its row, line, id, features and ``error`` (null when every cell is valid); ``ignored`` names
- * the columns that are not the model's. A header problem throws.
+ * its row, line, id (from the column ``idName``, the schema's id column, or else from ``id``),
+ * features and ``error`` (null when every cell is valid); ``ignored`` names the columns that
+ * are not the model's. A header problem throws.
  */
-export function readPatients(text, features) {
+export function readPatients(text, features, idName = "id") {
   const rows = parseCsv(text);
   if (rows.length < 2) throw new Error("Give a header row and at least one patient row.");
-  const header = headerOf(rows, features);
-  const known = new Set(columnsOf(features));
+  const header = headerOf(rows, features, idName);
+  const used = header.includes(idName) || !header.includes("id") ? idName : "id";
+  const known = new Set(columnsOf(features, used));
   const ignored = header.filter((name) => name !== "" && !known.has(name));
-  const patients = rows.slice(1).map((row, k) => readRow(row, k, header, features));
+  const patients = rows.slice(1).map((row, k) => readRow(row, k, header, features, used));
   return { patients, ignored };
 }
 
-/** The columns of a CSV for these features: id, then the features in schema order. */
-export function columnsOf(features) {
-  return ["id", ...features.map((f) => f.name)];
+/** The columns of a CSV for these features: the id column, then the features in order. */
+export function columnsOf(features, idName = "id") {
+  return [idName, ...features.map((f) => f.name)];
 }
 
 /**

@@ -9,6 +9,7 @@
 // (model_id), so a patient is never scored by a model whose features the page did not show.
 
 import { initCsv } from "./batch.js";
+import { idColumnOf } from "./csv.js";
 import {
   clearErrors,
   dateText,
@@ -315,7 +316,7 @@ async function initScoring() {
       + "active model.");
   }
   state.columnsShown = initCsv({ confirm: confirmTarget, whyNot,
-    features: () => state.features });
+    features: () => state.features, idColumn: () => idColumnOf(state.shown?.schema) });
   fillModelSelect();
   showForm();
   document.body.dataset.ready = "true";
