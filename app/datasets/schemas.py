@@ -230,9 +230,11 @@ class UploadOut(ResponseModel):
     id: int
     dataset_id: int
     state: UploadState = Field(description="queued | ingesting | succeeded | failed")
-    media_type: str = Field(description="the Content-Type the body was sent with")
+    media_type: str = Field(description="the Content-Type the body was sent with (sent as "
+                            "application/octet-stream: the Parquet type its bytes showed)")
     size_bytes: int = Field(description="the body's size as sent")
-    sha256: str = Field(description="the SHA-256 of the body as sent (the kept file's name)")
+    sha256: str = Field(description="the SHA-256 of the body as sent (the kept file's name, "
+                        "unless the schema ignored some of its columns)")
     created_at: UtcDatetime
     finished_at: UtcDatetime | None
     dataset: DatasetOut | None = Field(
