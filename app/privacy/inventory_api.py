@@ -155,9 +155,8 @@ DATASETS = [
         PUBLIC_INPUT: "id name public created_at schema schema_hash state data_erased_at",
         PUBLIC_BY_CONVENTION: "rows training_rows holdout_rows calibration_rows evaluation_rows",
     }),
-    entry("DatasetOut.ignored_columns", PUBLIC_INPUT,
-          "the names of the columns an upload's header carried that its schema ignores: "
-          "the caller's own header, no value of any row"),
+    entry("DatasetOut.ignored_columns", PUBLIC_INPUT, "names of columns in an upload's "
+          "header that its schema ignores: the caller's own header, no value of any row"),
     entry("DatasetOut.imputed", Release.INTAKE,
           "exact counts of values imputed in an upload: served only to admins and data "
           "stewards, who hold the table; null for every other role"),
