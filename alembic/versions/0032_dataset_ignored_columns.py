@@ -3,8 +3,8 @@
 A schema may declare ``"extra_columns": "ignore"``: such columns are never read nor kept, and
 the dataset names them. Existing rows stay null (no column was ignored).
 
-Revision ID: 0031
-Revises: 0030
+Revision ID: 0032
+Revises: 0031
 Create Date: 2026-12-02 16:40:00
 """
 from collections.abc import Sequence
@@ -12,8 +12,8 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from alembic import op
 
-revision: str = '0031'
-down_revision: str | None = '0030'
+revision: str = '0032'
+down_revision: str | None = '0031'
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
