@@ -36,13 +36,15 @@ def _count_served(scored: RiskResult | RiskAnswer) -> None:
     served_scores.record(scored.model.id, p, band_index(p, scored.band_thresholds))
 
 
-def score(*, request: RiskRequest, principal: Principal) -> RiskResult:
-    """Score one patient and record the call.
+def score(*, request: RiskRequest, principal: Principal) -> RiskAnswer:
+    """Score one patient and record the call; the typed answer (n = 1) every format renders.
 
     Raises:
         ModelNotFound (404), a conflict (409), or the features' validation errors (422).
     """
-    answer = scoring_service.score(features=request.features, model_id=request.model_id)
+    answer = scoring_service.score_batch(patients=[request.features],
+                                         model_id=request.model_id,
+                                         at=scoring_service.single_path)
     audit.record_scoring(principal=principal, endpoint="risk", patients=1,
                          model_id=answer.model.id)
     _count_served(answer)

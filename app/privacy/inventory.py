@@ -4,7 +4,8 @@ Every field of every response body, every member an error body can add, every re
 header that is not standard HTTP, every variable of a report page, every structured log field
 and value formatted into a log message, and every Prometheus metric family has an entry naming
 the kinds of release it is made of (``app.privacy.releases``), each with its mechanism. The
-entries live in ``inventory_api`` (response bodies), ``inventory_http`` (error members, headers)
+entries live in ``inventory_api`` (response bodies; ``inventory_formats``: their other media
+types), ``inventory_http`` (error members, headers)
 and ``inventory_outputs`` (pages, logs, metrics); ``tests/privacy/test_release_inventory.py``
 walks the OpenAPI document, the templates, the log formatter, the logging calls and the metrics
 registry, ``test_inventory_problems.py`` and ``test_inventory_headers.py`` scan the source for
@@ -20,6 +21,7 @@ from pydantic import BaseModel, Field
 from app.privacy.inventory_api import API_ENTRIES
 from app.privacy.inventory_comparison import COMPARISON_ENTRIES
 from app.privacy.inventory_federation import FEDERATION_ENTRIES
+from app.privacy.inventory_formats import FORMAT_ENTRIES
 from app.privacy.inventory_http import HTTP_ENTRIES
 from app.privacy.inventory_monitoring import MONITORING_ENTRIES
 from app.privacy.inventory_outputs import OUTPUT_ENTRIES
@@ -38,7 +40,7 @@ RULE = (
 
 ENTRIES: tuple[Entry, ...] = (*API_ENTRIES, *STATISTICS_ENTRIES, *PATIENT_ENTRIES,
                                *MONITORING_ENTRIES, *COMPARISON_ENTRIES, *SEARCH_ENTRIES,
-                               *FEDERATION_ENTRIES,
+                               *FEDERATION_ENTRIES, *FORMAT_ENTRIES,
                                *HTTP_ENTRIES, *OUTPUT_ENTRIES)
 BY_WHERE: dict[str, Entry] = {e.where: e for e in ENTRIES}
 

@@ -1,0 +1,1 @@
+"""Score output formats: one renderer per media type, chosen by the request's ``Accept``."""
