@@ -7,12 +7,19 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from pydantic import BaseModel
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from app.core.methods import allowed_methods, literal_methods
-from app.core.schemas import ALLOWED_RANGES, NO_CONTROL_CHARACTERS, TEXT_RULE, refused_character
+from app.core.schemas import (
+    ALLOWED_RANGES,
+    NO_CONTROL_CHARACTERS,
+    TEXT_RULE,
+    ranges_of,
+    refused_character,
+)
 from app.core.validation import MAX_LISTED_ERRORS, listed
 
 PROBLEM_JSON = "application/problem+json"
@@ -126,10 +133,18 @@ def _field_name(loc: tuple[Any, ...]) -> str:
     return ".".join(parts) or "body"
 
 
-def _listed_error(err: dict[str, Any]) -> dict[str, Any]:
+def _body_ranges(request: Request) -> dict[str, str]:
+    """The ranges of the body model of the route ``request`` matched (none without one)."""
+    body_field = getattr(request.scope.get("route"), "body_field", None)
+    model = getattr(getattr(body_field, "field_info", None), "annotation", None)
+    return ranges_of(model) if isinstance(model, type) and issubclass(model, BaseModel) else {}
+
+
+def _listed_error(err: dict[str, Any], ranges: dict[str, str] | None = None) -> dict[str, Any]:
     ctx = err.get("ctx") or {}
     item: dict[str, Any] = {"field": _field_name(tuple(err["loc"])), "message": err["msg"]}
-    allowed = ALLOWED_RANGES.get(item["field"]) or _allowed_range(ctx)
+    field = item["field"]
+    allowed = (ranges or {}).get(field) or ALLOWED_RANGES.get(field) or _allowed_range(ctx)
     if allowed:
         item["allowed"] = allowed
     if "allowed" in ctx:
@@ -163,7 +178,8 @@ def _summary_detail(errors: list[dict[str, Any]], count: int, complete: bool) ->
 
 
 def _validation_problem(request: Request, exc: RequestValidationError) -> JSONResponse:
-    errors, count, complete = listed(exc.errors(), _listed_error)
+    ranges = _body_ranges(request)
+    errors, count, complete = listed(exc.errors(), lambda err: _listed_error(err, ranges))
     return problem(422, "validation-error", "Invalid request",
                    _summary_detail(errors, count, complete), request.url.path,
                    **error_list(errors, count=count, complete=complete))

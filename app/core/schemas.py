@@ -212,15 +212,33 @@ def register_param_range(name: str, info: FieldInfo) -> FieldInfo:
     return info
 
 
-def register_ranges(model: type[BaseModel], prefix: str = "") -> type[BaseModel]:
-    """Record the allowed range of every bounded field of ``model`` (recursively), under the
-    name a request spells it (its alias: ``schema.outcome.bands.low_medium``)."""
+def _collect_ranges(model: type[BaseModel], prefix: str, into: dict[str, str]) -> None:
     for name, info in model.model_fields.items():
         path = f"{prefix}{info.alias or name}"
         allowed = _range_of(info)
         if allowed:
-            ALLOWED_RANGES[path] = allowed
+            into[path] = allowed
         nested = _nested_model(info.annotation)
         if nested is not None:
-            register_ranges(nested, f"{path}.")
+            _collect_ranges(nested, f"{path}.", into)
+
+
+def register_ranges(model: type[BaseModel], prefix: str = "") -> type[BaseModel]:
+    """Record the allowed range of every bounded field of ``model`` (recursively), under the
+    name a request spells it (its alias: ``schema.outcome.bands.low_medium``)."""
+    _collect_ranges(model, prefix, ALLOWED_RANGES)
     return model
+
+
+_model_ranges: dict[type[BaseModel], dict[str, str]] = {}
+
+
+def ranges_of(model: type[BaseModel]) -> dict[str, str]:
+    """The allowed ranges of ``model``'s own fields: two request models may bound the same path
+    differently (a job's and a monitoring run's ``privacy.target_epsilon``), and an error
+    quotes the range of the body its route reads."""
+    if model not in _model_ranges:
+        found: dict[str, str] = {}
+        _collect_ranges(model, "", found)
+        _model_ranges[model] = found
+    return _model_ranges[model]

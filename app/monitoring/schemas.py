@@ -21,15 +21,17 @@ from app.core.schemas import (
 from app.jobs.models import JobStatus
 from app.jobs.results import HeldOutBin
 from app.jobs.schemas import ErrorOut
+from app.statistics.schemas import MIN_EPSILON as MIN_STATISTICS_EPSILON
 
 MAX_EPSILON = 100.0
 
 
 class MonitoringPrivacy(RequestModel):
     target_epsilon: PrivacyNumber = Field(
-        gt=0, le=MAX_EPSILON, description="the run's one release, at the follow-up's "
-        "budget delta; the first run of a model also releases the training dataset's feature "
-        "histograms (its reference) at this target, charged to that dataset")
+        ge=MIN_STATISTICS_EPSILON, le=MAX_EPSILON, description="the run's one release, at the "
+        "follow-up's budget delta; the first run of a model also releases the training "
+        "dataset's feature histograms (its reference) at this target, charged to that dataset "
+        "as a statistics release: hence the statistics' smallest epsilon")
 
 
 @register_ranges
