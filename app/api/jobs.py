@@ -1,8 +1,8 @@
 """Jobs API: thin routes over app.jobs.service and app.flows.jobs."""
 
-from typing import Annotated
+from typing import Annotated, Literal
 
-from fastapi import APIRouter, Request, Response, status
+from fastapi import APIRouter, Query, Request, Response, status
 from fastapi.responses import HTMLResponse, JSONResponse
 
 from app.auth.dependencies import require_roles
@@ -15,7 +15,7 @@ from app.core.negotiation import REPORT_RESPONSES, PrefersHtml
 from app.core.openapi import problems
 from app.core.pagination import Limit, Offset
 from app.flows import jobs as job_flow
-from app.jobs.schemas import JobCreate, JobOut, JobPage, JobStatus
+from app.jobs.schemas import JobCreate, JobOut, JobPage, JobStatus, JobStatusOut
 from app.reports import privacy_html as report_html
 from app.reports.html import negotiated
 from app.reports.schemas import JobPrivacyReport
@@ -57,9 +57,17 @@ def list_jobs(
                          dataset_id=dataset_id)
 
 
+JobView = Annotated[Literal["full", "status"], Query(
+    description="full (the default): the job with its plan, training request and results; "
+    "status: a small status poll (state, progress, model id, error) linking the full job")]
+
+
 @router.get("/{job_id}", dependencies=[READERS])
-def get_job(job_id: JobIdPath, session: SessionDep) -> JobOut:
-    """Read a job's status and progress."""
+def get_job(job_id: JobIdPath, session: SessionDep,
+            view: JobView = "full") -> JobOut | JobStatusOut:
+    """Read a job: in full, or with ``view=status`` only what a poll needs."""
+    if view == "status":
+        return job_flow.status_view(session=session, job_id=job_id)
     return job_flow.view(session=session, job_id=job_id)
 
 

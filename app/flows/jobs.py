@@ -14,7 +14,8 @@ from app.auth.principal import Principal
 from app.datasets import service as dataset_service
 from app.flows import training as training_flow
 from app.jobs import service as job_service
-from app.jobs.schemas import JobCreate, JobOut, JobPage
+from app.jobs.schemas import JobCreate, JobOut, JobPage, JobStatusOut
+from app.registry import service as registry_service
 from app.reports import privacy_report as reports
 from app.reports.schemas import JobPrivacyReport
 
@@ -52,6 +53,17 @@ def view(*, session: Session, job_id: int) -> JobOut:
     """
     return training_flow.job_view(session=session,
                                   job=job_service.get(session=session, job_id=job_id))
+
+
+def status_view(*, session: Session, job_id: int) -> JobStatusOut:
+    """The job's status poll: its state and progress, the full job by link.
+
+    Raises:
+        JobNotFound.
+    """
+    job = job_service.get(session=session, job_id=job_id)
+    return JobStatusOut.of(job, model_id=registry_service.model_id_for_job(session=session,
+                                                                           job_id=job.id))
 
 
 def cancel(*, session: Session, job_id: int, principal: Principal) -> JobOut:

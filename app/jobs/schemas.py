@@ -198,6 +198,28 @@ class JobOut(ResponseModel):
         )
 
 
+class JobStatusOut(ResponseModel):
+    """A job's status poll (``GET /v1/jobs/{id}?view=status``): what changes while it runs,
+    without its plan, training request and results (the full job is at ``href``)."""
+
+    id: int
+    kind: JobKind
+    dataset_id: int
+    status: JobStatus
+    progress: ProgressOut
+    model_id: int | None
+    error: ErrorOut | None
+    created_at: UtcDatetime
+    started_at: UtcDatetime | None
+    finished_at: UtcDatetime | None
+    href: str = Field(description="the full job (its plan, training request and results)")
+
+    @classmethod
+    def of(cls, job: Job, *, model_id: int | None) -> Self:
+        return cls.from_row(job, progress=job, model_id=model_id, error=ErrorOut.of(job),
+                            href=f"/v1/jobs/{job.id}")
+
+
 class JobPage(Page[JobOut]):
     pass
 

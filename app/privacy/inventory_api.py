@@ -208,6 +208,8 @@ JOBS = [
             note="an error code and the exception's type name; an audit's alarm quotes its "
             "epsilons"),
     *fields("JobPage", {PUBLIC_INPUT: PAGE}),
+    *fields("JobStatusOut", {PUBLIC_INPUT: "id kind dataset_id model_id created_at href",
+                             OPERATIONAL: "status started_at finished_at"}),
 ]
 
 JOB_REPORT = [
