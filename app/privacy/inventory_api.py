@@ -197,10 +197,8 @@ LEDGER_VIEWS = [
 ]
 
 JOBS = [
-    *fields("JobOut", {
-        PUBLIC_INPUT: "id kind dataset_id training model_id created_at",
-        OPERATIONAL: "status started_at finished_at",
-    }),
+    *fields("JobOut", {PUBLIC_INPUT: "id kind dataset_id training model_id created_at",
+                       OPERATIONAL: "status started_at finished_at"}),
     *fields("JobPrivacyOut", {LEDGER: "target_epsilon noise_multiplier delta sample_rate steps "
                                       "max_grad_norm epsilon_planned"}),
     *fields("ProgressOut", {LEDGER: "epoch epochs epsilon_spent"}),
