@@ -26,8 +26,11 @@ from worker.histogram_metrics import (
     Stats,
     band_of_bins,
     intervals,
+    is_rate,
+    noisy_draws,
+    pivot_intervals,
     project_nonnegative,
-    replicates,
+    released_summary,
     representatives,
     summary,
 )
@@ -84,15 +87,36 @@ class Scored:
 
 def score(noisy: np.ndarray, rel: Release, thresholds: Mapping[str, float],
           rng: np.random.Generator, n_bootstrap: int) -> Scored:
-    """Post-process one noisy histogram: estimates, metrics, and bootstrap intervals."""
+    """Post-process one noisy histogram: estimates, metrics, and bootstrap intervals.
+
+    The scalar metrics are read off the counts as released (``released_summary``: unbiased
+    numerators and denominators), the per-bin curves off the projected counts. Replicates are
+    drawn around the projected counts (the plausible truth ``G``); a scalar's interval is the
+    basic one about its released figure from the replicates' deviations from ``G``'s figure
+    (the estimator's error, noise and sampling both), a curve's the percentile one. Rates are
+    clipped to [0, 1], and each interval widened to hold its own point estimate.
+    """
     estimate = project_nonnegative(noisy)
     stats = summary(estimate, rel.edges, thresholds)
+    released = released_summary(noisy, rel.edges, thresholds)
     low: Stats = {}
     high: Stats = {}
     if n_bootstrap > 0:
-        boot = summary(replicates(estimate, rel.noise_std, n_bootstrap, rng), rel.edges,
-                       thresholds)
-        low, high = intervals(boot, CI_LEVEL)
+        draws = noisy_draws(estimate, rel.noise_std, n_bootstrap, rng)
+        low, high = intervals(summary(project_nonnegative(draws), rel.edges, thresholds),
+                              CI_LEVEL)
+        boot = released_summary(draws, rel.edges, thresholds)
+        scalar_low, scalar_high = pivot_intervals(
+            released, {k: boot[k] - stats[k] for k in released}, CI_LEVEL)
+        low.update(scalar_low)
+        high.update(scalar_high)
+    for key, value in released.items():
+        if is_rate(key):
+            value = np.clip(value, 0.0, 1.0)
+        stats[key] = value
+        if key in low:
+            bounds = (np.minimum(low[key], value), np.maximum(high[key], value))
+            low[key], high[key] = (np.clip(b, 0.0, 1.0) if is_rate(key) else b for b in bounds)
     return Scored(stats, low, high, rel.noise_std, band_of_bins(rel.edges, thresholds))
 
 

@@ -5,9 +5,13 @@ in one place; the reports show them as stored.
 """
 
 POST_PROCESSING = (
-    "Each outcome's noisy counts (per histogram) are projected onto the non-negative counts "
-    "nearest to them with the same total (clamping each cell at 0 alone would inflate sparse "
-    "counts); every metric is then computed from these estimates only."
+    "ROC-AUC, PR-AUC, Brier score, prevalence and the band figures are read off the noisy "
+    "counts as released: each is a ratio of sums of cells, or of products of two different "
+    "cells, whose noise is independent with mean 0, so they carry no bias from the noise beyond "
+    "a ratio's small second-order one (rates clipped to [0, 1]). The per-bin figures (the "
+    "reliability bins, the ROC curve) are read off the non-negative counts nearest to the "
+    "released ones with the same total per outcome (a projection, which keeps them monotone "
+    "but pulls a ranking towards chance where noise dominates a bin)."
 )
 
 DEFINITIONS = {
@@ -38,9 +42,12 @@ DEFINITIONS = {
     "band or a higher one. precision = positives / rows; recall = positives / all positives; "
     "share_of_rows = rows / all rows.",
     "ci": "95% parametric bootstrap over the release: plausible true counts are drawn around the "
-    "estimates (Poisson), fresh Gaussian noise of the release's std is added, the same "
-    "post-processing is repeated, and the 2.5th and 97.5th percentiles of each metric are kept. "
-    "The interval covers sampling variation and the DP noise.",
+    "projected counts (Poisson), fresh Gaussian noise of the release's std is added and the "
+    "same estimators are applied; a figure's interval is its released value minus the 97.5th "
+    "and 2.5th percentiles of the replicates' errors (basic interval; per-bin figures: the "
+    "replicates' percentiles), widened to hold the figure. It covers the held-out rows' "
+    "sampling and the DP noise: the truth covered is the model's figure on the population "
+    "they were drawn from (bench/coverage.py).",
     "none": "A metric is None when its noisy denominator is below twice the noise std of that "
     "denominator (it could be 0), or below 1; ROC-AUC and PR-AUC also need 5 positives and 5 "
     "negatives. An interval is None when over 2.5% of replicates leave it undefined.",
@@ -55,4 +62,5 @@ def ci_method(n_bootstrap: int, noise_multiplier: float) -> str:
         return "none (n_bootstrap=0)"
     noise = "fresh Gaussian noise of the release's std" if noise_multiplier > 0 else "no noise"
     return (f"parametric bootstrap over the released counts, {n_bootstrap} replicates "
-            f"(Poisson sampling around the estimates plus {noise}), percentile interval")
+            f"(Poisson sampling around the projected counts plus {noise}), basic interval "
+            "about each released figure (per-bin figures: percentile)")

@@ -69,6 +69,8 @@ class FeatureDriftOut(ResponseModel):
     bins: list[str] = Field(description="the public bins (from the declared bounds)")
     reference: list[float] | None = Field(description="the reference's noisy proportions")
     follow_up: list[float] = Field(description="the follow-up's noisy proportions")
+    notes: list[str] = Field(default_factory=list, description="why a distance is withheld "
+                             "(the release's noise alone would make it too large to quote)")
 
 
 class MonitoringRunOut(ResponseModel):

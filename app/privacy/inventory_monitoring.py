@@ -32,7 +32,7 @@ MONITORING_ENTRIES: list[Entry] = [
           "releases, with intervals: post-processing of those releases"),
     *fields("FeatureDriftOut", {
         PUBLIC_INPUT: "name bins",
-        (DP_EVALUATION, DP_STATISTICS): "psi psi_ci wasserstein wasserstein_ci verdict",
+        (DP_EVALUATION, DP_STATISTICS): "psi psi_ci wasserstein wasserstein_ci verdict notes",
         DP_EVALUATION: "follow_up",
         DP_STATISTICS: "reference",
     }),

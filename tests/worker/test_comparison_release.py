@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from app.datasets.parts import PartRows
-from worker.evaluation import evaluated
-from worker.monitoring.comparison import release_pair
+from worker.evaluation import evaluate, evaluated
+from worker.monitoring.comparison import release_pair, withhold_alike
 from worker.monitoring.drift import performance_drift
 
 EDGES = np.array([0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9])
@@ -71,3 +71,20 @@ def test_every_cell_has_the_noise_of_the_shared_sensitivity() -> None:
              for k in range(200)]
     assert np.std(draws) == np.std(draws)  # finite
     assert abs(float(np.std(draws)) - 2.0) < 0.05  # sqrt(2 (1 + 1)) = 2
+
+
+def test_a_figure_one_model_cannot_support_is_withheld_for_both() -> None:
+    """At epsilon 1 the champion's ROC-AUC was withheld and the challenger's shown: the same
+    rows and noise, so neither is shown, with the reason."""
+    rng = np.random.default_rng(3)
+    y = (rng.random(2000) < 0.3).astype(np.int64)
+    p = np.clip(0.1 + 0.3 * y + rng.normal(0, 0.05, 2000), 0.001, 0.999)
+    ours, theirs = (evaluate(y, p, groups={}, noise_multiplier=1.0,
+                             band_thresholds=THRESHOLDS, rng=rng, n_bootstrap=20)
+                    for _ in range(2))
+    ours["roc_auc"], ours["roc_auc_ci"] = None, None  # as the floor withholds it
+    assert theirs["roc_auc"] is not None and theirs["brier"] is not None
+    assert withhold_alike(ours, theirs)
+    assert theirs["roc_auc"] is None and theirs["roc_auc_ci"] is None
+    assert theirs["brier"] is not None  # shown for both: untouched
+    assert not withhold_alike(ours, theirs)  # nothing left to align

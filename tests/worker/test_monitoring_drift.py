@@ -69,13 +69,18 @@ def test_no_false_alarm_between_releases_of_one_distribution() -> None:
 
 def test_no_false_alarm_where_noise_alone_pushes_psi_over_the_threshold() -> None:
     """300 rows, noise std 5: the plug-in PSI of one distribution averages ~0.16, above the 0.1
-    threshold, so "psi > threshold" would alarm most of the time; the verdict must not."""
+    threshold, so "psi > threshold" would alarm most of the time; the verdict must not, and
+    PSI is withheld where noise alone would make it that large (its bias is not under control
+    there), with the reason."""
     rng = np.random.default_rng(12)
     runs = [_drift(rng, 300, 5.0, SHARES) for _ in range(100)]
-    assert np.mean([r["psi"] > 0.1 for r in runs]) > 0.4  # the naive rule's: observed 71%
-    # observed: 0 of 100 "drift"
+    assert np.mean([r["psi"] is not None and r["psi"] > 0.1 for r in runs]) <= 0.05
     assert sum(r["verdict"] == "drift" for r in runs) / 100 <= 0.05
-    assert all(r["psi_ci"][0] <= r["psi"] for r in runs)
+    withheld = [r for r in runs if r["psi"] is None]
+    assert len(withheld) >= 50  # observed: all 100 (noise alone: PSI ~0.16)
+    assert all(r["psi_ci"] is None and "psi withheld" in r["notes"][0] for r in withheld)
+    assert all(r["wasserstein_ci"][0] <= r["wasserstein"] <= r["wasserstein_ci"][1]
+               for r in runs)
 
 
 def test_a_clear_shift_is_drift() -> None:

@@ -58,6 +58,31 @@ def release_pair(rows: dataset_parts.PartRows, probabilities: tuple[np.ndarray, 
     return first, second
 
 
+LIKE_WITH_LIKE = ("a figure one model's release could not support is withheld for both models "
+                  "(like with like)")
+
+
+def withhold_alike(ours: Any, theirs: Any) -> bool:
+    """Withhold, in both evaluations (same shape), every figure with an interval that either
+    withholds: the two releases have the same noise and rows, so a figure shown for one model
+    and withheld for the other would compare a number with nothing. True if any was."""
+    changed = False
+    if isinstance(ours, dict) and isinstance(theirs, dict):
+        for key in ours.keys() & theirs.keys():
+            if f"{key}_ci" in ours and (ours[key] is None) != (theirs[key] is None):
+                for side in (ours, theirs):
+                    side[key] = side[f"{key}_ci"] = None
+                    if key == "brier":
+                        side["brier_baseline"] = None
+                changed = True
+            elif isinstance(ours[key], dict | list):
+                changed = withhold_alike(ours[key], theirs[key]) or changed
+    elif isinstance(ours, list) and isinstance(theirs, list) and len(ours) == len(theirs):
+        for a, b in zip(ours, theirs, strict=True):
+            changed = withhold_alike(a, b) or changed
+    return changed
+
+
 def run(session: Any, job: Job, rng: np.random.Generator) -> dict[str, Any]:
     """The comparison's release and results (the caller finishes the job with them)."""
     asked = job.training["comparison"]
@@ -74,6 +99,8 @@ def run(session: Any, job: Job, rng: np.random.Generator) -> dict[str, Any]:
                                  edges=edges, noise_multiplier=job.noise_multiplier, rng=rng)
     ours, theirs = (evaluated(rel, thresholds, rng, N_BOOTSTRAP) for rel in (first, second))
     notes = list(asked.get("notes", []))
+    if withhold_alike(ours, theirs):
+        notes.append(LIKE_WITH_LIKE)
     if dict(challenger.band_thresholds) != thresholds:
         notes.append("the models' high bands differ: precision and recall at the high band "
                      "are both taken at the champion's")

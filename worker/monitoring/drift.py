@@ -5,16 +5,13 @@ training-time evaluation (``worker.evaluation``) plus a noisy histogram of each 
 bins. Everything here reads only those released counts and their known Gaussian noise std (every
 cell independent), so each figure is post-processing and costs no privacy.
 
-Noise biases these statistics: PSI is >= 0 and inflated by noise even when nothing changed,
-and a metric of the projected (non-negative) counts moves with the noise per cell, more so for
-a small group or a small follow-up. So every interval is a *basic* (reverse-percentile)
-parametric bootstrap interval ``[2 t - q_hi, 2 t - q_lo]``: the replicates, drawn around the
-estimate ``t`` (``worker.histogram_metrics.replicates``: Poisson sampling, fresh noise of the
-release's std, re-projected), carry the bias once more, and reflecting them about ``t`` removes
-it to first order (a percentile interval would add it again). For the performance metrics that
-was not enough (the pull is steeper in the truth's sparse cells than in the projected ones the
-bootstrap starts from), so their intervals read all but the calibration slope off the counts
-as released, where they have no projection bias at all (``worker.monitoring.ratios``,
+Noise biases these statistics. A feature's distances (PSI, Wasserstein-1, any registered in
+``worker.monitoring.distances``) are inflated by noise even when nothing changed; each is
+estimated with that inflation matched and removed (``worker.monitoring.distances.estimate``).
+A metric of the projected (non-negative) counts moves with the noise per cell, more so for a
+small group or a small follow-up, so the performance intervals are *basic* (reverse-percentile)
+parametric bootstrap intervals that read all but the calibration slope off the counts as
+released, where they have no projection bias at all (``worker.monitoring.ratios``,
 ``score_units``).
 ``worker.monitoring.fairness`` (gaps within one release) uses the helpers here.
 """
@@ -32,10 +29,10 @@ from worker.evaluation import MIN_CLASS_ROWS, NOISE_FLOOR, json_safe
 from worker.histogram_metrics import (
     Stats,
     project_nonnegative,
-    ratio,
-    replicates,
     representatives,
 )
+from worker.monitoring.distances import DISTANCES
+from worker.monitoring.distances.estimate import Estimate, estimate
 from worker.monitoring.ratios import ratio_metrics
 from worker.monitoring.verdicts import (
     basic_interval,
@@ -43,10 +40,6 @@ from worker.monitoring.verdicts import (
     verdict,
 )
 
-PSI_FLOOR_COUNTS = 0.5
-"""Counts spread over a histogram's bins (0.5 / n_bins each) before PSI's proportions: its log
-needs every proportion > 0, and half a row in all, far below any release's noise, matters only
-where a bin is (estimated) empty on one side."""
 METRICS = ("roc_auc", "brier", "calibration_in_the_large", "calibration_slope",
            "precision_high", "recall_high")
 IDEAL = {"calibration_in_the_large": 0.0, "calibration_slope": 1.0}
@@ -71,19 +64,6 @@ def floor(noise_std: float, cells: int, minimum: float = 1.0) -> float:
 
 # --- features -----------------------------------------------------------------------------------
 
-def _proportions(counts: np.ndarray, spread: float) -> np.ndarray:
-    total = counts.sum(axis=-1, keepdims=True)
-    return np.where(total > 0, ratio(counts + spread / counts.shape[-1], total + spread), np.nan)
-
-
-def _psi_w1(ref: np.ndarray, fup: np.ndarray, centres: np.ndarray) -> tuple[np.ndarray, ...]:
-    """PSI (floored proportions) and Wasserstein-1 on the centres (plain proportions)."""
-    p_r, p_f = _proportions(ref, PSI_FLOOR_COUNTS), _proportions(fup, PSI_FLOOR_COUNTS)
-    psi = ((p_f - p_r) * np.log(p_f / p_r)).sum(axis=-1)
-    cdf_gap = np.cumsum(_proportions(fup, 0.0) - _proportions(ref, 0.0), axis=-1)[..., :-1]
-    return psi, (np.abs(cdf_gap) * np.diff(centres)).sum(axis=-1)
-
-
 def _check_features(reference: NoisyHistogram, follow_up: NoisyHistogram, centres: np.ndarray,
                     n_bootstrap: int, level: float) -> None:
     shape = np.shape(reference.counts)
@@ -97,23 +77,21 @@ def _check_features(reference: NoisyHistogram, follow_up: NoisyHistogram, centre
         raise ValueError("n_bootstrap must be >= 0 and level in (0, 1)")
 
 
-def _drift_verdict(values: tuple[np.ndarray, ...], boots: tuple[np.ndarray, ...], level: float,
-                   thresholds: tuple[float, float | None]) -> dict[str, Any]:
-    """psi_ci, wasserstein_ci (clipped at 0) and the verdict (``feature_drift``'s rule)."""
-    out: dict[str, Any] = {"verdict": "inconclusive"}
-    checks = []  # (low, high, threshold) of each distance with a threshold
-    for key, value, boot, threshold in zip(("psi", "wasserstein"), values, boots, thresholds,
-                                           strict=True):
-        low, high = (float(b) for b in basic_interval(value, boot, level))
-        out[f"{key}_ci"] = None if math.isnan(low) else [max(0.0, low), max(0.0, high)]
+def _drift_verdict(found: dict[str, Estimate], thresholds: Mapping[str, float | None]) -> str:
+    """"drift" when a distance's lower bound exceeds its threshold, "no_drift" when every
+    thresholded distance's upper bound is below it, else "inconclusive"."""
+    checks: list[tuple[float, float, float]] = []
+    for name, threshold in thresholds.items():
         if threshold is not None:
+            low, high = found[name].low, found[name].high
+            if low is None or high is None:
+                return "inconclusive"
             checks.append((low, high, threshold))
-    if all(math.isfinite(low) and math.isfinite(high) for low, high, _ in checks):
-        if any(low > threshold for low, _, threshold in checks):
-            out["verdict"] = "drift"
-        elif all(high < threshold for _, high, threshold in checks):
-            out["verdict"] = "no_drift"
-    return out
+    if not checks:
+        return "inconclusive"
+    if any(low > t for low, _, t in checks):
+        return "drift"
+    return "no_drift" if all(high < t for _, high, t in checks) else "inconclusive"
 
 
 def feature_drift(reference: NoisyHistogram, follow_up: NoisyHistogram, *,
@@ -122,11 +100,10 @@ def feature_drift(reference: NoisyHistogram, follow_up: NoisyHistogram, *,
                   wasserstein_threshold: float | None = None) -> dict[str, Any]:
     """Has one feature's distribution moved between two noisy histograms on the same bins?
 
-    Each side is projected to non-negative counts (total kept), then to proportions, with
-    ``PSI_FLOOR_COUNTS`` spread over its bins for PSI = sum (p_f - p_r) ln(p_f / p_r) only;
-    Wasserstein-1 is the area between the two CDFs on the ``centres``. Intervals are basic
-    bootstrap intervals (module docstring) clipped at 0: noise inflates both distances even
-    between identical distributions, and the reflection takes that inflation back out.
+    Each side is projected to non-negative counts (total kept); every registered distance
+    (``worker.monitoring.distances``: PSI, Wasserstein-1 on the ``centres``) is then estimated
+    without the noise's bias, with an interval that covers the distance between the two
+    cohorts' histograms (``worker.monitoring.distances.estimate``).
 
     Verdict: "drift" when the interval's lower bound exceeds ``psi_threshold`` (or, if given,
     W1's exceeds ``wasserstein_threshold``), i.e. the distance is above the threshold at
@@ -138,13 +115,14 @@ def feature_drift(reference: NoisyHistogram, follow_up: NoisyHistogram, *,
         reference, follow_up: 1-d noisy counts over the same public bins, with their noise std.
         centres: (n_bins,) increasing public values of the bins, in the feature's units.
         rng: the bootstrap's generator.
-        n_bootstrap: replicates (0: no intervals, verdict "inconclusive").
+        n_bootstrap: noise draws (0: no intervals, verdict "inconclusive").
         level: the intervals' two-sided coverage.
         psi_threshold, wasserstein_threshold: the smallest distance that counts as drift.
 
     Returns:
-        psi, psi_ci, wasserstein, wasserstein_ci, verdict, reference_rows, follow_up_rows
-        (floats rounded by ``worker.evaluation.json_safe``; None where undefined).
+        per registered distance ``<name>`` and ``<name>_ci`` (None where withheld, the reason
+        in ``notes``); verdict, reference_rows, follow_up_rows (floats rounded by
+        ``worker.evaluation.json_safe``; None where undefined).
 
     Raises:
         ValueError: mismatched or non-1-d shapes, centres not increasing, bad noise or level.
@@ -156,16 +134,23 @@ def feature_drift(reference: NoisyHistogram, follow_up: NoisyHistogram, *,
     n_bins = len(centres)
     usable = (ref.sum() >= floor(reference.noise_std, n_bins)
               and fup.sum() >= floor(follow_up.noise_std, n_bins))
-    psi, w1 = _psi_w1(ref, fup, centres)
-    out: dict[str, Any] = {"psi": psi if usable else None, "psi_ci": None,
-                           "wasserstein": w1 if usable else None, "wasserstein_ci": None,
-                           "verdict": "inconclusive", "reference_rows": ref.sum(),
-                           "follow_up_rows": fup.sum()}
+    out: dict[str, Any] = {"verdict": "inconclusive", "reference_rows": ref.sum(),
+                           "follow_up_rows": fup.sum(), "notes": []}
+    thresholds = {name: d.threshold for name, d in DISTANCES.items()}
+    thresholds.update(psi=psi_threshold, wasserstein=wasserstein_threshold)
+    found = {name: estimate(d, ref, fup, stds=(reference.noise_std, follow_up.noise_std),
+                            centres=centres, rng=rng, n_bootstrap=n_bootstrap, level=level)
+             for name, d in DISTANCES.items()} if usable else {}
+    for name in DISTANCES:
+        out[name], out[f"{name}_ci"] = None, None
+        got = found.get(name)
+        if got is not None and got.withheld is not None:
+            out["notes"].append(got.withheld)
+        elif got is not None:
+            out[name] = got.value
+            out[f"{name}_ci"] = None if got.low is None else [got.low, got.high]
     if usable and n_bootstrap > 0:
-        boot_ref, boot_fup = (replicates(side[:, None], h.noise_std, n_bootstrap, rng)[..., 0]
-                              for side, h in ((ref, reference), (fup, follow_up)))
-        out.update(_drift_verdict((psi, w1), _psi_w1(boot_ref, boot_fup, centres), level,
-                                  (psi_threshold, wasserstein_threshold)))
+        out["verdict"] = _drift_verdict(found, thresholds)
     return json_safe(out)
 
 
@@ -261,7 +246,7 @@ def side_usable(counts: np.ndarray, edges: np.ndarray, thresholds: Mapping[str, 
 
 @dataclass(frozen=True)
 class Scored:
-    """Metrics of the projected counts (usable ones only, else NaN) and their replicates,
+    """Metrics as released (usable ones only, else NaN) and their replicates,
     placed for projection-free basic intervals (``score_units``)."""
 
     estimate: Stats  # metric -> (units,)
@@ -273,14 +258,12 @@ def score_units(counts: np.ndarray, noise_std: float, edges: np.ndarray,
                 n_bootstrap: int) -> Scored:
     """Score noisy (units, n_bins, 2) counts and ``n_bootstrap`` replicates of them.
 
-    Estimates: the projected counts' metrics, as the evaluation shows them. Intervals are
-    projection-free: all but the slope are also read off the counts as released
-    (``ratio_metrics``: unbiased numerators and denominators whatever the noise), and each
-    replicate (Poisson draws around the projected counts plus fresh noise, scored the same way)
-    is stored as its deviation from its truth (the projected counts' metrics) plus 2 t - r (t
-    the estimate, r the released figure), so the basic interval about t, ``2 t - q``, is r
-    minus the deviations' quantiles, for any contrast of units too (a change, a gap). Where t
-    and r differ (large noise) the interval is off-centre: it, not the point, is the answer.
+    Estimates: all but the slope read off the counts as released (``ratio_metrics``: unbiased
+    numerators and denominators whatever the noise), as the evaluation shows them; the slope
+    off the projected counts. Each replicate (Poisson draws around the projected counts plus
+    fresh noise, scored the same way) is stored as its deviation from its truth (the projected
+    counts' metrics) plus the estimate ``r``, so the basic interval about r, ``2 r - q``, is r
+    minus the deviations' quantiles, for any contrast of units too (a change, a gap).
 
     Raises:
         ValueError: ``medium_high`` is not a bin edge (the high band would not be whole bins).
@@ -294,8 +277,8 @@ def score_units(counts: np.ndarray, noise_std: float, edges: np.ndarray,
     if noise_std > 0:
         draws += rng.normal(0.0, noise_std, draws.shape)
     boot = side_metrics(draws, edges, thresholds, project_nonnegative(draws))
-    return Scored({k: np.where(usable[k], v, np.nan) for k, v in point.items()},
-                  {k: boot[k] + point[k] - released[k] for k in METRICS})
+    return Scored({k: np.where(usable[k], v, np.nan) for k, v in released.items()},
+                  {k: boot[k] - point[k] + released[k] for k in METRICS})
 
 
 def _harm(metric: str, ref: np.ndarray, fup: np.ndarray) -> np.ndarray:
@@ -306,8 +289,11 @@ def _harm(metric: str, ref: np.ndarray, fup: np.ndarray) -> np.ndarray:
 
 
 def _change(metric: str, ref: Scored, fup: Scored, level: float) -> list[dict[str, Any]]:
-    """Per unit: both values, the change, its interval, and the verdict (on the harm)."""
+    """Per unit: both values, the change, its interval, and the verdict (on the harm). A value
+    one side's release cannot support is withheld on both (like with like)."""
     x, y = ref.estimate[metric], fup.estimate[metric]
+    both = np.isfinite(x) & np.isfinite(y)
+    x, y = np.where(both, x, np.nan), np.where(both, y, np.nan)
     bx, by = ref.boot[metric], fup.boot[metric]
     low, high = basic_interval(y - x, by - bx, level)
     harm = _harm(metric, x, y)

@@ -81,7 +81,7 @@ def _feature_results(bins: list[FeatureBins], follow: dict[str, np.ndarray], std
         entry: dict[str, Any] = {"name": b.name, "bins": b.labels, "follow_up": share,
                                  "reference": None, "psi": None, "psi_ci": None,
                                  "wasserstein": None, "wasserstein_ci": None,
-                                 "verdict": "inconclusive"}
+                                 "verdict": "inconclusive", "notes": []}
         if reference is not None and b.name in reference:
             ref_counts, ref_std = reference[b.name]
             ref = np.asarray(ref_counts, dtype=float)
