@@ -313,6 +313,8 @@ def test_privacy_page_lists_datasets_models_and_links_reports(
     assert cells.nth(0).inner_text() == f"{report['budget']['epsilon']:g}"
     assert cells.nth(2).inner_text() == report["spent"]["epsilon_text"]
     assert "% spent" in cells.nth(4).inner_text()
+    # A privacy officer may not read what the patients spent on other tables: a bound.
+    assert cells.nth(3).inner_text().startswith("at most "), cells.nth(3).inner_text()
     ledger = page.locator("details").first
     ledger.locator("summary").click()
     assert f"Job {job['id']}" in ledger.inner_text()

@@ -117,6 +117,20 @@ export function remainingText(value) {
   return String(Number(roundSignificant(value, 3, Math.floor).toPrecision(3)));
 }
 
+/** What the dataset's next release can use: its own remaining budget, and the per-patient
+ * budget's. The tables' holders read what the dataset's most-spent patients have left (their
+ * report's patient_budget.remaining_epsilon); other roles may not learn which other tables hold
+ * the dataset's patients, so for them the figure is an upper bound ("at most"): the smaller of
+ * the dataset's remaining and the declared per-patient budget, both public. */
+export function nextRelease(report) {
+  const own = report.remaining.epsilon;
+  const patients = report.patient_budget;
+  if (!patients) return { epsilon: own, bound: false };
+  const perPatient = patients.remaining_epsilon ?? patients.epsilon;
+  const epsilon = own === null ? perPatient : Math.min(own, perPatient);
+  return { epsilon, bound: patients.remaining_epsilon === null };
+}
+
 export function deltaText(value) {
   if (value === null || value === undefined) return "\u2014";
   return value < 0.001 ? value.toExponential().replace("e-", "e\u2212") : String(value);

@@ -13,6 +13,7 @@ import {
   getJSON,
   h,
   initApiKey,
+  nextRelease,
   remainingText,
   reportHref,
   request,
@@ -60,10 +61,21 @@ function datasetRow(report) {
     h("td", { className: "num", text: budget.limited ? String(budget.epsilon) : "no limit" }),
     h("td", { className: "num", text: deltaText(budget.delta) }),
     h("td", { className: "num", text: spentText }),
-    h("td", { className: "num", text: remainingText(report.remaining.epsilon) }),
+    nextReleaseCell(report),
     h("td", {}, used),
     h("td", {}, h("a", { href }, `Report of dataset ${report.dataset_id}`)),
   );
+}
+
+function nextReleaseCell(report) {
+  const next = nextRelease(report);
+  const text = remainingText(next.epsilon);
+  return h("td", {
+    className: "num",
+    text: next.bound ? `at most ${text}` : text,
+    title: next.bound ? "The per-patient budget may allow less: what this dataset's patients "
+      + "have spent on other tables is shown to data stewards and admins only." : null,
+  });
 }
 
 /** A release's RDP at the filter's order: the figure the filter adds up (rounded up). */
@@ -191,7 +203,7 @@ async function showDatasets() {
     answer.data.items.map((d) => getJSON(`v1/datasets/${d.id}/privacy-report`)),
   );
   const datasetHeaders = [["Dataset", false], ["Budget \u03B5", true], ["Budget \u03B4", true],
-    ["Spent \u03B5 (composed)", true], ["Remaining \u03B5", true], ["Used", false],
+    ["Spent \u03B5 (composed)", true], ["Next release can use \u03B5", true], ["Used", false],
     ["Privacy report (with plot)", false]];
   document.getElementById("datasets").replaceChildren(table(
     "Privacy budget of each dataset (spend composed with R\u00E9nyi DP)", datasetHeaders,
