@@ -18,10 +18,12 @@ import json
 from functools import lru_cache
 from typing import Any
 
+import numpy as np
 from pydantic import BaseModel
 
+from app.bands import BANDS, band_index
 from app.datasets.encoding import built_encoder
-from app.scoring.answer import RiskAnswer, compact_contribution, contribution, direction_of
+from app.scoring.answer import NEUTRAL_BELOW, RiskAnswer, compact_contribution, contribution
 from app.scoring.schemas import TOP_CONTRIBUTIONS
 
 _encode = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode
@@ -82,26 +84,54 @@ def _compact_contribution(encoder_hash: str, index: int, value: float,
                 COMPACT_CONTRIBUTION_HOLES)
 
 
-def _contributions(answer: RiskAnswer, k: int) -> str:
-    row, phi, phi_p, digest = answer.raw[k], answer.phi[k], answer.phi_p[k], answer.encoder.hash
-    gone = answer.imputed.get(k, ())
-    parts = []
-    for i in answer.order[k]:
-        a, b, c, d = (_contribution(digest, i, row[i], True) if i in gone
-                      else _contribution(digest, i, row[i]))
-        parts.append(f'{a}{phi[i]!r}{b}{phi_p[i]!r}{c}"{direction_of(phi[i])}"{d}')
-    return ",".join(parts)
+def _all_contributions(answer: RiskAnswer) -> list[str]:
+    """Each patient's full contributions as the JSON text inside its list. The hot loop of a
+    batch (one pass per contribution): a template per (feature, value) looked up in a local
+    dict, the direction inline (``direction_of``'s rule)."""
+    digest, texts = answer.encoder.hash, []
+    templates: dict[tuple[int, float, bool], tuple[str, ...]] = {}
+    for k, (row, phi, phi_p, order) in enumerate(zip(answer.raw, answer.phi, answer.phi_p,
+                                                     answer.order, strict=True)):
+        gone = answer.imputed.get(k, ())
+        parts = []
+        for i in order:
+            key = (i, row[i], i in gone)
+            cut = templates.get(key)
+            if cut is None:
+                cut = templates[key] = _contribution(digest, *key)
+            p = phi[i]
+            way = "neutral" if -NEUTRAL_BELOW < p < NEUTRAL_BELOW else (
+                "raises" if p > 0 else "lowers")
+            parts.append(f'{cut[0]}{p!r}{cut[1]}{phi_p[i]!r}{cut[2]}"{way}"{cut[3]}')
+        texts.append(",".join(parts))
+    return texts
 
 
-def _compact_contributions(answer: RiskAnswer, k: int) -> str:
-    row, phi, phi_p, digest = answer.raw[k], answer.phi[k], answer.phi_p[k], answer.encoder.hash
-    gone = answer.imputed.get(k, ())
-    parts = []
-    for i in answer.order[k][:TOP_CONTRIBUTIONS]:
-        a, b, c = (_compact_contribution(digest, i, row[i], True) if i in gone
-                   else _compact_contribution(digest, i, row[i]))
-        parts.append(f'{a}"{direction_of(phi[i])}"{b}{phi_p[i]!r}{c}')
-    return ",".join(parts)
+def _top_contributions(answer: RiskAnswer) -> list[str]:
+    """Each patient's compact contributions as the JSON text inside its list."""
+    digest, texts = answer.encoder.hash, []
+    templates: dict[tuple[int, float, bool], tuple[str, ...]] = {}
+    for k, (row, phi, phi_p, order) in enumerate(zip(answer.raw, answer.phi, answer.phi_p,
+                                                     answer.order, strict=True)):
+        gone = answer.imputed.get(k, ())
+        parts = []
+        for i in order[:TOP_CONTRIBUTIONS]:
+            key = (i, row[i], i in gone)
+            cut = templates.get(key)
+            if cut is None:
+                cut = templates[key] = _compact_contribution(digest, *key)
+            p = phi[i]
+            way = "neutral" if -NEUTRAL_BELOW < p < NEUTRAL_BELOW else (
+                "raises" if p > 0 else "lowers")
+            parts.append(f'{cut[0]}"{way}"{cut[1]}{phi_p[i]!r}{cut[2]}')
+        texts.append(",".join(parts))
+    return texts
+
+
+def _bands(answer: RiskAnswer) -> list[str]:
+    """Every patient's band, at once (``band_index``: ``band_of`` on an array)."""
+    index = band_index(np.asarray(answer.probability), answer.band_thresholds)
+    return [BANDS[b].value for b in index.tolist()]
 
 
 def _imputed(answer: RiskAnswer, k: int) -> str:
@@ -113,9 +143,10 @@ def batch_json(answer: RiskAnswer) -> bytes:
     """The full batch answer (``RiskBatchResponse``) as UTF-8 JSON."""
     head, tail = _cut(answer.document([]), ("results",))
     r0, r1, r2, r3, r4, r5, r6 = _cut(answer.result(0), RESULT_HOLES)
+    contributions, bands = _all_contributions(answer), _bands(answer)
     results = [
         f'{r0}{_encode(answer.ids[k])}{r1}{answer.probability[k]!r}{r2}'
-        f'{answer.log_odds[k]!r}{r3}"{answer.band(k)}"{r4}[{_contributions(answer, k)}]{r5}'
+        f'{answer.log_odds[k]!r}{r3}"{bands[k]}"{r4}[{contributions[k]}]{r5}'
         f'{_imputed(answer, k)}{r6}'
         for k in range(len(answer))
     ]
@@ -126,9 +157,10 @@ def compact_json(answer: RiskAnswer) -> bytes:
     """The compact batch answer (``RiskBatchCompact``) as UTF-8 JSON."""
     head, tail = _cut(answer.compact_document([]), ("results",))
     r0, r1, r2, r3, r4, r5 = _cut(answer.compact_result(0), COMPACT_RESULT_HOLES)
+    contributions, bands = _top_contributions(answer), _bands(answer)
     results = [
-        f'{r0}{_encode(answer.ids[k])}{r1}{answer.probability[k]!r}{r2}"{answer.band(k)}"'
-        f'{r3}[{_compact_contributions(answer, k)}]{r4}{_imputed(answer, k)}{r5}'
+        f'{r0}{_encode(answer.ids[k])}{r1}{answer.probability[k]!r}{r2}"{bands[k]}"'
+        f'{r3}[{contributions[k]}]{r4}{_imputed(answer, k)}{r5}'
         for k in range(len(answer))
     ]
     return f"{head}[{','.join(results)}]{tail}".encode()
