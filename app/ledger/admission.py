@@ -131,7 +131,7 @@ def admit(session: Session, dataset: Budgeted, entry: LedgerEntry) -> None:
     """
     refused = shortfall(session=session, dataset=dataset, entry=entry)
     if refused is not None:
-        _refuse(refused, entry)
+        refuse(refused, entry)
 
 
 def _largest_fitting_target(
@@ -215,7 +215,8 @@ def over_budget(refused: Shortfall, entry: LedgerEntry, *, release: str,
     )
 
 
-def _refuse(refused: Shortfall, entry: LedgerEntry) -> NoReturn:
+def refuse(refused: Shortfall, entry: LedgerEntry) -> NoReturn:
+    """A job's BudgetExceeded: the largest target (same sample rate and steps) that fits."""
     largest = _largest_fitting_target(
         ledger_spend.tailed(refused.guard, [*refused.entries, entry]), refused.entries, entry,
         refused.spent)

@@ -11,7 +11,7 @@ release append events, never update rows. Every event extends the dataset's hash
 
 import math
 from dataclasses import dataclass
-from typing import Any, TypeGuard, cast
+from typing import Any, NoReturn, TypeGuard, cast
 
 from dp_accounting import DpEvent
 from sqlalchemy import select, update
@@ -33,6 +33,9 @@ from app.ledger.models import (
     LedgerEntry,
     dataset_ledger,
 )
+from app.ledger.release import Release, give_back, job_scope
+from app.ledger.release import commit as commit_release
+from app.ledger.release import entry_of as release_entry_of
 from app.ledger.spend import Budgeted
 from app.privacy import accounting, events
 from app.privacy.filter import RenyiFilter, filter_order
@@ -81,6 +84,63 @@ def lock_dataset(*, session: Session, dataset_id: int) -> LockedBudget:
     return LockedBudget(dataset_id, epsilon, delta, order, space_id)
 
 
+class StepComposed:
+    """A job's training (DP-SGD, a search, a federation's part, an audit's target): charged by
+    steps, so its event must be ``steps`` self-compositions of one subsampled step."""
+
+    name = "steps"
+
+    def columns(self, said: events.Description) -> dict[str, Any]:
+        if said.noise_multiplier is None or said.sample_rate is None or said.steps is None:
+            raise ValueError(f"a job's training event must be step-composed, not "
+                             f"{said.mechanism}")
+        return {"mechanism": said.mechanism, "noise_multiplier": said.noise_multiplier,
+                "sample_rate": said.sample_rate, "steps": said.steps}
+
+    def refuse(self, refused: Shortfall, entry: LedgerEntry, release: Release) -> NoReturn:
+        admission.refuse(refused, entry)
+
+
+STEP_COMPOSED = StepComposed()
+
+
+def reserve_release(*, session: Session, dataset: Budgeted, release: Release) -> LedgerEntry:
+    """Admit ``release`` if the composition of all charged entries plus it stays within the
+    dataset's (and its patients') budgets, and chain its reserve record: the one path every
+    kind of spend takes.
+
+    Must run in the transaction that inserts the release's owner; takes the dataset lock
+    first so the check and the insert are atomic with respect to other writers, and admits
+    against the budget read under that lock (``dataset`` supplies only its id).
+
+    Raises:
+        BudgetExceeded: by the release's kind (the largest target that fits, in its words).
+        PatientIdsRequired: the dataset's patients are in a space of its own (409).
+        ValueError: the event is not of its kind's shape (a caller's bug, not a request's).
+    """
+    columns = release.kind.columns(events.describe(release.event))
+    budget = lock_dataset(session=session, dataset_id=dataset.id)
+    spaces.check_keyed(session=session, space_id=budget.patient_space_id,
+                       dataset_id=dataset.id)
+    figures = accounting.epsilon_by_accountant([release.event], release.delta)
+    entry = LedgerEntry(
+        dataset_id=dataset.id, **release.scope.columns(), event=events.to_json(release.event),
+        **columns, clip_norm=release.clip_norm, delta=release.delta,
+        accountant=COMPOSITION_ACCOUNTANT, created_at=utcnow(),
+        epsilon_rdp=accounting.finite_or_none(figures["rdp"]),
+        epsilon_prv=accounting.finite_or_none(figures["prv"]),
+        tail_probability=release.tail_probability,
+    )
+    refused = shortfall(session=session, dataset=budget, entry=entry)
+    if refused is not None:
+        release.kind.refuse(refused, entry, release)
+    leave_out(session=session, dataset=budget, entry=entry)
+    session.add(entry)
+    session.flush()
+    chain.append(session=session, dataset_id=dataset.id, entry=entry, kind=RESERVE)
+    return entry
+
+
 def reserve(
     *,
     session: Session,
@@ -91,12 +151,7 @@ def reserve(
     delta: float,
     tail_probability: float | None = None,
 ) -> LedgerEntry:
-    """Admit job ``job_id``'s training ``event`` if the composition of all charged entries plus
-    it stays within budget.
-
-    Must run in the transaction that inserts the job; takes the dataset lock first so the check
-    and the insert are atomic with respect to other submissions, and admits against the budget
-    read under that lock (``dataset`` supplies only its id).
+    """Reserve job ``job_id``'s training ``event`` (``reserve_release`` with its scope).
 
     Args:
         event: what the training spends, as its family declares it (``Family.training_event``;
@@ -109,33 +164,12 @@ def reserve(
             taken out of every filter's delta that composes the entry (``spend.tailed``).
 
     Raises:
-        BudgetExceeded: the composed spend including this job would exceed the budget.
-        PatientIdsRequired: the dataset's patients are in a space of its own (409).
-        ValueError: the event is not step-composed (a family bug, not a request's).
+        as ``reserve_release``.
     """
     event = event.event if isinstance(event, accounting.Mechanism) else event
-    said = events.describe(event)
-    if said.noise_multiplier is None or said.sample_rate is None or said.steps is None:
-        raise ValueError(f"a job's training event must be step-composed, not {said.mechanism}")
-    budget = lock_dataset(session=session, dataset_id=dataset.id)
-    spaces.check_keyed(session=session, space_id=budget.patient_space_id,
-                       dataset_id=dataset.id)
-    figures = accounting.epsilon_by_accountant([event], delta)
-    entry = LedgerEntry(
-        dataset_id=dataset.id, job_id=job_id, event=events.to_json(event),
-        mechanism=said.mechanism, noise_multiplier=said.noise_multiplier,
-        sample_rate=said.sample_rate, steps=said.steps, clip_norm=clip_norm, delta=delta,
-        accountant=COMPOSITION_ACCOUNTANT, created_at=utcnow(),
-        epsilon_rdp=accounting.finite_or_none(figures["rdp"]),
-        epsilon_prv=accounting.finite_or_none(figures["prv"]),
-        tail_probability=tail_probability,
-    )
-    admission.admit(session, budget, entry)
-    leave_out(session=session, dataset=budget, entry=entry)
-    session.add(entry)
-    session.flush()
-    chain.append(session=session, dataset_id=dataset.id, entry=entry, kind=RESERVE)
-    return entry
+    return reserve_release(session=session, dataset=dataset, release=Release(
+        scope=job_scope(job_id), event=event, delta=delta, kind=STEP_COMPOSED,
+        clip_norm=clip_norm, tail_probability=tail_probability))
 
 
 def leave_out(*, session: Session, dataset: Budgeted, entry: LedgerEntry) -> None:
@@ -157,11 +191,7 @@ def left_out_of(*, session: Session, job_id: int) -> left_out.LeftOut | None:
 
 
 def _entry_for(session: Session, job_id: int) -> LedgerEntry | None:
-    return session.scalar(
-        select(LedgerEntry).where(LedgerEntry.job_id == job_id).execution_options(
-            populate_existing=True
-        )
-    )
+    return release_entry_of(session=session, scope=job_scope(job_id))
 
 
 def _locked_entry(session: Session, job_id: int) -> LedgerEntry | None:
@@ -183,8 +213,10 @@ def _open(entry: LedgerEntry | None) -> TypeGuard[LedgerEntry]:
 
 
 def _append(session: Session, entry: LedgerEntry, kind: str, steps: int | None = None) -> None:
-    chain.append(session=session, dataset_id=entry.dataset_id, entry=entry, kind=kind,
-                 steps=steps)
+    if kind == COMMIT:
+        commit_release(session=session, entry=entry, steps=steps)
+    else:
+        give_back(session=session, entry=entry)
 
 
 def commit_steps(*, session: Session, job_id: int, steps: int) -> None:

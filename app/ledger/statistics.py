@@ -13,18 +13,18 @@ good at once.
 
 import math
 from dataclasses import dataclass
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from dp_accounting.dp_event import DpEvent
 from sqlalchemy.orm import Session
 
-from app.core.time import utcnow
-from app.ledger import chain, spaces
+from app.ledger import release
 from app.ledger import service as ledger_service
 from app.ledger import spend as ledger_spend
-from app.ledger.models import COMMIT, RESERVE, LedgerEntry
+from app.ledger.models import LedgerEntry
+from app.ledger.release import Release, job_scope, statistics_scope
 from app.ledger.spend import Budgeted
-from app.privacy import accounting, events, fitting
+from app.privacy import events, fitting
 from app.privacy.figures import round_down
 
 
@@ -58,9 +58,28 @@ class ReleaseCharge:
         return said
 
 
-def _figures(charge: ReleaseCharge) -> dict[str, float]:
-    """The release's epsilon at its delta: by RDP, and by its tight figure ("prv" column)."""
-    return accounting.epsilon_by_accountant([charge.event], charge.delta)
+class OneShot:
+    """A release of one-shot mechanisms composed (statistics, a monitoring run's, a
+    comparison's): its noisy vectors' multipliers recorded as ``components``."""
+
+    name = "one_shot"
+
+    def columns(self, said: events.Description) -> dict[str, Any]:
+        if said.components is None or said.noise_multiplier is None:
+            raise ValueError(f"a statistics release is one-shot mechanisms composed, not "
+                             f"{said.mechanism}")
+        return {"mechanism": said.mechanism, "noise_multiplier": said.noise_multiplier,
+                "sample_rate": said.sample_rate, "steps": said.steps,
+                "components": said.components}
+
+    def refuse(self, refused: ledger_service.Shortfall, entry: LedgerEntry,
+               release: Release) -> NoReturn:
+        assert release.target_epsilon is not None
+        _refuse(refused, entry, ReleaseCharge(release.event, release.delta,
+                                              release.target_epsilon))
+
+
+ONE_SHOT = OneShot()
 
 
 def reserve_release(
@@ -68,44 +87,26 @@ def reserve_release(
     job_id: int | None = None,
 ) -> LedgerEntry:
     """Admit statistics release ``release_id`` (or the one-shot release of job ``job_id``: a
-    monitoring run, ``app.monitoring``) by the filter and chain its reserve record.
-
-    Takes the dataset lock first, in the transaction that inserts the release, so concurrent
-    jobs and releases are serialised and cannot overspend together.
+    monitoring run, ``app.monitoring``) by the filter and chain its reserve record
+    (``ledger_service.reserve_release``, the one path, with its scope).
 
     Raises:
         BudgetExceeded: as for a job: the spend so far, what remains, and the largest target
             epsilon (same queries and mechanism, at the same delta) that fits now.
         PatientIdsRequired: the dataset's patients are in a space of its own (409).
     """
-    budget = ledger_service.lock_dataset(session=session, dataset_id=dataset.id)
-    spaces.check_keyed(session=session, space_id=budget.patient_space_id,
-                       dataset_id=dataset.id)
-    figures, said = _figures(charge), charge.description
-    entry = LedgerEntry(
-        dataset_id=dataset.id, statistics_release_id=release_id, job_id=job_id,
-        mechanism=said.mechanism,
-        noise_multiplier=said.noise_multiplier, sample_rate=said.sample_rate, steps=said.steps,
-        clip_norm=1.0, delta=charge.delta, accountant=ledger_spend.COMPOSITION_ACCOUNTANT,
-        components=said.components, event=events.to_json(charge.event), created_at=utcnow(),
-        epsilon_rdp=accounting.finite_or_none(figures["rdp"]),
-        epsilon_prv=accounting.finite_or_none(figures["prv"]),
-    )
-    refused = ledger_service.shortfall(session=session, dataset=budget, entry=entry)
-    if refused is not None:
-        _refuse(refused, entry, charge)
-    ledger_service.leave_out(session=session, dataset=budget, entry=entry)
-    session.add(entry)
-    session.flush()
-    chain.append(session=session, dataset_id=dataset.id, entry=entry, kind=RESERVE)
-    return entry
+    if (release_id is None) == (job_id is None):
+        raise ValueError("a release is a statistics release's or a job's, exactly one")
+    scope = job_scope(job_id) if job_id is not None else statistics_scope(release_id or 0)
+    return ledger_service.reserve_release(session=session, dataset=dataset, release=Release(
+        scope=scope, event=charge.event, delta=charge.delta, kind=ONE_SHOT,
+        target_epsilon=charge.target_epsilon))
 
 
 def commit_release(*, session: Session, entry: LedgerEntry) -> None:
     """Charge the release for good: its noise was drawn on the data (same transaction, same
     lock as its reserve)."""
-    chain.append(session=session, dataset_id=entry.dataset_id, entry=entry, kind=COMMIT,
-                 steps=entry.steps)
+    release.commit(session=session, entry=entry)
 
 
 def largest_fitting_target(refused: ledger_service.Shortfall, charge: ReleaseCharge
