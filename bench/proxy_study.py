@@ -55,6 +55,7 @@ from app.core.errors import InvalidRequest  # noqa: E402
 from app.datasets import identity, record_coins  # noqa: E402
 from app.datasets.encoding import encoder_for  # noqa: E402
 from app.datasets.models import Dataset  # noqa: E402
+from app.datasets.rules import max_delta  # noqa: E402
 from app.jobs import recipe  # noqa: E402
 from app.jobs import service as job_service  # noqa: E402
 from app.jobs.schemas import JobCreate, TrainingConfig  # noqa: E402
@@ -102,7 +103,7 @@ def dataset_for(proxy: proxies.Proxy, parts: Parts) -> Dataset:
     return Dataset(id=1, name=proxy.name, source_kind="upload", n_rows=rows,
                    n_train=n[identity.Part.TRAIN], n_calibration=n[identity.Part.CALIBRATION],
                    seed=0, public=False,
-                   budget_delta=0.1 / rows if BUDGET_DELTA["rule"] == "max" else None,
+                   budget_delta=max_delta(rows) if BUDGET_DELTA["rule"] == "max" else None,
                    schema_json=proxy.schema.model_dump(mode="json", by_alias=True))
 
 
