@@ -2,11 +2,13 @@
 comparisons (``/v1/monitoring-runs/{id}/retrain``, ``/v1/models/{id}/comparisons``).
 
 A comparison's figures are post-processing of its one Gaussian release on the follow-up's
-evaluation part (both models' score-bin x outcome histograms); ``app.privacy.inventory_comparison``
-names each field.
+evaluation part (both models' score-bin x outcome histograms, ``worker.monitoring.comparison``:
+classified ``DP_EVALUATION``, the mechanism the training-time evaluation uses); its noise and
+target are the ledger's. Each response field names its release (``Released``); retraining from
+a run answers with a job (``JobOut``, classified with the jobs).
 """
 
-from typing import Any
+from typing import Annotated, Any
 
 from pydantic import Field
 
@@ -20,6 +22,13 @@ from app.core.schemas import (
 from app.jobs.models import JobStatus
 from app.jobs.schemas import ErrorOut
 from app.monitoring.schemas import MAX_EPSILON
+from app.privacy.annotations import Released
+from app.privacy.releases import Release
+
+PUBLIC = Released(Release.PUBLIC_INPUT)
+OPERATIONAL = Released(Release.OPERATIONAL)
+LEDGER = Released(Release.LEDGER)
+DP_EVALUATION = Release.DP_EVALUATION
 
 
 class RetrainPrivacy(RequestModel):
@@ -54,28 +63,37 @@ class ComparisonCreate(RequestModel):
 
 
 class ComparisonOut(ResponseModel):
-    id: int = Field(description="the comparison's job id")
-    champion_id: int
-    challenger_id: int
-    dataset_id: int
-    status: JobStatus
-    target_epsilon: float
-    delta: float | None = Field(description="null: a public follow-up (exact counts)")
-    noise_multiplier: float = Field(description="noise std over the release's L2 sensitivity")
-    l2_sensitivity: float | None = Field(description="sqrt(2 (1 + groupings)): one record is "
-                                         "one cell of each model's histograms (null: queued)")
-    champion: dict[str, Any] | None = Field(description="the champion's DP evaluation on the "
-                                            "follow-up's evaluation part (null: not done)")
-    challenger: dict[str, Any] | None = Field(description="the challenger's, from the same "
-                                              "release")
-    difference: dict[str, Any] | None = Field(
+    id: Annotated[int, PUBLIC] = Field(description="the comparison's job id")
+    champion_id: Annotated[int, PUBLIC]
+    challenger_id: Annotated[int, PUBLIC]
+    dataset_id: Annotated[int, PUBLIC]
+    status: Annotated[JobStatus, OPERATIONAL]
+    target_epsilon: Annotated[float, PUBLIC]
+    delta: Annotated[float | None, LEDGER] = Field(
+        description="null: a public follow-up (exact counts)")
+    noise_multiplier: Annotated[float, LEDGER] = Field(
+        description="noise std over the release's L2 sensitivity")
+    l2_sensitivity: Annotated[float | None, LEDGER] = Field(
+        description="sqrt(2 (1 + groupings)): one record is one cell of each model's "
+        "histograms (null: queued)")
+    champion: Annotated[dict[str, Any] | None, Released(
+        DP_EVALUATION, note="the champion's DP evaluation on the follow-up's evaluation part "
+        "(the training-time evaluation's shape: noisy histograms as released, every metric "
+        "post-processing)")] = Field(description="the champion's DP evaluation on the "
+                                     "follow-up's evaluation part (null: not done)")
+    challenger: Annotated[dict[str, Any] | None, Released(
+        DP_EVALUATION, note="the challenger's DP evaluation, from the same release")] = Field(
+        description="the challenger's, from the same release")
+    difference: Annotated[dict[str, Any] | None, Released(
+        DP_EVALUATION, note="challenger minus champion per metric with intervals from both "
+        "models' noisy histograms of the one release: post-processing of it")] = Field(
         description="challenger minus champion per metric (overall and per subgroup), with "
         "an interval accounting for the release's noise, and a verdict on the harm: better, "
         "worse, no_change or inconclusive")
-    verdict: str | None = Field(description="better | worse | no_change | inconclusive: the "
-                                "challenger's ROC-AUC against the champion's, beyond the noise "
-                                "(activation stays a person's decision)")
-    notes: list[str]
+    verdict: Annotated[str | None, Released(DP_EVALUATION)] = Field(
+        description="better | worse | no_change | inconclusive: the challenger's ROC-AUC "
+        "against the champion's, beyond the noise (activation stays a person's decision)")
+    notes: Annotated[list[str], Released(DP_EVALUATION, Release.PUBLIC_INPUT)]
     error: ErrorOut | None
-    created_at: UtcDatetime
-    finished_at: UtcDatetime | None
+    created_at: Annotated[UtcDatetime, PUBLIC]
+    finished_at: Annotated[UtcDatetime | None, OPERATIONAL]

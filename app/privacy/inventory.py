@@ -10,8 +10,10 @@ and ``inventory_outputs`` (pages, logs, metrics); ``tests/privacy/test_release_i
 walks the OpenAPI document, the templates, the log formatter, the logging calls and the metrics
 registry, ``test_inventory_problems.py`` and ``test_inventory_headers.py`` scan the source for
 error members and headers, and each fails on anything without an entry, or an entry for
-something that no longer exists. ``GET /v1/privacy/inventory``
-serves ``document()``.
+something that no longer exists. A response field may instead carry its entry on the schema
+(``app.privacy.annotations``: ``Annotated[..., Released(...)]``), read back from the OpenAPI
+document; ``Inventory`` joins both, and ``GET /v1/privacy/inventory`` serves its ``document()``
+built from the app's own document.
 """
 
 from collections.abc import Sequence
@@ -19,7 +21,6 @@ from collections.abc import Sequence
 from pydantic import BaseModel, Field
 
 from app.privacy.inventory_api import API_ENTRIES
-from app.privacy.inventory_comparison import COMPARISON_ENTRIES
 from app.privacy.inventory_federation import FEDERATION_ENTRIES
 from app.privacy.inventory_formats import FORMAT_ENTRIES
 from app.privacy.inventory_http import HTTP_ENTRIES
@@ -27,7 +28,6 @@ from app.privacy.inventory_monitoring import MONITORING_ENTRIES
 from app.privacy.inventory_outputs import OUTPUT_ENTRIES
 from app.privacy.inventory_patients import PATIENT_ENTRIES
 from app.privacy.inventory_search import SEARCH_ENTRIES
-from app.privacy.inventory_statistics import STATISTICS_ENTRIES
 from app.privacy.releases import MECHANISMS, Entry, Release
 
 RULE = (
@@ -38,56 +38,73 @@ RULE = (
     "patient's value; patient features sent for scoring are never logged."
 )
 
-ENTRIES: tuple[Entry, ...] = (*API_ENTRIES, *STATISTICS_ENTRIES, *PATIENT_ENTRIES,
-                               *MONITORING_ENTRIES, *COMPARISON_ENTRIES, *SEARCH_ENTRIES,
+ENTRIES: tuple[Entry, ...] = (*API_ENTRIES, *PATIENT_ENTRIES,
+                               *MONITORING_ENTRIES, *SEARCH_ENTRIES,
                                *FEDERATION_ENTRIES, *FORMAT_ENTRIES,
                                *HTTP_ENTRIES, *OUTPUT_ENTRIES)
 BY_WHERE: dict[str, Entry] = {e.where: e for e in ENTRIES}
 
 
-def duplicates() -> list[str]:
-    """Places classified twice (the later entry would silently win)."""
-    seen: set[str] = set()
-    twice = []
-    for e in ENTRIES:
-        if e.where in seen:
-            twice.append(e.where)
-        seen.add(e.where)
-    return twice
+class Inventory:
+    """The modules' entries and the schemas' own (``app.privacy.annotations``), as one."""
 
+    def __init__(self, annotated: Sequence[Entry] = ()) -> None:
+        self.annotated = tuple(annotated)
+        self.entries: tuple[Entry, ...] = (*ENTRIES, *self.annotated)
+        self.by_where: dict[str, Entry] = {e.where: e for e in self.entries}
 
-def nearest(prefix: str, path: Sequence[str]) -> Entry | None:
-    """The entry of ``prefix`` + ``path``, else of its nearest ancestor: a free-form object
-    classified as a whole covers its keys, a page variable its attributes."""
-    for end in range(len(path), 0, -1):
-        found = BY_WHERE.get(prefix + ".".join(path[:end]))
-        if found is not None:
-            return found
-    return None
+    def duplicates(self) -> list[str]:
+        """Places classified twice (the later entry would silently win), a field annotated
+        on its schema and listed in a module too among them: one home per rule."""
+        seen: set[str] = set()
+        twice = []
+        for e in self.entries:
+            if e.where in seen:
+                twice.append(e.where)
+            seen.add(e.where)
+        return twice
 
+    def nearest(self, prefix: str, path: Sequence[str]) -> Entry | None:
+        """The entry of ``prefix`` + ``path``, else of its nearest ancestor: a free-form
+        object classified as a whole covers its keys, a page variable its attributes."""
+        for end in range(len(path), 0, -1):
+            found = self.by_where.get(prefix + ".".join(path[:end]))
+            if found is not None:
+                return found
+        return None
 
-def field_entry(schema: str, path: Sequence[str]) -> Entry | None:
-    """The entry of a response component's property path, e.g. ``("ModelOut", ["metrics"])``."""
-    return nearest(f"{schema}.", path)
+    def field_entry(self, schema: str, path: Sequence[str]) -> Entry | None:
+        """The entry of a response component's property path, e.g. ``("ModelOut",
+        ["metrics"])``."""
+        return self.nearest(f"{schema}.", path)
 
+    def template_entry(self, template: str, chain: Sequence[str]) -> Entry | None:
+        """The entry of a page variable or attribute chain, e.g. ``("job.html", ["card",
+        "use"])``."""
+        return self.nearest(f"template:{template}:", chain)
 
-def template_entry(template: str, chain: Sequence[str]) -> Entry | None:
-    """The entry of a page variable or attribute chain, e.g. ``("job.html", ["card", "use"])``."""
-    return nearest(f"template:{template}:", chain)
+    def metric_entry(self, family: str) -> Entry | None:
+        """A metric family's entry; ``name_last`` and other suffixed families belong to
+        ``name``."""
+        for where, found in self.by_where.items():
+            name = where.removeprefix("metric:")
+            if where.startswith("metric:") and (family == name or family.startswith(name + "_")):
+                return found
+        return None
 
+    def places(self, kind: Release) -> int:
+        """How many entries name ``kind``."""
+        return sum(kind in e.releases for e in self.entries)
 
-def metric_entry(family: str) -> Entry | None:
-    """A metric family's entry; ``name_last`` and other suffixed families belong to ``name``."""
-    for where, found in BY_WHERE.items():
-        name = where.removeprefix("metric:")
-        if where.startswith("metric:") and (family == name or family.startswith(name + "_")):
-            return found
-    return None
-
-
-def places(kind: Release) -> int:
-    """How many entries name ``kind``."""
-    return sum(kind in e.releases for e in ENTRIES)
+    def document(self) -> "ReleaseInventory":
+        """The inventory as ``GET /v1/privacy/inventory`` serves it."""
+        return ReleaseInventory(
+            rule=RULE,
+            kinds=[ReleaseKindOut(kind=k, mechanism=MECHANISMS[k], places=self.places(k))
+                   for k in Release],
+            entries=[InventoryEntryOut(where=e.where, releases=list(e.releases), note=e.note,
+                                       see=e.see) for e in self.entries],
+        )
 
 
 class ReleaseKindOut(BaseModel):
@@ -113,15 +130,3 @@ class ReleaseInventory(BaseModel):
     rule: str
     kinds: list[ReleaseKindOut]
     entries: list[InventoryEntryOut]
-
-
-def document() -> ReleaseInventory:
-    """The inventory as ``GET /v1/privacy/inventory`` serves it."""
-    return ReleaseInventory(
-        rule=RULE,
-        kinds=[ReleaseKindOut(kind=k, mechanism=MECHANISMS[k], places=places(k)) for k in Release],
-        entries=[
-            InventoryEntryOut(where=e.where, releases=list(e.releases), note=e.note, see=e.see)
-            for e in ENTRIES
-        ],
-    )

@@ -6,7 +6,7 @@ A page variable that is a report model (``report``) points at its response schem
 field is classified; the others are values ``app.reports`` prepares for the page.
 """
 
-from app.privacy.releases import Entry, Release, entry, see
+from app.privacy.releases import Entry, Release, entry, fields, see
 
 PUBLIC_INPUT = Release.PUBLIC_INPUT
 DP_EVALUATION = Release.DP_EVALUATION
@@ -165,4 +165,21 @@ METRICS = [
           "by model id, on public bins fixed in code"),
 ]
 
-OUTPUT_ENTRIES: list[Entry] = [*TEMPLATES, *LOG_FIELDS, *LOG_ARGUMENTS, *METRICS]
+# The statistics releases as the privacy report shows them (``app.reports.schemas``; the
+# release's own response fields carry their classification in ``app.statistics.schemas``).
+STATISTICS_REPORT = [
+    *fields("LedgerEntryView", {LEDGER: "statistics_release_id components"}),
+    *fields("TimelinePointView", {LEDGER: "statistics_release_id"}),
+    *fields("StatisticsReleaseSummary", {
+        PUBLIC_INPUT: "id href created_at mechanism target_epsilon delta queries",
+        LEDGER: "epsilon epsilon_text ledger_entry_id",
+        PUBLIC_BY_CONVENTION: "rows cells",
+    }),
+    entry("template:dataset.html:statistics_table", (PUBLIC_INPUT, PUBLIC_BY_CONVENTION, LEDGER),
+          "the statistics releases: requests, targets, epsilons and cell counts (no values)"),
+    # Pages of a list: the generic ``app.core.schemas.Page`` sits below this package.
+    *fields("StatisticsPage", {PUBLIC_INPUT: "total limit offset"}),
+]
+
+OUTPUT_ENTRIES: list[Entry] = [*TEMPLATES, *LOG_FIELDS, *LOG_ARGUMENTS, *METRICS,
+                               *STATISTICS_REPORT]

@@ -2,7 +2,8 @@
 
 A request is a list of queries and one privacy target; the whole list is one release. Field
 shapes are checked here (pydantic); the rules that need the dataset's declared schema (which
-feature, which bins, how many cells) are checked by ``app.statistics.plan``.
+feature, which bins, how many cells) are checked by ``app.statistics.plan``. Each response
+field names the kinds of release it is made of (``Released``, the release inventory).
 """
 
 from enum import StrEnum
@@ -18,7 +19,9 @@ from app.core.schemas import (
     UtcDatetime,
     register_ranges,
 )
+from app.privacy.annotations import Released
 from app.privacy.mechanisms import NoiseMechanism as NoiseMechanism  # defined there, once
+from app.privacy.releases import Release
 
 MAX_QUERIES = 50
 MAX_CELLS = 10_000
@@ -26,6 +29,17 @@ MAX_BY = 4
 MAX_EDGES = 201  # 200 bins
 MIN_EPSILON, MAX_EPSILON = 0.001, 100.0
 MIN_WEIGHT, MAX_WEIGHT = 0.001, 1000.0
+
+PUBLIC = Released(Release.PUBLIC_INPUT)
+LEDGER = Released(Release.LEDGER)
+ROWS = Released(Release.PUBLIC_BY_CONVENTION)
+NOISE_NOTE = "the noise's parameters: functions of the request and the declared bounds"
+NOISE_PUBLIC = Released(Release.PUBLIC_INPUT, note=NOISE_NOTE)
+NOISE_LEDGER = Released(Release.LEDGER, note=NOISE_NOTE)
+CELL_KEY = Released(Release.PUBLIC_INPUT, note="group keys and bins come from the schema and "
+                    "the request, never the data")
+NOISY = Released(Release.DP_STATISTICS, note="a noisy value; a ratio's error and interval are "
+                 "computed from the noisy vectors (post-processing)")
 
 ColumnName = Annotated[str, Field(min_length=1, max_length=64)]
 
@@ -82,40 +96,49 @@ class StatisticsCreate(RequestModel):
 class NoiseOut(ResponseModel):
     """One noisy vector of an answer: what it counts or sums, and the noise added to it."""
 
-    of: str = Field(description="what the vector holds, e.g. counts, or clipped sums")
-    cells: int
-    distribution: str = Field(description="gaussian or laplace")
-    scale: float = Field(description="noise standard deviation (gaussian) or scale b (laplace)")
-    sensitivity: float = Field(description="the vector's L2 (gaussian) or L1 (laplace) "
-                               "sensitivity under adding or removing one record")
-    norm: str = Field(description="l2 or l1")
-    rho: float | None = Field(description="zCDP of this vector (gaussian), by OpenDP's map")
-    epsilon: float | None = Field(description="pure epsilon of this vector (laplace), by "
-                                  "OpenDP's map")
-    sampler: str = Field(description="the library measurement that drew the noise")
+    of: Annotated[str, NOISE_PUBLIC] = Field(
+        description="what the vector holds, e.g. counts, or clipped sums")
+    cells: Annotated[int, NOISE_PUBLIC]
+    distribution: Annotated[str, NOISE_PUBLIC] = Field(description="gaussian or laplace")
+    scale: Annotated[float, NOISE_LEDGER] = Field(
+        description="noise standard deviation (gaussian) or scale b (laplace)")
+    sensitivity: Annotated[float, NOISE_PUBLIC] = Field(
+        description="the vector's L2 (gaussian) or L1 (laplace) sensitivity under adding or "
+        "removing one record")
+    norm: Annotated[str, NOISE_PUBLIC] = Field(description="l2 or l1")
+    rho: Annotated[float | None, NOISE_LEDGER] = Field(
+        description="zCDP of this vector (gaussian), by OpenDP's map")
+    epsilon: Annotated[float | None, NOISE_LEDGER] = Field(
+        description="pure epsilon of this vector (laplace), by OpenDP's map")
+    sampler: Annotated[str, NOISE_PUBLIC] = Field(
+        description="the library measurement that drew the noise")
 
 
 class CellOut(ResponseModel):
     """One answered cell: the noisy value, its standard error and a 95% interval."""
 
-    group: dict[str, str] = Field(description="the cell's group, column -> label ({}: all)")
-    bin: str | None = Field(description="a histogram's bin or category (null otherwise)")
-    value: float
-    standard_error: float = Field(description="of the DP noise (against the exact value on "
-                                  "these rows), not of sampling")
-    ci95: list[float] = Field(description="[low, high]: a 95% interval of the exact value")
+    group: Annotated[dict[str, str], CELL_KEY] = Field(
+        description="the cell's group, column -> label ({}: all)")
+    bin: Annotated[str | None, CELL_KEY] = Field(
+        description="a histogram's bin or category (null otherwise)")
+    value: Annotated[float, NOISY]
+    standard_error: Annotated[float, NOISY] = Field(
+        description="of the DP noise (against the exact value on these rows), not of sampling")
+    ci95: Annotated[list[float], NOISY] = Field(
+        description="[low, high]: a 95% interval of the exact value")
 
 
 class AnswerOut(ResponseModel):
     """One query's answer."""
 
-    index: int
-    kind: QueryKind
-    feature: str | None
-    bins: list[float] | None
-    by: list[str | dict[str, Any]]
-    share: float = Field(description="this query's fraction of the release's privacy")
-    estimator: str
+    index: Annotated[int, PUBLIC]
+    kind: Annotated[QueryKind, PUBLIC]
+    feature: Annotated[str | None, PUBLIC]
+    bins: Annotated[list[float] | None, PUBLIC]
+    by: Annotated[list[str | dict[str, Any]], PUBLIC]
+    share: Annotated[float, PUBLIC] = Field(
+        description="this query's fraction of the release's privacy")
+    estimator: Annotated[str, PUBLIC]
     noise: list[NoiseOut]
     cells: list[CellOut]
 
@@ -123,24 +146,27 @@ class AnswerOut(ResponseModel):
 class ReleasePrivacyOut(ResponseModel):
     """The release's mechanism and what it charged the dataset's ledger."""
 
-    mechanism: NoiseMechanism
-    target_epsilon: float
-    delta: float | None = Field(description="null: pure epsilon-DP (Laplace)")
-    epsilon: float | None = Field(description="the release's own epsilon (Gaussian: exact at "
-                                  "delta; Laplace: pure), at most the target")
-    epsilon_rdp: float | None
-    noise_multiplier: float = Field(description="the charged equivalent (Gaussian: the "
-                                    "composed multiplier; Laplace: 1 / epsilon)")
-    ledger_entry_id: int | None
-    statement: str
+    mechanism: Annotated[NoiseMechanism, PUBLIC]
+    target_epsilon: Annotated[float, PUBLIC]
+    delta: Annotated[float | None, PUBLIC] = Field(description="null: pure epsilon-DP (Laplace)")
+    epsilon: Annotated[float | None, LEDGER] = Field(
+        description="the release's own epsilon (Gaussian: exact at delta; Laplace: pure), at "
+        "most the target")
+    epsilon_rdp: Annotated[float | None, LEDGER]
+    noise_multiplier: Annotated[float, LEDGER] = Field(
+        description="the charged equivalent (Gaussian: the composed multiplier; Laplace: "
+        "1 / epsilon)")
+    ledger_entry_id: Annotated[int | None, LEDGER]
+    statement: Annotated[str, Released(Release.LEDGER, Release.PUBLIC_BY_CONVENTION)]
 
 
 class StatisticsReleaseOut(ResponseModel):
-    id: int
-    dataset_id: int
-    created_at: UtcDatetime
-    rows: int = Field(description="the records the release covers: all of the dataset's")
-    library: str
+    id: Annotated[int, PUBLIC]
+    dataset_id: Annotated[int, PUBLIC]
+    created_at: Annotated[UtcDatetime, PUBLIC]
+    rows: Annotated[int, ROWS] = Field(
+        description="the records the release covers: all of the dataset's")
+    library: Annotated[str, PUBLIC]
     privacy: ReleasePrivacyOut
     answers: list[AnswerOut]
 

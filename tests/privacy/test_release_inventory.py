@@ -1,6 +1,7 @@
-"""The release inventory (``app/privacy/inventory.py``) covers everything that leaves the service,
-and nothing else: every property of every response schema the OpenAPI document can reach, every
-variable of the report pages, every structured log field, every value formatted into a log
+"""The release inventory (``app/privacy/inventory.py``, and the response schemas' own ``x-release``
+annotations) covers everything that leaves the service, and nothing else: every property of
+every response schema the OpenAPI document can reach, every variable of the report pages, every
+structured log field, every value formatted into a log
 message, and every Prometheus metric family. Something new without an entry fails here until
 someone decides which mechanism releases it; an entry for something gone fails as stale. An
 object whose keys the document leaves open (``dict[str, Any]``, a map keyed by names) must be
@@ -24,7 +25,8 @@ from pydantic import BaseModel
 from app.core.logs import JsonFormatter
 from app.jobs import results
 from app.main import create_app
-from app.privacy import inventory
+from app.privacy.annotations import annotated_entries
+from app.privacy.inventory import Inventory
 from app.privacy.inventory_api import OPEN_OBJECTS
 from app.privacy.releases import MECHANISMS, Release
 from app.reports.html import ENV
@@ -32,6 +34,7 @@ from app.reports.html import ENV
 ROOT = Path(__file__).resolve().parents[2]
 DOCUMENT = create_app().openapi()  # building the app touches no database
 COMPONENTS: dict[str, Any] = DOCUMENT["components"]["schemas"]
+INVENTORY = Inventory(annotated_entries(DOCUMENT))  # the modules' entries and the schemas'
 HTTP_METHODS = {"get", "put", "post", "delete", "patch"}
 Field = tuple[str, tuple[str, ...]]  # (component, property path)
 
@@ -196,15 +199,15 @@ def test_each_stored_metric_is_a_classified_field(model: type[BaseModel]) -> Non
 
 def test_every_response_field_names_its_release() -> None:
     missing = sorted(f"{c}.{'.'.join(p)}" for c, p in FIELDS
-                     if inventory.field_entry(c, p) is None)
-    missing += sorted(key for key in INLINE if key not in inventory.BY_WHERE)
+                     if INVENTORY.field_entry(c, p) is None)
+    missing += sorted(key for key in INLINE if key not in INVENTORY.by_where)
     assert not missing, "response fields without a release-inventory entry:\n" + "\n".join(
         missing)
 
 
 def test_no_response_entry_is_stale() -> None:
     stale = []
-    for where in inventory.BY_WHERE:
+    for where in INVENTORY.by_where:
         if where.startswith("response:"):
             if where not in INLINE:
                 stale.append(where)
@@ -217,9 +220,9 @@ def test_no_response_entry_is_stale() -> None:
 
 
 def test_entries_are_well_formed() -> None:
-    assert not inventory.duplicates()
+    assert not INVENTORY.duplicates()
     assert set(MECHANISMS) == set(Release)
-    for e in inventory.ENTRIES:
+    for e in INVENTORY.entries:
         assert bool(e.releases) != bool(e.see), e
         if e.see.startswith("template:"):
             assert (ROOT / "app/reports/templates" / e.see.split(":")[1]).exists(), e
@@ -268,7 +271,7 @@ def page_chains(template: str) -> set[tuple[str, ...]]:
 
 
 def _page_problem(template: str, chain: tuple[str, ...]) -> str | None:
-    e = inventory.template_entry(template, chain)
+    e = INVENTORY.template_entry(template, chain)
     if e is None:
         return "no entry"
     if not e.see:
@@ -283,7 +286,7 @@ def _page_problem(template: str, chain: tuple[str, ...]) -> str | None:
             return f"{component} has no property {key!r}"
         if _pure_ref(props[key]):
             component, path = sorted(_refs(props[key]))[0], path[1:]
-    if path and inventory.field_entry(component, path) is None:
+    if path and INVENTORY.field_entry(component, path) is None:
         return f"{component}.{'.'.join(path)} has no entry"
     return None
 
@@ -298,13 +301,13 @@ def test_every_page_variable_names_its_release(template: str) -> None:
 def test_no_page_entry_is_stale() -> None:
     used = {(t, chain[:n]) for t in TEMPLATES for chain in page_chains(t)
             for n in range(1, len(chain) + 1)}
-    stale = [where for where in inventory.BY_WHERE if where.startswith("template:")
+    stale = [where for where in INVENTORY.by_where if where.startswith("template:")
              and (where.split(":")[1], tuple(where.split(":", 2)[2].split("."))) not in used]
     assert not stale, stale
 
 
 def test_report_models_of_the_pages_are_response_schemas() -> None:
-    for where, e in inventory.BY_WHERE.items():
+    for where, e in INVENTORY.by_where.items():
         if where.startswith("template:") and e.see:
             assert e.see in REACHED, e
 
@@ -320,7 +323,7 @@ def test_every_structured_log_field_names_its_release() -> None:
         record.exc_info = sys.exc_info()
     record.request_id, record.job_id, record.worker_id = "r-1", 7, "w-1"
     logged = set(json.loads(JsonFormatter().format(record)))
-    classified = {w.removeprefix("log:") for w in inventory.BY_WHERE if w.startswith("log:")}
+    classified = {w.removeprefix("log:") for w in INVENTORY.by_where if w.startswith("log:")}
     assert logged == classified
 
 
@@ -364,12 +367,12 @@ def log_arguments() -> dict[str, list[str]]:
 def test_every_value_formatted_into_a_log_line_names_its_release() -> None:
     found = log_arguments()
     assert found, "no logging call found: the scan would be vacuous"
-    classified = {w.removeprefix("log-arg:") for w in inventory.BY_WHERE
+    classified = {w.removeprefix("log-arg:") for w in INVENTORY.by_where
                   if w.startswith("log-arg:")}
     missing = {expr: where for expr, where in found.items() if expr not in classified}
     assert not missing, f"log arguments without a release-inventory entry: {missing}"
     assert not classified - set(found), "stale log-arg entries"
-    assert not [e for w, e in inventory.BY_WHERE.items() if w.startswith("log-arg:")
+    assert not [e for w, e in INVENTORY.by_where.items() if w.startswith("log-arg:")
                 and Release.DP_EVALUATION in e.releases], "no metric is logged"
 
 
@@ -377,10 +380,10 @@ def test_every_metric_family_names_its_release(client: TestClient) -> None:
     assert client.get("/v1/jobs/999999").status_code == 404  # an error and a latency observed
     families = {m.name for m in client.app.state.metrics_registry.collect()}  # type: ignore[attr-defined]
     assert "dpcrisis_http_errors" in families
-    missing = sorted(f for f in families if inventory.metric_entry(f) is None)
+    missing = sorted(f for f in families if INVENTORY.metric_entry(f) is None)
     assert not missing, missing
     source = "".join(p.read_text() for p in ROOT.joinpath("app/observability").glob("*.py"))
-    stale = [w for w in inventory.BY_WHERE
+    stale = [w for w in INVENTORY.by_where
              if w.startswith("metric:") and f'"{w.removeprefix("metric:")}"' not in source]
     assert not stale, stale
 
@@ -393,7 +396,7 @@ def test_the_inventory_endpoint_serves_every_entry(client: TestClient) -> None:
     body = response.json()
     assert {k["kind"] for k in body["kinds"]} == {k.value for k in Release}
     assert all(k["mechanism"] for k in body["kinds"])
-    assert len(body["entries"]) == len(inventory.ENTRIES)
+    assert len(body["entries"]) == len(INVENTORY.entries)
     by_where = {e["where"]: e for e in body["entries"]}
     assert by_where["HeldOutEvaluation.roc_auc"]["releases"] == ["dp_evaluation"]
     assert by_where["CalibrationRecord.slope"]["releases"] == ["dp_calibration"]
