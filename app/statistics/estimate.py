@@ -99,12 +99,12 @@ def cells(plan: QueryPlan, noises: list[Noise], noisy: list[np.ndarray]) -> list
 
 
 def _noise_view(noise: Noise) -> dict[str, Any]:
-    gaussian = noise.distribution == "gaussian"
+    unit = noise.mechanism.unit
     return {"of": noise.vector.of, "cells": noise.vector.cells,
             "distribution": noise.distribution, "scale": noise.scale,
-            "sensitivity": noise.vector.sensitivity, "norm": "l2" if gaussian else "l1",
-            "rho": noise.privacy if gaussian else None,
-            "epsilon": None if gaussian else noise.privacy, "sampler": noise.sampler}
+            "sensitivity": noise.vector.sensitivity, "norm": noise.mechanism.norm,
+            "rho": noise.privacy if unit == "rho" else None,
+            "epsilon": noise.privacy if unit == "epsilon" else None, "sampler": noise.sampler}
 
 
 def answer(plan: QueryPlan, noises: list[Noise], noisy: list[np.ndarray]) -> dict[str, Any]:

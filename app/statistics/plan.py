@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 from app.core.errors import InvalidRequest
 from app.datasets.dataset_schema import DatasetSchema, FeatureKind
+from app.statistics import mechanisms
 from app.statistics.schemas import (
     MAX_CELLS,
     BinnedColumn,
@@ -245,9 +246,11 @@ def plan(*, schema: DatasetSchema, request: StatisticsCreate) -> list[QueryPlan]
             increase or leave the declared bounds, a field a query kind does not take, more
             than MAX_CELLS cells, or a delta with Laplace noise.
     """
-    if request.privacy.mechanism == "laplace" and request.privacy.delta is not None:
-        raise _fail("privacy.delta", "the Laplace mechanism is pure epsilon-DP: it takes no "
-                    "delta", "absent, or mechanism gaussian")
+    if not mechanisms.of(request.privacy.mechanism).takes_delta and (
+            request.privacy.delta is not None):
+        takes = sorted(str(m) for m, found in mechanisms.MECHANISMS.items() if found.takes_delta)
+        raise _fail("privacy.delta", f"the {request.privacy.mechanism} mechanism is pure "
+                    "epsilon-DP: it takes no delta", f"absent, or mechanism one of {takes}")
     columns = columns_of(schema)
     total = math.fsum(q.weight for q in request.queries)
     plans = [_query(columns, q, i, q.weight / total) for i, q in enumerate(request.queries)]

@@ -6,6 +6,7 @@ from app.ledger import spend as ledger_spend
 from app.ledger.models import LedgerEntry
 from app.privacy import accounting
 from app.privacy.figures import PRIVACY_UNIT, epsilon_text
+from app.statistics import mechanisms
 from app.statistics.models import StatisticsRelease
 from app.statistics.schemas import (
     AnswerOut,
@@ -14,11 +15,6 @@ from app.statistics.schemas import (
     StatisticsReleaseOut,
 )
 
-# The noise in words, by the release's requested mechanism.
-NOISE_WORDS = {
-    NoiseMechanism.GAUSSIAN: "Gaussian noise (zero-concentrated DP)",
-    NoiseMechanism.LAPLACE: "Laplace noise (pure epsilon-DP)",
-}
 ROWS_NOTE = (
     "every record of the dataset (its training, calibration and evaluation parts alike); the "
     "release is charged as a mechanism of its own and composed sequentially with every job "
@@ -41,7 +37,7 @@ def release_epsilon(entry: LedgerEntry | None) -> float | None:
 def statement(row: StatisticsRelease, entry: LedgerEntry | None) -> str:
     """The guarantee in words."""
     epsilon = release_epsilon(entry)
-    noise = NOISE_WORDS[NoiseMechanism(row.mechanism)]
+    noise = mechanisms.of(row.mechanism).words
     guarantee = f"({epsilon_text(epsilon)}, {0 if row.delta is None else row.delta:g})"
     charged = (f"It is charged to dataset {row.dataset_id}'s ledger as entry {entry.id}."
                if entry is not None else "It has no ledger entry (an integrity fault).")
