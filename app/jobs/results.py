@@ -27,6 +27,8 @@ from pydantic import (
 )
 
 from app.jobs.models import COMPARISON, FEDERATED, MONITORING, PRIVACY_AUDIT, TRAIN
+from app.privacy.annotations import Released
+from app.privacy.releases import Release
 
 logger = logging.getLogger(__name__)
 
@@ -180,37 +182,50 @@ class HeldOutWarning(_Stored):
     message: str
 
 
+CANDIDATE = Released(Release.PUBLIC_INPUT, note="a candidate of the public grid, as the "
+                     "request gave it (defaults resolved)")
+BEST_NOTE = ("the best run of the search, the one output repeat-and-select releases: which "
+             "candidate (selected with its model, charged as the whole search) and its score, "
+             "the DP log-loss computed from that run's calibration release alone")
+CHOSEN = Released(Release.DP_TRAINING, note=BEST_NOTE)
+SCORED = Released(Release.DP_CALIBRATION, note=BEST_NOTE)
+BEST = Released(Release.PUBLIC_INPUT, note=BEST_NOTE)
+BEST_LEDGER = Released(Release.LEDGER, note=BEST_NOTE)
+
+
 class SearchCandidateRecord(_Stored):
     """One candidate of a search's public grid: the training fields it sets (null: the job's
     ``training``, or, for the learning rate, its optimizer's and model's default)."""
 
-    model: str | None = None
-    optimizer: str | None = None
-    learning_rate: float | None = None
-    momentum: float | None = None
-    max_grad_norm: float | None = None
-    tail_average: float | None = None
-    hidden_units: int | None = None
+    model: Annotated[str | None, CANDIDATE] = None
+    optimizer: Annotated[str | None, CANDIDATE] = None
+    learning_rate: Annotated[float | None, CANDIDATE] = None
+    momentum: Annotated[float | None, CANDIDATE] = None
+    max_grad_norm: Annotated[float | None, CANDIDATE] = None
+    tail_average: Annotated[float | None, CANDIDATE] = None
+    hidden_units: Annotated[int | None, CANDIDATE] = None
 
 
 class SearchRecord(_Stored):
     """What a hyper-parameter search releases (``worker.search``): its best run alone."""
 
-    chosen_candidate: int = Field(description="the best run's index in search.candidates")
+    chosen_candidate: Annotated[int, CHOSEN] = Field(
+        description="the best run's index in search.candidates")
     chosen: SearchCandidateRecord = Field(description="that candidate, as planned")
-    score: str = Field(description="what a run's score is (dp_log_loss: the log-loss of its "
-                       "DP Platt map on its calibration release; lower is better)")
-    chosen_score: float | None = Field(description="the best run's score (null: its release "
-                                       "had no bin above the noise)")
-    executed_runs: int | None = Field(
+    score: Annotated[str, BEST] = Field(
+        description="what a run's score is (dp_log_loss: the log-loss of its DP Platt map on "
+        "its calibration release; lower is better)")
+    chosen_score: Annotated[float | None, SCORED] = Field(
+        description="the best run's score (null: its release had no bin above the noise)")
+    executed_runs: Annotated[int | None, BEST_LEDGER] = Field(
         default=None, description="M: the runs executed whatever K, the number whose best is "
         "kept (hidden); null: a record from before M was planned")
-    tail_probability: float | None = Field(
+    tail_probability: Annotated[float | None, BEST_LEDGER] = Field(
         default=None, description="P(K > M), covered by tail_delta")
-    tail_delta: float | None = Field(
+    tail_delta: Annotated[float | None, BEST_LEDGER] = Field(
         default=None, description="(1 + e^epsilon) P(K > M): the part of the model's delta "
         "that covers K > M")
-    note: str
+    note: Annotated[str, BEST]
 
 
 class FederationRecord(_Stored):

@@ -1,7 +1,7 @@
 """The request and response bodies of a training job's hyper-parameter search
 (``app.jobs.search`` plans it, ``worker.search`` runs it)."""
 
-from typing import Any, Literal, Self
+from typing import Annotated, Any, Literal, Self
 
 from pydantic import Field, field_validator, model_validator
 from pydantic_core import PydanticCustomError
@@ -11,8 +11,17 @@ from app.jobs.family_field import family_enum, registered_family
 from app.jobs.results import SearchCandidateRecord
 from app.privacy import selection
 from app.privacy.accounting import finite_or_none
+from app.privacy.annotations import Released
+from app.privacy.releases import Release
 
 MAX_CANDIDATES = 32
+PLAN_NOTE = ("the search as planned: the request's grid and distribution, and the ledger's "
+             "figures of one run and of the whole repeat-and-select release, with the runs "
+             "executed whatever K and their tail (functions of the public plan)")
+PLAN = Released(Release.PUBLIC_INPUT, note=PLAN_NOTE)
+PLAN_LEDGER = Released(Release.LEDGER, note=PLAN_NOTE)
+CHARGE = Released(Release.LEDGER, note="a search entry's event, RepeatAndSelectDpEvent, as "
+                  "stored")
 MAX_MEAN_RUNS = 20.0
 SEARCH_KEY = "search"  # where a job keeps its search plan, in its stored ``training``
 SHARED = ("batch_size", "epochs", "seed", "world_size")
@@ -90,25 +99,28 @@ class SearchOut(ResponseModel):
 
     candidates: list[SearchCandidateRecord] = Field(
         description="the public grid as planned (each candidate's learning rate resolved)")
-    runs: str
-    mean_runs: float
-    shape: float | None = Field(description="eta; null for poisson (dp-accounting: infinity)")
-    run_epsilon: float | None = Field(description="one run's epsilon (PLD) at the job's delta")
-    total_epsilon: float | None = Field(
+    runs: Annotated[str, PLAN]
+    mean_runs: Annotated[float, PLAN]
+    shape: Annotated[float | None, PLAN] = Field(
+        description="eta; null for poisson (dp-accounting: infinity)")
+    run_epsilon: Annotated[float | None, PLAN_LEDGER] = Field(
+        description="one run's epsilon (PLD) at the job's delta")
+    total_epsilon: Annotated[float | None, PLAN_LEDGER] = Field(
         description="the whole search's epsilon at the job's delta: what the ledger charges "
         "(RDP: dp-accounting's RepeatAndSelectDpEvent, converted at the part of delta the tail "
         "leaves; the PLD has no such analysis)")
-    executed_runs: int = Field(
+    executed_runs: Annotated[int, PLAN_LEDGER] = Field(
         description="M: the runs the worker executes whatever K (public, fixed at planning); "
         "the best of the first min(K, M) is kept, the rest discarded, so nothing about the job "
         "tells K")
-    tail_probability: float = Field(description="P(K > M): the only draws on which the "
-                                    "executed search differs from the analysed one")
-    tail_delta: float = Field(
+    tail_probability: Annotated[float, PLAN_LEDGER] = Field(
+        description="P(K > M): the only draws on which the executed search differs from the "
+        "analysed one")
+    tail_delta: Annotated[float, PLAN_LEDGER] = Field(
         description="(1 + e^total_epsilon) tail_probability: the part of the job's delta that "
         "covers K > M, at most a tenth of it (total_epsilon is converted at the rest)")
-    accountant: str
-    note: str
+    accountant: Annotated[str, PLAN_LEDGER]
+    note: Annotated[str, PLAN]
 
     @classmethod
     def of(cls, stored: dict[str, Any] | None, *, run_epsilon: float, total_epsilon: float,
@@ -137,8 +149,9 @@ class SearchCharge(ResponseModel):
     """A hyper-parameter search's entry: one run repeated a random number of times, the best
     released (dp-accounting's ``RepeatAndSelectDpEvent``)."""
 
-    runs: str = Field(description="poisson or truncated_negative_binomial")
-    mean_runs: float
-    shape: float | None = Field(description="eta; null for poisson (infinity)")
-    run_steps: int = Field(description="one run's DP-SGD steps (noise_multiplier and "
-                           "sample_rate above are one run's)")
+    runs: Annotated[str, CHARGE] = Field(description="poisson or truncated_negative_binomial")
+    mean_runs: Annotated[float, CHARGE]
+    shape: Annotated[float | None, CHARGE] = Field(description="eta; null for poisson (infinity)")
+    run_steps: Annotated[int, CHARGE] = Field(
+        description="one run's DP-SGD steps (noise_multiplier and sample_rate above are one "
+        "run's)")

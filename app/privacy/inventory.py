@@ -27,7 +27,6 @@ from app.privacy.inventory_http import HTTP_ENTRIES
 from app.privacy.inventory_monitoring import MONITORING_ENTRIES
 from app.privacy.inventory_outputs import OUTPUT_ENTRIES
 from app.privacy.inventory_patients import PATIENT_ENTRIES
-from app.privacy.inventory_search import SEARCH_ENTRIES
 from app.privacy.releases import MECHANISMS, Entry, Release
 
 RULE = (
@@ -39,7 +38,7 @@ RULE = (
 )
 
 ENTRIES: tuple[Entry, ...] = (*API_ENTRIES, *PATIENT_ENTRIES,
-                               *MONITORING_ENTRIES, *SEARCH_ENTRIES,
+                               *MONITORING_ENTRIES,
                                *FEDERATION_ENTRIES, *FORMAT_ENTRIES,
                                *HTTP_ENTRIES, *OUTPUT_ENTRIES)
 BY_WHERE: dict[str, Entry] = {e.where: e for e in ENTRIES}
