@@ -1,7 +1,8 @@
 """Exact aggregates of a cohort, one array per planned vector: what the noise is added to.
 
 Cells are laid out row-major over the query's grouping axes (then the histogram's bins), in
-the order the plan lists them; a record whose value lies outside a grouping's or histogram's
+the order the plan lists them; each query kind's ``exact`` (``app.statistics.queries``) reads
+them with the helpers here. A record whose value lies outside a grouping's or histogram's
 bins is in no cell (it adds nothing). Values are clipped to the declared bounds before they
 are summed, which is what the sensitivities assume; sums are exact (``exact_sums``: no float
 rounding can stretch a sensitivity). Each grouping's cell index is computed once
@@ -14,7 +15,7 @@ import numpy as np
 
 from app.datasets.dataset_schema import FeatureKind
 from app.statistics.cohort import Cohort
-from app.statistics.plan import Axis, QueryPlan
+from app.statistics.shapes import Axis, QueryPlan
 
 Cells = tuple[np.ndarray, np.ndarray | None]  # cell index per record, and who is in a cell
 MAX_LOOKUP = 1_000_000  # an integer column's span up to which bins are found by lookup
@@ -27,7 +28,7 @@ def _bin_codes(edges: np.ndarray, values: np.ndarray) -> np.ndarray:
     return codes
 
 
-def _axis_codes(axis: Axis, values: np.ndarray) -> Cells:
+def axis_codes(axis: Axis, values: np.ndarray) -> Cells:
     """Each record's code on ``axis``, and who is inside its bins (None: everyone)."""
     if axis.edges is None:  # categories (binary 0/1, category codes)
         codes = values.astype(np.int64)
@@ -49,7 +50,7 @@ def _combine(axes: tuple[Axis, ...], cohort: Cohort) -> Cells:
     index = np.zeros(cohort.rows, dtype=np.int64)
     member: np.ndarray | None = None
     for axis in axes:
-        codes, inside = _axis_codes(axis, cohort.columns[axis.column.name])
+        codes, inside = axis_codes(axis, cohort.columns[axis.column.name])
         index = index * axis.size + np.where(codes < 0, 0, codes)
         if inside is not None:
             member = inside if member is None else member & inside
@@ -70,7 +71,7 @@ class CellIndex:
         return self._known[key]
 
 
-def _bincount(index: np.ndarray, member: np.ndarray | None, size: int,
+def bincount(index: np.ndarray, member: np.ndarray | None, size: int,
               weights: np.ndarray | None = None) -> np.ndarray:
     if member is not None:
         index = index[member]
@@ -78,7 +79,7 @@ def _bincount(index: np.ndarray, member: np.ndarray | None, size: int,
     return np.bincount(index, weights=weights, minlength=size).astype(np.float64)
 
 
-def _clipped(plan: QueryPlan, cohort: Cohort) -> np.ndarray:
+def clipped(plan: QueryPlan, cohort: Cohort) -> np.ndarray:
     assert plan.column is not None
     return np.clip(cohort.columns[plan.column.name], plan.column.lower, plan.column.upper)
 
@@ -110,32 +111,3 @@ def exact_sums(index: np.ndarray, member: np.ndarray | None, size: int, values: 
     sums = np.zeros(size, dtype=np.int64)
     np.add.at(sums, index, units)
     return sums.astype(np.float64) / scale
-
-
-def exact(plan: QueryPlan, cells: CellIndex, outcome: str) -> list[np.ndarray]:
-    """The exact value of each of ``plan``'s vectors (``outcome``: the outcome column)."""
-    index, member = cells.of(plan.groups)
-    size, cohort = plan.group_cells, cells.cohort
-    found: list[np.ndarray] = []
-    for vector in plan.vectors:
-        if vector.role == "count":
-            found.append(_bincount(index, member, size))
-        elif vector.role == "sum":
-            assert plan.column is not None
-            found.append(exact_sums(index, member, size, _clipped(plan, cohort),
-                                    plan.column.lower, plan.column.upper))
-        elif vector.role == "shifted_sum":
-            assert plan.column is not None
-            mid = (plan.column.lower + plan.column.upper) / 2
-            found.append(exact_sums(index, member, size, _clipped(plan, cohort) - mid,
-                                    plan.column.lower - mid, plan.column.upper - mid))
-        elif vector.role == "outcome":
-            events = _bincount(index, member, size, cohort.columns[outcome])
-            found.append(np.concatenate([events, _bincount(index, member, size) - events]))
-        else:  # histogram: the bins are the last axis
-            assert plan.bins is not None
-            codes, inside = _axis_codes(plan.bins, cohort.columns[plan.bins.column.name])
-            both = member if inside is None else inside if member is None else member & inside
-            found.append(_bincount(index * plan.bins.size + np.where(codes < 0, 0, codes), both,
-                                   plan.cells))
-    return found

@@ -21,8 +21,8 @@ from dp_accounting.dp_event import ComposedDpEvent, DpEvent
 from app.statistics import mechanisms
 from app.statistics.mechanisms.base import Mechanism
 from app.statistics.mechanisms.gaussian import Z95 as Z95
-from app.statistics.plan import QueryPlan, Vector
 from app.statistics.schemas import NoiseMechanism
+from app.statistics.shapes import QueryPlan, Vector
 
 
 @lru_cache(maxsize=1)

@@ -4,7 +4,8 @@ Every query is resolved against the dataset's declared columns (model features, 
 attributes and the outcome, which reads as a binary column: 1 is the event). Group keys and
 bins come from the schema and the request, never from the data, so an empty group is answered
 like any other. Each query becomes one or two noisy *vectors* with a sensitivity under adding
-or removing one record, computed from the declared bounds:
+or removing one record, computed from the declared bounds by the query's kind
+(``app.statistics.queries``, one module each):
 
 * ``count``, ``histogram``: counts per cell (a record is in one cell): sensitivity 1.
 * ``sum``: sums of values clipped to [lower, upper]: sensitivity max(|lower|, |upper|).
@@ -19,84 +20,13 @@ Bad input is a 422 naming the field (``queries[2].by[0].bins``) with what is all
 """
 
 import math
-from dataclasses import dataclass
 
 from app.core.errors import InvalidRequest
 from app.datasets.dataset_schema import DatasetSchema, FeatureKind
-from app.statistics import mechanisms
-from app.statistics.schemas import (
-    MAX_CELLS,
-    BinnedColumn,
-    QueryKind,
-    StatisticQuery,
-    StatisticsCreate,
-)
-
-NUMERIC_KINDS = (FeatureKind.NUMERIC, FeatureKind.INTEGER)
-BINARY_LABELS = ("0", "1")
-
-
-@dataclass(frozen=True)
-class Column:
-    """A declared column as statistics read it: kind, public bounds, and category labels."""
-
-    name: str
-    kind: FeatureKind
-    lower: float
-    upper: float
-    labels: tuple[str, ...] = ()  # binary and categorical columns: their values' labels
-
-    @property
-    def numeric(self) -> bool:
-        return self.kind in NUMERIC_KINDS
-
-    @property
-    def top_edge(self) -> float:
-        """The highest bin edge allowed: an integer column's bins may end at upper + 1."""
-        return self.upper + 1 if self.kind is FeatureKind.INTEGER else self.upper
-
-
-@dataclass(frozen=True)
-class Axis:
-    """One dimension of a query's cells: a grouping column, or a histogram's bins."""
-
-    column: Column
-    edges: tuple[float, ...] | None  # numeric bins; None: the column's categories
-    labels: tuple[str, ...]
-
-    @property
-    def size(self) -> int:
-        return len(self.labels)
-
-
-@dataclass(frozen=True)
-class Vector:
-    """One noisy vector: what it holds, its cells, its sensitivity and its privacy share."""
-
-    role: str  # count | sum | shifted_sum | histogram | outcome
-    of: str
-    cells: int
-    sensitivity: float
-    share: float  # fraction of the release's privacy (rho for Gaussian, epsilon for Laplace)
-
-
-@dataclass(frozen=True)
-class QueryPlan:
-    index: int
-    query: StatisticQuery
-    column: Column | None
-    groups: tuple[Axis, ...]
-    bins: Axis | None
-    vectors: tuple[Vector, ...]
-    share: float
-
-    @property
-    def group_cells(self) -> int:
-        return math.prod(axis.size for axis in self.groups)
-
-    @property
-    def cells(self) -> int:
-        return self.group_cells * (self.bins.size if self.bins else 1)
+from app.statistics import mechanisms, queries
+from app.statistics.queries.base import Statistic
+from app.statistics.schemas import MAX_CELLS, BinnedColumn, StatisticQuery, StatisticsCreate
+from app.statistics.shapes import BINARY_LABELS, Axis, Column, QueryPlan
 
 
 def _fail(field: str, detail: str, allowed: str) -> InvalidRequest:
@@ -170,10 +100,11 @@ def _groups(columns: dict[str, Column], query: StatisticQuery, at: str) -> tuple
     return tuple(axes)
 
 
-def _target(columns: dict[str, Column], query: StatisticQuery, at: str) -> Column | None:
-    """The query's column: required for sum, mean and histogram, absent otherwise."""
-    needs = query.kind in (QueryKind.SUM, QueryKind.MEAN, QueryKind.HISTOGRAM)
-    if not needs:
+def _target(columns: dict[str, Column], query: StatisticQuery, statistic: Statistic, at: str
+            ) -> Column | None:
+    """The query's column: required by a kind that reads one (sum, mean, histogram), absent
+    otherwise; only a kind with bins reads a categorical column."""
+    if not statistic.reads_column:
         if query.feature is not None or query.bins is not None:
             what = "feature" if query.feature is not None else "bins"
             raise _fail(f"{at}.{what}", f"a {query.kind} query takes no {what}", "absent")
@@ -181,7 +112,7 @@ def _target(columns: dict[str, Column], query: StatisticQuery, at: str) -> Colum
     if query.feature is None:
         raise _fail(f"{at}.feature", f"a {query.kind} query needs a column", "a column name")
     column = _column(columns, query.feature, f"{at}.feature")
-    if query.kind is not QueryKind.HISTOGRAM:
+    if not statistic.takes_bins:
         if query.bins is not None:
             raise _fail(f"{at}.bins", f"a {query.kind} query takes no bins", "absent")
         if column.kind is FeatureKind.CATEGORICAL:
@@ -202,40 +133,21 @@ def _histogram_bins(column: Column, query: StatisticQuery, at: str) -> Axis:
     return _edges(column, query.bins, f"{at}.bins")
 
 
-def _vectors(kind: QueryKind, column: Column | None, cells: int, share: float
-             ) -> tuple[Vector, ...]:
-    if kind is QueryKind.SUM:
-        assert column is not None
-        return (Vector("sum", f"sums of {column.name} clipped to [{column.lower:g}, "
-                       f"{column.upper:g}]", cells, max(abs(column.lower), abs(column.upper)),
-                       share),)
-    if kind is QueryKind.MEAN:
-        assert column is not None
-        mid, half = (column.lower + column.upper) / 2, (column.upper - column.lower) / 2
-        return (Vector("count", "counts", cells, 1.0, share / 2),
-                Vector("shifted_sum", f"sums of ({column.name} - {mid:g}), values clipped to "
-                       f"[{column.lower:g}, {column.upper:g}]", cells, half, share / 2))
-    if kind is QueryKind.PREVALENCE:
-        return (Vector("outcome", "counts of outcome events and non-events", 2 * cells, 1.0,
-                       share),)
-    role = "histogram" if kind is QueryKind.HISTOGRAM else "count"
-    return (Vector(role, "counts", cells, 1.0, share),)
-
-
 def _query(columns: dict[str, Column], query: StatisticQuery, index: int, share: float
            ) -> QueryPlan:
     at = f"queries[{index}]"
-    column = _target(columns, query, at)
+    statistic = queries.of(query.kind)
+    column = _target(columns, query, statistic, at)
     groups = _groups(columns, query, at)
     bins = None
-    if query.kind is QueryKind.HISTOGRAM:
+    if statistic.takes_bins:
         assert column is not None
         bins = _histogram_bins(column, query, at)
     cells = math.prod(a.size for a in groups) * (bins.size if bins else 1)
     if cells > MAX_CELLS:
         raise _fail(f"{at}.by", f"this query has {cells} cells", f"at most {MAX_CELLS} cells")
-    return QueryPlan(index, query, column, groups, bins, _vectors(query.kind, column, cells,
-                                                                   share), share)
+    return QueryPlan(index, query, column, groups, bins,
+                     statistic.vectors(column, cells, share), share)
 
 
 def plan(*, schema: DatasetSchema, request: StatisticsCreate) -> list[QueryPlan]:

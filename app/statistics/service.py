@@ -25,7 +25,7 @@ from app.ledger import statistics as ledger_statistics
 from app.ledger.left_out import LeftOut
 from app.ledger.models import LedgerEntry
 from app.privacy import accounting
-from app.statistics import aggregate, cohort, estimate
+from app.statistics import aggregate, cohort, queries
 from app.statistics import noise as release_noise
 from app.statistics import plan as planning
 from app.statistics.models import StatisticsRelease
@@ -77,9 +77,9 @@ def _answers(dataset: Dataset, plans: list[planning.QueryPlan],
     outcome = parts.schema_of(dataset).outcome.name
     found = []
     for plan, vectors in zip(plans, noises, strict=True):
-        exact = aggregate.exact(plan, cells, outcome)
+        exact = queries.exact(plan, cells, outcome)
         noisy = [release_noise.draw(n, values) for n, values in zip(vectors, exact, strict=True)]
-        found.append(estimate.answer(plan, vectors, noisy))
+        found.append(queries.answer(plan, vectors, noisy))
     return found
 
 

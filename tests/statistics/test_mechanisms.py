@@ -19,7 +19,7 @@ from app.privacy import events
 from app.privacy.mechanisms import NoiseMechanism
 from app.statistics import mechanisms
 from app.statistics.noise import Noise, calibrated
-from app.statistics.plan import Vector
+from app.statistics.shapes import Vector
 
 # What each mechanism's noise is, in dp-accounting's own terms (not the mechanism's).
 TRUE_EVENT = {NoiseMechanism.GAUSSIAN: GaussianDpEvent, NoiseMechanism.LAPLACE: LaplaceDpEvent}
