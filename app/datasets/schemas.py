@@ -16,6 +16,8 @@ from app.core.schemas import (
 )
 from app.datasets.dataset_schema import DatasetSchema
 from app.datasets.models import Dataset, DatasetState, UploadState
+from app.privacy.annotations import Released
+from app.privacy.releases import Release
 
 MIN_ROWS, MAX_ROWS = 100, 2_000_000
 
@@ -90,11 +92,15 @@ class FollowUp(RequestModel):
         return self
 
 
+FOLLOW_UP_PUBLIC = Released(Release.PUBLIC_INPUT)
+
+
 class FollowUpOut(ResponseModel):
-    model_id: int
-    period_start: date
-    period_end: date
-    labelled: bool = Field(description="false: features only (no outcome column)")
+    model_id: Annotated[int, FOLLOW_UP_PUBLIC]
+    period_start: Annotated[date, FOLLOW_UP_PUBLIC]
+    period_end: Annotated[date, FOLLOW_UP_PUBLIC]
+    labelled: Annotated[bool, FOLLOW_UP_PUBLIC] = Field(
+        description="false: features only (no outcome column)")
 
 
 @register_ranges

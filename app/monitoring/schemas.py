@@ -2,12 +2,13 @@
 
 Every figure of a run is post-processing of two DP releases: the run's own (on the follow-up,
 charged to its ledger) and the training-time ones (the model's DP evaluation, and the reference
-statistics release of the training dataset's features); ``app.privacy.inventory_api`` names
-each field.
+statistics release of the training dataset's features: ``DP_STATISTICS``); the run's own is
+classified ``DP_EVALUATION``, the mechanism the training-time evaluation uses, and its noise
+and target are the ledger's. Each response field names its release (``Released``).
 """
 
 from datetime import date
-from typing import Any
+from typing import Annotated, Any
 
 from pydantic import Field
 
@@ -21,7 +22,24 @@ from app.core.schemas import (
 from app.jobs.models import JobStatus
 from app.jobs.results import HeldOutBin
 from app.jobs.schemas import ErrorOut
+from app.privacy.annotations import Released
+from app.privacy.releases import Release
 from app.statistics.schemas import MIN_EPSILON as MIN_STATISTICS_EPSILON
+
+PUBLIC = Released(Release.PUBLIC_INPUT)
+LEDGER = Released(Release.LEDGER)
+OPERATIONAL = Released(Release.OPERATIONAL)
+DRIFT = Released(Release.DP_EVALUATION, Release.DP_STATISTICS)
+FOLLOW_UP = Released(Release.DP_EVALUATION)
+REFERENCE = Released(Release.DP_STATISTICS)
+NOISY_AUC = Released(Release.DP_EVALUATION, Release.PUBLIC_INPUT)
+PERFORMANCE = Released(
+    Release.DP_EVALUATION, note="the follow-up's DP evaluation (the training-time evaluation's "
+    "shape: noisy histograms as released, every metric post-processing of them) and its drift "
+    "against the training-time evaluation release (both releases' noise in the intervals)")
+FAIRNESS = Released(
+    Release.DP_EVALUATION, note="gaps between subgroups of the follow-up's and of the "
+    "training-time evaluation releases, with intervals: post-processing of those releases")
 
 MAX_EPSILON = 100.0
 
@@ -42,68 +60,76 @@ class MonitoringRunCreate(RequestModel):
 
 
 class RunPrivacyOut(ResponseModel):
-    target_epsilon: float
-    delta: float | None = Field(description="null: a public follow-up (exact counts)")
-    noise_multiplier: float = Field(description="noise std over the release's L2 "
-                                    "sensitivity (0: exact counts of a public follow-up)")
-    l2_sensitivity: float | None = Field(description="sqrt(1 + groupings + features): one "
-                                         "record is one cell of each histogram; "
-                                         "sqrt(features) on an unlabelled follow-up, which "
-                                         "releases only those (null: queued)")
+    target_epsilon: Annotated[float, PUBLIC]
+    delta: Annotated[float | None, LEDGER] = Field(
+        description="null: a public follow-up (exact counts)")
+    noise_multiplier: Annotated[float, LEDGER] = Field(
+        description="noise std over the release's L2 sensitivity (0: exact counts of a public "
+        "follow-up)")
+    l2_sensitivity: Annotated[float | None, LEDGER] = Field(
+        description="sqrt(1 + groupings + features): one record is one cell of each histogram; "
+        "sqrt(features) on an unlabelled follow-up, which releases only those (null: queued)")
 
 
 class PeriodOut(ResponseModel):
-    start: date
-    end: date
+    start: Annotated[date, PUBLIC]
+    end: Annotated[date, PUBLIC]
 
 
 class FeatureDriftOut(ResponseModel):
-    name: str
-    psi: float | None = Field(description="population stability index of the follow-up's "
-                              "noisy histogram against the reference's, on public bins")
-    psi_ci: list[float] | None
-    wasserstein: float | None = Field(description="Wasserstein-1 distance, feature units")
-    wasserstein_ci: list[float] | None
-    verdict: str = Field(description="drift | no_drift | inconclusive (the noise of both "
-                         "releases hides the answer)")
-    bins: list[str] = Field(description="the public bins (from the declared bounds)")
-    reference: list[float] | None = Field(description="the reference's noisy proportions")
-    follow_up: list[float] = Field(description="the follow-up's noisy proportions")
-    notes: list[str] = Field(default_factory=list, description="why a distance is withheld "
-                             "(the release's noise alone would make it too large to quote)")
+    name: Annotated[str, PUBLIC]
+    psi: Annotated[float | None, DRIFT] = Field(
+        description="population stability index of the follow-up's noisy histogram against the "
+        "reference's, on public bins")
+    psi_ci: Annotated[list[float] | None, DRIFT]
+    wasserstein: Annotated[float | None, DRIFT] = Field(
+        description="Wasserstein-1 distance, feature units")
+    wasserstein_ci: Annotated[list[float] | None, DRIFT]
+    verdict: Annotated[str, DRIFT] = Field(
+        description="drift | no_drift | inconclusive (the noise of both releases hides the answer)")
+    bins: Annotated[list[str], PUBLIC] = Field(
+        description="the public bins (from the declared bounds)")
+    reference: Annotated[list[float] | None, REFERENCE] = Field(
+        description="the reference's noisy proportions")
+    follow_up: Annotated[list[float], FOLLOW_UP] = Field(
+        description="the follow-up's noisy proportions")
+    notes: Annotated[list[str], DRIFT] = Field(
+        default_factory=list, description="why a distance is withheld (the release's noise alone "
+        "would make it too large to quote)")
 
 
 class MonitoringRunOut(ResponseModel):
-    id: int
-    model_id: int
-    dataset_id: int
-    job_id: int
-    status: JobStatus
+    id: Annotated[int, PUBLIC]
+    model_id: Annotated[int, PUBLIC]
+    dataset_id: Annotated[int, PUBLIC]
+    job_id: Annotated[int, PUBLIC]
+    status: Annotated[JobStatus, OPERATIONAL]
     period: PeriodOut | None = Field(description="the follow-up's declared period")
     privacy: RunPrivacyOut
-    reference_release_id: int | None = Field(
+    reference_release_id: Annotated[int | None, PUBLIC] = Field(
         description="the statistics release of the training dataset's features that data "
         "drift is measured against (null: none could be made; no data drift then)")
-    performance: dict[str, Any] | None = Field(
+    performance: Annotated[dict[str, Any] | None, PERFORMANCE] = Field(
         description="the DP evaluation on the follow-up (the training-time evaluation's "
         "metrics: roc_auc, roc_auc_ci, brier, bands, subgroups, ...) and its drift against "
         "the training-time evaluation (change, change_ci, verdict per metric); null: queued, "
         "or an unlabelled follow-up (no outcomes, see notes)")
-    roc_auc: float | None = Field(description="the follow-up's ROC-AUC (noisy)")
-    roc_auc_ci: list[float] | None
+    roc_auc: Annotated[float | None, NOISY_AUC] = Field(
+        description="the follow-up's ROC-AUC (noisy)")
+    roc_auc_ci: Annotated[list[float] | None, NOISY_AUC]
     features: list[FeatureDriftOut] = Field(description="per feature, sorted by PSI")
-    fairness: dict[str, Any] | None = Field(
+    fairness: Annotated[dict[str, Any] | None, FAIRNESS] = Field(
         description="gaps between subgroups (each group against the largest of its "
         "grouping), on the follow-up and at training time, with intervals")
-    notes: list[str]
+    notes: Annotated[list[str], NOISY_AUC]
     error: ErrorOut | None
-    created_at: UtcDatetime
-    finished_at: UtcDatetime | None
+    created_at: Annotated[UtcDatetime, PUBLIC]
+    finished_at: Annotated[UtcDatetime | None, OPERATIONAL]
 
 
 class MonitoringTimeline(ResponseModel):
-    model_id: int
-    outcome: str = Field(description="the model's outcome label")
+    model_id: Annotated[int, PUBLIC]
+    outcome: Annotated[str, PUBLIC] = Field(description="the model's outcome label")
     runs: list[MonitoringRunOut] = Field(description="oldest first: one point per run")
     training_reliability: list[HeldOutBin] | None = Field(
         default=None, description="the model's training-time reliability bins (its DP "

@@ -24,7 +24,6 @@ from app.privacy.inventory_api import API_ENTRIES
 from app.privacy.inventory_federation import FEDERATION_ENTRIES
 from app.privacy.inventory_formats import FORMAT_ENTRIES
 from app.privacy.inventory_http import HTTP_ENTRIES
-from app.privacy.inventory_monitoring import MONITORING_ENTRIES
 from app.privacy.inventory_outputs import OUTPUT_ENTRIES
 from app.privacy.inventory_patients import PATIENT_ENTRIES
 from app.privacy.releases import MECHANISMS, Entry, Release
@@ -37,9 +36,7 @@ RULE = (
     "patient's value; patient features sent for scoring are never logged."
 )
 
-ENTRIES: tuple[Entry, ...] = (*API_ENTRIES, *PATIENT_ENTRIES,
-                               *MONITORING_ENTRIES,
-                               *FEDERATION_ENTRIES, *FORMAT_ENTRIES,
+ENTRIES: tuple[Entry, ...] = (*API_ENTRIES, *PATIENT_ENTRIES, *FEDERATION_ENTRIES, *FORMAT_ENTRIES,
                                *HTTP_ENTRIES, *OUTPUT_ENTRIES)
 BY_WHERE: dict[str, Entry] = {e.where: e for e in ENTRIES}
 

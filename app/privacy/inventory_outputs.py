@@ -181,5 +181,18 @@ STATISTICS_REPORT = [
     *fields("StatisticsPage", {PUBLIC_INPUT: "total limit offset"}),
 ]
 
+# The monitoring page's charts (app.reports.monitoring_plots): post-processing of the releases
+# its runs' response fields name (app.monitoring.schemas).
+MONITORING_PAGE = [
+    entry("template:monitoring.html:reliability", (PUBLIC_INPUT, DP_EVALUATION),
+          "the training-time evaluation's and the latest run's reliability bins (public "
+          "edges; noisy rows and positives as released, rates their clipped ratio)"),
+    entry("template:monitoring.html:drift_plot", (PUBLIC_INPUT, DP_EVALUATION, DP_STATISTICS),
+          "each feature's name, PSI, PSI interval and verdict, as FeatureDriftOut"),
+    entry("template:monitoring.html:auc_plot", (PUBLIC_INPUT, DP_EVALUATION),
+          "each finished run's id, ROC-AUC and interval, and the training-time ROC-AUC its "
+          "drift recomputed from the training-time evaluation release"),
+]
+
 OUTPUT_ENTRIES: list[Entry] = [*TEMPLATES, *LOG_FIELDS, *LOG_ARGUMENTS, *METRICS,
-                               *STATISTICS_REPORT]
+                               *STATISTICS_REPORT, *MONITORING_PAGE]

@@ -22,7 +22,8 @@ BEFORE = json.loads(Path(__file__).with_name("annotated_before.json").read_text(
 DOCUMENT = create_app().openapi()
 MIGRATED = {"ComparisonOut", "StatisticsReleaseOut", "ReleasePrivacyOut", "AnswerOut",
             "NoiseOut", "CellOut", "SearchOut", "SearchCharge", "SearchCandidateRecord",
-            "SearchRecord"}
+            "SearchRecord", "MonitoringRunOut", "FeatureDriftOut", "RunPrivacyOut",
+            "PeriodOut", "MonitoringTimeline", "FollowUpOut"}
 
 
 def _document(*models: type[BaseModel]) -> dict[str, object]:
