@@ -22,12 +22,9 @@ from app.core.schemas import (
 from app.jobs.models import JobStatus
 from app.jobs.schemas import ErrorOut
 from app.monitoring.schemas import MAX_EPSILON
-from app.privacy.annotations import Released
+from app.privacy.annotations import LEDGER, OPERATIONAL, PUBLIC, Released
 from app.privacy.releases import Release
 
-PUBLIC = Released(Release.PUBLIC_INPUT)
-OPERATIONAL = Released(Release.OPERATIONAL)
-LEDGER = Released(Release.LEDGER)
 DP_EVALUATION = Release.DP_EVALUATION
 
 

@@ -22,13 +22,10 @@ from app.core.schemas import (
 from app.jobs.models import JobStatus
 from app.jobs.results import HeldOutBin
 from app.jobs.schemas import ErrorOut
-from app.privacy.annotations import Released
+from app.privacy.annotations import LEDGER, OPERATIONAL, PUBLIC, Released
 from app.privacy.releases import Release
 from app.statistics.schemas import MIN_EPSILON as MIN_STATISTICS_EPSILON
 
-PUBLIC = Released(Release.PUBLIC_INPUT)
-LEDGER = Released(Release.LEDGER)
-OPERATIONAL = Released(Release.OPERATIONAL)
 DRIFT = Released(Release.DP_EVALUATION, Release.DP_STATISTICS)
 FOLLOW_UP = Released(Release.DP_EVALUATION)
 REFERENCE = Released(Release.DP_STATISTICS)

@@ -44,6 +44,12 @@ class Released:
         return schema
 
 
+# The plain markers the schema modules share (a note makes a field's own marker).
+PUBLIC = Released(Release.PUBLIC_INPUT)
+LEDGER = Released(Release.LEDGER)
+OPERATIONAL = Released(Release.OPERATIONAL)
+
+
 def _alternatives(schema: Mapping[str, Any]) -> Iterator[Mapping[str, Any]]:
     yield schema
     for key in ("allOf", "anyOf", "oneOf"):

@@ -19,7 +19,7 @@ from app.core.schemas import (
     UtcDatetime,
     register_ranges,
 )
-from app.privacy.annotations import Released
+from app.privacy.annotations import LEDGER, PUBLIC, Released
 from app.privacy.mechanisms import NoiseMechanism as NoiseMechanism  # defined there, once
 from app.privacy.releases import Release
 
@@ -30,8 +30,6 @@ MAX_EDGES = 201  # 200 bins
 MIN_EPSILON, MAX_EPSILON = 0.001, 100.0
 MIN_WEIGHT, MAX_WEIGHT = 0.001, 1000.0
 
-PUBLIC = Released(Release.PUBLIC_INPUT)
-LEDGER = Released(Release.LEDGER)
 ROWS = Released(Release.PUBLIC_BY_CONVENTION)
 NOISE_NOTE = "the noise's parameters: functions of the request and the declared bounds"
 NOISE_PUBLIC = Released(Release.PUBLIC_INPUT, note=NOISE_NOTE)
