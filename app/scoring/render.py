@@ -84,46 +84,28 @@ def _compact_contribution(encoder_hash: str, index: int, value: float,
                 COMPACT_CONTRIBUTION_HOLES)
 
 
-def _all_contributions(answer: RiskAnswer) -> list[str]:
-    """Each patient's full contributions as the JSON text inside its list. The hot loop of a
-    batch (one pass per contribution): a template per (feature, value) looked up in a local
-    dict, the direction inline (``direction_of``'s rule)."""
+def _contribution_texts(answer: RiskAnswer, *, compact: bool) -> list[str]:
+    """Each patient's contributions (all of them, or the top compact ones) as the JSON text
+    inside its list. The hot loop of a batch (one pass per contribution): a template per
+    (feature, value) looked up in a local dict, the direction inline (``direction_of``'s rule)."""
     digest, texts = answer.encoder.hash, []
+    make = _compact_contribution if compact else _contribution
+    limit = TOP_CONTRIBUTIONS if compact else None
     templates: dict[tuple[int, float, bool], tuple[str, ...]] = {}
     for k, (row, phi, phi_p, order) in enumerate(zip(answer.raw, answer.phi, answer.phi_p,
                                                      answer.order, strict=True)):
         gone = answer.imputed.get(k, ())
         parts = []
-        for i in order:
+        for i in order[:limit]:
             key = (i, row[i], i in gone)
             cut = templates.get(key)
             if cut is None:
-                cut = templates[key] = _contribution(digest, *key)
+                cut = templates[key] = make(digest, *key)
             p = phi[i]
             way = "neutral" if -NEUTRAL_BELOW < p < NEUTRAL_BELOW else (
                 "raises" if p > 0 else "lowers")
-            parts.append(f'{cut[0]}{p!r}{cut[1]}{phi_p[i]!r}{cut[2]}"{way}"{cut[3]}')
-        texts.append(",".join(parts))
-    return texts
-
-
-def _top_contributions(answer: RiskAnswer) -> list[str]:
-    """Each patient's compact contributions as the JSON text inside its list."""
-    digest, texts = answer.encoder.hash, []
-    templates: dict[tuple[int, float, bool], tuple[str, ...]] = {}
-    for k, (row, phi, phi_p, order) in enumerate(zip(answer.raw, answer.phi, answer.phi_p,
-                                                     answer.order, strict=True)):
-        gone = answer.imputed.get(k, ())
-        parts = []
-        for i in order[:TOP_CONTRIBUTIONS]:
-            key = (i, row[i], i in gone)
-            cut = templates.get(key)
-            if cut is None:
-                cut = templates[key] = _compact_contribution(digest, *key)
-            p = phi[i]
-            way = "neutral" if -NEUTRAL_BELOW < p < NEUTRAL_BELOW else (
-                "raises" if p > 0 else "lowers")
-            parts.append(f'{cut[0]}"{way}"{cut[1]}{phi_p[i]!r}{cut[2]}')
+            parts.append(f'{cut[0]}"{way}"{cut[1]}{phi_p[i]!r}{cut[2]}' if compact
+                         else f'{cut[0]}{p!r}{cut[1]}{phi_p[i]!r}{cut[2]}"{way}"{cut[3]}')
         texts.append(",".join(parts))
     return texts
 
@@ -143,7 +125,7 @@ def batch_json(answer: RiskAnswer) -> bytes:
     """The full batch answer (``RiskBatchResponse``) as UTF-8 JSON."""
     head, tail = _cut(answer.document([]), ("results",))
     r0, r1, r2, r3, r4, r5, r6 = _cut(answer.result(0), RESULT_HOLES)
-    contributions, bands = _all_contributions(answer), _bands(answer)
+    contributions, bands = _contribution_texts(answer, compact=False), _bands(answer)
     results = [
         f'{r0}{_encode(answer.ids[k])}{r1}{answer.probability[k]!r}{r2}'
         f'{answer.log_odds[k]!r}{r3}"{bands[k]}"{r4}[{contributions[k]}]{r5}'
@@ -157,7 +139,7 @@ def compact_json(answer: RiskAnswer) -> bytes:
     """The compact batch answer (``RiskBatchCompact``) as UTF-8 JSON."""
     head, tail = _cut(answer.compact_document([]), ("results",))
     r0, r1, r2, r3, r4, r5 = _cut(answer.compact_result(0), COMPACT_RESULT_HOLES)
-    contributions, bands = _top_contributions(answer), _bands(answer)
+    contributions, bands = _contribution_texts(answer, compact=True), _bands(answer)
     results = [
         f'{r0}{_encode(answer.ids[k])}{r1}{answer.probability[k]!r}{r2}"{bands[k]}"'
         f'{r3}[{contributions[k]}]{r4}{_imputed(answer, k)}{r5}'
