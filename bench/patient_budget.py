@@ -71,6 +71,7 @@ from app.flows import upload as upload_flow  # noqa: E402
 from app.jobs.models import Job  # noqa: E402
 from app.ledger import service as ledger_service  # noqa: E402
 from app.ledger import spaces  # noqa: E402
+from app.ledger.release import Scope  # noqa: E402
 from app.privacy import accounting  # noqa: E402
 from bench import ingest, processes  # noqa: E402
 from bench import service as bench_service  # noqa: E402
@@ -130,7 +131,7 @@ def reserve(session: Session, dataset_id: int) -> int:
     job = new_job(session, dataset_id)
     dataset = session.get(Dataset, dataset_id)
     assert dataset is not None
-    ledger_service.reserve(session=session, dataset=dataset, job_id=job.id, event=JOB,
+    ledger_service.reserve(session=session, dataset=dataset, scope=Scope.job(job.id), event=JOB,
                            clip_norm=1.0, delta=job.delta)
     return job.id
 
@@ -140,7 +141,7 @@ def charge(db: Database, dataset_id: int) -> None:
         with db.session_scope() as session:
             job_id = reserve(session, dataset_id)
             if k < COMMITTED:
-                ledger_service.commit(session=session, job_id=job_id)
+                ledger_service.commit(session=session, scope=Scope.job(job_id))
 
 
 def populate(db: Database, n_datasets: int, patients: int, universe: int) -> list[int]:
@@ -178,7 +179,7 @@ def time_admission(db: Database, dataset_id: int) -> float:
         dataset = session.get(Dataset, dataset_id)
         assert dataset is not None
         started = time.perf_counter()
-        ledger_service.reserve(session=session, dataset=dataset, job_id=job.id, event=JOB,
+        ledger_service.reserve(session=session, dataset=dataset, scope=Scope.job(job.id), event=JOB,
                                clip_norm=1.0, delta=job.delta)
         return time.perf_counter() - started
     finally:

@@ -15,6 +15,7 @@ from app.flows.training import job_view
 from app.jobs import service as job_service
 from app.jobs.schemas import JobOut
 from app.ledger import service as ledger_service
+from app.ledger.release import Scope
 
 
 def declare(*, session: Session, request: FederationCreate,
@@ -41,7 +42,7 @@ def join(*, session: Session, federation_id: int, request: FederationJoin,
     dataset = dataset_service.get(session=session, dataset_id=request.dataset_id)
     job = plan.site_job(federation=federation, dataset=dataset)
     job_service.enqueue(session=session, job=job)
-    ledger_service.reserve(session=session, dataset=dataset, job_id=job.id,
+    ledger_service.reserve(session=session, dataset=dataset, scope=Scope.job(job.id),
                            event=job_service.training_event(job),
                            clip_norm=job.dp_sgd_plan.max_grad_norm,
                            delta=job.delta)

@@ -29,6 +29,7 @@ from app.jobs import queue
 from app.jobs.models import SUCCEEDED, Job
 from app.ledger import service as ledger_service
 from app.ledger import spaces
+from app.ledger.release import Scope
 from app.observability import job_metrics
 from app.privacy.accounting import finite_or_none
 from app.registry import artifacts
@@ -73,7 +74,8 @@ def load(*, session: Session, dataset_id: int, job_id: int | None = None) -> Loa
         DatasetNotFound: the dataset is gone (the job fails).
     """
     dataset = dataset_service.get(session=session, dataset_id=dataset_id)
-    left = None if job_id is None else ledger_service.left_out_of(session=session, job_id=job_id)
+    left = (None if job_id is None
+            else ledger_service.left_out_of(session=session, scope=Scope.job(job_id)))
     return LoadedData(split=dataset_parts.load_parts(dataset, left),
                       encoder=encoder_for(dataset_parts.schema_of(dataset)),
                       ledger_deltas=ledger_deltas(session=session, dataset=dataset))

@@ -12,6 +12,7 @@ from app.jobs import service as job_service
 from app.jobs.models import Job
 from app.jobs.schemas import JobCreate, JobOut
 from app.ledger import service as ledger_service
+from app.ledger.release import Scope
 from app.registry import service as registry_service
 
 
@@ -31,7 +32,7 @@ def submit_training(*, session: Session, request: JobCreate) -> Job:
     ledger_service.reserve(
         session=session,
         dataset=dataset,
-        job_id=job.id,
+        scope=Scope.job(job.id),
         event=job_service.training_event(job),
         clip_norm=job.dp_sgd_plan.max_grad_norm,
         delta=job.delta,

@@ -26,6 +26,7 @@ from app.jobs.models import (
     JobStatus,
 )
 from app.ledger import service as ledger_service
+from app.ledger.release import Scope
 
 
 @dataclass(frozen=True)
@@ -102,7 +103,7 @@ def record_epoch(
         {"epoch": progress.epoch, "prv": progress.epsilon_prv, "rdp": progress.epsilon_rdp},
     ]
     job.lease_until = utcnow() + timedelta(seconds=lease_seconds)
-    ledger_service.commit_steps(session=session, job_id=job_id, steps=progress.steps)
+    ledger_service.commit_steps(session=session, scope=Scope.job(job_id), steps=progress.steps)
     return True, job.cancel_requested
 
 
@@ -151,8 +152,8 @@ def finish(
     job.metrics = metrics
     job.error_code = error_code
     job.error = error
-    ledger_service.settle(session=session, job_id=job_id, stopped_early=status == CANCELLED,
-                          charged_ahead=job.kind == FEDERATED)
+    ledger_service.settle(session=session, scope=Scope.job(job_id),
+                          stopped_early=status == CANCELLED, charged_ahead=job.kind == FEDERATED)
     return job
 
 
@@ -180,6 +181,6 @@ def reap_expired(*, session: Session) -> list[int]:
     )
     reaped = [(row[0], row[1]) for row in session.execute(stmt).all()]
     for job_id, kind in reaped:  # a federated part is charged before each round it begins
-        ledger_service.settle(session=session, job_id=job_id, stopped_early=False,
+        ledger_service.settle(session=session, scope=Scope.job(job_id), stopped_early=False,
                               charged_ahead=kind == FEDERATED)
     return [job_id for job_id, _ in reaped]

@@ -23,6 +23,7 @@ from app.jobs.schemas import (
     TrainingConfig,
 )
 from app.ledger import service as ledger_service
+from app.ledger.release import Scope
 from app.privacy import accounting, noise
 
 
@@ -366,7 +367,7 @@ def cancel(*, session: Session, job: Job) -> bool:
     cancelled = _update_if(session, job, Job.status == QUEUED,
                            status=CANCELLED, finished_at=utcnow())
     if cancelled:
-        ledger_service.release(session=session, job_id=job.id)
+        ledger_service.release(session=session, scope=Scope.job(job.id))
         return True
     stopping = _update_if(session, job, Job.status == RUNNING, Job.cancel_requested.is_(False),
                           cancel_requested=True)

@@ -34,17 +34,17 @@ class Scope:
     kind: str  # a key of SCOPES
     id: int
 
+    @classmethod
+    def job(cls, job_id: int) -> "Scope":
+        return cls("job", job_id)
+
+    @classmethod
+    def statistics_release(cls, release_id: int) -> "Scope":
+        return cls("statistics_release", release_id)
+
     def columns(self) -> dict[str, int]:
         """The entry's owner column set to this scope's id."""
         return {SCOPES[self.kind].key: self.id}
-
-
-def job_scope(job_id: int) -> Scope:
-    return Scope("job", job_id)
-
-
-def statistics_scope(release_id: int) -> Scope:
-    return Scope("statistics_release", release_id)
 
 
 class ReleaseKind(Protocol):

@@ -33,9 +33,9 @@ from app.ledger.models import (
     LedgerEntry,
     dataset_ledger,
 )
-from app.ledger.release import Release, give_back, job_scope
+from app.ledger.release import Release, Scope, give_back
 from app.ledger.release import commit as commit_release
-from app.ledger.release import entry_of as release_entry_of
+from app.ledger.release import entry_of as entry_of
 from app.ledger.spend import Budgeted
 from app.privacy import accounting, events
 from app.privacy.filter import RenyiFilter, filter_order
@@ -145,13 +145,13 @@ def reserve(
     *,
     session: Session,
     dataset: Budgeted,
-    job_id: int,
+    scope: Scope,
     event: DpEvent | accounting.Mechanism,
     clip_norm: float,
     delta: float,
     tail_probability: float | None = None,
 ) -> LedgerEntry:
-    """Reserve job ``job_id``'s training ``event`` (``reserve_release`` with its scope).
+    """Reserve ``scope``'s training ``event`` (``reserve_release`` with a step-composed kind).
 
     Args:
         event: what the training spends, as its family declares it (``Family.training_event``;
@@ -168,7 +168,7 @@ def reserve(
     """
     event = event.event if isinstance(event, accounting.Mechanism) else event
     return reserve_release(session=session, dataset=dataset, release=Release(
-        scope=job_scope(job_id), event=event, delta=delta, kind=STEP_COMPOSED,
+        scope=scope, event=event, delta=delta, kind=STEP_COMPOSED,
         clip_norm=clip_norm, tail_probability=tail_probability))
 
 
@@ -179,28 +179,19 @@ def leave_out(*, session: Session, dataset: Budgeted, entry: LedgerEntry) -> Non
     entry.left_out = left_out.recorded(found)
 
 
-def entry_of(*, session: Session, job_id: int) -> LedgerEntry | None:
-    """Job ``job_id``'s ledger entry (None: it has none)."""
-    return _entry_for(session, job_id)
-
-
-def left_out_of(*, session: Session, job_id: int) -> left_out.LeftOut | None:
-    """The patients job ``job_id``'s release leaves out (None: none, or no entry)."""
-    entry = _entry_for(session, job_id)
+def left_out_of(*, session: Session, scope: Scope) -> left_out.LeftOut | None:
+    """The patients ``scope``'s release leaves out (None: none, or no entry)."""
+    entry = entry_of(session=session, scope=scope)
     return None if entry is None else left_out.of(entry)
 
 
-def _entry_for(session: Session, job_id: int) -> LedgerEntry | None:
-    return release_entry_of(session=session, scope=job_scope(job_id))
-
-
-def _locked_entry(session: Session, job_id: int) -> LedgerEntry | None:
-    """The job's entry, re-read after taking its dataset's lock (another writer may have won)."""
-    entry = _entry_for(session, job_id)
+def _locked_entry(session: Session, scope: Scope) -> LedgerEntry | None:
+    """The scope's entry, re-read after taking its dataset's lock (another writer may have won)."""
+    entry = entry_of(session=session, scope=scope)
     if entry is None:
         return None
     lock_dataset(session=session, dataset_id=entry.dataset_id)
-    return _entry_for(session, job_id)
+    return entry_of(session=session, scope=scope)
 
 
 def _committed(entry: LedgerEntry) -> int:
@@ -219,9 +210,9 @@ def _append(session: Session, entry: LedgerEntry, kind: str, steps: int | None =
         give_back(session=session, entry=entry)
 
 
-def commit_steps(*, session: Session, job_id: int, steps: int) -> None:
+def commit_steps(*, session: Session, scope: Scope, steps: int) -> None:
     """Charge the first ``steps`` steps for good (they ran); called after every epoch."""
-    entry = _locked_entry(session, job_id)
+    entry = _locked_entry(session, scope)
     if _open(entry) and steps > _committed(entry):
         _append(session, entry, COMMIT, min(steps, entry.steps))
 
@@ -231,23 +222,23 @@ def _commit_all(session: Session, entry: LedgerEntry | None) -> None:
         _append(session, entry, COMMIT, entry.steps)
 
 
-def commit(*, session: Session, job_id: int) -> None:
+def commit(*, session: Session, scope: Scope) -> None:
     """Charge the whole plan for good: the job finished, failed or lost its worker.
 
     A run that touched data keeps its charge; when it is unknown how far a run got, it is
     charged in full.
     """
-    _commit_all(session, _locked_entry(session, job_id))
+    _commit_all(session, _locked_entry(session, scope))
 
 
-def release(*, session: Session, job_id: int) -> None:
+def release(*, session: Session, scope: Scope) -> None:
     """Give the whole reservation back: only for a job that never touched a record."""
-    entry = _locked_entry(session, job_id)
+    entry = _locked_entry(session, scope)
     if entry is not None and entry.status == RESERVED:
         _append(session, entry, RELEASE)
 
 
-def settle(*, session: Session, job_id: int, stopped_early: bool,
+def settle(*, session: Session, scope: Scope, stopped_early: bool,
            charged_ahead: bool = False) -> None:
     """Close a job's entry when its worker ends it (or its lease runs out).
 
@@ -261,7 +252,7 @@ def settle(*, session: Session, job_id: int, stopped_early: bool,
     the committed ones: whatever way it ends, the remainder is released and the committed
     steps stay.
     """
-    entry = _locked_entry(session, job_id)
+    entry = _locked_entry(session, scope)
     if charged_ahead or (stopped_early and _open(entry) and _committed(entry) > 0):
         if _open(entry):
             _append(session, entry, RELEASE)

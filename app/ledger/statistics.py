@@ -22,7 +22,7 @@ from app.ledger import release
 from app.ledger import service as ledger_service
 from app.ledger import spend as ledger_spend
 from app.ledger.models import LedgerEntry
-from app.ledger.release import Release, job_scope, statistics_scope
+from app.ledger.release import Release, Scope
 from app.ledger.spend import Budgeted
 from app.privacy import events, fitting
 from app.privacy.figures import round_down
@@ -97,7 +97,7 @@ def reserve_release(
     """
     if (release_id is None) == (job_id is None):
         raise ValueError("a release is a statistics release's or a job's, exactly one")
-    scope = job_scope(job_id) if job_id is not None else statistics_scope(release_id or 0)
+    scope = Scope.job(job_id) if job_id is not None else Scope.statistics_release(release_id or 0)
     return ledger_service.reserve_release(session=session, dataset=dataset, release=Release(
         scope=scope, event=charge.event, delta=charge.delta, kind=ONE_SHOT,
         target_epsilon=charge.target_epsilon))

@@ -16,6 +16,7 @@ from app.datasets.models import Dataset
 from app.datasets.stored import load_table
 from app.ledger import left_out
 from app.ledger import service as ledger_service
+from app.ledger.release import Scope
 from app.ledger.spaces import PatientBlock, PatientSpace
 from tests.api.scoring_helpers import problem
 from tests.ledger.test_patient_budget import BUDGET, SCHEMA, _job, _upload
@@ -59,14 +60,14 @@ def test_a_union_charges_every_patient_of_its_members(any_client: TestClient,
         admitted = _job(any_client, member, 6)
         assert admitted.status_code == 202, admitted.text
         with any_db.session_scope() as session:
-            entry = ledger_service.entry_of(session=session, job_id=admitted.json()["id"])
+            entry = ledger_service.entry_of(session=session, scope=Scope.job(admitted.json()["id"]))
             assert entry is not None
             found = left_out.of(entry)
         assert found is not None and all(found.leaves_out(p) for p in live if member in p)
     apart_job = _job(any_client, apart, 7.9)
     assert apart_job.status_code == 202
     with any_db.session_scope() as session:
-        entry = ledger_service.entry_of(session=session, job_id=apart_job.json()["id"])
+        entry = ledger_service.entry_of(session=session, scope=Scope.job(apart_job.json()["id"]))
         assert entry is not None and left_out.of(entry) is None
     verified = any_client.get("/v1/patient-budget/verify")
     assert verified.status_code == 200 and verified.json()["valid"], verified.text

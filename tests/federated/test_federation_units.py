@@ -29,6 +29,7 @@ from app.jobs.models import FEDERATED, QUEUED, Job
 from app.jobs.schemas import JobCreate
 from app.ledger import service as ledger_service
 from app.ledger.models import LedgerEntry
+from app.ledger.release import Scope
 from app.privacy.accounting import MAX_NOISE_MULTIPLIER, poisson_plan
 from tests.conftest import FAST_TRAINING, small_dataset
 from worker.evaluation import evaluate
@@ -191,7 +192,7 @@ def test_charged_ahead_keeps_the_committed_rounds_and_releases_the_rest(db: Data
     assert _charge(db, job_id) == (ROUNDS * LOCAL_STEPS, ROUNDS * LOCAL_STEPS, False, "reserved")
     _claim_and_commit(db, job_id, epochs=2, steps_per_epoch=LOCAL_STEPS)
     with db.session_scope() as session:
-        ledger_service.settle(session=session, job_id=job_id, stopped_early=False,
+        ledger_service.settle(session=session, scope=Scope.job(job_id), stopped_early=False,
                               charged_ahead=True)
     assert _charge(db, job_id) == (ROUNDS * LOCAL_STEPS, 2 * LOCAL_STEPS, True, "committed")
 
@@ -200,7 +201,7 @@ def test_charged_ahead_with_no_round_releases_everything(db: Database) -> None:
     job_id = _federated_job(db)
     _claim_and_commit(db, job_id, epochs=0, steps_per_epoch=LOCAL_STEPS)
     with db.session_scope() as session:
-        ledger_service.settle(session=session, job_id=job_id, stopped_early=False,
+        ledger_service.settle(session=session, scope=Scope.job(job_id), stopped_early=False,
                               charged_ahead=True)
     assert _charge(db, job_id) == (ROUNDS * LOCAL_STEPS, 0, True, "released")
 

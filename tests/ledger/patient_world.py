@@ -43,6 +43,7 @@ from app.ledger import service as ledger_service
 from app.ledger import spaces
 from app.ledger.errors import BudgetExceeded
 from app.ledger.models import LedgerEntry
+from app.ledger.release import Scope
 from app.privacy import events
 from app.statistics import noise as release_noise
 from app.statistics import plan as planning
@@ -182,14 +183,14 @@ def _end(world: World, outcome: Outcome) -> None:
             job_service.cancel(session=session, job=job_service.get(session=session,
                                                                     job_id=job_id))
         elif kind == "fail":
-            ledger_service.settle(session=session, job_id=job_id, stopped_early=False)
+            ledger_service.settle(session=session, scope=Scope.job(job_id), stopped_early=False)
         else:
             steps = job_service.get(session=session, job_id=job_id).steps
-            ledger_service.commit_steps(session=session, job_id=job_id,
+            ledger_service.commit_steps(session=session, scope=Scope.job(job_id),
                                         steps=max(1, int(value * steps)))
     if kind == "partial":
         with world.db.session_scope() as session:
-            ledger_service.settle(session=session, job_id=job_id, stopped_early=True)
+            ledger_service.settle(session=session, scope=Scope.job(job_id), stopped_early=True)
 
 
 def play(world: World, ops: list[tuple[Any, ...]], sent: tuple[int, list[str]] | None

@@ -30,6 +30,7 @@ from app.ledger import admission, spaces
 from app.ledger import service as ledger_service
 from app.ledger import spend as ledger_spend
 from app.ledger.models import LedgerEntry
+from app.ledger.release import Scope
 from app.privacy import accounting, events
 from app.privacy.filter import RenyiFilter
 
@@ -66,7 +67,7 @@ def _reserve(session: Session, dataset_id: int) -> int:
     session.flush()
     dataset = session.get(Dataset, dataset_id)
     assert dataset is not None
-    ledger_service.reserve(session=session, dataset=dataset, job_id=job.id, event=CHARGED,
+    ledger_service.reserve(session=session, dataset=dataset, scope=Scope.job(job.id), event=CHARGED,
                            clip_norm=1.0, delta=job.delta)
     return job.id
 
@@ -75,13 +76,13 @@ def _charge(db: Database, dataset_id: int, k: int) -> None:
     """Two jobs (one committed, one reserved); every third dataset also a cancelled job
     (released: not charged) and one stopped after some steps (charged in part)."""
     with db.session_scope() as session:
-        ledger_service.commit(session=session, job_id=_reserve(session, dataset_id))
+        ledger_service.commit(session=session, scope=Scope.job(_reserve(session, dataset_id)))
         _reserve(session, dataset_id)
         if k % 3 == 0:
-            ledger_service.release(session=session, job_id=_reserve(session, dataset_id))
+            ledger_service.release(session=session, scope=Scope.job(_reserve(session, dataset_id)))
             stopped = _reserve(session, dataset_id)
-            ledger_service.commit_steps(session=session, job_id=stopped, steps=200)
-            ledger_service.settle(session=session, job_id=stopped, stopped_early=True)
+            ledger_service.commit_steps(session=session, scope=Scope.job(stopped), steps=200)
+            ledger_service.settle(session=session, scope=Scope.job(stopped), stopped_early=True)
 
 
 def _candidate(mechanism: accounting.Mechanism) -> LedgerEntry:

@@ -21,6 +21,7 @@ from app.datasets import identity, parts
 from app.datasets import service as dataset_service
 from app.ledger import left_out
 from app.ledger import service as ledger_service
+from app.ledger.release import Scope
 from tests.conftest import _client, _postgres_database, _sqlite_database, bearer, new_key
 from tests.ledger.test_patient_budget import _job, _upload
 
@@ -107,7 +108,7 @@ def _check_left_out(database: Database, job_id: int) -> None:
     """The shared patient was left out of E's release: it reads 2,999 of E's rows, and every
     part's public size is still the dataset's."""
     with database.session_scope() as session:
-        entry = ledger_service.entry_of(session=session, job_id=job_id)
+        entry = ledger_service.entry_of(session=session, scope=Scope.job(job_id))
         assert entry is not None
         left = left_out.of(entry)
         assert left is not None

@@ -20,6 +20,7 @@ from app.ledger import block_spend, space_chain, spaces
 from app.ledger import service as ledger_service
 from app.ledger import spend as ledger_spend
 from app.ledger.errors import BudgetBelowSpend, BudgetExceeded
+from app.ledger.release import Scope
 from app.ledger.schemas import PatientBudgetChange
 from tests.api.scoring_helpers import problem
 from tests.conftest import small_dataset
@@ -98,7 +99,7 @@ def test_a_budget_below_what_the_most_spent_patients_have_spent_is_refused(
     over = _job(any_client, second, 3)
     assert over.status_code == 202, over.text
     with any_db.session_scope() as session:
-        entry = ledger_service.entry_of(session=session, job_id=over.json()["id"])
+        entry = ledger_service.entry_of(session=session, scope=Scope.job(over.json()["id"]))
         assert entry is not None and _decided(entry.left_out) == {
             "scope": [first, second], "patterns": [[first, second]]}
     assert any_client.get(ROUTE).json()["spent_epsilon"] == pytest.approx(spent)
@@ -107,7 +108,7 @@ def test_a_budget_below_what_the_most_spent_patients_have_spent_is_refused(
     alone_job = _job(any_client, alone, 3)
     assert alone_job.status_code == 202
     with any_db.session_scope() as session:
-        entry = ledger_service.entry_of(session=session, job_id=alone_job.json()["id"])
+        entry = ledger_service.entry_of(session=session, scope=Scope.job(alone_job.json()["id"]))
         assert entry is not None and _decided(entry.left_out) is None
 
 

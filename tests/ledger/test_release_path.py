@@ -16,7 +16,7 @@ from app.ledger import service as ledger_service
 from app.ledger import statistics as ledger_statistics
 from app.ledger.admission import Shortfall
 from app.ledger.models import LedgerEntry
-from app.ledger.release import Release, job_scope
+from app.ledger.release import Release, Scope
 from app.privacy import accounting, events
 from tests.conftest import FAST_TRAINING, small_dataset
 
@@ -50,9 +50,9 @@ def _dataset_and_job(db: Database) -> tuple[int, int]:
 def test_a_job_entry_is_found_by_its_scope_and_its_chain_verifies(db: Database) -> None:
     dataset_id, job_id = _dataset_and_job(db)
     with db.session_scope() as session:
-        entry = ledger_release.entry_of(session=session, scope=job_scope(job_id))
+        entry = ledger_release.entry_of(session=session, scope=Scope.job(job_id))
         assert entry is not None and entry.job_id == job_id
-        assert entry.id == ledger_service.entry_of(session=session, job_id=job_id).id
+        assert entry.id == ledger_service.entry_of(session=session, scope=Scope.job(job_id)).id
         dataset = dataset_service.get(session=session, dataset_id=dataset_id)
         assert ledger_service.verify_chain(session=session, dataset=dataset)["valid"]
 
@@ -67,7 +67,7 @@ def test_a_new_kind_is_admitted_by_the_same_filter_and_refused_in_its_own_words(
         before = session.scalar(select(func.count()).select_from(LedgerEntry))
         with pytest.raises(Refused, match="tally"):
             ledger_service.reserve_release(session=session, dataset=dataset, release=Release(
-                scope=job_scope(job_id + 1), event=huge, delta=1e-6, kind=Tally()))
+                scope=Scope.job(job_id + 1), event=huge, delta=1e-6, kind=Tally()))
         assert session.scalar(select(func.count()).select_from(LedgerEntry)) == before
 
 
@@ -80,5 +80,5 @@ def test_an_event_of_another_shape_is_refused_before_anything_is_written(
         dataset = dataset_service.get(session=session, dataset_id=dataset_id)
         with pytest.raises(ValueError, match="one-shot"):
             ledger_service.reserve_release(session=session, dataset=dataset, release=Release(
-                scope=job_scope(job_id + 1), event=dp_sgd, delta=1e-6,
+                scope=Scope.job(job_id + 1), event=dp_sgd, delta=1e-6,
                 kind=ledger_statistics.ONE_SHOT, target_epsilon=1.0))

@@ -13,6 +13,7 @@ from app.flows import training as training_flow
 from app.jobs.models import MONITORING, NotDpSgd
 from app.jobs.service import JobNotFound
 from app.ledger import service as ledger_service
+from app.ledger.release import Scope
 from app.monitoring import service as monitoring_service
 from tests.conftest import small_dataset
 
@@ -36,7 +37,7 @@ def test_a_one_release_job_has_no_dp_sgd_plan_and_shows_its_gaussian(db: Databas
         planned = view.privacy.epsilon_planned["pld"]
         assert planned == pytest.approx(accountant.get_epsilon(job.delta), rel=1e-3)
         assert planned <= 2.0 + 1e-6
-        entry = ledger_service.entry_of(session=session, job_id=job.id)
+        entry = ledger_service.entry_of(session=session, scope=Scope.job(job.id))
         assert entry is not None and entry.steps == 1 and entry.sample_rate == 1.0
         with pytest.raises(JobNotFound, match="not DP-SGD"):
             job_flow.privacy_report(session=session, job_id=job.id)

@@ -18,6 +18,7 @@ from app.datasets.schemas import DatasetCreate
 from app.jobs.models import COMPARISON, MONITORING
 from app.ledger import service as ledger_service
 from app.ledger import spend
+from app.ledger.release import Scope
 from app.monitoring import service as monitoring_service
 
 DELTA = 1e-6
@@ -41,7 +42,7 @@ def test_spend_is_the_composition_of_the_releases(db: Database, targets: list[fl
             job = monitoring_service.queue_release(
                 session=session, dataset=dataset, kind=kind, target=target,
                 training={kind: {"notes": []}})
-            ledger_service.commit(session=session, job_id=job.id)
+            ledger_service.commit(session=session, scope=Scope.job(job.id))
             noises.append(job.noise_multiplier)
             alone = PLDAccountant()
             alone.compose(GaussianDpEvent(job.noise_multiplier))

@@ -24,6 +24,7 @@ from app.datasets import service as dataset_service
 from app.datasets.encoding import encoder_for
 from app.jobs.models import COMPARISON, Job
 from app.ledger import service as ledger_service
+from app.ledger.release import Scope
 from app.registry import service as registry_service
 from app.registry.models import TrainedModel
 from worker.dp_histogram import Release, histogram_release
@@ -90,7 +91,7 @@ def run(session: Any, job: Job, rng: np.random.Generator) -> dict[str, Any]:
     challenger = registry_service.get(session=session, model_id=asked["challenger_id"])
     dataset = dataset_service.get(session=session, dataset_id=job.dataset_id)
     rows = dataset_parts.load_parts(
-        dataset, ledger_service.left_out_of(session=session, job_id=job.id)).evaluation
+        dataset, ledger_service.left_out_of(session=session, scope=Scope.job(job.id))).evaluation
     training = (champion.metrics or {})["release"]
     thresholds = dict((champion.metrics or {}).get("band_thresholds")
                       or champion.band_thresholds)

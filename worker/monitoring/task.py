@@ -27,6 +27,7 @@ from app.datasets.encoding import encoder_for
 from app.jobs import queue
 from app.jobs.models import MONITORING, SUCCEEDED, Job
 from app.ledger import service as ledger_service
+from app.ledger.release import Scope
 from app.monitoring import service as monitoring_service
 from app.monitoring.bins import FeatureBins, schema_bins
 from app.registry import service as registry_service
@@ -134,7 +135,7 @@ def run(session: Any, job: Job, rng: np.random.Generator) -> dict[str, Any]:
     dataset = dataset_service.get(session=session, dataset_id=run_row.dataset_id)
     schema = registry_service.schema_of(model)
     rows = _rows(dataset_parts.load_parts(
-        dataset, ledger_service.left_out_of(session=session, job_id=job.id)))
+        dataset, ledger_service.left_out_of(session=session, scope=Scope.job(job.id))))
     if dataset_labels.unlabelled(dataset):  # no outcome: its features' histograms only
         return _features_only(session, run_row, job, rows, schema_bins(schema), rng)
     network = registry_service.load_network(model)
