@@ -10,13 +10,18 @@ gives it back on any failure (``awaiting_data``).
 
 A claim whose process died mid-body stops being renewed: once its lease
 (``settings.upload_claim_lease_seconds``) has run out it is stale, a new upload may take it
-over, and the start-up recovery gives it back (``give_back_stale``). The token makes a stale
-owner that wakes up harmless: its accept or give-back matches no row.
+over, and the start-up recovery gives it back (``give_back_stale``). The claim also names
+the process that took it (``this_process``: host, pid and a token drawn at each start), so a
+start gives back at once, lease or not, the claims of processes on its host that are gone (or
+of its own pid's earlier start); a live owner's claim, or another host's, keeps its lease.
+The token makes a stale owner that wakes up harmless: its accept or give-back matches no row.
 """
 
+import os
 import secrets
+import socket
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from sqlalchemy import and_, or_, select, update
@@ -31,6 +36,8 @@ from app.datasets.models import AWAITING_DATA, RECEIVING, Dataset
 from app.datasets.service import DatasetHasData as DatasetNotAwaitingData
 from app.datasets.stored import table_schema
 from app.ledger import spaces
+
+_BOOT = secrets.token_hex(8)  # this start of this process: a reused pid is not the old one
 
 
 class UploadInProgress(Conflict):
@@ -57,6 +64,32 @@ def stale_before(now: datetime) -> datetime:
     return now - timedelta(seconds=settings.upload_claim_lease_seconds)
 
 
+def this_process() -> str:
+    """The owner recorded with the claims this process takes: ``host pid boot``."""
+    return f"{socket.gethostname()} {os.getpid()} {_BOOT}"
+
+
+def owner_gone(owner: str | None) -> bool:
+    """Whether ``owner`` (a claim's ``this_process``) is a process on this host that no
+    longer runs: another pid that is not alive, or this pid at an earlier start."""
+    try:
+        host, pid_text, boot = (owner or "").rsplit(" ", 2)
+        pid = int(pid_text)
+    except ValueError:
+        return False  # no owner recorded: only its lease can end it
+    if host != socket.gethostname():
+        return False
+    if pid == os.getpid():
+        return boot != _BOOT
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except OSError:
+        return False  # alive, another user's
+    return False
+
+
 def claim(*, session: Session, dataset_id: int) -> ClaimedUpload:
     """Claim ``dataset_id`` for one upload (commit right after, before the body is read).
 
@@ -73,7 +106,8 @@ def claim(*, session: Session, dataset_id: int) -> ClaimedUpload:
                or_(Dataset.state == AWAITING_DATA,
                    and_(Dataset.state == RECEIVING,
                         Dataset.upload_claimed_at < stale_before(now))))
-        .values(state=RECEIVING, upload_claim=token, upload_claimed_at=now)
+        .values(state=RECEIVING, upload_claim=token, upload_claimed_at=now,
+                upload_claim_owner=this_process())
         .execution_options(synchronize_session=False)
     ))
     dataset = service.get(session=session, dataset_id=dataset_id)
@@ -110,17 +144,26 @@ def queue(*, session: Session, dataset_id: int, token: str) -> bool:
 
 
 def give_back_stale(*, session: Session) -> list[str]:
-    """Give back every claim whose lease ran out (its body never ended: the process died);
-    the tokens come back, so that their spools can be deleted."""
-    stale = list(session.execute(
-        select(Dataset.id, Dataset.upload_claim).where(
-            Dataset.state == RECEIVING, Dataset.upload_claimed_at < stale_before(utcnow()))))
+    """Give back every claim whose body will never end: its lease ran out, or its owner is a
+    process on this host that is gone; the tokens come back, so that their spools can be
+    deleted. A queued claim (no lease: its upload row holds it) is the worker's."""
+    before = stale_before(utcnow())
+    receiving = session.execute(
+        select(Dataset.id, Dataset.upload_claim, Dataset.upload_claimed_at,
+               Dataset.upload_claim_owner).where(
+            Dataset.state == RECEIVING, Dataset.upload_claimed_at.is_not(None)))
     tokens: list[str] = []
-    for dataset_id, token in stale:
-        if token is not None:
+    for dataset_id, token, claimed_at, owner in receiving.all():
+        if token is not None and claimed_at is not None and (
+                _as_utc(claimed_at) < before or owner_gone(owner)):
             give_back(session=session, claimed=ClaimedUpload(dataset_id, token, None, "", None))
             tokens.append(token)
     return tokens
+
+
+def _as_utc(moment: datetime) -> datetime:
+    """SQLite hands back naive datetimes (stored as UTC)."""
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
 
 
 def _refuse(dataset: Dataset) -> None:
@@ -147,7 +190,7 @@ def hold(*, session: Session, claimed: ClaimedUpload) -> Dataset:
         update(Dataset)
         .where(Dataset.id == claimed.dataset_id, Dataset.state == RECEIVING,
                Dataset.upload_claim == claimed.token)
-        .values(upload_claim=None, upload_claimed_at=None)
+        .values(upload_claim=None, upload_claimed_at=None, upload_claim_owner=None)
         .execution_options(synchronize_session=False)
     ))
     dataset = service.get(session=session, dataset_id=claimed.dataset_id)
@@ -167,7 +210,8 @@ def give_back(*, session: Session, claimed: ClaimedUpload) -> None:
         update(Dataset)
         .where(Dataset.id == claimed.dataset_id, Dataset.state == RECEIVING,
                Dataset.upload_claim == claimed.token)
-        .values(state=AWAITING_DATA, upload_claim=None, upload_claimed_at=None)
+        .values(state=AWAITING_DATA, upload_claim=None, upload_claimed_at=None,
+                upload_claim_owner=None)
         .execution_options(synchronize_session=False)
     )
 

@@ -87,10 +87,12 @@ class Dataset(Base):
     state: Mapped[DatasetState] = mapped_column(StrEnumColumn(DatasetState, 16), default=READY,
                                                 server_default=READY.value)
     # The upload that holds the dataset while its body arrives (app.datasets.claims), and when
-    # it took it; both null outside ``receiving``.
+    # it took it; both null outside ``receiving``. The process that took it (``host pid
+    # boot``, app.datasets.claims.this_process): a start gives back a gone process's claim.
     upload_claim: Mapped[str | None] = mapped_column(String(64), nullable=True)
     upload_claimed_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True),
                                                               nullable=True)
+    upload_claim_owner: Mapped[str | None] = mapped_column(String(300), nullable=True)
     # The stored table under DATA_DIR, named by its bytes' SHA-256 (app.datasets.stored), its
     # media type (null: the service's own Parquet layout, before migration 0014) and the values
     # imputed per feature.

@@ -6,6 +6,8 @@ last writer, five unreferenced patient tables stayed on disk (surviving ``DELETE
 and six audit events claimed six different tables.
 """
 
+import subprocess
+import sys
 import threading
 from collections.abc import Callable
 from datetime import timedelta
@@ -161,3 +163,37 @@ def test_a_table_that_cannot_be_kept_fails_the_accept_and_registers_nothing(
         assert dataset is not None
         assert (dataset.state, dataset.table_sha256, dataset.n_rows) == (RECEIVING, None, 0)
     assert not _data_dir.exists() or _tables(_data_dir) == []
+
+
+def test_a_start_gives_back_at_once_only_the_claims_of_gone_processes(
+        db: Database, client: TestClient) -> None:
+    """Within their lease: a gone process's claim (another pid, or this pid's earlier start)
+    is given back; a live process's, another host's or one naming no owner is kept."""
+    ended = subprocess.Popen([sys.executable, "-c", "pass"])
+    ended.wait()
+    live = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    host, pid, boot = claims.this_process().rsplit(" ", 2)
+    owners = {f"{host} {ended.pid} {boot}": AWAITING_DATA,
+              f"{host} {pid} earlier-start": AWAITING_DATA,
+              f"{host} {live.pid} {boot}": RECEIVING,
+              claims.this_process(): RECEIVING,
+              f"other-{host} {ended.pid} {boot}": RECEIVING,
+              None: RECEIVING}
+    ids = {}
+    try:
+        for owner in owners:
+            dataset_id = ids[owner] = _register(client)["id"]
+            with db.session_scope() as session:
+                claims.claim(session=session, dataset_id=dataset_id)
+                session.execute(update(Dataset).where(Dataset.id == dataset_id)
+                                .values(upload_claim_owner=owner))
+        with db.session_scope() as session:
+            given_back = claims.give_back_stale(session=session)
+        with db.session_scope() as session:
+            states = {owner: session.get(Dataset, ids[owner]).state  # type: ignore[union-attr]
+                      for owner in owners}
+    finally:
+        live.kill()
+        live.wait()
+    assert states == owners
+    assert len(given_back) == 2
