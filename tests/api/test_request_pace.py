@@ -11,14 +11,14 @@ from collections.abc import Iterator
 
 import httpx
 import pytest
-import uvicorn
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
-from app.core.database import Database, set_database
+from app.core.database import Database
 from app.core.settings import settings
 from app.main import create_app
 from tests.conftest import new_key
+from tests.threaded_server import threaded_server
 
 BODY = json.dumps({"dataset_id": 1, "privacy": {"target_epsilon": 1.0}}).encode()
 
@@ -91,24 +91,8 @@ def test_a_body_at_a_fair_pace_is_read(client: TestClient, fast_pace: None) -> N
 
 @pytest.fixture
 def server(db: Database, fast_pace: None) -> Iterator[str]:
-    set_database(db)
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = int(s.getsockname()[1])
-    server = uvicorn.Server(uvicorn.Config(create_app(embedded_worker=False), host="127.0.0.1",
-                                           port=port, log_config=None, log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 30
-    while not server.started:
-        assert time.monotonic() < deadline and thread.is_alive(), "server did not start"
-        time.sleep(0.05)
-    try:
-        yield f"127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        thread.join(timeout=30)
-        set_database(None)
+    with threaded_server(db, create_app(embedded_worker=False)) as address:
+        yield address
 
 
 def _trickle(host: str, key: str, answers: list[tuple[float, bytes]]) -> None:

@@ -15,13 +15,13 @@ from pathlib import Path
 
 import httpx
 import pytest
-import uvicorn
 
-from app.core.database import Database, set_database
+from app.core.database import Database
 from app.core.settings import settings
 from app.main import create_app
 from tests.conftest import bearer, new_key
 from tests.datasets.test_upload_api import SCHEMA
+from tests.threaded_server import threaded_server
 
 TRICKLERS = 24  # more than the pool's 5 + 10 connections
 
@@ -31,24 +31,8 @@ def server(db: Database, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Ite
     monkeypatch.setattr(settings, "data_dir", tmp_path / "data")
     monkeypatch.setattr(settings, "upload_grace_seconds", 1.0)
     monkeypatch.setattr(settings, "upload_min_bytes_per_second", 2000.0)
-    set_database(db)
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = int(s.getsockname()[1])
-    server = uvicorn.Server(uvicorn.Config(create_app(embedded_worker=False), host="127.0.0.1",
-                                           port=port, log_config=None, log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 30
-    while not server.started:
-        assert time.monotonic() < deadline and thread.is_alive(), "server did not start"
-        time.sleep(0.05)
-    try:
-        yield f"127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        thread.join(timeout=30)
-        set_database(None)
+    with threaded_server(db, create_app(embedded_worker=False)) as address:
+        yield address
 
 
 def _trickle(host: str, key: str, dataset_id: int, answers: list[bytes],

@@ -3,20 +3,17 @@ uvicorn's access line. Checked on the records a real uvicorn server writes throu
 service's logging set-up (``configure_logging``), in both formats."""
 
 import logging
-import socket
 import sys
-import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
-import uvicorn
 
-from app.core.database import Database, set_database
+from app.core.database import Database
 from app.core.logs import configure_logging, redact_query_strings
 from app.main import create_app
+from tests.threaded_server import threaded_server
 
 SECRET = "dpk_0123456789ab_" + "S3cr3tS3cr3t" * 3 + "S3cr3tS"
 
@@ -33,31 +30,11 @@ def restore_logging() -> Iterator[None]:
         root.setLevel(level)
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def _serve_and_call(db: Database, *paths: str) -> None:
     """A real uvicorn server (the app ``dpcrisis serve`` runs) answering ``paths``."""
-    set_database(db)
-    port = _free_port()
-    server = uvicorn.Server(uvicorn.Config(create_app(), host="127.0.0.1", port=port,
-                                           log_config=None, log_level="info"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    try:
-        deadline = time.monotonic() + 30
-        while not server.started:
-            assert time.monotonic() < deadline and thread.is_alive(), "server did not start"
-            time.sleep(0.05)
+    with threaded_server(db, create_app(), log_level="info") as address:
         for path in paths:
-            httpx.get(f"http://127.0.0.1:{port}{path}", timeout=10)
-    finally:
-        server.should_exit = True
-        thread.join(timeout=30)
-        set_database(None)
+            httpx.get(f"http://{address}{path}", timeout=10)
 
 
 @pytest.mark.parametrize("log_format", ["json", "text"])
