@@ -81,6 +81,7 @@ from app.jobs.schemas import JobCreate  # noqa: E402
 from app.privacy.accounting import Mechanism  # noqa: E402
 from app.privacy.parallel import held_out_noise  # noqa: E402
 from bench import proxies, proxy_study  # noqa: E402
+from bench.proxy_declarations import Proxy, binary, categorical, numeric  # noqa: E402
 from worker import dp_histogram, training  # noqa: E402
 from worker.calibration import calibrate_model, size_floor_rows  # noqa: E402
 from worker.evaluation import evaluate  # noqa: E402
@@ -101,7 +102,7 @@ Groups = dict[str, tuple[np.ndarray, list[str]]]
 
 @dataclass(frozen=True)
 class Table:
-    proxy: proxies.Proxy  # name, declared schema, raw rows, outcome
+    proxy: Proxy  # name, declared schema, raw rows, outcome
     groups: Callable[[np.ndarray], Groups]  # the declared subgroups of the rows in a mask
 
 
@@ -160,13 +161,13 @@ def rand_visits() -> list[Table]:
     x = np.column_stack([frame.lncoins, frame.idp, frame.lpi, frame.fmde, frame.physlm,
                          frame.disea, health]).astype(np.float64)
     features = [
-        proxies._numeric("log_coinsurance", 0.0, 4.7, 0.0),  # log(1 + rate in %), rate <= 100
-        proxies._binary("individual_deductible"),
-        proxies._numeric("log_incentive", 0.0, 8.0, 6.0),  # log of a capped annual payment
-        proxies._numeric("log_max_expenditure", 0.0, 10.0, 6.0),
-        proxies._binary("physical_limitation"),
-        proxies._numeric("chronic_diseases", 0.0, 100.0, 10.0),
-        proxies._categorical("health", ["excellent", "good", "fair", "poor"], "good"),
+        numeric("log_coinsurance", 0.0, 4.7, 0.0),  # log(1 + rate in %), rate <= 100
+        binary("individual_deductible"),
+        numeric("log_incentive", 0.0, 8.0, 6.0),  # log of a capped annual payment
+        numeric("log_max_expenditure", 0.0, 10.0, 6.0),
+        binary("physical_limitation"),
+        numeric("chronic_diseases", 0.0, 100.0, 10.0),
+        categorical("health", ["excellent", "good", "fair", "poor"], "good"),
     ]
     visits = frame.mdvis.to_numpy()
     tables = []
@@ -175,7 +176,7 @@ def rand_visits() -> list[Table]:
             "features": features, "subgroups": ["health"],
             "outcome": {"name": "visits", "label": f"At least {k} outpatient visits a year",
                         "bands": {"low_medium": bands[0], "medium_high": bands[1]}}})
-        proxy = proxies.Proxy(f"visits>={k}", schema, x, (visits >= k).astype(np.float64), True,
+        proxy = Proxy(f"visits>={k}", schema, x, (visits >= k).astype(np.float64), True,
                               "statsmodels RAND HIE; outcome: a public column thresholded")
         tables.append(Table(proxy, _feature_groups(schema, x)))
     return tables
@@ -185,13 +186,13 @@ def fair() -> Table:
     proxy = proxies.fair()
     bands = cut_offs(model_thresholds(proxy.schema.outcome.bands))
     schema = _declared(proxy.schema, bands, ["occupation"], proxy.schema.outcome.label or "affair")
-    proxy = proxies.Proxy(proxy.name, schema, proxy.x, proxy.y, True, proxy.note)
+    proxy = Proxy(proxy.name, schema, proxy.x, proxy.y, True, proxy.note)
     return Table(proxy, _feature_groups(schema, proxy.x))
 
 
 def crisis() -> Table:
     generated = synthetic.generate(20_000, 910_101)  # the seed bench/proxies.py uses
-    proxy = proxies.Proxy("crisis", BUILT_IN_SCHEMA, generated.x, generated.y, False,
+    proxy = Proxy("crisis", BUILT_IN_SCHEMA, generated.x, generated.y, False,
                           "the service's generator")
     return Table(proxy, lambda m: synthetic.subgroups(generated.x[m], generated.sex[m]))
 
@@ -246,7 +247,7 @@ def report(y: np.ndarray, p: np.ndarray, groups: Groups, noise: float,
     return metrics["roc_auc"], len(metrics["release"]["bins"]) - 1
 
 
-def trained(proxy: proxies.Proxy, parts: proxy_study.Parts, eps: float,
+def trained(proxy: Proxy, parts: proxy_study.Parts, eps: float,
             seed: int) -> tuple[np.ndarray, float]:
     """Plan, train and calibrate as the worker does; the evaluation rows' probabilities and the
     held-out noise multiplier (``worker.tasks.evaluate_step``)."""
@@ -365,7 +366,7 @@ def main(argv: list[str] | None = None) -> dict[str, dict[float, Cell]]:
           f"{seeds} seeds x {draws} evaluation releases per table and ε")
     for table in chosen:
         schema = shifted(table.proxy.schema, args.shift)
-        proxy = proxies.Proxy(table.proxy.name, schema, table.proxy.x, table.proxy.y,
+        proxy = Proxy(table.proxy.name, schema, table.proxy.x, table.proxy.y,
                               table.proxy.real, table.proxy.note)
         table = Table(proxy, table.groups)
         cells = {eps: Cell() for eps in EPSILONS}

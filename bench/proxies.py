@@ -33,51 +33,13 @@ Built proxies (seeded generators; the outcome's intercept is solved for the stat
   about 1%, ten of them without effect.
 """
 
-from dataclasses import dataclass
-from typing import Any
-
 import numpy as np
 
 from app.datasets import synthetic
 from app.datasets.built_in_schema import BUILT_IN_SCHEMA
-from app.datasets.dataset_schema import DatasetSchema
+from bench.proxy_declarations import Proxy, binary, categorical, declared_schema, numeric
 
 RADIUS_CAP = 40.0
-
-
-@dataclass(frozen=True)
-class Proxy:
-    name: str
-    schema: DatasetSchema
-    x: np.ndarray  # raw rows (n, features)
-    y: np.ndarray  # 0/1 outcome
-    real: bool  # a real public table (the confirmation set's kind)
-    note: str
-
-
-def _numeric(name: str, lower: float, upper: float, reference: float,
-             kind: str = "numeric", **extra: Any) -> dict[str, Any]:
-    return {"name": name, "kind": kind, "lower": lower, "upper": upper,
-            "reference": reference, **extra}
-
-
-def _binary(name: str, reference: int = 0) -> dict[str, Any]:
-    return {"name": name, "kind": "binary", "reference": reference}
-
-
-def _categorical(name: str, categories: list[str], reference: str) -> dict[str, Any]:
-    return {"name": name, "kind": "categorical", "categories": categories,
-            "reference": reference}
-
-
-def _schema(features: list[dict[str, Any]], outcome: str, label: str,
-            bands: tuple[float, float]) -> DatasetSchema:
-    """An upload's declaration: the outcome is labelled and declares its risk bands (public
-    policy chosen from the stated prevalence, never read off the rows)."""
-    low_medium, medium_high = bands
-    return DatasetSchema.model_validate({"features": features, "outcome": {
-        "name": outcome, "label": label,
-        "bands": {"low_medium": low_medium, "medium_high": medium_high}}})
 
 
 _SIZE_CAPS = {"radius": RADIUS_CAP, "texture": 128.0, "perimeter": 260.0, "area": 5000.0,
@@ -96,11 +58,11 @@ def breast_cancer() -> Proxy:
         stat, base = ("mean", words[1]) if words[0] == "mean" else (
             ("worst", words[1]) if words[0] == "worst" else ("se", words[0]))
         cap = _SIZE_CAPS[base] * (0.5 if stat == "se" else 1.0)
-        features.append(_numeric(f"{base}_{stat}", 0.0, cap, round(cap / 4, 4)))
+        features.append(numeric(f"{base}_{stat}", 0.0, cap, round(cap / 4, 4)))
         columns.append(j)
     x = data.data[:, columns].astype(np.float64)
     y = (data.target == 0).astype(np.float64)  # sklearn codes malignant as 0
-    schema = _schema(features, "malignant", "Malignant (biopsy)", (0.2, 0.5))
+    schema = declared_schema(features, "malignant", "Malignant (biopsy)", (0.2, 0.5))
     return Proxy("breast_cancer", schema, x, y, True,
                  "sklearn Wisconsin diagnostic; bounds from feature definitions")
 
@@ -113,21 +75,22 @@ def fair() -> Proxy:
 
     frame = sm.datasets.fair.load_pandas().data
     features = [
-        _numeric("rate_marriage", 1, 5, 4, "integer"),
-        _numeric("age", 17.5, 42.0, 27.0),
-        _numeric("yrs_married", 0.5, 23.0, 6.0),
-        _numeric("children", 0.0, 5.5, 1.0),
-        _numeric("religious", 1, 4, 2, "integer"),
-        _numeric("educ", 9, 20, 14, "integer"),
-        _categorical("occupation", _OCCUPATIONS, "white_collar"),
-        _categorical("occupation_husb", _OCCUPATIONS, "skilled"),
+        numeric("rate_marriage", 1, 5, 4, "integer"),
+        numeric("age", 17.5, 42.0, 27.0),
+        numeric("yrs_married", 0.5, 23.0, 6.0),
+        numeric("children", 0.0, 5.5, 1.0),
+        numeric("religious", 1, 4, 2, "integer"),
+        numeric("educ", 9, 20, 14, "integer"),
+        categorical("occupation", _OCCUPATIONS, "white_collar"),
+        categorical("occupation_husb", _OCCUPATIONS, "skilled"),
     ]
     x = np.column_stack([
         frame[c].to_numpy(float) for c in
         ("rate_marriage", "age", "yrs_married", "children", "religious", "educ")
     ] + [frame["occupation"].to_numpy(float) - 1, frame["occupation_husb"].to_numpy(float) - 1])
     y = (frame["affairs"].to_numpy() > 0).astype(np.float64)
-    return Proxy("fair", _schema(features, "affair", "Any time in affairs", (0.2, 0.5)), x, y, True,
+    declared = declared_schema(features, "affair", "Any time in affairs", (0.2, 0.5))
+    return Proxy("fair", declared, x, y, True,
                  "statsmodels Fair (1978) survey; bounds from its codebook")
 
 
@@ -172,18 +135,19 @@ def mixed(n_rows: int, seed: int = 20_251) -> Proxy:
              + 0.5 * np.log1p(crp) + 0.12 * np.minimum(visits, 24) + 0.6 * smoker
              + 0.8 * diabetes + np.array([0, 0.3, -0.2, 0.1, 0.5])[region] + 0.05 * phq9)
     features = [
-        _numeric("age", 18, 110, 45, "integer"),
-        _numeric("bmi", 10.0, 80.0, 25.0),
-        _numeric("systolic_bp", 60, 260, 120, "integer"),
-        _numeric("heart_rate", 20, 250, 70, "integer"),
-        _numeric("crp", 0.0, 500.0, 3.0, model_upper=100.0),
-        _numeric("visits", 0, 365, 2, "integer", model_upper=24),
-        _binary("smoker"), _binary("diabetes"),
-        _categorical("region", _REGIONS, "north"),
-        _numeric("phq9", 0, 27, 5, "integer"),
+        numeric("age", 18, 110, 45, "integer"),
+        numeric("bmi", 10.0, 80.0, 25.0),
+        numeric("systolic_bp", 60, 260, 120, "integer"),
+        numeric("heart_rate", 20, 250, 70, "integer"),
+        numeric("crp", 0.0, 500.0, 3.0, model_upper=100.0),
+        numeric("visits", 0, 365, 2, "integer", model_upper=24),
+        binary("smoker"), binary("diabetes"),
+        categorical("region", _REGIONS, "north"),
+        numeric("phq9", 0, 27, 5, "integer"),
     ]
     x = np.column_stack([age, bmi, sbp, hr, crp, visits, smoker, diabetes, region, phq9])
-    return Proxy("mixed", _schema(features, "event", "Event", (0.1, 0.3)), x.astype(np.float64),
+    declared = declared_schema(features, "event", "Event", (0.1, 0.3))
+    return Proxy("mixed", declared, x.astype(np.float64),
                  _outcome(rng, logit, 0.15), False, "built: 10 features, one categorical")
 
 
@@ -201,14 +165,14 @@ def wide(n_rows: int, seed: int = 20_252) -> Proxy:
              + flags @ np.array([0.7, 0.0, 0.4, -0.3, 0.5, 0.9])
              + np.array([0, 0.4, -0.3])[cat_a] + np.array([0, 0.2, 0.5, -0.4, 0.1, 0.8])[cat_b])
     features = (
-        [_numeric(f"lab_{i:02d}", -6.0, 6.0, 0.0) for i in range(18)]
-        + [_numeric(f"count_{i}", 0, 50, 1, "integer", model_upper=20) for i in range(4)]
-        + [_binary(f"flag_{i}") for i in range(6)]
-        + [_categorical("site", ["a", "b", "c"], "a"),
-           _categorical("plan", ["p0", "p1", "p2", "p3", "p4", "p5"], "p0")]
+        [numeric(f"lab_{i:02d}", -6.0, 6.0, 0.0) for i in range(18)]
+        + [numeric(f"count_{i}", 0, 50, 1, "integer", model_upper=20) for i in range(4)]
+        + [binary(f"flag_{i}") for i in range(6)]
+        + [categorical("site", ["a", "b", "c"], "a"),
+           categorical("plan", ["p0", "p1", "p2", "p3", "p4", "p5"], "p0")]
     )
     x = np.column_stack([labs, counts, flags, cat_a, cat_b]).astype(np.float64)
-    schema = _schema(features, "event", "Event", (0.025, 0.1))
+    schema = declared_schema(features, "event", "Event", (0.025, 0.1))
     return Proxy("wide", schema, x, _outcome(rng, logit, 0.01), False,
                  "built: 30 features, two categorical")
 
@@ -230,13 +194,13 @@ def strong(n_rows: int, seed: int = 20_253) -> Proxy:
              + 0.01 * (age - 50) - 0.1 * (education - 4) - 0.03 * (income - 12)
              + 0.6 * union + 0.3 * urban)
     features = (
-        [_numeric("leaning", 1, 7, 4, "integer")]
-        + [_numeric(f"view_{i}", 1, 7, 4, "integer") for i in range(3)]
-        + [_numeric("age", 18, 110, 45, "integer"), _numeric("education", 1, 7, 4, "integer"),
-           _numeric("income", 1, 24, 12, "integer"), _binary("union"), _binary("urban")]
+        [numeric("leaning", 1, 7, 4, "integer")]
+        + [numeric(f"view_{i}", 1, 7, 4, "integer") for i in range(3)]
+        + [numeric("age", 18, 110, 45, "integer"), numeric("education", 1, 7, 4, "integer"),
+           numeric("income", 1, 24, 12, "integer"), binary("union"), binary("urban")]
     )
     x = np.column_stack([leaning, views, age, education, income, union, urban])
-    return Proxy("strong", _schema(features, "event", "Event", (0.2, 0.6)),
+    return Proxy("strong", declared_schema(features, "event", "Event", (0.2, 0.6)),
                  x.astype(np.float64), _outcome(rng, logit, 0.4), False,
                  "built: 9 features, a few nearly decide a 40% outcome")
 

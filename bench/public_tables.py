@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from bench.proxies import Proxy, _binary, _numeric, _schema
+from bench.proxy_declarations import Proxy, binary, declared_schema, numeric
 
 
 def anes96() -> Proxy:
@@ -30,20 +30,20 @@ def anes96() -> Proxy:
 
     frame = sm.datasets.anes96.load_pandas().data
     columns: list[tuple[str, dict[str, Any]]] = [
-        ("logpopul", _numeric("log_population", math.log(0.1), math.log(10_000.0), 2.0)),
-        ("TVnews", _numeric("tv_news_days", 0, 7, 3, "integer")),
-        ("selfLR", _numeric("self_left_right", 1, 7, 4, "integer")),
-        ("ClinLR", _numeric("clinton_left_right", 1, 7, 3, "integer")),
-        ("DoleLR", _numeric("dole_left_right", 1, 7, 5, "integer")),
-        ("PID", _numeric("party_id", 0, 6, 3, "integer")),
-        ("age", _numeric("age", 18, 100, 45, "integer")),
-        ("educ", _numeric("education", 1, 7, 4, "integer")),
-        ("income", _numeric("income_code", 1, 24, 12, "integer")),
+        ("logpopul", numeric("log_population", math.log(0.1), math.log(10_000.0), 2.0)),
+        ("TVnews", numeric("tv_news_days", 0, 7, 3, "integer")),
+        ("selfLR", numeric("self_left_right", 1, 7, 4, "integer")),
+        ("ClinLR", numeric("clinton_left_right", 1, 7, 3, "integer")),
+        ("DoleLR", numeric("dole_left_right", 1, 7, 5, "integer")),
+        ("PID", numeric("party_id", 0, 6, 3, "integer")),
+        ("age", numeric("age", 18, 100, 45, "integer")),
+        ("educ", numeric("education", 1, 7, 4, "integer")),
+        ("income", numeric("income_code", 1, 24, 12, "integer")),
     ]
     x = np.column_stack([frame[c].to_numpy(float) for c, _ in columns])
     x[:, 0] = np.clip(x[:, 0], math.log(0.1), math.log(10_000.0))
     y = frame["vote"].to_numpy(float)
-    schema = _schema([f for _, f in columns], "dole_vote", "Voted for Dole", (0.3, 0.6))
+    schema = declared_schema([f for _, f in columns], "dole_vote", "Voted for Dole", (0.3, 0.6))
     return Proxy("anes96", schema, x, y, True, "statsmodels ANES 1996; bounds from its codebook")
 
 
@@ -54,20 +54,20 @@ def randhie(visits: int = 1) -> Proxy:
     frame = sm.datasets.randhie.load_pandas().data
     cap = math.log(10_000.0)
     columns: list[tuple[str, dict[str, Any]]] = [
-        ("lncoins", _numeric("log_coinsurance", 0.0, math.log(101.0), 0.0)),
-        ("idp", _binary("individual_deductible")),
-        ("lpi", _numeric("log_incentive", 0.0, cap, 4.0)),
-        ("fmde", _numeric("log_max_deductible", 0.0, cap, 4.0)),
-        ("physlm", _binary("physical_limitation")),
-        ("disea", _numeric("chronic_diseases", 0.0, 100.0, 10.0)),
-        ("hlthg", _binary("health_good")),
-        ("hlthf", _binary("health_fair")),
-        ("hlthp", _binary("health_poor")),
+        ("lncoins", numeric("log_coinsurance", 0.0, math.log(101.0), 0.0)),
+        ("idp", binary("individual_deductible")),
+        ("lpi", numeric("log_incentive", 0.0, cap, 4.0)),
+        ("fmde", numeric("log_max_deductible", 0.0, cap, 4.0)),
+        ("physlm", binary("physical_limitation")),
+        ("disea", numeric("chronic_diseases", 0.0, 100.0, 10.0)),
+        ("hlthg", binary("health_good")),
+        ("hlthf", binary("health_fair")),
+        ("hlthp", binary("health_poor")),
     ]
     x = np.column_stack([frame[c].to_numpy(float) for c, _ in columns])
     y = (frame["mdvis"].to_numpy() >= visits).astype(np.float64)
     label, bands = (("Any outpatient visit", (0.5, 0.8)) if visits == 1 else
                     (f"At least {visits} outpatient visits", (0.05, 0.2)))
-    schema = _schema([f for _, f in columns], "visits", label, bands)
+    schema = declared_schema([f for _, f in columns], "visits", label, bands)
     return Proxy("randhie" if visits == 1 else "randhie_rare", schema, x, y, True,
                  "statsmodels RAND health insurance experiment; bounds from its codebook")
