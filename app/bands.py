@@ -40,7 +40,7 @@ declared bands falls back to these (the built-in crisis schema declares the same
 
 
 class DeclaredBands(Protocol):
-    """A schema's ``outcome.bands`` (``app.datasets.dataset_schema.OutcomeBands``)."""
+    """A schema's ``outcome.bands`` (``app.datasets.schema.dataset_schema.OutcomeBands``)."""
 
     @property
     def low_medium(self) -> float: ...

@@ -30,8 +30,8 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from app.datasets import identity  # noqa: E402
-from app.datasets.encoding import encoder_for  # noqa: E402
+from app.datasets.patients import identity  # noqa: E402
+from app.datasets.schema.encoding import encoder_for  # noqa: E402
 from app.jobs import service as job_service  # noqa: E402
 from app.privacy.accounting import Mechanism  # noqa: E402
 from app.privacy.parallel import held_out_noise  # noqa: E402

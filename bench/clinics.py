@@ -20,8 +20,8 @@ from typing import Any
 
 import httpx
 
-from app.datasets.built_in_schema import BUILT_IN_SCHEMA
-from app.datasets.dataset_schema import schema_hash
+from app.datasets.schema.built_in_schema import BUILT_IN_SCHEMA
+from app.datasets.schema.dataset_schema import schema_hash
 from app.federation import signing
 from bench import processes
 

@@ -70,12 +70,13 @@ from sklearn.metrics import roc_auc_score
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from app.bands import LOW_MEDIUM, MEDIUM_HIGH, cut_offs, model_thresholds  # noqa: E402
-from app.datasets import identity, synthetic  # noqa: E402
 from app.datasets import parts as dataset_parts  # noqa: E402
-from app.datasets.built_in_schema import BUILT_IN_SCHEMA  # noqa: E402
-from app.datasets.dataset_schema import DatasetSchema  # noqa: E402
-from app.datasets.encoding import encoder_for  # noqa: E402
-from app.datasets.table_store import IngestedTable  # noqa: E402
+from app.datasets import synthetic  # noqa: E402
+from app.datasets.intake.table_store import IngestedTable  # noqa: E402
+from app.datasets.patients import identity
+from app.datasets.schema.built_in_schema import BUILT_IN_SCHEMA  # noqa: E402
+from app.datasets.schema.dataset_schema import DatasetSchema  # noqa: E402
+from app.datasets.schema.encoding import encoder_for  # noqa: E402
 from app.jobs import service as job_service  # noqa: E402
 from app.jobs.schemas import JobCreate  # noqa: E402
 from app.privacy.accounting import Mechanism  # noqa: E402

@@ -49,10 +49,11 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from app.datasets import identity, synthetic  # noqa: E402
 from app.datasets import parts as dataset_parts  # noqa: E402
-from app.datasets.encoding import encoder_for  # noqa: E402
+from app.datasets import synthetic  # noqa: E402
 from app.datasets.models import Dataset  # noqa: E402
+from app.datasets.patients import identity
+from app.datasets.schema.encoding import encoder_for  # noqa: E402
 from app.datasets.service import BUILT_IN_SCHEMA_JSON  # noqa: E402
 from app.flows.job_run import LoadedData, TrainedNetwork  # noqa: E402
 from app.jobs import service as job_service  # noqa: E402

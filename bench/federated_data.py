@@ -20,7 +20,7 @@ import numpy as np
 from sklearn.metrics import log_loss, roc_auc_score
 
 from app.datasets import synthetic
-from app.datasets.built_in_schema import BUILT_IN_SCHEMA
+from app.datasets.schema.built_in_schema import BUILT_IN_SCHEMA, SEX_CATEGORIES
 from app.features import FEATURE_NAMES
 from app.scoring.schemas import MAX_BATCH
 
@@ -51,7 +51,7 @@ def union_csv(tables: dict[str, synthetic.SyntheticTable]) -> bytes:
     for name, table in tables.items():
         for i in range(len(table.y)):
             writer.writerow([f"{name}-{i}", *(int(v) for v in table.x[i]),
-                             synthetic.SEX_CATEGORIES[table.sex[i]], int(table.y[i])])
+                             SEX_CATEGORIES[table.sex[i]], int(table.y[i])])
     return out.getvalue().encode()
 
 

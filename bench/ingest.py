@@ -7,10 +7,10 @@ imports is shown apart) is its own:
 
 - bare read: ``pyarrow.csv.read_csv`` / ``pyarrow.parquet.read_table`` of the file (Arrow's
   multi-threaded reader, type inference, no checks): the baseline, measured in the same run;
-- ingest: ``app.datasets.ingest.ingest_file``: streamed batches, every rule of the schema,
+- ingest: ``app.datasets.intake.ingest.ingest_file``: streamed batches, every rule of the schema,
   duplicate ids, the order-insensitive fingerprint, the arrays;
-- ingest + store: ``app.datasets.ingest.ingest_and_store`` (the upload route's path): the same
-  checks keeping only row hashes and ids, then the file kept as sent, named by its SHA-256.
+- ingest + store: ``app.datasets.intake.ingest.ingest_and_store`` (the upload route's path): the
+same   checks keeping only row hashes and ids, then the file kept as sent, named by its SHA-256.
 
 Goals: CSV ingest at most 3x the bare CSV read's seconds, and at most 1 GiB peak RSS.
 
@@ -57,9 +57,9 @@ import pyarrow.parquet as pq
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from app.datasets import ingest  # noqa: E402
-from app.datasets.built_in_schema import BUILT_IN_SCHEMA
-from app.datasets.dataset_schema import DatasetSchema, FeatureKind  # noqa: E402
+from app.datasets.intake import ingest  # noqa: E402
+from app.datasets.schema.built_in_schema import BUILT_IN_SCHEMA
+from app.datasets.schema.dataset_schema import DatasetSchema, FeatureKind  # noqa: E402
 from bench import processes, service  # noqa: E402
 from bench.scoring_latency import cpu_seconds  # noqa: E402
 

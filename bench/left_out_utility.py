@@ -26,9 +26,9 @@ from sklearn.metrics import log_loss, roc_auc_score
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from app.datasets import identity  # noqa: E402
 from app.datasets import parts as dataset_parts  # noqa: E402
 from app.datasets.models import Dataset  # noqa: E402
+from app.datasets.patients import identity  # noqa: E402
 from app.datasets.service import BUILT_IN_SCHEMA_JSON  # noqa: E402
 from app.flows.job_run import LoadedData  # noqa: E402
 from bench.fairness_budget import default_job, load  # noqa: E402

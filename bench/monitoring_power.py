@@ -11,7 +11,7 @@ cohort. This bench draws all three with the service's own code, for follow-ups o
 * training-time evaluation: a job planned as the API plans it (``app.jobs.service.plan``:
   target epsilon 3 on 100,000 rows, budget delta 1e-7, the API test's model) fixes the
   held-out noise (``app.privacy.parallel.held_out_noise``); its evaluation part (15% of the
-  rows, ``app.datasets.identity.FRACTIONS``) is released by ``worker.evaluation.evaluate``;
+  rows, ``app.datasets.patients.identity.FRACTIONS``) is released by ``worker.evaluation.evaluate``;
 * reference feature release: the statistics release a model's first run asks for on the
   training cohort (``app.monitoring.service.reference_request``, planned and calibrated by
   ``app.statistics`` at the run's target and the budget's delta), drawn here at its std;
@@ -62,11 +62,12 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from app.bands import model_thresholds  # noqa: E402
-from app.datasets import identity, synthetic  # noqa: E402
-from app.datasets.built_in_schema import BUILT_IN_SCHEMA  # noqa: E402
+from app.datasets import synthetic  # noqa: E402
 from app.datasets.models import Dataset  # noqa: E402
 from app.datasets.parts import PartRows  # noqa: E402
+from app.datasets.patients import identity
 from app.datasets.rules import max_delta  # noqa: E402
+from app.datasets.schema.built_in_schema import BUILT_IN_SCHEMA  # noqa: E402
 from app.jobs import service as job_service  # noqa: E402
 from app.jobs.schemas import JobCreate  # noqa: E402
 from app.monitoring import service as monitoring_service  # noqa: E402

@@ -5,7 +5,7 @@ own) and the organisation's patient space (``app.ledger.spaces``). 50 private da
 100,000 patients each, drawn from 1,000,000 ids as a sliding window (each patient in about 5
 consecutive datasets: monthly re-exports) with 1% churn (each dataset swaps 1,000 of its window
 for patients anywhere), so the space holds thousands of distinct blocks. Each is keyed in by
-``app.datasets.patient_index.add_dataset`` and charged 3 DP-SGD jobs through
+``app.datasets.patients.patient_index.add_dataset`` and charged 3 DP-SGD jobs through
 ``app.ledger.service.reserve`` (2 committed, 1 left reserved).
 
 1. Admission: ``reserve`` of a new job on a random one of the 50 datasets, each in its own
@@ -61,11 +61,12 @@ from app.auth.principal import Principal  # noqa: E402
 from app.core.database import Database, set_database  # noqa: E402
 from app.core.migrations import upgrade_head  # noqa: E402
 from app.core.settings import settings  # noqa: E402
-from app.datasets import patient_index, uploads  # noqa: E402
 from app.datasets import service as dataset_service  # noqa: E402
+from app.datasets import uploads  # noqa: E402
+from app.datasets.intake.table_format import CSV  # noqa: E402
 from app.datasets.models import Dataset  # noqa: E402
+from app.datasets.patients import patient_index
 from app.datasets.schemas import DatasetCreate  # noqa: E402
-from app.datasets.table_format import CSV  # noqa: E402
 from app.flows import index_upkeep  # noqa: E402
 from app.flows import upload as upload_flow  # noqa: E402
 from app.jobs.models import Job  # noqa: E402

@@ -24,8 +24,8 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from app.datasets import identity  # noqa: E402
-from app.datasets.encoding import encoder_for  # noqa: E402
+from app.datasets.patients import identity  # noqa: E402
+from app.datasets.schema.encoding import encoder_for  # noqa: E402
 from app.jobs import service as job_service  # noqa: E402
 from bench import baselines, peers, proxies  # noqa: E402
 from bench import proxy_study as study  # noqa: E402

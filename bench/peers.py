@@ -31,7 +31,7 @@ from sklearn.metrics import roc_auc_score
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
-from app.datasets.dataset_schema import DatasetSchema, FeatureKind
+from app.datasets.schema.dataset_schema import DatasetSchema, FeatureKind
 from app.jobs.size_floor import gaussian_noise
 
 OPACUS_BATCH, OPACUS_EPOCHS, OPACUS_LR, OPACUS_CLIP = 256, 20, 0.5, 1.0

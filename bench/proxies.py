@@ -2,7 +2,7 @@
 
 Used by ``bench/proxy_study.py`` to measure the default recipe on data nobody tuned it on.
 Raw rows hold one number per feature in declaration order (a categorical feature: the
-category's index), exactly as ``app.datasets.encoding`` expects.
+category's index), exactly as ``app.datasets.schema.encoding`` expects.
 
 Real public tables (a package ships them, no download):
 
@@ -36,7 +36,7 @@ Built proxies (seeded generators; the outcome's intercept is solved for the stat
 import numpy as np
 
 from app.datasets import synthetic
-from app.datasets.built_in_schema import BUILT_IN_SCHEMA
+from app.datasets.schema.built_in_schema import BUILT_IN_SCHEMA
 from bench.proxy_declarations import Proxy, binary, categorical, declared_schema, numeric
 
 RADIUS_CAP = 40.0

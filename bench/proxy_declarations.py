@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from app.datasets.dataset_schema import DatasetSchema
+from app.datasets.schema.dataset_schema import DatasetSchema
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,7 @@
 """Defaults on data nobody tuned them on: the product's recipe beside its peers.
 
 For each table and each target epsilon (0.5, 1, 3, 8) the product's own path runs on the
-table's parts (train / calibration / evaluation by keyed coins, ``app.datasets.identity``):
+table's parts (train / calibration / evaluation by keyed coins, ``app.datasets.patients.identity``):
 ``app.jobs.service.plan`` with a default request (only ``target_epsilon`` set), the worker's
 ``spec_of`` and ``train``, then ``worker.calibration.calibrate_if_meaningful`` at the held-out
 noise the worker uses (``app.privacy.parallel.held_out_noise``). AUC, log-loss and Brier are
@@ -52,10 +52,11 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from app.core.errors import InvalidRequest  # noqa: E402
-from app.datasets import identity, record_coins  # noqa: E402
-from app.datasets.encoding import encoder_for  # noqa: E402
+from app.datasets import record_coins  # noqa: E402
 from app.datasets.models import Dataset  # noqa: E402
+from app.datasets.patients import identity
 from app.datasets.rules import max_delta  # noqa: E402
+from app.datasets.schema.encoding import encoder_for  # noqa: E402
 from app.jobs import recipe  # noqa: E402
 from app.jobs import service as job_service  # noqa: E402
 from app.jobs.schemas import JobCreate, TrainingConfig  # noqa: E402

@@ -41,9 +41,10 @@ from sklearn.metrics import log_loss, roc_auc_score
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from app.core.errors import InvalidRequest  # noqa: E402
-from app.datasets import identity, record_coins  # noqa: E402
-from app.datasets.encoding import encoder_for  # noqa: E402
+from app.datasets import record_coins  # noqa: E402
 from app.datasets.parts import PartRows, Split  # noqa: E402
+from app.datasets.patients import identity
+from app.datasets.schema.encoding import encoder_for  # noqa: E402
 from app.flows.job_run import LoadedData  # noqa: E402
 from app.jobs import search as job_search  # noqa: E402
 from app.jobs import service as job_service  # noqa: E402

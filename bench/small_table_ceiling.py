@@ -39,8 +39,8 @@ from sklearn.linear_model import LogisticRegression
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from app.datasets import identity  # noqa: E402
-from app.datasets.encoding import encoder_for  # noqa: E402
+from app.datasets.patients import identity  # noqa: E402
+from app.datasets.schema.encoding import encoder_for  # noqa: E402
 from app.jobs import service as job_service  # noqa: E402
 from app.jobs.schemas import JobCreate  # noqa: E402
 from app.privacy.accounting import Mechanism  # noqa: E402

@@ -8,7 +8,7 @@ with ``Prefer: wait=600``; the figure is each process's peak RSS (``VmHWM``, res
 ``/proc/<pid>/clear_refs`` after a 1,000-row warm-up upload), and the answer must be the
 dataset, ``ready``.
 
-Ingest: ``app.datasets.ingest.ingest_and_store`` of the same CSV, then the file kept, as each
+Ingest: ``app.datasets.intake.ingest.ingest_and_store`` of the same CSV, then the file kept, as each
 tree's upload does it (a spooled body's SHA-256 given, taken as it arrived), timed in
 a fresh process of each tree (``--baseline``, default a temporary ``git worktree`` of
 ``main``), alternating, ``--repeat`` times; the ratio is this tree's median over the

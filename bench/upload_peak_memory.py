@@ -1,7 +1,7 @@
 """Peak memory of one upload's intake for the worst files we know, against an
 ordinary valid file measured in the same run.
 
-Each file goes through ``app.datasets.ingest.ingest_and_store`` (the upload route's path:
+Each file goes through ``app.datasets.intake.ingest.ingest_and_store`` (the upload route's path:
 every check, then nothing kept on a refusal) in a fresh process. The figure is that process's
 peak RSS growth during the upload: ``VmHWM`` reset through ``/proc/self/clear_refs`` after the
 imports and a warm-up upload of a tiny valid file, minus the RSS then. The process's address
@@ -42,7 +42,7 @@ import pyarrow.parquet as pq
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from app.datasets import ingest  # noqa: E402
+from app.datasets.intake import ingest  # noqa: E402
 from bench.ingest import SCHEMA, make_table, write_csv  # noqa: E402
 
 GOAL_MB = 500.0

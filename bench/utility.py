@@ -32,7 +32,7 @@ from sklearn.metrics import roc_auc_score
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from app.datasets import synthetic  # noqa: E402
-from app.datasets.encoding import BUILT_IN_ENCODER  # noqa: E402
+from app.datasets.schema.encoding import BUILT_IN_ENCODER  # noqa: E402
 from app.jobs import recipe as rules  # noqa: E402
 from app.jobs.recipe import default_clip, default_learning_rate  # noqa: E402
 from app.jobs.schemas import FULL_BATCH_EPOCHS, TrainingConfig  # noqa: E402

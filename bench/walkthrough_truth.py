@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 from sklearn.metrics import roc_auc_score
 
-from app.datasets.dataset_schema import DatasetSchema, FeatureKind
+from app.datasets.schema.dataset_schema import DatasetSchema, FeatureKind
 from app.monitoring.bins import bins_of
 from bench.public_tables import randhie
 

@@ -37,7 +37,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from app.datasets.encoding import BUILT_IN_ENCODER, Encoder
+from app.datasets.schema.encoding import BUILT_IN_ENCODER, Encoder
 from app.jobs import size_floor
 from app.privacy.accounting import Mechanism
 from app.privacy.parallel import dominated_gaussian_noise

@@ -12,7 +12,7 @@ import threading
 
 from app.core.database import Database, get_database
 from app.core.settings import settings
-from app.datasets import upload_queue
+from app.datasets.intake import upload_queue
 from app.flows import upload as upload_flow
 
 logger = logging.getLogger("dpcrisis.worker")

@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from app.datasets.encoding import BUILT_IN_ENCODER, Encoder
+from app.datasets.schema.encoding import BUILT_IN_ENCODER, Encoder
 from app.registry.network import build_network
 from worker import distributed
 from worker.training import EpochCallback, TrainingResult, TrainingSpec, padded_rows

@@ -22,7 +22,7 @@ from opacus import PrivacyEngine
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
-from app.datasets.encoding import BUILT_IN_ENCODER, Encoder
+from app.datasets.schema.encoding import BUILT_IN_ENCODER, Encoder
 from app.privacy import accounting
 from app.registry.network import build_network, predict_logits
 from worker import optimizer as optimizers

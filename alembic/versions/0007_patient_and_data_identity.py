@@ -31,7 +31,7 @@ down_revision: str | None = '0006'
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
-# Frozen copies (as of this revision) of app.datasets.identity and app.privacy.filter.
+# Frozen copies (as of this revision) of app.datasets.patients.identity and app.privacy.filter.
 ORDERS = [1 + x / 10.0 for x in range(1, 100)] + list(range(11, 64)) + [128, 256, 512, 1024]
 CUTS = np.array([0.7, 0.85])
 

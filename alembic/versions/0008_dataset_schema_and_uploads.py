@@ -25,8 +25,8 @@ COLUMNS = ('schema_json', 'schema_hash', 'state', 'table_sha256', 'imputed', 'da
 def upgrade() -> None:
     # The crisis schema as the service declares it at this revision (not a frozen copy: the
     # generator's schema and the service's reading of it must agree).
-    from app.datasets.built_in_schema import BUILT_IN_SCHEMA
-    from app.datasets.dataset_schema import schema_hash
+    from app.datasets.schema.built_in_schema import BUILT_IN_SCHEMA
+    from app.datasets.schema.dataset_schema import schema_hash
 
     op.add_column('dataset', sa.Column('schema_json', sa.JSON(), nullable=True))
     op.add_column('dataset', sa.Column('schema_hash', sa.String(64), nullable=True))

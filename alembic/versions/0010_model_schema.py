@@ -1,7 +1,7 @@
 """Models record the declared schema they were trained on, and its hash
 
 Scoring validates a patient against the scoring model's schema and encodes it with that
-schema's encoding (``app.datasets.encoding``); the artifact records the same hash and is refused
+schema's encoding (``app.datasets.schema.encoding``); the artifact records the same hash and is refused
 against another. Existing models take their dataset's schema (every model so far was trained
 on the crisis generator, whose schema migration 0008 recorded on its dataset).
 

@@ -6,7 +6,7 @@
 gets its first record here: the budget it has now.
 
 ``dataset.patient_overlap``: an upload's patients against the organisation's earlier tables
-(``app.datasets.patient_index.Overlap``), and ``dataset.rows_equal_dataset_id``: the earlier
+(``app.datasets.patients.patient_index.Overlap``), and ``dataset.rows_equal_dataset_id``: the earlier
 dataset whose rows its rows equal (no longer refused: its patients share their spend). Both are
 exact intake facts, served to data stewards and admins only. Uploads accepted before this
 revision have neither (their overlap is in their upload's audit event).

@@ -3,7 +3,7 @@
 A generator dataset's patients are its seed's rows whatever else its registration varies (a
 shift, a size): every private generator dataset of seed s is in one patient space, found by
 its ``source_key`` "synthetic:<s>" (kind "generator"; patient i is row i, its id keyed under
-the space's secret like an upload's: ``app.datasets.generator_space``). Null for every other
+the space's secret like an upload's: ``app.datasets.patients.generator_space``). Null for every other
 space; unique where set.
 
 No existing row changes here. The datasets migration 0019 left in spaces of their own (a

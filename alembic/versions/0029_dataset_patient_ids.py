@@ -4,7 +4,7 @@ A private upload registered before patient spaces without an id column cannot be
 the organisation's patient space, so it takes no release. Its data steward can declare each
 stored row's patient id (``PUT /v1/datasets/{id}/patient-ids``); they are kept in a file
 beside the stored table, named by its SHA-256, which this column records
-(``app.datasets.patient_ids``). Null for every other dataset; no existing row changes.
+(``app.datasets.patients.patient_ids``). Null for every other dataset; no existing row changes.
 
 Revision ID: 0029
 Revises: 0028

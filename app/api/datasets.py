@@ -26,10 +26,14 @@ from app.core.negotiation import REPORT_RESPONSES, PrefersHtml
 from app.core.openapi import problems
 from app.core.pagination import Limit, Offset
 from app.core.settings import settings
-from app.datasets import patient_ids, service, table_format, upload_queue
+from app.datasets import service
 from app.datasets.claims import ClaimedUpload
-from app.datasets.ingest import media_type_of
+from app.datasets.intake import table_format, upload_queue
+from app.datasets.intake.ingest import media_type_of
+from app.datasets.intake.spool import Pace, Spooled, spool
+from app.datasets.intake.table_format import CSV
 from app.datasets.models import Dataset, Upload
+from app.datasets.patients import patient_ids
 from app.datasets.schemas import (
     DatasetCreate,
     DatasetOut,
@@ -37,8 +41,6 @@ from app.datasets.schemas import (
     PrivacyBudget,
     UploadOut,
 )
-from app.datasets.spool import Pace, Spooled, spool
-from app.datasets.table_format import CSV
 from app.flows import datasets as dataset_flow
 from app.flows import patient_spaces
 from app.flows import upload as upload_flow

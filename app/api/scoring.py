@@ -11,7 +11,7 @@ from app.auth.models import ROLES
 from app.auth.principal import Principal
 from app.core.ids import MAX_ID
 from app.core.openapi import problems
-from app.datasets.built_in_schema import BUILT_IN_SCHEMA
+from app.datasets.schema.built_in_schema import BUILT_IN_SCHEMA
 from app.flows import schemas as schema_flow
 from app.flows import scoring as scoring_flow
 from app.formats import registry as formats

@@ -100,8 +100,8 @@ def list_page(
 
 # Exact facts about a table's rows that an upload's event keeps (counts of imputed values, the
 # SHA-256 of the clinic's file, how many of its patients earlier datasets hold:
-# app.datasets.patient_index.Overlap, with the earlier dataset whose rows its rows equal, if
-# any): readable by those who hold the tables, withheld from others.
+# app.datasets.patients.patient_index.Overlap, with the earlier dataset whose rows its rows equal,
+# if any): readable by those who hold the tables, withheld from others.
 INTAKE_FACTS = frozenset({"imputed", "table_sha256", "patients"})
 TABLE_HOLDERS = frozenset({"admin", "data_steward"})
 

@@ -17,7 +17,7 @@ from typing import Any
 
 from app.bands import Band, cut_offs
 from app.cdshooks.schemas import Card, CardSource, Coding, Indicator
-from app.datasets.dataset_schema import DatasetSchema, FeatureSpec, outcome_words
+from app.datasets.schema.dataset_schema import DatasetSchema, FeatureSpec, outcome_words
 from app.fhir.codes import label_of, topic_of
 from app.fhir.service import percent
 from app.scoring.patients import allowed_of

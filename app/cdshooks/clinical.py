@@ -21,8 +21,8 @@ from app.cdshooks.resources import (
     parse_time,
     reference_to,
 )
-from app.datasets.dataset_schema import FeatureKind, FeatureSpec
-from app.datasets.encoding import Encoder
+from app.datasets.schema.dataset_schema import FeatureKind, FeatureSpec
+from app.datasets.schema.encoding import Encoder
 from app.fhir.codes import DIAGNOSIS_SYSTEMS, DiagnosisCode, ehr_sources, label_of
 
 NOT_RECORDED = {"refuted", "entered-in-error"}  # Condition.verificationStatus

@@ -23,7 +23,7 @@ from typing import Any
 from app.cdshooks.resources import as_object, reference_to, resources_in, when_of
 from app.cdshooks.values import EXPECTED, Value, element_value
 from app.core.errors import InvalidRequest
-from app.datasets.dataset_schema import FeatureKind, FeatureSpec
+from app.datasets.schema.dataset_schema import FeatureKind, FeatureSpec
 from app.fhir.codes import LOINC, label_of
 from app.scoring.patients import allowed_of
 

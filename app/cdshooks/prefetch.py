@@ -50,8 +50,8 @@ from app.cdshooks.resources import (
 )
 from app.cdshooks.values import EXPECTED, Value, observation_value
 from app.core.errors import DomainError, InvalidRequest
-from app.datasets.dataset_schema import FeatureKind, FeatureSpec
-from app.datasets.encoding import Encoder
+from app.datasets.schema.dataset_schema import FeatureKind, FeatureSpec
+from app.datasets.schema.encoding import Encoder
 from app.fhir.codes import (
     AGE_LOINC,
     LOINC,

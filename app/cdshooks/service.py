@@ -52,9 +52,9 @@ from app.cdshooks.schemas import (
 )
 from app.core.errors import DomainError, InvalidRequest, NotFound
 from app.core.settings import settings
-from app.datasets.built_in_schema import BUILT_IN_SCHEMA, LEGACY_SERVICE_ID
-from app.datasets.dataset_schema import outcome_words
-from app.datasets.encoding import GENERATOR_ENCODER, Encoder
+from app.datasets.schema.built_in_schema import BUILT_IN_SCHEMA, LEGACY_SERVICE_ID
+from app.datasets.schema.dataset_schema import outcome_words
+from app.datasets.schema.encoding import GENERATOR_ENCODER, Encoder
 from app.fhir.codes import BUILT_IN_TOPIC, label_of, topic_of
 from app.scoring import model_cache
 from app.scoring import service as scoring_service

@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from app.cdshooks.resources import as_object, codings_of
-from app.datasets.dataset_schema import FeatureKind, FeatureSpec
+from app.datasets.schema.dataset_schema import FeatureKind, FeatureSpec
 
 YES_CODES = {"Y", "y", "yes", "true", "373066001"}  # HL7 v2-0136 Y, SNOMED CT 373066001 |Yes|
 NO_CODES = {"N", "n", "no", "false", "373067005"}  # HL7 v2-0136 N, SNOMED CT 373067005 |No|

@@ -31,10 +31,11 @@ from app.core.database import affected_rows
 from app.core.errors import Conflict
 from app.core.settings import settings
 from app.core.time import utcnow
-from app.datasets import legacy_spaces, service
+from app.datasets import service
+from app.datasets.intake.stored import table_schema
 from app.datasets.models import AWAITING_DATA, RECEIVING, Dataset
+from app.datasets.patients import legacy_spaces
 from app.datasets.service import DatasetHasData as DatasetNotAwaitingData
-from app.datasets.stored import table_schema
 from app.ledger import spaces
 
 _BOOT = secrets.token_hex(8)  # this start of this process: a reused pid is not the old one
@@ -51,7 +52,7 @@ class ClaimedUpload:
 
     dataset_id: int
     token: str
-    schema: Any  # app.datasets.dataset_schema.DatasetSchema
+    schema: Any  # app.datasets.schema.dataset_schema.DatasetSchema
     coin_scheme: str
     budget_delta: float | None
     patient_secret: str | None = None  # the organisation's patient key, where it keys ids

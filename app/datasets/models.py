@@ -44,7 +44,7 @@ class Dataset(Base):
     n_rows: Mapped[int] = mapped_column(Integer)
     n_train: Mapped[int] = mapped_column(Integer)
     # Rows the per-record coins put in the calibration part; the rest of the held-out rows
-    # are the evaluation part (app.datasets.identity).
+    # are the evaluation part (app.datasets.patients.identity).
     n_calibration: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
     seed: Mapped[int] = mapped_column(Integer)
     # The key of the per-record coins: server-side only, never served.
@@ -53,7 +53,7 @@ class Dataset(Base):
     # the dataset's life, so its parts never move.
     coin_scheme: Mapped[str] = mapped_column(String(16), default=CURRENT_SCHEME,
                                              server_default="blake2b-v1")
-    # The source's identity (app.datasets.identity): one registration per population.
+    # The source's identity (app.datasets.patients.identity): one registration per population.
     source_fingerprint: Mapped[str | None] = mapped_column(String(64), nullable=True,
                                                           unique=True, index=True)
     # A synthetic source's generated rows as an upload of them would be fingerprinted, so those
@@ -78,7 +78,7 @@ class Dataset(Base):
         String(64), default=GENESIS_HASH, server_default=GENESIS_HASH
     )
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
-    # The declared schema (app.datasets.dataset_schema) as JSON, and its hash; the synthetic
+    # The declared schema (app.datasets.schema.dataset_schema) as JSON, and its hash; the synthetic
     # generator's is BUILT_IN_SCHEMA.
     schema_json: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
     schema_hash: Mapped[str | None] = mapped_column(String(64), nullable=True)
@@ -93,7 +93,7 @@ class Dataset(Base):
     upload_claimed_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True),
                                                               nullable=True)
     upload_claim_owner: Mapped[str | None] = mapped_column(String(300), nullable=True)
-    # The stored table under DATA_DIR, named by its bytes' SHA-256 (app.datasets.stored), its
+    # The stored table under DATA_DIR, named by its bytes' SHA-256 (app.datasets.intake.stored), its
     # media type (null: the service's own Parquet layout, before migration 0014) and the values
     # imputed per feature.
     table_sha256: Mapped[str | None] = mapped_column(String(64), nullable=True)
@@ -107,7 +107,7 @@ class Dataset(Base):
     patient_overlap: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
     rows_equal_dataset_id: Mapped[int | None] = mapped_column(Integer, nullable=True)
     # Patient ids its steward declared for rows received without them (a file named by its
-    # SHA-256 beside the table: app.datasets.patient_ids); null: the table's own ids.
+    # SHA-256 beside the table: app.datasets.patients.patient_ids); null: the table's own ids.
     patient_ids_sha256: Mapped[str | None] = mapped_column(String(64), nullable=True)
     data_erased_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True),
                                                            nullable=True)
@@ -120,7 +120,7 @@ class Dataset(Base):
     follow_up_period_end: Mapped[date | None] = mapped_column(Date, nullable=True)
     # False: an unlabelled follow-up (features only, migration 0023): its table has no outcome
     # column, so nothing trains on it, evaluates on it or queries its outcome
-    # (``app.datasets.labels``); monitoring measures its data drift only.
+    # (``app.datasets.schema.labels``); monitoring measures its data drift only.
     labelled: Mapped[bool] = mapped_column(Boolean, default=True, server_default=sa_true())
     # A declared union of earlier cohorts of one schema (source_kind "union", migration
     # 0024): its members in the order declared (``app.datasets.union``); null otherwise.

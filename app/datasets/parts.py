@@ -3,7 +3,7 @@
 The synthetic generator's rows are regenerated from its seed (ids are row indices); an upload's
 are read from its stored table (ids from its id column), a union's from its members' tables
 (``app.datasets.union``). Either way the part of a record is a
-keyed PRF of its id under the dataset's secret (``app.datasets.identity``).
+keyed PRF of its id under the dataset's secret (``app.datasets.patients.identity``).
 """
 
 from dataclasses import dataclass
@@ -12,18 +12,12 @@ import numpy as np
 import pyarrow as pa
 
 from app.core.errors import Conflict
-from app.datasets import (
-    identity,
-    left_out_rows,
-    patient_ids,
-    record_coins,
-    synthetic,
-    table_store,
-    union,
-)
-from app.datasets.dataset_schema import DatasetSchema
+from app.datasets import record_coins, synthetic, union
+from app.datasets.intake import table_store
+from app.datasets.intake.stored import load_table, schema_of
 from app.datasets.models import Dataset
-from app.datasets.stored import load_table, schema_of
+from app.datasets.patients import identity, left_out_rows, patient_ids
+from app.datasets.schema.dataset_schema import DatasetSchema
 from app.ledger.left_out import LeftOut
 
 

@@ -189,7 +189,7 @@ def aes_v2(ids: pa.StringArray | IdBlocks, secret: bytes) -> np.ndarray:
 
 def mix64(z: np.ndarray) -> np.ndarray:
     """MurmurHash3's 64-bit finaliser, in place (vectorised; uint64 arithmetic wraps); also
-    the row hashes' mixer (``app.datasets.table_store``)."""
+    the row hashes' mixer (``app.datasets.intake.table_store``)."""
     z ^= z >> np.uint64(33)
     z *= np.uint64(0xFF51AFD7ED558CCD)
     z ^= z >> np.uint64(33)

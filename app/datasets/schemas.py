@@ -14,8 +14,8 @@ from app.core.schemas import (
     UtcDatetime,
     register_ranges,
 )
-from app.datasets.dataset_schema import DatasetSchema
 from app.datasets.models import Dataset, DatasetState, UploadState
+from app.datasets.schema.dataset_schema import DatasetSchema
 from app.privacy.annotations import Released
 from app.privacy.releases import Release
 
@@ -142,7 +142,7 @@ class BudgetOut(ResponseModel):
 
 class PatientOverlapOut(ResponseModel):
     """An upload's patients against the organisation's earlier tables
-    (``app.datasets.patient_index.Overlap``): exact counts about private data."""
+    (``app.datasets.patients.patient_index.Overlap``): exact counts about private data."""
 
     patients: int = Field(description="patients (rows) in this upload")
     already_known: int = Field(description="of them, patients an earlier dataset of the "

@@ -8,18 +8,13 @@ from sqlalchemy.orm import Session
 
 from app.core.database import affected_rows
 from app.core.errors import Conflict, InvalidRequest, NotFound
-from app.datasets import (
-    generator_space,
-    identity,
-    patient_index,
-    synthetic,
-    table_store,
-    union,
-)
-from app.datasets.built_in_schema import BUILT_IN_SCHEMA
-from app.datasets.dataset_schema import check_schema, schema_hash
+from app.datasets import synthetic, union
+from app.datasets.intake import table_store
 from app.datasets.models import AWAITING_DATA, READY, WITHDRAWN, Dataset
+from app.datasets.patients import generator_space, identity, patient_index
 from app.datasets.rules import check_delta, check_new_source, upload_fingerprint
+from app.datasets.schema.built_in_schema import BUILT_IN_SCHEMA
+from app.datasets.schema.dataset_schema import check_schema, schema_hash
 from app.datasets.schemas import DatasetCreate, PrivacyBudget, SyntheticSource, UnionSource
 from app.ledger import block_spend, spaces
 from app.ledger import service as ledger_service

@@ -38,7 +38,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from app.datasets import identity, record_coins
+from app.datasets import record_coins
+from app.datasets.patients import identity
+from app.datasets.schema.built_in_schema import SEX_CATEGORIES
 from app.features import BY_NAME, FEATURE_NAMES
 
 INTERCEPT = -6.0
@@ -118,7 +120,6 @@ def split_indices(n_rows: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
     return np.flatnonzero(in_train), np.flatnonzero(~in_train)
 
 
-SEX_CATEGORIES = ("female", "male")
 _AGE = BY_NAME["age"]
 AGE_BANDS = ((int(_AGE.lower), 29), (30, 44), (45, 64), (65, int(_AGE.upper)))
 """Inclusive age bands in years, ending at the public bounds of the age feature."""

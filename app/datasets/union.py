@@ -37,11 +37,14 @@ from sqlalchemy.orm import Session, object_session
 
 from app.core.errors import Conflict, InvalidRequest
 from app.core.time import utcnow
-from app.datasets import identity, labels, patient_ids, record_coins, table_store
+from app.datasets import record_coins
+from app.datasets.intake import table_store
+from app.datasets.intake.stored import load_table as load_member_table
 from app.datasets.models import ERASED, READY, Dataset
+from app.datasets.patients import identity, patient_ids
 from app.datasets.rules import check_delta
+from app.datasets.schema import labels
 from app.datasets.schemas import DatasetCreate, UnionSource
-from app.datasets.stored import load_table as load_member_table
 from app.ledger import spaces
 
 UNION = "union"

@@ -2,7 +2,7 @@
 
 An upload runs in three steps: ``claims.claim`` takes the dataset for this one upload (a short
 transaction of its own) before the API spools its body; a worker then runs ``receive``, which
-validates the spooled table against the dataset's declared schema (``app.datasets.ingest``)
+validates the spooled table against the dataset's declared schema (``app.datasets.intake.ingest``)
 with no session held, and ``accept``, which, in one short transaction,
 checks the size-dependent rules (delta at most 1/(10 n)) and the data identity (the same rows,
 in any order, cannot be registered twice where that would be a second budget; a private upload
@@ -23,18 +23,19 @@ from sqlalchemy.orm import Session
 
 from app.core.settings import settings
 from app.core.time import utcnow
-from app.datasets import claims, identity, record_coins
+from app.datasets import claims, record_coins
 from app.datasets.claims import ClaimedUpload
-from app.datasets.ingest import MediaType, PendingUpload, ingest_and_store
+from app.datasets.intake.ingest import MediaType, PendingUpload, ingest_and_store
+from app.datasets.intake.stored import table_path
+from app.datasets.intake.table_readers import Source
 from app.datasets.models import ERASED, READY, Dataset
+from app.datasets.patients import identity
 from app.datasets.rules import (
     check_delta,
     check_new_source,
     source_identity,
     upload_fingerprint,
 )
-from app.datasets.stored import table_path
-from app.datasets.table_readers import Source
 from app.ledger import spaces
 
 

@@ -4,7 +4,7 @@ A feature is coded by the ``code`` its declared schema gives it (system, code, d
 built-in schema declares LOINC 30525-0 for age and 44261-6 for the PHQ-9 total score. A
 feature without a declared code is coded in a local code system of its schema, its code the
 feature's name (``local_system``): the built-in schema keeps ``FEATURE_SYSTEM`` (its own,
-``app.datasets.built_in_schema``), which EHRs have mapped since the first release; any other
+``app.datasets.schema.built_in_schema``), which EHRs have mapped since the first release; any other
 declaration gets ``.../CodeSystem/schema-features-<the first 16 hex digits of its schema
 hash>``, the same for every model trained on that declaration, never another's, and served
 at that URL (``app.fhir.terminology``). That names the feature in a RiskAssessment, but no EHR
@@ -15,7 +15,7 @@ What a model predicts is its schema's declared outcome (``outcome_concept``): it
 declared, its label as text; nothing here says what that outcome is.
 
 The built-in schema declares where CDS Hooks finds each of its features in an EHR
-(``app.datasets.built_in_schema``'s table; ``ehr_sources`` holds that mapping and
+(``app.datasets.schema.built_in_schema``'s table; ``ehr_sources`` holds that mapping and
 ``app.cdshooks.prefetch`` reads it). SNOMED CT codes match exactly (no subsumption: there is no
 terminology server here); ICD codes match the code and every code below it (``F10`` matches
 ``F10.20``).
@@ -31,15 +31,20 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from app.datasets.built_in_schema import (
+from app.datasets.schema.built_in_schema import (
     BUILT_IN_SCHEMA,
     LEGACY_BUILT_IN_HASH,
     SELF_HARM_FEATURE,
 )
-from app.datasets.built_in_schema import FEATURE_SYSTEM as FEATURE_SYSTEM  # the built-in's
-from app.datasets.built_in_schema import LOINC as LOINC  # re-exported with the other systems
-from app.datasets.built_in_schema import TOPIC_CODE as TOPIC_CODE  # the built-in's
-from app.datasets.dataset_schema import DatasetSchema, FeatureSpec, outcome_words, schema_hash
+from app.datasets.schema.built_in_schema import FEATURE_SYSTEM as FEATURE_SYSTEM  # the built-in's
+from app.datasets.schema.built_in_schema import LOINC as LOINC  # re-exported with the other systems
+from app.datasets.schema.built_in_schema import TOPIC_CODE as TOPIC_CODE  # the built-in's
+from app.datasets.schema.dataset_schema import (
+    DatasetSchema,
+    FeatureSpec,
+    outcome_words,
+    schema_hash,
+)
 
 AGE_LOINC = "30525-0"
 SCHEMA_FEATURES = "https://dpcrisis.dev/fhir/CodeSystem/schema-features-"

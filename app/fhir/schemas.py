@@ -9,7 +9,7 @@ from typing import Annotated
 from pydantic import Field
 
 from app.core.schemas import ALLOWED_RANGES, register_ranges
-from app.datasets.dataset_schema import MAX_FEATURES
+from app.datasets.schema.dataset_schema import MAX_FEATURES
 from app.scoring.schemas import RiskRequest
 
 SUBJECT_PATTERN = r"^(Patient|Group)/[A-Za-z0-9\-.]{1,64}$"

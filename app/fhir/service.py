@@ -39,7 +39,7 @@ from typing import Any
 from fastapi.exceptions import RequestValidationError
 
 from app.bands import Band, cut_offs
-from app.datasets.dataset_schema import DatasetSchema, FeatureKind, FeatureSpec
+from app.datasets.schema.dataset_schema import DatasetSchema, FeatureKind, FeatureSpec
 from app.fhir.codes import (
     ARTIFACT_SYSTEM,
     BAND_SYSTEM,

@@ -17,7 +17,7 @@ declarations:
 - ``schema-features-<16 hex digits>``: a declared schema's features without a declared code,
   for each schema a stored model was trained on (the digits start its schema hash);
 - the built-in schema's uncoded features (published before schemas, its ``FEATURE_SYSTEM``)
-  and its declared outcome, worded by it (``app.datasets.built_in_schema``).
+  and its declared outcome, worded by it (``app.datasets.schema.built_in_schema``).
 
 Every definition is a public declaration (band rule, schema labels and bounds), never a
 statistic of any data.
@@ -30,8 +30,8 @@ from sqlalchemy.orm import Session
 
 from app.bands import Band
 from app.core.errors import NotFound
-from app.datasets.built_in_schema import BUILT_IN_SCHEMA, FEATURE_SYSTEM_NAME
-from app.datasets.dataset_schema import DatasetSchema, outcome_words
+from app.datasets.schema.built_in_schema import BUILT_IN_SCHEMA, FEATURE_SYSTEM_NAME
+from app.datasets.schema.dataset_schema import DatasetSchema, outcome_words
 from app.fhir.codes import (
     BAND_SYSTEM,
     BUILT_IN_TOPIC,

@@ -4,7 +4,7 @@ recorded index names, on one background thread, so the client never waits for ei
 ``after_upload`` (called by the upload flow once its transaction has committed) queues the
 space; the thread runs ``upkeep`` for each queued space, one at a time (a second request for
 a space already queued is the same request). A process that stops mid-fold leaves unused
-files and the row naming the old index (``app.datasets.index_fold``); an upload that comes
+files and the row naming the old index (``app.datasets.patients.index_fold``); an upload that comes
 before the fold has run folds itself only when its log would pass ``MAX_SEGMENTS``.
 """
 
@@ -13,8 +13,8 @@ import threading
 
 from app.core.database import Database, get_database
 from app.core.memory import release_free_memory
-from app.datasets import index_fold
-from app.datasets.index_files import IndexCorrupted
+from app.datasets.patients import index_fold
+from app.datasets.patients.index_files import IndexCorrupted
 from app.ledger.spaces import PatientSpace
 
 log = logging.getLogger(__name__)

@@ -22,9 +22,9 @@ from sqlalchemy.orm import Session
 from app.bands import model_thresholds
 from app.datasets import parts as dataset_parts
 from app.datasets import service as dataset_service
-from app.datasets.dataset_schema import DatasetSchema, schema_hash
-from app.datasets.encoding import Encoder, encoder_for
 from app.datasets.models import Dataset
+from app.datasets.schema.dataset_schema import DatasetSchema, schema_hash
+from app.datasets.schema.encoding import Encoder, encoder_for
 from app.jobs import queue
 from app.jobs.models import SUCCEEDED, Job
 from app.ledger import service as ledger_service

@@ -9,7 +9,7 @@ from sqlalchemy.orm import Session
 from app.auth import audit
 from app.auth.audit import Action
 from app.auth.principal import Principal
-from app.datasets import patient_budget
+from app.datasets.patients import patient_budget
 from app.ledger.schemas import PatientBudgetChange, PatientBudgetOut, SpaceChainVerification
 from app.registry import service as registry_service
 

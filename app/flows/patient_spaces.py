@@ -1,5 +1,5 @@
 """At start-up: move the datasets that migration 0019 left in patient spaces of their own to
-where their patients are (``app.datasets.legacy_spaces``), before any release is admitted.
+where their patients are (``app.datasets.patients.legacy_spaces``), before any release is admitted.
 
 Each dataset moves in a transaction of its own: an upload's stored table is read (its ids keyed
 into the organisation's space), a generator dataset's rows are keyed into its seed's space,
@@ -17,9 +17,9 @@ from app.auth.audit import Action
 from app.auth.principal import Principal
 from app.core.database import Database, get_database
 from app.core.errors import Conflict
-from app.datasets import legacy_spaces, patient_ids
 from app.datasets import service as dataset_service
 from app.datasets.models import Dataset
+from app.datasets.patients import legacy_spaces, patient_ids
 from app.flows import index_upkeep
 
 log = logging.getLogger(__name__)

@@ -3,7 +3,7 @@
 from app.core.database import get_database
 from app.datasets import parts as dataset_parts
 from app.datasets import service as dataset_service
-from app.datasets.dataset_schema import DatasetSchema
+from app.datasets.schema.dataset_schema import DatasetSchema
 from app.registry import service as registry_service
 
 

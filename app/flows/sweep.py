@@ -23,8 +23,8 @@ from sqlalchemy.orm import Session
 
 from app.core.database import get_database
 from app.core.settings import settings
+from app.datasets.intake.stored import table_path
 from app.datasets.models import Dataset
-from app.datasets.stored import table_path
 from app.registry.models import TrainedModel
 
 log = logging.getLogger(__name__)
@@ -33,7 +33,7 @@ log = logging.getLogger(__name__)
 # hour leaves any transaction in flight alone.
 SETTLE_SECONDS = 15 * 60
 # <sha256>.csv / .parquet / .pt, or a CSV kept with its dialect in its name
-# (<sha256>.delimiter-semicolon.decimal-comma.csv, app.datasets.table_format).
+# (<sha256>.delimiter-semicolon.decimal-comma.csv, app.datasets.intake.table_format).
 # Spools (``.upload-`` from releases that read the body as it arrived) and tables being kept.
 _SPOOLS = (".spool-", ".upload-", ".patient-ids-", ".keep-")
 _CONTENT_NAMED = re.compile(r"^[0-9a-f]{64}(\.[a-z]+-[a-z]+)*\.(csv|parquet|pt)$")

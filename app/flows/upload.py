@@ -17,11 +17,13 @@ from app.auth.principal import Principal
 from app.core.database import get_database
 from app.core.errors import DomainError, problem_body
 from app.core.settings import settings
-from app.datasets import claims, patient_index, projection, service, upload_queue, uploads
+from app.datasets import claims, service, uploads
 from app.datasets.claims import ClaimedUpload, UploadInProgress
-from app.datasets.encoding import encoder_for
+from app.datasets.intake import projection, upload_queue
+from app.datasets.intake.spool import Spooled
 from app.datasets.models import Dataset, Upload, UploadState
-from app.datasets.spool import Spooled
+from app.datasets.patients import patient_index
+from app.datasets.schema.encoding import encoder_for
 from app.datasets.uploads import ReceivedUpload
 from app.flows import index_upkeep
 from app.jobs import size_floor

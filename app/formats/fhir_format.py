@@ -5,7 +5,7 @@ import json
 from datetime import UTC, datetime
 from typing import Any
 
-from app.datasets.dataset_schema import FeatureKind
+from app.datasets.schema.dataset_schema import FeatureKind
 from app.fhir import service as fhir_service
 from app.scoring import model_cache
 from app.scoring.answer import RiskAnswer

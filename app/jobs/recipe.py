@@ -65,10 +65,10 @@ withheld.
 
 import math
 
-from app.datasets.built_in_schema import BUILT_IN_SCHEMA
-from app.datasets.dataset_schema import DatasetSchema
-from app.datasets.encoding import encoder_for
 from app.datasets.models import Dataset
+from app.datasets.schema.built_in_schema import BUILT_IN_SCHEMA
+from app.datasets.schema.dataset_schema import DatasetSchema
+from app.datasets.schema.encoding import encoder_for
 from app.families import create_family
 from app.jobs import size_floor
 from app.jobs.schemas import FULL_BATCH_EPOCHS, TrainingConfig

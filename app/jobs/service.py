@@ -10,9 +10,9 @@ from sqlalchemy.orm import Session
 from app.core.database import affected_rows
 from app.core.errors import Conflict, InvalidRequest, NotFound
 from app.core.time import utcnow
-from app.datasets import labels
 from app.datasets.models import AWAITING_DATA, READY, Dataset
 from app.datasets.rules import max_delta
+from app.datasets.schema import labels
 from app.families import DEFAULT_FAMILY, create_family
 from app.jobs import notify, recipe, search, size_floor
 from app.jobs.models import CANCELLED, FEDERATED, FINISHED, QUEUED, RUNNING, TRAIN, Job

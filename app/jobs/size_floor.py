@@ -3,8 +3,8 @@
 Without it a 2-row upload could train a model on 1 row with no calibration rows, and its
 statement would say its probabilities "were calibrated on a held-out part". The rule below
 refuses such jobs and makes a model say which held-out release it could not make meaningful. Its
-inputs are public only: the part sizes (public by convention, ``app.datasets.identity``), the
-request's epsilon and delta (or, for a noise-multiplier job, the planned mechanism's PLD
+inputs are public only: the part sizes (public by convention, ``app.datasets.patients.identity``),
+the request's epsilon and delta (or, for a noise-multiplier job, the planned mechanism's PLD
 epsilon), the model's inputs under the declared schema, and the held-out releases' noise
 multipliers and public bins (functions of the planned mechanism). Never a statistic of the rows,
 not even the prevalence: so every floor holds for the most favourable prevalence (50%), and is a

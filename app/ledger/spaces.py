@@ -1,13 +1,14 @@
 """Patient spaces and blocks: the budget belongs to the patient, not to a table.
 
 A **patient space** holds the patients that one key identifies: the organisation's space for
-its private uploads (ids keyed by a PRF under the space's secret, ``app.datasets.patient_index``);
-a generator seed's space (``source_key`` "synthetic:<seed>": patient i is row i of every
-generator dataset of that seed, whatever its shift or size, keyed the same way,
-``app.datasets.generator_space``); or, left by migration 0019 until its patients are keyed
-into the organisation's space (``app.datasets.legacy_spaces``), one dataset's own space from
-before spaces, which takes no release (``check_keyed``). The space holds the per-patient
-budget (epsilon, delta) and its Rényi filter's fixed order.
+its private uploads (ids keyed by a PRF under the space's secret,
+``app.datasets.patients.patient_index``); a generator seed's space (``source_key``
+"synthetic:<seed>": patient i is row i of every generator dataset of that seed, whatever its shift
+or size, keyed the same way, ``app.datasets.patients.generator_space``); or, left by migration 0019
+until its patients are keyed into the organisation's space
+(``app.datasets.patients.legacy_spaces``), one dataset's own space from before spaces, which takes
+no release (``check_keyed``). The space holds the per-patient budget (epsilon, delta) and its Rényi
+filter's fixed order.
 
 A **block** is the set of a space's patients that are in exactly the same datasets (its
 ``datasets``, sorted ids); only its size is stored. Every release on dataset D charges every
@@ -84,7 +85,7 @@ class PatientSpace(Base):
     filter_order: Mapped[float] = mapped_column(Float)
     # Bumped by every admission and block change: the UPDATE is the space's row lock.
     version: Mapped[int] = mapped_column(Integer, default=0)
-    # The patient index (app.datasets.patient_index): its file's SHA-256 and its rows.
+    # The patient index (app.datasets.patients.patient_index): its file's SHA-256 and its rows.
     index_sha256: Mapped[str | None] = mapped_column(String(64), nullable=True)
     index_rows: Mapped[int] = mapped_column(Integer, default=0)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)

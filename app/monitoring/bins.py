@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from app.datasets.dataset_schema import DatasetSchema, FeatureKind, FeatureSpec
+from app.datasets.schema.dataset_schema import DatasetSchema, FeatureKind, FeatureSpec
 
 NUMERIC_BINS = 10
 

@@ -9,8 +9,8 @@ for good when the worker has drawn its noise. Data drift needs the same histogra
 training cohort: the first run of a model asks for them once, as a statistics release on the
 training dataset at the run's target (charged there; every later run reuses it). Where that
 dataset cannot pay for it (erased, or its budget spent), the run goes on without data drift
-and says so. An unlabelled follow-up (features only, ``app.datasets.labels``) takes a run too:
-its release is the feature histograms alone, the same mechanism at the same target (only the
+and says so. An unlabelled follow-up (features only, ``app.datasets.schema.labels``) takes a run
+too: its release is the feature histograms alone, the same mechanism at the same target (only the
 sensitivity, sqrt(features), and so the noise per cell, changes); nothing else evaluates it.
 """
 
@@ -21,10 +21,10 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from app.core.errors import Conflict, InvalidRequest, NotFound
-from app.datasets import labels
 from app.datasets import service as dataset_service
-from app.datasets.dataset_schema import schema_hash
 from app.datasets.models import READY, Dataset
+from app.datasets.schema import labels
+from app.datasets.schema.dataset_schema import schema_hash
 from app.datasets.schemas import DatasetCreate, UploadSource
 from app.jobs import service as job_service
 from app.jobs.models import MONITORING, QUEUED, Job, JobKind

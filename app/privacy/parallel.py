@@ -1,11 +1,11 @@
 """Noise for a release on the held-out rows that costs nothing beyond the training it follows.
 
 The held-out rows (the calibration and the evaluation parts) are per-record random parts of
-the dataset, disjoint from the training rows and from each other (``app.datasets.identity``: a
-keyed PRF of each record's id). Given the coins, adding or removing one patient changes the
-input of exactly one of the job's mechanisms; averaging over that patient's coin keeps the
-worst of them (hockey-stick divergence is jointly convex, Renyi divergence jointly
-quasi-convex). So a job whose held-out releases are each, at every RDP order of the ledger's
+the dataset, disjoint from the training rows and from each other
+(``app.datasets.patients.identity``: a keyed PRF of each record's id). Given the coins, adding or
+removing one patient changes the input of exactly one of the job's mechanisms; averaging over that
+patient's coin keeps the worst of them (hockey-stick divergence is jointly convex, Renyi divergence
+jointly quasi-convex). So a job whose held-out releases are each, at every RDP order of the ledger's
 grid (the filter's order among them) and at the job's delta, no worse than its training is
 charged exactly its training's spend: parallel composition.
 """

@@ -9,9 +9,9 @@ from typing import TYPE_CHECKING, Any
 
 from app.core.errors import Conflict
 from app.core.settings import settings
-from app.datasets.built_in_schema import BUILT_IN_SCHEMA
-from app.datasets.dataset_schema import DatasetSchema, schema_hash
-from app.datasets.encoding import LEGACY_SCALING, SCALING, encoder_for
+from app.datasets.schema.built_in_schema import BUILT_IN_SCHEMA
+from app.datasets.schema.dataset_schema import DatasetSchema, schema_hash
+from app.datasets.schema.encoding import LEGACY_SCALING, SCALING, encoder_for
 from app.families import create_family, legacy_family_of
 
 if TYPE_CHECKING:  # torch loads where a network is saved or read, not at the API's start

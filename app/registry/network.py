@@ -15,7 +15,7 @@ def build_network(kind: str, hidden_units: int = DEFAULT_HIDDEN_UNITS,
     """The network of the family named ``kind``, tagged with it (the families own the
     networks; this is the short spelling tests and benches use).
 
-    ``n_inputs`` is the schema's encoded width (``app.datasets.encoding.Encoder.n_inputs``).
+    ``n_inputs`` is the schema's encoded width (``app.datasets.schema.encoding.Encoder.n_inputs``).
 
     Raises:
         UnknownFamily: no family of that name (a ``ValueError``).

@@ -8,7 +8,7 @@ from pydantic_core import PydanticCustomError
 from app import bands
 from app.core.errors import InvalidRequest
 from app.core.schemas import Page, RequestModel, ResponseModel, UtcDatetime, register_ranges
-from app.datasets.dataset_schema import DatasetSchema
+from app.datasets.schema.dataset_schema import DatasetSchema
 from app.jobs.results import ServedEvaluation
 
 

@@ -24,8 +24,8 @@ from sqlalchemy.orm import Session, load_only, undefer, undefer_group
 from app import bands
 from app.core.errors import Conflict, NotFound
 from app.core.recent import RecentMemory
-from app.datasets.built_in_schema import BUILT_IN_SCHEMA, LEGACY_BUILT_IN_HASH
-from app.datasets.dataset_schema import DatasetSchema, schema_hash
+from app.datasets.schema.built_in_schema import BUILT_IN_SCHEMA, LEGACY_BUILT_IN_HASH
+from app.datasets.schema.dataset_schema import DatasetSchema, schema_hash
 from app.jobs import size_floor
 from app.jobs.models import SUCCEEDED, Job
 from app.privacy.accountant_names import accountant_word

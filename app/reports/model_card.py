@@ -10,8 +10,8 @@ from typing import Any
 
 from pydantic import TypeAdapter
 
-from app.datasets.dataset_schema import DatasetSchema, FeatureKind, outcome_words
 from app.datasets.models import Dataset
+from app.datasets.schema.dataset_schema import DatasetSchema, FeatureKind, outcome_words
 from app.jobs.models import Job
 from app.jobs.results import ServedResults
 from app.reports import held_out_words, ledger_words

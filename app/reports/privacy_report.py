@@ -12,9 +12,9 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
-from app.datasets.built_in_schema import BUILT_IN_SCHEMA
-from app.datasets.dataset_schema import DatasetSchema
 from app.datasets.models import Dataset
+from app.datasets.schema.built_in_schema import BUILT_IN_SCHEMA
+from app.datasets.schema.dataset_schema import DatasetSchema
 from app.jobs import search as job_search
 from app.jobs import service as job_service
 from app.jobs.models import SUCCEEDED, Job

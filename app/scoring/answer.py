@@ -18,7 +18,7 @@ from functools import cached_property, lru_cache
 from typing import Any
 
 from app.bands import Band, band_of
-from app.datasets.encoding import Encoder, built_encoder
+from app.datasets.schema.encoding import Encoder, built_encoder
 from app.scoring.patients import Imputed
 from app.scoring.reasons import Shown, imputed_reason, reason_of, severity_of, shown_value
 from app.scoring.schemas import (

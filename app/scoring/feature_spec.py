@@ -8,7 +8,7 @@ at its reference value; "error" when it is required).
 
 from typing import Any
 
-from app.datasets.dataset_schema import DatasetSchema, FeatureKind, FeatureSpec
+from app.datasets.schema.dataset_schema import DatasetSchema, FeatureKind, FeatureSpec
 from app.scoring.patients import allowed_of
 
 LOINC = "http://loinc.org"

@@ -21,7 +21,7 @@ from typing import Any
 
 from app.core.database import get_database
 from app.core.time import as_utc
-from app.datasets.encoding import Encoder, encoder_for
+from app.datasets.schema.encoding import Encoder, encoder_for
 from app.registry import service as registry_service
 from app.registry.models import TrainedModel
 

@@ -27,8 +27,8 @@ from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from app.core.schemas import RequestModel
 from app.core.validation import MAX_LISTED_ERRORS, MORE_ERRORS, count_errors
-from app.datasets.dataset_schema import FeatureKind, FeatureSpec
-from app.datasets.encoding import Encoder
+from app.datasets.schema.dataset_schema import FeatureKind, FeatureSpec
+from app.datasets.schema.encoding import Encoder
 
 PathOf = Callable[[int], tuple[Any, ...]]
 """Patient k -> the path of its features in the request body."""

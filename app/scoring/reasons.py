@@ -9,7 +9,7 @@ patient did not give, scored at its reference: "Sleep not given: scored at the r
 
 from typing import Any
 
-from app.datasets.dataset_schema import FeatureKind, FeatureSpec
+from app.datasets.schema.dataset_schema import FeatureKind, FeatureSpec
 
 Shown = float | str
 """A feature value as a contribution shows it: the number, or a categorical feature's category."""

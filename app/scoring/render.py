@@ -22,7 +22,7 @@ import numpy as np
 from pydantic import BaseModel
 
 from app.bands import BANDS, band_index
-from app.datasets.encoding import built_encoder
+from app.datasets.schema.encoding import built_encoder
 from app.scoring.answer import NEUTRAL_BELOW, RiskAnswer, compact_contribution, contribution
 from app.scoring.schemas import TOP_CONTRIBUTIONS
 

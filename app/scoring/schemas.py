@@ -15,7 +15,7 @@ from app.bands import Band
 from app.core.ids import MAX_ID
 from app.core.schemas import ALLOWED_RANGES, RequestModel, register_ranges
 from app.core.validation import stop_early
-from app.datasets.built_in_schema import SELF_HARM_FEATURE
+from app.datasets.schema.built_in_schema import SELF_HARM_FEATURE
 
 MAX_BATCH = 10_000
 """Patients per batch call: 10,000 score in well under a second on 2 CPU cores."""

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from app.datasets.encoding import Encoder
+from app.datasets.schema.encoding import Encoder
 from app.families import family_of_network
 from app.registry import service as registry_service
 from app.registry.models import TrainedModel

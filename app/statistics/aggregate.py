@@ -13,7 +13,7 @@ import math
 
 import numpy as np
 
-from app.datasets.dataset_schema import FeatureKind
+from app.datasets.schema.dataset_schema import FeatureKind
 from app.statistics.cohort import Cohort
 from app.statistics.shapes import Axis, QueryPlan
 

@@ -23,16 +23,10 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
-from app.datasets import (
-    left_out_rows,
-    parts,
-    patient_ids,
-    record_coins,
-    stored,
-    synthetic,
-    union,
-)
+from app.datasets import parts, record_coins, synthetic, union
+from app.datasets.intake import stored
 from app.datasets.models import Dataset
+from app.datasets.patients import left_out_rows, patient_ids
 from app.features import FEATURE_NAMES
 from app.ledger.left_out import LeftOut
 

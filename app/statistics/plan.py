@@ -22,7 +22,7 @@ Bad input is a 422 naming the field (``queries[2].by[0].bins``) with what is all
 import math
 
 from app.core.errors import InvalidRequest
-from app.datasets.dataset_schema import DatasetSchema, FeatureKind
+from app.datasets.schema.dataset_schema import DatasetSchema, FeatureKind
 from app.statistics import mechanisms, queries
 from app.statistics.queries.base import Statistic
 from app.statistics.schemas import MAX_CELLS, BinnedColumn, StatisticQuery, StatisticsCreate

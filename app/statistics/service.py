@@ -17,9 +17,10 @@ from sqlalchemy.orm import Session
 
 from app.core.errors import Conflict, NotFound
 from app.core.time import utcnow
-from app.datasets import labels, parts
+from app.datasets import parts
 from app.datasets.models import AWAITING_DATA, READY, Dataset
 from app.datasets.rules import check_delta, max_delta
+from app.datasets.schema import labels
 from app.ledger import left_out
 from app.ledger import statistics as ledger_statistics
 from app.ledger.left_out import LeftOut

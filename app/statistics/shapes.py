@@ -8,7 +8,7 @@ the aggregates, the noise and the estimators read them, and the query's kind
 import math
 from dataclasses import dataclass
 
-from app.datasets.dataset_schema import FeatureKind
+from app.datasets.schema.dataset_schema import FeatureKind
 from app.statistics.schemas import StatisticQuery
 
 NUMERIC_KINDS = (FeatureKind.NUMERIC, FeatureKind.INTEGER)

@@ -13,7 +13,8 @@ def loaded():
     return sorted(m for m in sys.modules if m in ("torch", "opacus"))
 from app.main import create_app
 create_app()
-import app.flows.upload, app.datasets.spool, app.datasets.ingest, app.privacy.accounting
+import app.flows.upload, app.datasets.intake.spool, app.datasets.intake.ingest
+import app.privacy.accounting
 print(loaded())
 from app.families import create_family
 create_family("logistic").network(3)

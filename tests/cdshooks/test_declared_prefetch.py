@@ -18,9 +18,9 @@ from pydantic import ValidationError
 from app.cdshooks.prefetch import features_from_prefetch, sources_of
 from app.core.errors import InvalidRequest
 from app.core.settings import settings
-from app.datasets.dataset_schema import DatasetSchema, schema_hash
-from app.datasets.encoding import encoder_for
-from app.datasets.feature_prefetch import FeaturePrefetch
+from app.datasets.schema.dataset_schema import DatasetSchema, schema_hash
+from app.datasets.schema.encoding import encoder_for
+from app.datasets.schema.feature_prefetch import FeaturePrefetch
 from tests.cdshooks.test_cds_hooks import URL, bundle, hook_call, observation
 from tests.declared_upload import train_declared
 

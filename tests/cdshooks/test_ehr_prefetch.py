@@ -11,7 +11,7 @@ from fastapi.testclient import TestClient
 
 from app.cdshooks.prefetch import features_from_prefetch, sources_of
 from app.core.settings import CdsClient, settings
-from app.datasets.encoding import BUILT_IN_ENCODER
+from app.datasets.schema.encoding import BUILT_IN_ENCODER
 from app.fhir.codes import ICD10CM, LOINC, SNOMED
 from app.fhir.service import percent
 from tests.api.scoring_helpers import train_models

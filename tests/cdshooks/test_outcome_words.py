@@ -9,8 +9,8 @@ import pytest
 
 from app.bands import DEFAULT_BAND_THRESHOLDS
 from app.cdshooks.cards import SUMMARY_LIMIT, card, insufficient_card
-from app.datasets.built_in_schema import BUILT_IN_SCHEMA
-from app.datasets.dataset_schema import DatasetSchema, outcome_words
+from app.datasets.schema.built_in_schema import BUILT_IN_SCHEMA
+from app.datasets.schema.dataset_schema import DatasetSchema, outcome_words
 from app.scoring.schemas import RiskResult
 
 CRISIS = re.compile(r"\bcrisis\b", re.IGNORECASE)  # the word, not the product's name

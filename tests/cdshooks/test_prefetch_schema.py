@@ -8,8 +8,8 @@ import pytest
 
 from app.cdshooks.prefetch import features_from_prefetch, sources_of
 from app.core.errors import InvalidRequest
-from app.datasets.dataset_schema import DatasetSchema
-from app.datasets.encoding import BUILT_IN_ENCODER, encoder_for
+from app.datasets.schema.dataset_schema import DatasetSchema
+from app.datasets.schema.encoding import BUILT_IN_ENCODER, encoder_for
 from app.fhir.codes import FEATURE_SYSTEM, LOINC
 from tests.cdshooks.test_cds_hooks import bundle, observation
 from tests.fhir.clinic_model import CLINIC, SLEEP_CODE, schema

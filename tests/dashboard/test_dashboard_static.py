@@ -9,7 +9,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from app.dashboard.router import ASSETS, STATIC_DIR
-from app.datasets.built_in_schema import BUILT_IN_SCHEMA
+from app.datasets.schema.built_in_schema import BUILT_IN_SCHEMA
 from app.main import create_app
 
 PAGES = {"/dashboard": "index.html", "/dashboard/privacy": "privacy.html"}

@@ -13,8 +13,8 @@ from pydantic import ValidationError
 from app.bands import model_thresholds
 from app.core.errors import InvalidRequest, install_error_handlers
 from app.datasets import synthetic
-from app.datasets.built_in_schema import BUILT_IN_SCHEMA
-from app.datasets.dataset_schema import (
+from app.datasets.schema.built_in_schema import BUILT_IN_SCHEMA
+from app.datasets.schema.dataset_schema import (
     NAME_PATTERN,
     DatasetSchema,
     FeatureKind,
@@ -236,6 +236,9 @@ def test_the_generator_schema_is_the_feature_spec() -> None:
         assert spec.label == feature.label and (spec.unit or "") == feature.unit
         assert (spec.code.code if spec.code else None) == feature.loinc
     assert BUILT_IN_SCHEMA.features[3].model_upper == 15
-    assert BUILT_IN_SCHEMA.attributes[0].categories == list(synthetic.SEX_CATEGORIES)
+    table = synthetic.generate(50, 7)
+    sex_codes, sex_labels = synthetic.subgroups(table.x, table.sex)["sex"]
+    assert BUILT_IN_SCHEMA.attributes[0].categories == sex_labels  # the generator's draws
+    assert set(sex_codes.tolist()) == set(range(len(sex_labels)))
     assert BUILT_IN_SCHEMA.subgroups == ["sex"]
     assert "sex" not in BUILT_IN_SCHEMA.feature_names  # a subgroup the model never sees

@@ -11,9 +11,9 @@ from sqlalchemy import select
 
 from app.core.database import Database
 from app.core.settings import settings
-from app.datasets import generator_space, index_files, patient_index
 from app.datasets import service as dataset_service
 from app.datasets.models import Dataset
+from app.datasets.patients import generator_space, index_files, patient_index
 from app.datasets.schemas import DatasetCreate
 from app.flows import patient_spaces
 from app.ledger import service as ledger_service

@@ -20,11 +20,13 @@ from hypothesis import strategies as st
 from app.core.database import get_database
 from app.core.errors import InvalidRequest
 from app.core.settings import settings as app_settings
-from app.datasets import id_rules, index_files, left_out_rows, patient_index, record_coins
-from app.datasets.dataset_schema import DatasetSchema, check_schema, schema_hash
-from app.datasets.error_log import BatchRows, ErrorLog
+from app.datasets import record_coins
+from app.datasets.intake import id_rules
+from app.datasets.intake.error_log import BatchRows, ErrorLog
+from app.datasets.intake.stored import load_table
 from app.datasets.models import Dataset
-from app.datasets.stored import load_table
+from app.datasets.patients import index_files, left_out_rows, patient_index
+from app.datasets.schema.dataset_schema import DatasetSchema, check_schema, schema_hash
 from app.ledger import spaces
 from app.ledger.left_out import LeftOut
 from tests.api.scoring_helpers import problem

@@ -1,11 +1,11 @@
-"""The id rules' byte-level fast paths (``app.datasets.id_rules``) flag exactly what their
+"""The id rules' byte-level fast paths (``app.datasets.intake.id_rules``) flag exactly what their
 regexes flag, on any text, sliced arrays and nulls included."""
 
 import pyarrow as pa
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from app.datasets import id_rules
+from app.datasets.intake import id_rules
 
 CHARS = st.one_of(st.characters(), st.sampled_from(list("=+-@ 0123456789abc\x00\x7f\u202e")))
 VALUES = st.lists(st.one_of(st.none(), st.text(CHARS, max_size=6)), max_size=30)

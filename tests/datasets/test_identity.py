@@ -10,7 +10,8 @@ import pytest
 from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 from fastapi.testclient import TestClient
 
-from app.datasets import identity, record_coins
+from app.datasets import record_coins
+from app.datasets.patients import identity
 from tests.api.scoring_helpers import problem
 
 SOURCE = {"kind": "synthetic", "n_rows": 2000, "seed": 77}

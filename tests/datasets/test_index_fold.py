@@ -1,4 +1,4 @@
-"""The patient index's fold after an upload commits (``app.datasets.index_fold``,
+"""The patient index's fold after an upload commits (``app.datasets.patients.index_fold``,
 ``app.flows.index_upkeep``): an upload only appends its segment and the fold runs after its
 commit, off the request; a fold that loses the race to an upload changes nothing; the files
 no recorded index names are deleted, never those a reader may still read; readers during
@@ -19,8 +19,8 @@ from sqlalchemy.orm import undefer
 
 from app.core.database import Database, set_database
 from app.core.settings import settings as app_settings
-from app.datasets import identity, index_files, index_fold, index_segments, patient_index
-from app.datasets.index_files import IndexCorrupted
+from app.datasets.patients import identity, index_files, index_fold, index_segments, patient_index
+from app.datasets.patients.index_files import IndexCorrupted
 from app.flows import index_upkeep
 from app.ledger import spaces
 from app.ledger.spaces import PatientBlock, PatientSpace, SpaceKind

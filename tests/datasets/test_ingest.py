@@ -22,8 +22,9 @@ from fastapi.testclient import TestClient
 from sklearn.datasets import load_breast_cancer
 
 from app.core.errors import UnsupportedMediaType, install_error_handlers
-from app.datasets import ingest, record_coins, spool, table_readers, table_store
-from app.datasets.dataset_schema import DatasetSchema, schema_hash
+from app.datasets import record_coins
+from app.datasets.intake import ingest, spool, table_readers, table_store
+from app.datasets.schema.dataset_schema import DatasetSchema, schema_hash
 from tests.datasets.test_dataset_schema import CONTRACT
 
 SCHEMA = DatasetSchema.model_validate(CONTRACT)
@@ -367,7 +368,7 @@ from pathlib import Path
 import pyarrow as pa
 import torch  # loaded at start in the service (its allocations are not the upload's)
 from app.datasets import ingest
-from app.datasets.dataset_schema import DatasetSchema
+from app.datasets.schema.dataset_schema import DatasetSchema
 schema = DatasetSchema.model_validate_json(sys.argv[3])
 ingest.ingest_file(Path(sys.argv[2]), media_type="text/csv", schema=schema)  # warm up
 pool = pa.default_memory_pool()

@@ -9,7 +9,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from app.core.settings import settings
-from app.datasets import ingest
+from app.datasets.intake import ingest
 from tests.api.scoring_helpers import problem
 from tests.datasets.test_ingest import (
     HEADER,

@@ -16,10 +16,10 @@ from fastapi.testclient import TestClient
 from app.core.database import get_database
 from app.core.errors import UnsupportedMediaType
 from app.core.settings import settings
-from app.datasets import ingest, projection, table_format
-from app.datasets.dataset_schema import DatasetSchema, schema_hash
+from app.datasets.intake import ingest, projection, table_format
+from app.datasets.intake.stored import load_table
 from app.datasets.models import Dataset
-from app.datasets.stored import load_table
+from app.datasets.schema.dataset_schema import DatasetSchema, schema_hash
 from tests.api.scoring_helpers import problem
 from tests.datasets.test_ingest import HEADER, ROWS, SCHEMA, found, rejected, write_csv
 from tests.datasets.test_upload_api import SCHEMA as API_SCHEMA

@@ -15,7 +15,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from app.core.settings import settings
-from app.datasets import ingest, parquet_limits, parquet_pages
+from app.datasets.intake import ingest, parquet_limits, parquet_pages
 from tests.api.scoring_helpers import problem
 from tests.datasets.test_ingest import SCHEMA, found, rejected
 

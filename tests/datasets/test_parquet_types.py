@@ -14,9 +14,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from app.datasets import ingest
-from app.datasets.dataset_schema import DatasetSchema
-from app.datasets.text_values import per_value, utf8_text
+from app.datasets.intake import ingest
+from app.datasets.intake.text_values import per_value, utf8_text
+from app.datasets.schema.dataset_schema import DatasetSchema
 from tests.datasets.test_dataset_schema import CONTRACT
 
 SCHEMA = DatasetSchema.model_validate(

@@ -1,4 +1,4 @@
-"""The patient index (``app.datasets.patient_index.add_dataset``): uploads split the blocks
+"""The patient index (``app.datasets.patients.patient_index.add_dataset``): uploads split the blocks
 exactly as set algebra over their ids says, whether the index's segments are compacted at
 every upload or never, its files hash to what names them, a tampered or missing file is
 refused with nothing changed, ids whose digests are equal are one patient, and digests are
@@ -20,8 +20,8 @@ from sqlalchemy import select
 
 from app.core.database import Database
 from app.core.settings import settings as app_settings
-from app.datasets import identity, index_files, index_segments, patient_index
-from app.datasets.patient_index import IndexCorrupted
+from app.datasets.patients import identity, index_files, index_segments, patient_index
+from app.datasets.patients.patient_index import IndexCorrupted
 from app.ledger import spaces
 from app.ledger.spaces import PatientBlock, PatientSpace, SpaceKind
 

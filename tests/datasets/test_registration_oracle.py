@@ -18,7 +18,7 @@ from httpx import Response
 
 from app.core.settings import settings
 from app.datasets import synthetic
-from app.datasets.built_in_schema import BUILT_IN_SCHEMA
+from app.datasets.schema.built_in_schema import BUILT_IN_SCHEMA, SEX_CATEGORIES
 from app.datasets.schemas import same_rows_warning
 from tests.datasets.test_upload_api import _csv, _put, _register, _rows
 
@@ -113,7 +113,7 @@ def test_a_generators_rows_reuploaded_are_the_registered_source(
     lines = [",".join(["pid", *names, "sex", "crisis_30d"])]
     for i in reversed(range(400)):  # another order, other ids: the same rows
         values = [str(int(v)) if float(v).is_integer() else repr(float(v)) for v in table.x[i]]
-        lines.append(",".join([f"r{i}", *values, synthetic.SEX_CATEGORIES[table.sex[i]],
+        lines.append(",".join([f"r{i}", *values, SEX_CATEGORIES[table.sex[i]],
                                str(int(table.y[i]))]))
     for made in ({"public": True}, {"privacy_budget": {"epsilon": 1, "delta": 1e-6}}):
         # Public, or private into the organisation's patient space: the generator's patients

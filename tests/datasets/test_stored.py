@@ -1,4 +1,5 @@
-"""An upload's stored table reads back as accepted, in either layout (app.datasets.stored)."""
+"""An upload's stored table reads back as accepted, in either layout
+(app.datasets.intake.stored)."""
 
 from pathlib import Path
 
@@ -6,7 +7,7 @@ import numpy as np
 import pytest
 
 from app.core.settings import settings
-from app.datasets import ingest, stored
+from app.datasets.intake import ingest, stored
 from app.datasets.models import Dataset
 from app.datasets.rules import upload_fingerprint
 from tests.datasets.test_dataset_schema import CONTRACT

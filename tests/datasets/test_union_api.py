@@ -11,9 +11,10 @@ from fastapi.testclient import TestClient
 from sqlalchemy import select, update
 
 from app.core.database import Database
-from app.datasets import identity, parts, union
+from app.datasets import parts, union
+from app.datasets.intake.stored import load_table
 from app.datasets.models import Dataset
-from app.datasets.stored import load_table
+from app.datasets.patients import identity
 from app.ledger import left_out
 from app.ledger import service as ledger_service
 from app.ledger.release import Scope

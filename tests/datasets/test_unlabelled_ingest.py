@@ -9,9 +9,10 @@ import numpy as np
 import pytest
 
 from app.core.errors import InvalidRequest
-from app.datasets import ingest, labels, stored
-from app.datasets.dataset_schema import DatasetSchema, FeaturesOnly, schema_hash
+from app.datasets.intake import ingest, stored
 from app.datasets.models import READY, Dataset
+from app.datasets.schema import labels
+from app.datasets.schema.dataset_schema import DatasetSchema, FeaturesOnly, schema_hash
 from app.datasets.schemas import FollowUp
 from app.jobs.service import check_trainable
 from tests.datasets.test_dataset_schema import CONTRACT

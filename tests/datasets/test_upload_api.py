@@ -15,11 +15,12 @@ from fastapi.testclient import TestClient
 
 from app.core.database import get_database
 from app.core.settings import settings
-from app.datasets import index_segments, record_coins
+from app.datasets import record_coins
+from app.datasets.intake.stored import StoredTableMismatch, load_table
 from app.datasets.models import Dataset
 from app.datasets.parts import load_parts
+from app.datasets.patients import index_segments
 from app.datasets.schemas import same_rows_warning
-from app.datasets.stored import StoredTableMismatch, load_table
 from tests.api.scoring_helpers import problem
 from tests.datasets.test_dataset_schema import CONTRACT
 

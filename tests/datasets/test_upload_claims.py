@@ -22,8 +22,9 @@ from app.auth.models import AuditEvent
 from app.core.database import Database, get_database
 from app.core.settings import settings
 from app.core.time import utcnow
-from app.datasets import claims, table_store, uploads
+from app.datasets import claims, uploads
 from app.datasets.claims import DatasetNotAwaitingData, UploadInProgress
+from app.datasets.intake import table_store
 from app.datasets.models import AWAITING_DATA, READY, RECEIVING, Dataset
 from tests.datasets.test_upload_api import _csv, _put, _register, _rows
 

@@ -15,7 +15,7 @@ from app.core.database import get_database
 from app.core.errors import UnsupportedMediaType
 from app.core.schemas import TEXT_RULE
 from app.core.settings import settings
-from app.datasets import ingest, stored, table_format
+from app.datasets.intake import ingest, stored, table_format
 from app.datasets.models import Dataset
 from app.datasets.rules import upload_fingerprint
 from tests.api.scoring_helpers import problem

@@ -11,7 +11,8 @@ from sqlalchemy import text
 
 from app.core.database import Database
 from app.core.migrations import alembic_config
-from app.datasets import identity, record_coins
+from app.datasets import record_coins
+from app.datasets.patients import identity
 from app.privacy.filter import filter_order
 
 T0 = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)

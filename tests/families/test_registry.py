@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from app.datasets.built_in_schema import BUILT_IN_SCHEMA
+from app.datasets.schema.built_in_schema import BUILT_IN_SCHEMA
 from app.families import (
     UnknownFamily,
     create_family,

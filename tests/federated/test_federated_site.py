@@ -11,8 +11,8 @@ from fastapi.testclient import TestClient
 
 from app.cli import main
 from app.core.settings import settings
-from app.datasets.built_in_schema import BUILT_IN_SCHEMA
-from app.datasets.dataset_schema import schema_hash
+from app.datasets.schema.built_in_schema import BUILT_IN_SCHEMA
+from app.datasets.schema.dataset_schema import schema_hash
 from app.federation import signing
 from app.federation.signing import new_key
 from tests.conftest import small_dataset

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from app.datasets.built_in_schema import BUILT_IN_SCHEMA
-from app.datasets.dataset_schema import schema_hash
+from app.datasets.schema.built_in_schema import BUILT_IN_SCHEMA
+from app.datasets.schema.dataset_schema import schema_hash
 from tests.conftest import small_dataset
 from worker import federated_site
 from worker.federated_site import SiteRun

@@ -13,7 +13,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from app.core.settings import settings
-from app.datasets.built_in_schema import BUILT_IN_SCHEMA
+from app.datasets.schema.built_in_schema import BUILT_IN_SCHEMA
 from app.fhir.codes import FEATURE_CODE_EXTENSION, FEATURE_SYSTEM, SCHEMA_FEATURES
 from tests.fhir.r4 import outcome, valid
 from tests.fhir.utilisation_model import (

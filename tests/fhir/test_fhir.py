@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from app.datasets.built_in_schema import BUILT_IN_SCHEMA
+from app.datasets.schema.built_in_schema import BUILT_IN_SCHEMA
 from app.fhir.codes import BAND_SYSTEM, FEATURE_SYSTEM, RISK_PROBABILITY
 from app.fhir.service import likelihood, rounded
 from tests.api.scoring_helpers import problem, train_models

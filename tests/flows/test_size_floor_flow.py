@@ -12,8 +12,8 @@ from fastapi.testclient import TestClient
 from app.core.database import Database
 from app.core.settings import settings
 from app.datasets import claims, uploads
-from app.datasets.dataset_schema import DatasetSchema
-from app.datasets.encoding import encoder_for
+from app.datasets.schema.dataset_schema import DatasetSchema
+from app.datasets.schema.encoding import encoder_for
 from app.jobs import size_floor
 from tests.api.scoring_helpers import problem
 from tests.datasets.test_upload_api import SCHEMA, _csv, _put, _register, _rows

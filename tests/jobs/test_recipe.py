@@ -13,8 +13,8 @@ import pytest
 from fastapi.testclient import TestClient
 
 from app.core.errors import InvalidRequest
-from app.datasets.dataset_schema import DatasetSchema
 from app.datasets.models import Dataset
+from app.datasets.schema.dataset_schema import DatasetSchema
 from app.jobs import recipe
 from app.jobs import service as job_service
 from app.jobs.schemas import FULL_BATCH_EPOCHS, MINI_BATCH_EPOCHS, JobCreate

@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 import torch
 
-from app.datasets.built_in_schema import BUILT_IN_SCHEMA
-from app.datasets.encoding import encoder_for
 from app.datasets.models import Dataset
+from app.datasets.schema.built_in_schema import BUILT_IN_SCHEMA
+from app.datasets.schema.encoding import encoder_for
 from app.jobs import results, size_floor
 from app.jobs import service as job_service
 from app.jobs.schemas import JobCreate

@@ -21,9 +21,9 @@ from sqlalchemy.orm import Session
 
 from app.core.database import Database
 from app.core.settings import settings
-from app.datasets import patient_index
 from app.datasets import service as dataset_service
 from app.datasets.models import Dataset
+from app.datasets.patients import patient_index
 from app.datasets.schemas import DatasetCreate
 from app.jobs.models import Job
 from app.ledger import admission, spaces

@@ -13,8 +13,9 @@ from sqlalchemy import select
 from app.auth.models import AuditEvent
 from app.core.database import Database
 from app.core.settings import settings
-from app.datasets import parts, patient_ids
+from app.datasets import parts
 from app.datasets.models import Dataset
+from app.datasets.patients import patient_ids
 from app.ledger import spaces
 from tests.ledger.test_legacy_spaces import (
     _per_patient,

@@ -10,8 +10,8 @@ from sqlalchemy import select
 
 from app.core.database import Database
 from app.core.settings import settings
-from app.datasets import identity
 from app.datasets.models import AWAITING_DATA, Dataset
+from app.datasets.patients import identity
 from app.flows import patient_spaces
 from app.ledger import left_out, space_chain, spaces
 from app.ledger import service as ledger_service

@@ -17,8 +17,9 @@ import pytest
 from fastapi.testclient import TestClient
 
 from app.core.database import Database
-from app.datasets import identity, parts
+from app.datasets import parts
 from app.datasets import service as dataset_service
+from app.datasets.patients import identity
 from app.ledger import left_out
 from app.ledger import service as ledger_service
 from app.ledger.release import Scope

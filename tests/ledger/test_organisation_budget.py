@@ -12,8 +12,8 @@ from fastapi.testclient import TestClient
 from sqlalchemy import text
 
 from app.core.database import Database
-from app.datasets import patient_budget
 from app.datasets.models import Dataset
+from app.datasets.patients import patient_budget
 from app.flows import training as training_flow
 from app.jobs.schemas import JobCreate
 from app.ledger import block_spend, space_chain, spaces

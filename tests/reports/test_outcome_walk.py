@@ -23,7 +23,7 @@ from fastapi.testclient import TestClient
 
 from app.core.settings import settings
 from app.dashboard.router import ASSETS
-from app.datasets.built_in_schema import BUILT_IN_SCHEMA
+from app.datasets.schema.built_in_schema import BUILT_IN_SCHEMA
 from tests.declared_upload import train_declared
 
 PRODUCT = re.compile(r"dpcrisis", re.IGNORECASE)

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 import torch
 
-from app.datasets.dataset_schema import DatasetSchema
+from app.datasets.schema.dataset_schema import DatasetSchema
 from app.registry.network import build_network
 from app.scoring import render
 from app.scoring import service as scoring_service

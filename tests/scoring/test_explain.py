@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from app.bands import band_of
-from app.datasets.encoding import BUILT_IN_ENCODER
+from app.datasets.schema.encoding import BUILT_IN_ENCODER
 from app.features import LOWER, N_FEATURES, REFERENCE, UPPER, scale
 from app.registry.network import build_network
 from app.scoring.explain import coalition_inputs, exact_shapley, shapley_from_values

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 import torch
 
-from app.datasets.dataset_schema import DatasetSchema
-from app.datasets.encoding import encoder_for
+from app.datasets.schema.dataset_schema import DatasetSchema
+from app.datasets.schema.encoding import encoder_for
 from app.registry.network import build_network
 from app.scoring.answer import direction_of
 from app.scoring.explain import MAX_EXACT_PLAYERS, coalition_values, explain, shapley_from_values

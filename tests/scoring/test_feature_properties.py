@@ -21,7 +21,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from app.datasets.encoding import BUILT_IN_ENCODER
+from app.datasets.schema.encoding import BUILT_IN_ENCODER
 from app.features import FEATURES
 from app.scoring.patients import allowed_of, features_model
 from tests.api.seeded_app import seeded_client

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from fastapi.exceptions import RequestValidationError
 
-from app.datasets.encoding import BUILT_IN_ENCODER
+from app.datasets.schema.encoding import BUILT_IN_ENCODER
 from app.scoring import service as scoring_service
 from app.scoring.answer import RiskAnswer
 from app.scoring.patients import features_model, impute, raw_rows

@@ -6,7 +6,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from app.datasets.dataset_schema import FeatureKind
+from app.datasets.schema.dataset_schema import FeatureKind
 from app.statistics import queries
 from app.statistics.aggregate import CellIndex
 from app.statistics.cohort import Cohort

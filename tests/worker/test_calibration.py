@@ -11,8 +11,8 @@ import torch
 from sklearn.metrics import roc_auc_score
 
 from app.datasets import synthetic
-from app.datasets.encoding import BUILT_IN_ENCODER
 from app.datasets.parts import PartRows, Split
+from app.datasets.schema.encoding import BUILT_IN_ENCODER
 from app.flows.job_run import LoadedData
 from app.privacy.accounting import (
     ORDERS,

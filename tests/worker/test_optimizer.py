@@ -10,8 +10,8 @@ import torch
 from sklearn.linear_model import LogisticRegression
 
 from app.datasets import synthetic
-from app.datasets.dataset_schema import DatasetSchema
-from app.datasets.encoding import encoder_for
+from app.datasets.schema.dataset_schema import DatasetSchema
+from app.datasets.schema.encoding import encoder_for
 from app.registry.network import build_network
 from worker import optimizer as optimizers
 from worker.training import TrainingSpec, make_optimizer, predict_log_odds, train

@@ -21,7 +21,7 @@ import torch
 
 from app.datasets import parts as dataset_parts
 from app.datasets import service as dataset_service
-from app.datasets.encoding import encoder_for
+from app.datasets.schema.encoding import encoder_for
 from app.jobs.models import COMPARISON, Job
 from app.ledger import service as ledger_service
 from app.ledger.release import Scope

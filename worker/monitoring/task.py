@@ -20,10 +20,10 @@ from typing import Any
 import numpy as np
 import torch
 
-from app.datasets import labels as dataset_labels
 from app.datasets import parts as dataset_parts
 from app.datasets import service as dataset_service
-from app.datasets.encoding import encoder_for
+from app.datasets.schema import labels as dataset_labels
+from app.datasets.schema.encoding import encoder_for
 from app.jobs import queue
 from app.jobs.models import MONITORING, SUCCEEDED, Job
 from app.ledger import service as ledger_service

@@ -11,7 +11,7 @@ import torch
 from torch import nn
 
 from app.datasets import synthetic
-from app.datasets.encoding import BUILT_IN_ENCODER
+from app.datasets.schema.encoding import BUILT_IN_ENCODER
 from app.features import FEATURES
 from app.privacy.accounting import poisson_plan
 from app.registry.network import predict_logits

@@ -21,7 +21,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from app.datasets.encoding import BUILT_IN_ENCODER
+from app.datasets.schema.encoding import BUILT_IN_ENCODER
 from app.privacy_audit import bounds
 from app.registry.network import build_network
 from worker.dpsgd import (

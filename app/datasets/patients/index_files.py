@@ -1,5 +1,5 @@
 """The patient index's files: segments named by their SHA-256, and the list that a space row
-names by its SHA-256 (``app.datasets.index_segments`` says what a segment is).
+names by its SHA-256 (``app.datasets.patients.index_segments`` says what a segment is).
 
 Under ``DATA_DIR/patients/``: ``space-{id}-{sha}.segment`` holds one segment in a raw format
 (``SEGMENT_MAGIC``, three counts, then the digests, blocks and moved maps as little-endian
@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from app.core.settings import settings
-from app.datasets.index_segments import Index, Segment
+from app.datasets.patients.index_segments import Index, Segment
 from app.ledger.spaces import PatientSpace
 
 INDEX_MAGIC = b"DPIDX\x001\x00"  # one compacted index, before segments

@@ -13,7 +13,7 @@ of every patient the organisation ever uploaded (``bench/ingest.py --http`` adds
 each time). The log is compacted into one base when its segments outgrow the base or number
 ``MAX_SEGMENTS``, so each patient is rewritten a bounded number of times on average and a
 lookup searches a few segments; that fold runs after the upload has committed
-(``app.datasets.index_fold``), not while the client waits.
+(``app.datasets.patients.index_fold``), not while the client waits.
 """
 
 from collections.abc import Iterator, Sequence
@@ -101,8 +101,8 @@ class Index:
 
     def with_segment(self, segment: Segment, fresh: int) -> "Index":
         """This index with an upload's segment appended (``fresh``: its patients not yet
-        known). The fold runs after the upload commits (``app.datasets.index_fold``), so the
-        upload folds only when that has not kept up and the log would pass ``MAX_SEGMENTS``:
+        known). The fold runs after the upload commits (``app.datasets.patients.index_fold``), so
+        the upload folds only when that has not kept up and the log would pass ``MAX_SEGMENTS``:
         a lookup still searches at most that many segments."""
         grown = Index((*self.segments, segment), self.patients + fresh)
         return grown.folded() if len(grown.segments) > MAX_SEGMENTS else grown

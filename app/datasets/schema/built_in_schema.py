@@ -31,8 +31,7 @@ from an Observation or a Condition is a yes. F17 (nicotine) is left out of subst
 purpose.
 """
 
-from app.datasets import synthetic
-from app.datasets.dataset_schema import (
+from app.datasets.schema.dataset_schema import (
     Attribute,
     Code,
     DatasetSchema,
@@ -60,6 +59,9 @@ def _crisis_feature(f: Feature) -> FeatureSpec:
     return FeatureSpec.model_validate(spec)
 
 
+SEX_CATEGORIES = ("female", "male")
+"""The built-in generator's subgroup attribute, in the order it draws them."""
+
 LOINC = "http://loinc.org"
 LOINC_DISPLAY = {
     "30525-0": "Age",
@@ -77,7 +79,7 @@ BUILT_IN_SCHEMA = DatasetSchema(
                     "self-harm) within 30 days of the assessment; the seed article's generator.",
         bands=OutcomeBands(low_medium=0.05, medium_high=0.20),
     ),
-    attributes=[Attribute(name="sex", label="Sex", categories=list(synthetic.SEX_CATEGORIES))],
+    attributes=[Attribute(name="sex", label="Sex", categories=list(SEX_CATEGORIES))],
     subgroups=["sex"],
 )
 """The built-in generator's schema (``app.features`` as a declaration). ``sex`` is a

@@ -14,8 +14,8 @@ import pyarrow as pa
 import pyarrow.csv as pa_csv
 import pyarrow.parquet as pq
 
-from app.datasets.dataset_schema import DatasetSchema
-from app.datasets.table_format import PARQUET, TableFormat
+from app.datasets.intake.table_format import PARQUET, TableFormat
+from app.datasets.schema.dataset_schema import DatasetSchema
 
 _BATCH_ROWS = 65_536
 _BLOCK_BYTES = 1 << 20

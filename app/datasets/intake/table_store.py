@@ -11,7 +11,7 @@ two million rows); editing any value gives a new fingerprint, as with any conten
 An upload is kept as the clinic sent it (``keep_as_sent``): ``<data_dir>/<sha256>.csv`` or
 ``.parquet``, named by the SHA-256 of its bytes, so the clinic can check with ``sha256sum`` that
 the stored table is exactly its own file, and an erasure removes that one file. It is read back
-through the validation that accepted it (``app.datasets.stored``). Re-encoding the rows in a
+through the validation that accepted it (``app.datasets.intake.stored``). Re-encoding the rows in a
 layout of our own at upload would cost more CPU than all the checks together, in the request
 (bench/ingest.py); the price is disk (a CSV is about 7 times its Parquet) and a re-parse at each
 load, small next to the training that follows. Tables stored before migration 0014 are in that
@@ -30,8 +30,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from app.datasets.dataset_schema import DatasetSchema, FeatureKind, schema_hash
 from app.datasets.record_coins import mix64
+from app.datasets.schema.dataset_schema import DatasetSchema, FeatureKind, schema_hash
 
 ID_COLUMN = "_id"
 _META = b"dpcrisis"

@@ -1,11 +1,11 @@
 """Read an uploaded table against its declared schema: streamed, bounded memory, all or nothing.
 
-Formats (``app.datasets.table_readers``): ``text/csv`` (UTF-8, a byte order mark dropped;
+Formats (``app.datasets.intake.table_readers``): ``text/csv`` (UTF-8, a byte order mark dropped;
 comma-separated unless the request's Content-Type declares another dialect,
-``app.datasets.table_format``; a header row naming every column of the schema exactly once,
+``app.datasets.intake.table_format``; a header row naming every column of the schema exactly once,
 order free, no other column; an empty cell is a missing value; a value cannot span lines) and
 ``application/vnd.apache.parquet`` (bounded from its page headers before anything is decoded,
-``app.datasets.parquet_limits``). Both are read in batches (1 MiB of CSV, 64k Parquet rows),
+``app.datasets.intake.parquet_limits``). Both are read in batches (1 MiB of CSV, 64k Parquet rows),
 each checked before the next is read. ``ingest_and_store`` (an upload's ingest) keeps
 nothing of a checked batch but its row hashes and id words, so memory is the ids, two
 64-bit words per row and a few batches, whatever the number of columns; once the caller's
@@ -26,9 +26,10 @@ does not match, or at a file that cannot be parsed. Duplicate ids, zero rows and
 outcome class are checked once all rows are read, whatever else broke (an id that broke its own
 rules is not compared; a single class among the valid outcomes is undecided when others were
 invalid, and ``complete`` is then false);
-ids are compared in their canonical text for the schema's ``id_kind`` (``app.datasets.id_rules``).
-An unlabelled follow-up's table is read under ``dataset_schema.FeaturesOnly``: no outcome
-column (one is refused by name), the outcome read back as NaN, no single-class rule.
+ids are compared in their canonical text for the schema's ``id_kind``
+(``app.datasets.intake.id_rules``). An unlabelled follow-up's table is read under
+``dataset_schema.FeaturesOnly``: no outcome column (one is refused by name), the outcome read back
+as NaN, no single-class rule.
 """
 
 from collections import Counter
@@ -42,14 +43,15 @@ import numpy as np
 import pyarrow as pa
 
 from app.core.errors import InvalidRequest
-from app.datasets import projection, record_coins, table_readers, table_store
-from app.datasets.dataset_schema import DatasetSchema, check_schema
-from app.datasets.ingest_checks import BatchRows, CheckedBatch, ErrorLog, check_batch
+from app.datasets import record_coins
+from app.datasets.intake import projection, table_readers, table_store
+from app.datasets.intake.ingest_checks import BatchRows, CheckedBatch, ErrorLog, check_batch
+from app.datasets.intake.table_format import CSV, PARQUET, TableFormat, media_type_of
+from app.datasets.intake.table_readers import Source
+from app.datasets.intake.table_store import IngestedTable, StoredTable, fingerprint_of, row_hashes
+from app.datasets.intake.text_values import nulls
+from app.datasets.schema.dataset_schema import DatasetSchema, check_schema
 from app.datasets.schemas import MAX_ROWS
-from app.datasets.table_format import CSV, PARQUET, TableFormat, media_type_of
-from app.datasets.table_readers import Source
-from app.datasets.table_store import IngestedTable, StoredTable, fingerprint_of, row_hashes
-from app.datasets.text_values import nulls
 
 SUFFIXES = {CSV: ".csv", PARQUET: ".parquet"}  # in the default dialect: see TableFormat.suffix
 MediaType = str | TableFormat
@@ -127,7 +129,7 @@ def ingest_and_store(path: Source, *, media_type: MediaType, schema: DatasetSche
     ``id_digest`` gives each id a 64-bit word, equal for equal ids, to find duplicates; the
     upload passes the dataset's keyed coin words, which come back as ``id_words`` so the
     parts need no second pass over the ids. ``patient_digest`` (the organisation's patient
-    key, ``app.datasets.patient_index``) is taken the same way, batch by batch, and comes
+    key, ``app.datasets.patients.patient_index``) is taken the same way, batch by batch, and comes
     back as ``patient_words``, sorted: the accept then only merges.
 
     Raises:

@@ -20,11 +20,11 @@ import pyarrow.csv as pacsv
 import pyarrow.feather as feather
 
 from app.core.settings import settings
-from app.datasets.error_log import BatchRows, ErrorLog
-from app.datasets.id_rules import MAX_ID_CHARS, check_ids
-from app.datasets.ingest import TableInvalid
+from app.datasets.intake.error_log import BatchRows, ErrorLog
+from app.datasets.intake.id_rules import MAX_ID_CHARS, check_ids
+from app.datasets.intake.ingest import TableInvalid
+from app.datasets.intake.stored import StoredTableMismatch
 from app.datasets.models import Dataset
-from app.datasets.stored import StoredTableMismatch
 
 SUFFIX = ".patient-ids.arrow"
 COLUMN = "id"  # the one column's name in the kept file, whatever the steward's header said

@@ -1,9 +1,10 @@
 """The per-value rules of an uploaded table, applied one batch at a time, vectorised.
 
-Errors are logged with their row (``app.datasets.error_log``): every rule is counted exactly,
+Errors are logged with their row (``app.datasets.intake.error_log``): every rule is counted exactly,
 the first ``MAX_ERRORS`` are listed. Text columns may come in any Arrow layout a writer chose
-(``app.datasets.text_values``); a dictionary-encoded column is checked once per dictionary value,
-never expanded to its rows first. The id column's rules are in ``app.datasets.id_rules``.
+(``app.datasets.intake.text_values``); a dictionary-encoded column is checked once per dictionary
+value, never expanded to its rows first. The id column's rules are in
+``app.datasets.intake.id_rules``.
 """
 
 import re
@@ -14,10 +15,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from app.datasets.dataset_schema import Attribute, DatasetSchema, FeatureKind, FeatureSpec
-from app.datasets.error_log import BatchRows, ErrorLog
-from app.datasets.id_rules import check_ids
-from app.datasets.text_values import mask, nulls, per_value, utf8_text
+from app.datasets.intake.error_log import BatchRows, ErrorLog
+from app.datasets.intake.id_rules import check_ids
+from app.datasets.intake.text_values import mask, nulls, per_value, utf8_text
+from app.datasets.schema.dataset_schema import Attribute, DatasetSchema, FeatureKind, FeatureSpec
 
 _NUMBER = r"^\s*[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?\s*$"
 _NOT_FINITE = r"^\s*[+-]?([Nn][Aa][Nn]|[Ii][Nn][Ff]|[Ii][Nn][Ff][Ii][Nn][Ii][Tt][Yy])\s*$"

@@ -1,7 +1,7 @@
 """An upload's stored table, read back exactly as it was accepted.
 
 A table kept as sent (``dataset.table_media_type`` set, migration 0014) is read through the
-same validation that accepted it (``app.datasets.ingest.ingest_file``): the same values, the
+same validation that accepted it (``app.datasets.intake.ingest.ingest_file``): the same values, the
 same imputations, the same ids. Two checks tie what is read to what was accepted: the file's
 bytes must match its name (the SHA-256 recorded with the dataset), and the rows' content
 fingerprint must be the source identity the dataset was registered under, so a table that
@@ -9,16 +9,17 @@ would now read differently (an edited file, a rule that changed) is refused rath
 trained on. Tables stored before 0014 are in the service's own Parquet layout
 (``table_store.load``). A CSV accepted in another dialect than comma-separated with decimal
 points (``text/csv; delimiter=";"; decimal=","``) is read back in that dialect, which its
-file's name records (``app.datasets.table_format``): ``table_media_type`` stays ``text/csv``.
+file's name records (``app.datasets.intake.table_format``): ``table_media_type`` stays ``text/csv``.
 """
 
 from pathlib import Path
 
 from app.core.settings import settings
-from app.datasets import ingest, labels, table_format, table_store
-from app.datasets.dataset_schema import DatasetSchema, FeaturesOnly
+from app.datasets.intake import ingest, table_format, table_store
 from app.datasets.models import Dataset
 from app.datasets.rules import source_identity
+from app.datasets.schema import labels
+from app.datasets.schema.dataset_schema import DatasetSchema, FeaturesOnly
 
 
 class StoredTableMismatch(ValueError):

@@ -2,7 +2,7 @@
 
 The ledger records, at admission, the patterns of the patients a release leaves out
 (``app.ledger.left_out``). Here each row's patient is found in the space's patient index (the
-keyed digest of its id in the space, ``app.datasets.patient_index.digests``), their live
+keyed digest of its id in the space, ``app.datasets.patients.patient_index.digests``), their live
 block gives the datasets they are in now, and the recorded decision is applied. Where the
 answer is uncertain (a space that keys no ids, which takes no release anyway:
 ``spaces.check_keyed``; a patient the index does not hold) the row is left out: reading fewer
@@ -15,8 +15,8 @@ import pyarrow as pa
 from sqlalchemy import select
 from sqlalchemy.orm import Session, object_session
 
-from app.datasets import index_files, patient_index
 from app.datasets.models import Dataset
+from app.datasets.patients import index_files, patient_index
 from app.ledger import spaces
 from app.ledger.left_out import LeftOut
 

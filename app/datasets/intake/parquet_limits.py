@@ -5,7 +5,7 @@ A Parquet file is small on disk and large in memory by design: a dictionary-enco
 stores a value once and an index per row, so one 1 MiB string on 2,000,000 rows fits in 2 MB and
 decodes to 2 TB (a reader that expands it to rows, or a check that casts it to plain strings, is
 then killed). Before reading, each column chunk the schema reads is walked page header by page
-header (``app.datasets.parquet_pages``), and the file is refused (nothing decoded) when:
+header (``app.datasets.intake.parquet_pages``), and the file is refused (nothing decoded) when:
 
 - the footer is over ``MAX_FOOTER_BYTES``, or the schema has more than
   ``settings.upload_max_columns`` columns;
@@ -22,7 +22,7 @@ header (``app.datasets.parquet_pages``), and the file is refused (nothing decode
 - the pages do not fill their chunks as the footer says, or hold other than its rows.
 
 Each refusal is one error naming the column, the figure and the limit. Reading then never holds
-more than these bounds, whatever the checks do with the values (``app.datasets.text_values``
+more than these bounds, whatever the checks do with the values (``app.datasets.intake.text_values``
 checks a dictionary's values once, never per row).
 """
 
@@ -36,8 +36,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from app.core.settings import settings
-from app.datasets.error_log import ErrorLog
-from app.datasets.parquet_pages import DICTIONARY_PAGE, INDEX_PAGE, DamagedChunk, Page, pages
+from app.datasets.intake.error_log import ErrorLog
+from app.datasets.intake.parquet_pages import DICTIONARY_PAGE, INDEX_PAGE, DamagedChunk, Page, pages
 
 BATCH_ROWS = 1 << 16
 MAX_VALUE_BYTES = 1024

@@ -1,7 +1,7 @@
 """The organisation's patient index: which block each patient of a space is in.
 
 A patient is known by a digest of their pseudonymous id, never by the id: the 64-bit keyed
-word of the id's canonical text (``app.datasets.id_rules``) under the space's secret, by the
+word of the id's canonical text (``app.datasets.intake.id_rules``) under the space's secret, by the
 scheme the space recorded when it was made (``digests``; ``record_coins.keyed_words``, the same
 PRF as the part coins, under another key), so the index cannot be joined with anything outside
 the service and the id cannot be recovered from it. Two ids with one digest (about N^2 / 2^65
@@ -27,9 +27,10 @@ import numpy as np
 import pyarrow as pa
 from sqlalchemy.orm import Session
 
-from app.datasets import index_files, record_coins
-from app.datasets.index_files import IndexCorrupted
-from app.datasets.index_segments import Index, Segment
+from app.datasets import record_coins
+from app.datasets.patients import index_files
+from app.datasets.patients.index_files import IndexCorrupted
+from app.datasets.patients.index_segments import Index, Segment
 from app.ledger import space_chain, spaces
 from app.ledger.spaces import BlockChange, PatientSpace
 

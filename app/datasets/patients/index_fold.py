@@ -23,8 +23,8 @@ from pathlib import Path
 
 from sqlalchemy.orm import Session
 
-from app.datasets import index_files
-from app.datasets.index_files import GRACE_SECONDS, Written
+from app.datasets.patients import index_files
+from app.datasets.patients.index_files import GRACE_SECONDS, Written
 from app.ledger import spaces
 from app.ledger.spaces import PatientSpace
 

@@ -2,8 +2,8 @@
 
 A Parquet file's footer says how big each column chunk is, but only the page headers inside the
 chunk say how big each page decompresses to and how it is encoded; Arrow trusts them when it
-decodes. ``app.datasets.parquet_limits`` reads them first, so that a small file cannot make the
-reader allocate gigabytes. Each header is a Thrift struct in the compact protocol
+decodes. ``app.datasets.intake.parquet_limits`` reads them first, so that a small file cannot make
+the reader allocate gigabytes. Each header is a Thrift struct in the compact protocol
 (https://github.com/apache/parquet-format, ``PageHeader``); this reads the few fields needed
 and skips the rest (statistics included), with every length checked against the bytes there.
 """

@@ -3,8 +3,8 @@ patients are.
 
 Every private dataset's patients belong in a space that other tables' releases on them are
 found in: an upload's in the organisation's space (keyed by their ids), a generator dataset's
-in its seed's (``app.datasets.generator_space``). Migration 0019 gave each dataset of its time
-a space of its own (``SpaceKind.DATASET``); a release there could never see another table's
+in its seed's (``app.datasets.patients.generator_space``). Migration 0019 gave each dataset of its
+time a space of its own (``SpaceKind.DATASET``); a release there could never see another table's
 spend on the same patients, a second budget. So:
 
 - a registration still awaiting its rows joins the organisation's space before they arrive
@@ -25,9 +25,9 @@ dataset under the space locks and does nothing once it has moved.
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session, object_session
 
-from app.datasets import generator_space, patient_ids, patient_index
+from app.datasets.intake.stored import load_table
 from app.datasets.models import AWAITING_DATA, READY, Dataset
-from app.datasets.stored import load_table
+from app.datasets.patients import generator_space, patient_ids, patient_index
 from app.ledger import space_chain, spaces
 from app.ledger.errors import PatientIdsRequired
 from app.ledger.spaces import PatientSpace, SpaceKind
@@ -54,7 +54,7 @@ def _declares_ids(dataset: Dataset) -> bool:
 
 def awaits_ids(dataset: Dataset) -> bool:
     """A private upload with rows in a space of its own whose ids nobody declared: the one
-    kind of dataset whose steward declares them (``app.datasets.patient_ids``)."""
+    kind of dataset whose steward declares them (``app.datasets.patients.patient_ids``)."""
     return (dataset.source_kind == "upload" and not dataset.public
             and dataset.state == READY and _own_space(dataset) is not None
             and not _declares_ids(dataset))

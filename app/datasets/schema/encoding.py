@@ -20,8 +20,8 @@ from functools import cached_property
 
 import numpy as np
 
-from app.datasets.built_in_schema import BUILT_IN_SCHEMA, LEGACY_BUILT_IN_HASH
-from app.datasets.dataset_schema import DatasetSchema, FeatureKind, schema_hash
+from app.datasets.schema.built_in_schema import BUILT_IN_SCHEMA, LEGACY_BUILT_IN_HASH
+from app.datasets.schema.dataset_schema import DatasetSchema, FeatureKind, schema_hash
 
 SCALING = "schema-v3"
 """Recorded in every artifact: the encoding above, keyed by the schema's hash."""

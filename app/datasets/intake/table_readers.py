@@ -1,18 +1,18 @@
 """The table readers of an upload: CSV and Parquet, batch by batch.
 
 Formats: ``text/csv`` (UTF-8, a byte order mark allowed and dropped; comma-separated unless
-the request declares another dialect, ``app.datasets.table_format``; a header row naming every
-column of the schema exactly once, order free, no other column; an empty cell is a missing
+the request declares another dialect, ``app.datasets.intake.table_format``; a header row naming
+every column of the schema exactly once, order free, no other column; an empty cell is a missing
 value; a value cannot span lines) and ``application/vnd.apache.parquet`` (an id column of
 ``id_kind`` integer as integers or text). Both are read in batches (1 MiB of CSV, 64k Parquet
-rows), each checked before the next is read (``app.datasets.ingest``). Ids are read as text
-here and made canonical for their kind by the checks (``app.datasets.id_rules``).
+rows), each checked before the next is read (``app.datasets.intake.ingest``). Ids are read as text
+here and made canonical for their kind by the checks (``app.datasets.intake.id_rules``).
 
 A header (or Parquet schema) that does not match the declared schema is logged and nothing is
 read; so is a header over ``settings.upload_max_header_bytes`` or
 ``settings.upload_max_columns``, and a Parquet file whose page headers show it would decode to
-more than the upload limits (``app.datasets.parquet_limits``). A CSV line with a wrong number of
-fields is dropped and logged with its physical line (Arrow's serial parser knows it; values
+more than the upload limits (``app.datasets.intake.parquet_limits``). A CSV line with a wrong number
+of fields is dropped and logged with its physical line (Arrow's serial parser knows it; values
 never span lines); ``skipped`` lists those lines so the rows after them keep their numbers.
 """
 
@@ -28,11 +28,11 @@ import pyarrow.csv as pa_csv
 import pyarrow.parquet as pq
 
 from app.core.settings import settings
-from app.datasets import parquet_limits
-from app.datasets.dataset_schema import DatasetSchema, FeatureKind
-from app.datasets.error_log import ErrorLog
+from app.datasets.intake import parquet_limits
+from app.datasets.intake.error_log import ErrorLog
+from app.datasets.intake.table_format import CSV, PARQUET, TableFormat
+from app.datasets.schema.dataset_schema import DatasetSchema, FeatureKind
 from app.datasets.schemas import MAX_ROWS
-from app.datasets.table_format import CSV, PARQUET, TableFormat
 
 CSV_BLOCK_BYTES = 1 << 20
 PARQUET_BATCH_ROWS = parquet_limits.BATCH_ROWS
@@ -195,7 +195,7 @@ def _next_or_none(reader: Any) -> pa.RecordBatch | None:
 def parquet_batches(source: Source, schema: DatasetSchema, log: ErrorLog,
                     ignored: list[str] | None = None) -> Generator[pa.RecordBatch, None, None]:
     """The Parquet file's batches, once its schema matches and its page headers show that
-    reading it stays within the upload limits (``app.datasets.parquet_limits``); the columns
+    reading it stays within the upload limits (``app.datasets.intake.parquet_limits``); the columns
     the schema ignores are named in ``ignored`` and never read."""
     path = source
     try:

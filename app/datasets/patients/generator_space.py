@@ -21,8 +21,9 @@ import numpy as np
 import pyarrow as pa
 from sqlalchemy.orm import Session
 
-from app.datasets import identity, patient_index, record_coins
+from app.datasets import record_coins
 from app.datasets.models import Dataset
+from app.datasets.patients import identity, patient_index
 from app.datasets.rules import check_delta
 from app.ledger import space_chain, spaces
 from app.ledger.spaces import PatientSpace

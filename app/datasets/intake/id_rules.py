@@ -1,7 +1,8 @@
 """The rules of an uploaded patient id, checked per batch, vectorised.
 
 An id is 1 to ``MAX_ID_CHARS`` characters (as a risk batch's patient id), unique (checked once
-every row is read, ``app.datasets.ingest``), and text a person and a spreadsheet read as it is:
+every row is read, ``app.datasets.intake.ingest``), and text a person and a spreadsheet read as it
+is:
 
 - no control, line-separator or invisible format character, the rule names follow
   (``app.core.schemas.REFUSED_IN_TEXT``): a NUL cannot be stored in PostgreSQL, a newline or an
@@ -24,8 +25,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from app.core.schemas import REFUSED_IN_TEXT, TEXT_RULE
-from app.datasets.error_log import BatchRows, ErrorLog
-from app.datasets.text_values import mask, nulls, per_value, utf8_text
+from app.datasets.intake.error_log import BatchRows, ErrorLog
+from app.datasets.intake.text_values import mask, nulls, per_value, utf8_text
 
 MAX_ID_CHARS = 128  # as a risk batch's patient id
 ID_RULE = f"a unique id of 1 to {MAX_ID_CHARS} characters"

@@ -16,7 +16,7 @@ categorical features or attributes.
 Without ``id_column`` each row's id is its 1-based row number at ingestion, so a patient's
 train/calibration/evaluation part depends on row order: re-uploading the same patients in
 another order moves them between parts. A stable id column is strongly recommended; its
-``id_kind`` says which spellings are one patient (``app.datasets.id_rules``: one canonical text).
+``id_kind`` says which spellings are one patient (one canonical text: ``intake.id_rules``).
 """
 
 import hashlib
@@ -29,7 +29,7 @@ from pydantic import ConfigDict, Field, field_serializer
 
 from app.core.errors import InvalidRequest
 from app.core.schemas import NO_CONTROL_CHARACTERS, RequestModel
-from app.datasets.feature_prefetch import FeaturePrefetch
+from app.datasets.schema.feature_prefetch import FeaturePrefetch
 
 NAME_PATTERN = r"^[a-z][a-z0-9_]{0,63}$"
 MAX_FEATURES, MAX_CATEGORIES, MAX_CATEGORY_CHARS, MAX_ATTRIBUTES = 200, 50, 64, 20
