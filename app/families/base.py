@@ -13,7 +13,7 @@ overrides only what differs (a closed-form gradient, a linear explanation, anoth
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
@@ -80,6 +80,13 @@ class Family(ABC):
     def linear_weights(self, network: nn.Module) -> np.ndarray | None:
         """The input weights when the log-odds are linear in the inputs (their Shapley values
         then have a closed form), else None for the exact coalition enumeration."""
+        return None
+
+    def additive_terms(self, network: nn.Module
+                       ) -> Callable[[np.ndarray], np.ndarray] | None:
+        """For an additive model (log-odds = intercept + one term per declared feature): encoded
+        rows (m, inputs) -> each feature's term (m, features), whose differences from the
+        reference patient's are its exact Shapley values; else None."""
         return None
 
     def training_event(self, *, noise_multiplier: float, sample_rate: float,

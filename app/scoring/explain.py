@@ -12,6 +12,9 @@ patient, never a statistic of the private data.
   ``PERMUTATIONS`` fixed, public random orders (antithetic pairs; Strumbelj and Kononenko 2014;
   Mitchell et al. 2022). Each order's marginals add up to f(x) - f(reference) exactly, so the
   estimate keeps exact additivity; its standard error is reported.
+- An additive model (log-odds = intercept + one term per player, e.g. DP-EBM) gives its
+  ``terms``: a player's Shapley value on the log-odds is then its term minus the reference's,
+  exactly, for any d (every coalition adds the same difference).
 """
 
 from collections.abc import Callable
@@ -43,6 +46,9 @@ def _coalitions(d: int) -> tuple[np.ndarray, np.ndarray]:
 
 Model = Callable[[np.ndarray], np.ndarray]
 """Encoded inputs (m, inputs), in the dtype of the rows explained -> log-odds (m,)."""
+
+Terms = Callable[[np.ndarray], np.ndarray]
+"""Encoded inputs (m, inputs) -> each player's additive log-odds term (m, d), float64."""
 
 
 @dataclass(frozen=True)
@@ -133,18 +139,28 @@ def sampled_values(model: Model, x: np.ndarray, reference: np.ndarray,
     return phi, phi_p, np.sqrt(variance).max(axis=1)
 
 
+def _term_differences(terms: Terms, x: np.ndarray, reference: np.ndarray) -> np.ndarray:
+    """An additive model's log-odds Shapley values: each term minus the reference's."""
+    return terms(x) - terms(reference[None, :].astype(x.dtype))
+
+
 def explain(model: Model, x: np.ndarray, reference: np.ndarray, players: np.ndarray, *,
-            linear_weights: np.ndarray | None = None) -> Explanation:
+            linear_weights: np.ndarray | None = None, terms: Terms | None = None
+            ) -> Explanation:
     """Shapley values of every row of ``x`` (encoded) against ``reference``.
 
     Args:
         linear_weights: the input weights when the log-odds are linear in the inputs (a
             logistic model): their Shapley values then have a closed form.
+        terms: an additive model's per-player terms: the log-odds values are read from them
+            (the probability-scale ones still come from the coalitions or the orders).
     """
     d = int(players.max()) + 1
     if d <= MAX_EXACT_PLAYERS:
         values = coalition_values(model, x, reference, players)
-        return Explanation(shapley_from_values(values), shapley_from_values(sigmoid(values)),
+        phi = (shapley_from_values(values) if terms is None
+               else _term_differences(terms, x, reference))
+        return Explanation(phi, shapley_from_values(sigmoid(values)),
                            float(values[0, 0]), values[:, -1], "exact", 0.0)
     base = float(model(reference[None, :].astype(x.dtype))[0])
     phi, phi_p, error = sampled_values(model, x, reference, players)
@@ -154,6 +170,9 @@ def explain(model: Model, x: np.ndarray, reference: np.ndarray, players: np.ndar
         per_input = (x - reference) * linear_weights
         phi = np.zeros((len(x), d))
         np.add.at(phi.T, players, per_input.T)
+        method = "closed-form+sampled"
+    if terms is not None:
+        phi = _term_differences(terms, x, reference)
         method = "closed-form+sampled"
     return Explanation(phi, phi_p, base, full, method,
                        float(error.max()) if len(error) else 0.0)

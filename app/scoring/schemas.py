@@ -94,8 +94,9 @@ IMPUTED_DESCRIPTION = (
 
 class ExplanationOut(BaseModel):
     method: str = Field(description=(
-        "exact (all coalitions, up to 12 features) | closed-form+sampled (logistic log-odds "
-        "exact, probability scale estimated) | sampled (permutation estimate)"))
+        "exact (all coalitions, up to 12 features) | closed-form+sampled (a logistic or "
+        "additive model's log-odds exact, probability scale estimated) | sampled (permutation "
+        "estimate)"))
     standard_error: float = Field(description="largest standard error of an estimated value")
 
 

@@ -11,7 +11,7 @@ call it with n = 1, and every view of the answer is read from one typed object
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -71,6 +71,12 @@ def _linear_weights(network: nn.Module) -> np.ndarray | None:
     return None if family is None else family.linear_weights(network)
 
 
+def _additive_terms(network: nn.Module) -> Callable[[np.ndarray], np.ndarray] | None:
+    """An additive family's per-feature terms (exact Shapley values), else None."""
+    family = family_of_network(network)
+    return None if family is None else family.additive_terms(network)
+
+
 def explain_rows(network: nn.Module, encoder: Encoder, raw: np.ndarray) -> Explanation:
     """Shapley values on the log-odds and on the probability scale, with their bases.
 
@@ -85,7 +91,8 @@ def explain_rows(network: nn.Module, encoder: Encoder, raw: np.ndarray) -> Expla
 
     x = encoder.encode(raw).astype(np.float32)
     return explain(log_odds, x, encoder.reference_encoded.astype(np.float32),
-                   encoder.player_of_input, linear_weights=_linear_weights(network))
+                   encoder.player_of_input, linear_weights=_linear_weights(network),
+                   terms=_additive_terms(network))
 
 
 def score_rows(*, model: ScoringModel, raw: np.ndarray,

@@ -1,0 +1,164 @@
+"""A fitted DP-EBM as a torch network over the service's encoded inputs, and the fit itself.
+
+The network computes what interpret's ``decision_function`` computes, from the encoded row the
+scorer, the calibration and the artifact store already pass around: an intercept plus, per
+declared feature, the score of the bin its value falls in. A numeric, integer or binary
+feature reads its one encoded input against its cuts mapped into encoded units by the
+encoder's own affine map (so a value equal to a cut stays equal to it, and falls above it, as
+in interpret); a categorical feature's one-hot block picks its category's score. Its
+``terms`` are each feature's score: relative to the reference patient's they are the model's
+exact Shapley values (an additive model's), which is what scoring reports for this family.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from app.datasets.schema.dataset_schema import DatasetSchema, FeatureKind
+from app.datasets.schema.encoding import Encoder
+from app.families.ebm_accounting import EbmNoise, EbmRecipe, plan
+from app.families.ebm_layout import ShapeTables, interpret_rows, layout, shape_tables
+
+BINS, TABLE = "bins", "table"
+
+
+@dataclass(frozen=True)
+class TermSpec:
+    """Where one feature's term reads its input: ``bins`` (one input, ``size`` cuts) or
+    ``table`` (a one-hot block of ``size`` inputs), starting at input ``start``."""
+
+    kind: str
+    start: int
+    size: int
+
+    def as_list(self) -> list[Any]:
+        return [self.kind, self.start, self.size]
+
+
+class AdditiveNetwork(nn.Module):
+    """Log-odds = intercept + sum of per-feature terms, in float64 whatever the input dtype."""
+
+    intercept: torch.Tensor
+
+    def __init__(self, specs: Sequence[TermSpec]) -> None:
+        super().__init__()
+        self.specs = tuple(specs)
+        self.register_buffer("intercept", torch.zeros((), dtype=torch.float64))
+        for j, spec in enumerate(self.specs):
+            values = spec.size + 1 if spec.kind == BINS else spec.size
+            self.register_buffer(f"cuts_{j}", torch.zeros(spec.size if spec.kind == BINS else 0,
+                                                          dtype=torch.float64))
+            self.register_buffer(f"scores_{j}", torch.zeros(values, dtype=torch.float64))
+
+    def terms(self, x: torch.Tensor) -> torch.Tensor:
+        """Each feature's score (n, features), float64."""
+        out = torch.empty((x.shape[0], len(self.specs)), dtype=torch.float64, device=x.device)
+        for j, spec in enumerate(self.specs):
+            scores = getattr(self, f"scores_{j}")
+            if spec.kind == BINS:
+                cuts = getattr(self, f"cuts_{j}").to(x.dtype)
+                column = x[:, spec.start].contiguous()
+                out[:, j] = scores[torch.searchsorted(cuts, column, right=True)]
+            else:
+                out[:, j] = x[:, spec.start:spec.start + spec.size].double() @ scores
+        return out
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return (self.intercept + self.terms(x).sum(dim=1, keepdim=True)).to(x.dtype)
+
+    def numpy_terms(self, rows: np.ndarray) -> np.ndarray:
+        """``terms`` of encoded numpy rows (what scoring's explanation reads)."""
+        with torch.inference_mode():
+            return self.terms(torch.from_numpy(rows)).numpy()
+
+
+def term_specs(encoder: Encoder) -> list[TermSpec]:
+    """The specs of a schema's features, before the cut counts are known (0 cuts)."""
+    starts = np.concatenate([[0], np.cumsum(encoder.widths)[:-1]]).astype(int)
+    return [TermSpec(TABLE, int(s), w) if f.kind is FeatureKind.CATEGORICAL
+            else TermSpec(BINS, int(s), 0)
+            for f, s, w in zip(encoder.schema.features, starts, encoder.widths, strict=True)]
+
+
+def additive_network(encoder: Encoder, tables: ShapeTables) -> AdditiveNetwork:
+    """The network of a fitted EBM's tables over ``encoder``'s inputs (module docstring)."""
+    specs, cuts, scores = [], [], []
+    for spec, feature, raw_cuts, table in zip(term_specs(encoder), encoder.schema.features,
+                                              tables.cuts, tables.scores, strict=True):
+        if spec.kind == TABLE:
+            codes = np.arange(spec.size, dtype=np.float64)
+            specs.append(spec)
+            cuts.append(np.zeros(0))
+            scores.append(table[np.searchsorted(raw_cuts, codes, side="right")])
+            continue
+        lower, upper = feature.model_range  # the encoder's affine map, operation for operation
+        mid, half = (upper + lower) / 2.0, (upper - lower) / 2.0
+        specs.append(TermSpec(BINS, spec.start, len(raw_cuts)))
+        cuts.append((raw_cuts - mid) / half)
+        scores.append(table)
+    network = AdditiveNetwork(specs)
+    state = {"intercept": torch.tensor(tables.intercept, dtype=torch.float64)}
+    for j, (c, s) in enumerate(zip(cuts, scores, strict=True)):
+        state[f"cuts_{j}"] = torch.from_numpy(np.ascontiguousarray(c, dtype=np.float64))
+        state[f"scores_{j}"] = torch.from_numpy(np.ascontiguousarray(s, dtype=np.float64))
+    network.load_state_dict(state)
+    return network
+
+
+class MultiRowPatients(ValueError):
+    """DP-EBM's sensitivity is one row's: a patient with several rows is refused."""
+
+
+@dataclass(frozen=True)
+class FittedEbm:
+    tables: ShapeTables
+    noise: EbmNoise
+    model: Any  # interpret's fitted estimator (its decision_function is the reference)
+
+
+def fit_ebm(schema: DatasetSchema, raw: np.ndarray, y: np.ndarray, recipe: EbmRecipe, *,
+            patient_ids: Sequence[str] | None = None,
+            random_state: int | None = None) -> FittedEbm:
+    """Fit interpret's DP-EBM on raw rows at the recipe's planned noise, and check the noise
+    it drew is the plan's (the ledger charges the plan's event).
+
+    Args:
+        patient_ids: the rows' patients, when known: every one must be distinct (the service
+            keeps one row per patient; this refuses rather than assumes).
+        random_state: tests only (interpret warns: fixed noise is no privacy).
+
+    Raises:
+        MultiRowPatients: a patient id repeats.
+        NoiseMismatch: interpret drew other noise than planned.
+        UnexpectedModel: interpret fitted something else (e.g. one outcome class only).
+    """
+    from interpret.privacy import DPExplainableBoostingClassifier  # loaded by a fit only
+
+    if patient_ids is not None and len(set(patient_ids)) != len(patient_ids):
+        raise MultiRowPatients("a patient has several rows: DP-EBM protects one row each")
+    if recipe.n_features != len(schema.features):
+        raise ValueError("the recipe's feature count is not the schema's")
+    noise = plan(recipe)
+    spec = layout(schema)
+    model = DPExplainableBoostingClassifier(
+        feature_names=spec.feature_names, feature_types=spec.feature_types,
+        privacy_bounds=spec.privacy_bounds, epsilon=noise.library_epsilon, delta=recipe.delta,
+        composition=recipe.composition, bin_budget_frac=recipe.bin_budget_frac,
+        learning_rate=recipe.learning_rate, max_rounds=recipe.max_rounds,
+        outer_bags=recipe.outer_bags, max_bins=recipe.max_bins, n_jobs=1,
+        random_state=random_state)
+    with warnings.catch_warnings():
+        # interpret warns where it reads bounds or types off the rows: never acceptable here
+        warnings.filterwarnings("error", message="Possible privacy violation")
+        warnings.filterwarnings("ignore", message="Privacy violation: using a fixed")
+        model.fit(interpret_rows(schema, raw), np.asarray(y).astype(int))
+    noise.check(binning=float(model.noise_scale_binning_),
+                boosting=float(model.noise_scale_boosting_))
+    return FittedEbm(shape_tables(model, len(schema.features)), noise, model)
