@@ -19,7 +19,7 @@ from app.ledger import left_out, spaces
 from app.ledger import spend as ledger_spend
 from app.ledger.errors import BudgetExceeded
 from app.ledger.models import LedgerEntry
-from app.ledger.spend import Budgeted
+from app.ledger.spend import Budgeted, InPatientSpace
 from app.privacy import accounting, selection
 from app.privacy import noise as noise_search
 from app.privacy.figures import round_down
@@ -82,7 +82,7 @@ def _refusal(guard: RenyiFilter, entries: list[LedgerEntry], entry: LedgerEntry,
     return Shortfall(guard, entries, spent)
 
 
-def patients_left_out(*, session: Session, dataset: Budgeted,
+def patients_left_out(*, session: Session, dataset: InPatientSpace,
                       entry: LedgerEntry) -> left_out.LeftOut | None:
     """The per-patient filter of the dataset's patient space (``app.ledger.spaces``), for an
     entry its own filter admitted: which of its patients the release leaves out.
@@ -96,7 +96,7 @@ def patients_left_out(*, session: Session, dataset: Budgeted,
 
     The caller holds the dataset lock (and so the space's).
     """
-    space_id = getattr(dataset, "patient_space_id", None)
+    space_id = dataset.patient_space_id
     if space_id is None or ledger_spend.filter_of(dataset) is None:
         return None
     space = session.get(spaces.PatientSpace, space_id)

@@ -36,7 +36,7 @@ from app.ledger.models import (
 from app.ledger.release import Release, Scope, give_back
 from app.ledger.release import commit as commit_release
 from app.ledger.release import entry_of as entry_of
-from app.ledger.spend import Budgeted
+from app.ledger.spend import Budgeted, InPatientSpace
 from app.privacy import accounting, events
 from app.privacy.filter import RenyiFilter, filter_order
 
@@ -172,7 +172,7 @@ def reserve(
         clip_norm=clip_norm, tail_probability=tail_probability))
 
 
-def leave_out(*, session: Session, dataset: Budgeted, entry: LedgerEntry) -> None:
+def leave_out(*, session: Session, dataset: InPatientSpace, entry: LedgerEntry) -> None:
     """Record on an admitted ``entry``, before it is chained, the patients its release leaves
     out (``admission.patients_left_out``); the caller holds the dataset lock."""
     found = admission.patients_left_out(session=session, dataset=dataset, entry=entry)
@@ -275,7 +275,8 @@ def record_budget(*, session: Session, dataset: Budgeted) -> None:
     _append_budget(session, dataset)
 
 
-def change_budget(*, session: Session, dataset: Budgeted, epsilon: float, delta: float) -> None:
+def change_budget(*, session: Session, dataset: InPatientSpace, epsilon: float,
+                  delta: float) -> None:
     """Set and chain a new budget unless what is already spent or reserved would exceed it.
 
     Raises:
@@ -304,13 +305,13 @@ def change_budget(*, session: Session, dataset: Budgeted, epsilon: float, delta:
     _append_budget(session, dataset)
 
 
-def _follow_in_own_space(session: Session, dataset: Budgeted, epsilon: float,
+def _follow_in_own_space(session: Session, dataset: InPatientSpace, epsilon: float,
                          delta: float) -> None:
     """A dataset alone in a space of its own (from before spaces) is its patients' only table:
     its budget is their per-patient budget, and moves with it (the change is chained in the
     dataset's ledger). An organisation's budget does not move with one table, nor a seed's
     shared by several (``app.datasets.service`` moves a seed's held by one)."""
-    space_id = getattr(dataset, "patient_space_id", None)
+    space_id = dataset.patient_space_id
     space = None if space_id is None else session.get(spaces.PatientSpace, space_id)
     if space is not None and space.kind == spaces.SpaceKind.DATASET:
         space.budget_epsilon, space.budget_delta = epsilon, delta

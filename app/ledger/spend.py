@@ -45,6 +45,18 @@ class Budgeted(Protocol):
     filter_order: float | None
 
 
+class InPatientSpace(Budgeted, Protocol):
+    """A budgeted dataset and the one patient fact the ledger asks of it: the patient space
+    its patients are keyed in (``app.ledger.spaces``), None for one outside every space.
+
+    The datasets domain implements it (its ``Dataset`` row) and the flows pass that in, as
+    the lock passes its ``LockedBudget``: the ledger asks through its own type and never
+    imports the domain that owns the patients (an import contract says so).
+    """
+
+    patient_space_id: int | None
+
+
 class LedgerIntegrityError(RuntimeError):
     """An entry names a mechanism or an accountant the ledger cannot compose soundly."""
 
