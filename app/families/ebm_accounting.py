@@ -19,7 +19,8 @@ Under ``gdp`` composition interpret sets each part's noise so that its queries c
 mu-GDP at that part's (epsilon, delta) (Dong, Roth and Su; ``calc_gdp_noise_multi``); under
 ``classic`` it uses the advanced-composition formula ``calc_classic_noise_multi``. Either way
 the release *is* ``F`` Gaussians of multiplier ``noise_scale_binning / 1`` and ``T`` Gaussians
-of multiplier ``noise_scale_boosting / learning_rate``, which is the event charged here.
+of multiplier ``noise_scale_boosting / learning_rate`` (``EbmNoise.releases``); the ledger
+charges each part as the one Gaussian those compose to exactly (``EbmNoise.event``).
 
 Interpret splits (epsilon, delta) between the parts and adds them back (basic composition); the
 event composes them exactly (Gaussians compose to sqrt(sum 1/sigma_i^2)-GDP, adaptively), which
@@ -94,14 +95,35 @@ class EbmNoise:
     boosting: float  # std per section sum (sensitivity learning_rate)
 
     @property
-    def event(self) -> DpEvent:
-        """Everything the fit releases: F binning histograms, then T boosting vectors."""
+    def releases(self) -> DpEvent:
+        """Everything the fit releases, one Gaussian per noisy vector: F binning histograms,
+        then T boosting vectors."""
         r = self.recipe
         return ComposedDpEvent([
             SelfComposedDpEvent(GaussianDpEvent(self.binning), r.n_features),
             SelfComposedDpEvent(GaussianDpEvent(self.boosting / r.learning_rate),
                                 r.boosting_queries),
         ])
+
+    @property
+    def event(self) -> DpEvent:
+        """What the ledger charges: ``releases`` with each part's k Gaussians of multiplier
+        sigma written as the one Gaussian of multiplier sigma / sqrt(k) they are, exactly
+        (the same privacy loss distribution): the binning, then the boosting. Two components,
+        the one-shot shape the ledger records for a fitted family's job."""
+        r = self.recipe
+        return ComposedDpEvent([
+            GaussianDpEvent(self.binning / math.sqrt(r.n_features)),
+            GaussianDpEvent(self.boosting / r.learning_rate / math.sqrt(r.boosting_queries)),
+        ])
+
+    @property
+    def equivalent_multiplier(self) -> float:
+        """The one Gaussian's noise multiplier the whole release is as private as (the
+        composed GDP's 1/mu): what a job shows as its noise."""
+        r = self.recipe
+        return float(1.0 / math.sqrt(r.n_features / self.binning**2
+                                     + r.boosting_queries * (r.learning_rate / self.boosting)**2))
 
     def check(self, *, binning: float, boosting: float) -> None:
         """Refuse a fitted model whose noise is not the planned noise.

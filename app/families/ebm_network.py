@@ -23,7 +23,7 @@ from torch import nn
 
 from app.datasets.schema.dataset_schema import DatasetSchema, FeatureKind
 from app.datasets.schema.encoding import Encoder
-from app.families.ebm_accounting import EbmNoise, EbmRecipe, plan
+from app.families.ebm_accounting import EbmNoise
 from app.families.ebm_layout import ShapeTables, interpret_rows, layout, shape_tables
 
 BINS, TABLE = "bins", "table"
@@ -51,14 +51,19 @@ class AdditiveNetwork(nn.Module):
         super().__init__()
         self.specs = tuple(specs)
         self.register_buffer("intercept", torch.zeros((), dtype=torch.float64))
+        # the output layer the DP calibration folds its map into (identity until then)
+        self.out = nn.Linear(1, 1, dtype=torch.float64)
+        with torch.no_grad():
+            self.out.weight.fill_(1.0)
+            self.out.bias.zero_()
         for j, spec in enumerate(self.specs):
             values = spec.size + 1 if spec.kind == BINS else spec.size
             self.register_buffer(f"cuts_{j}", torch.zeros(spec.size if spec.kind == BINS else 0,
                                                           dtype=torch.float64))
             self.register_buffer(f"scores_{j}", torch.zeros(values, dtype=torch.float64))
 
-    def terms(self, x: torch.Tensor) -> torch.Tensor:
-        """Each feature's score (n, features), float64."""
+    def scores(self, x: torch.Tensor) -> torch.Tensor:
+        """Each feature's bin score (n, features), float64, before the output layer."""
         out = torch.empty((x.shape[0], len(self.specs)), dtype=torch.float64, device=x.device)
         for j, spec in enumerate(self.specs):
             scores = getattr(self, f"scores_{j}")
@@ -71,12 +76,26 @@ class AdditiveNetwork(nn.Module):
         return out
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return (self.intercept + self.terms(x).sum(dim=1, keepdim=True)).to(x.dtype)
+        return self.out(self.intercept + self.scores(x).sum(dim=1, keepdim=True)).to(x.dtype)
+
+    def terms(self, x: torch.Tensor) -> torch.Tensor:
+        """Each feature's term of the log-odds (n, features), float64: its score through the
+        output layer's slope (the log-odds are the bias, the intercept's term and these)."""
+        return self.scores(x) * self.out.weight[0, 0]
 
     def numpy_terms(self, rows: np.ndarray) -> np.ndarray:
         """``terms`` of encoded numpy rows (what scoring's explanation reads)."""
         with torch.inference_mode():
             return self.terms(torch.from_numpy(rows)).numpy()
+
+    def term_specs(self) -> list[list[Any]]:
+        """The specs as an artifact's config keeps them (``from_specs`` reads them back)."""
+        return [spec.as_list() for spec in self.specs]
+
+    @classmethod
+    def from_specs(cls, stored: Sequence[Sequence[Any]]) -> AdditiveNetwork:
+        """An empty network shaped as ``term_specs`` said (its state loaded after)."""
+        return cls([TermSpec(str(kind), int(start), int(size)) for kind, start, size in stored])
 
 
 def term_specs(encoder: Encoder) -> list[TermSpec]:
@@ -104,7 +123,9 @@ def additive_network(encoder: Encoder, tables: ShapeTables) -> AdditiveNetwork:
         cuts.append((raw_cuts - mid) / half)
         scores.append(table)
     network = AdditiveNetwork(specs)
-    state = {"intercept": torch.tensor(tables.intercept, dtype=torch.float64)}
+    state = {"intercept": torch.tensor(tables.intercept, dtype=torch.float64),
+             "out.weight": torch.ones((1, 1), dtype=torch.float64),
+             "out.bias": torch.zeros(1, dtype=torch.float64)}
     for j, (c, s) in enumerate(zip(cuts, scores, strict=True)):
         state[f"cuts_{j}"] = torch.from_numpy(np.ascontiguousarray(c, dtype=np.float64))
         state[f"scores_{j}"] = torch.from_numpy(np.ascontiguousarray(s, dtype=np.float64))
@@ -123,11 +144,11 @@ class FittedEbm:
     model: Any  # interpret's fitted estimator (its decision_function is the reference)
 
 
-def fit_ebm(schema: DatasetSchema, raw: np.ndarray, y: np.ndarray, recipe: EbmRecipe, *,
+def fit_ebm(schema: DatasetSchema, raw: np.ndarray, y: np.ndarray, noise: EbmNoise, *,
             patient_ids: Sequence[str] | None = None,
             random_state: int | None = None) -> FittedEbm:
-    """Fit interpret's DP-EBM on raw rows at the recipe's planned noise, and check the noise
-    it drew is the plan's (the ledger charges the plan's event).
+    """Fit interpret's DP-EBM on raw rows at the planned ``noise`` (``ebm_accounting.plan``),
+    and check the noise it drew is the plan's (the ledger charges the plan's event).
 
     Args:
         patient_ids: the rows' patients, when known: every one must be distinct (the service
@@ -143,9 +164,9 @@ def fit_ebm(schema: DatasetSchema, raw: np.ndarray, y: np.ndarray, recipe: EbmRe
 
     if patient_ids is not None and len(set(patient_ids)) != len(patient_ids):
         raise MultiRowPatients("a patient has several rows: DP-EBM protects one row each")
+    recipe = noise.recipe
     if recipe.n_features != len(schema.features):
         raise ValueError("the recipe's feature count is not the schema's")
-    noise = plan(recipe)
     spec = layout(schema)
     model = DPExplainableBoostingClassifier(
         feature_names=spec.feature_names, feature_types=spec.feature_types,

@@ -105,3 +105,20 @@ def test_recipe_refuses_what_interpret_cannot_run(bad: dict[str, float]) -> None
     base = dict(epsilon=1.0, delta=1e-5, n_features=3) | bad
     with pytest.raises(ValueError):
         EbmRecipe(**base)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(("epsilon", "delta", "features", "composition"), CASES[:3])
+def test_charged_event_is_the_releases_composed(epsilon: float, delta: float, features: int,
+                                                composition: str) -> None:
+    """Each part's k Gaussians charged as one of multiplier sigma / sqrt(k): the same RDP at
+    every order, the same PLD epsilon."""
+    noise = plan(EbmRecipe(epsilon, delta, features, composition=composition))  # type: ignore[arg-type]
+    figures = []
+    for event in (noise.releases, noise.event):
+        rdp = RdpAccountant()
+        rdp.compose(event)
+        pld = PLDAccountant()
+        pld.compose(event)
+        figures.append((rdp.get_epsilon(delta), pld.get_epsilon(delta)))
+    assert figures[0][0] == pytest.approx(figures[1][0], rel=1e-12)
+    assert figures[0][1] == pytest.approx(figures[1][1], rel=1e-4)

@@ -7,7 +7,7 @@ import torch
 
 from app.datasets.schema.dataset_schema import DatasetSchema
 from app.datasets.schema.encoding import encoder_for
-from app.families.ebm_accounting import EbmRecipe
+from app.families.ebm_accounting import EbmRecipe, plan
 from app.families.ebm_layout import interpret_rows, layout
 
 pytest.importorskip("interpret")
@@ -42,7 +42,7 @@ def _rows(n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
 def fitted():  # type: ignore[no-untyped-def]
     raw, y = _rows(2000, seed=1)
     recipe = EbmRecipe(epsilon=8.0, delta=1e-5, n_features=4, max_rounds=40)
-    return fit_ebm(SCHEMA, raw, y, recipe, random_state=7)
+    return fit_ebm(SCHEMA, raw, y, plan(recipe), random_state=7)
 
 
 def test_bounds_and_types_come_from_the_declaration() -> None:
@@ -74,7 +74,7 @@ def test_network_logit_is_interprets_decision_function(fitted) -> None:  # type:
 
 def test_network_round_trips_its_state(fitted) -> None:  # type: ignore[no-untyped-def]
     network = additive_network(encoder_for(SCHEMA), fitted.tables)
-    empty = AdditiveNetwork(network.specs)
+    empty = AdditiveNetwork.from_specs(network.term_specs())
     empty.load_state_dict(network.state_dict())
     x = torch.from_numpy(encoder_for(SCHEMA).encode(_rows(50, seed=3)[0]))
     torch.testing.assert_close(empty(x), network(x))
@@ -90,7 +90,8 @@ def test_a_patient_with_two_rows_is_refused() -> None:
     raw, y = _rows(20, seed=4)
     ids = [str(i) for i in range(19)] + ["3"]
     with pytest.raises(MultiRowPatients):
-        fit_ebm(SCHEMA, raw, y, EbmRecipe(1.0, 1e-5, 4, max_rounds=2), patient_ids=ids)
+        fit_ebm(SCHEMA, raw, y, plan(EbmRecipe(1.0, 1e-5, 4, max_rounds=2)),
+                patient_ids=ids)
 
 
 def test_cuts_lie_on_the_public_grid_whatever_the_rows() -> None:
@@ -101,9 +102,9 @@ def test_cuts_lie_on_the_public_grid_whatever_the_rows() -> None:
     raw, y = _rows(400, seed=5)
     raw[:, 2] = np.where(raw[:, 2] == 3, 0, raw[:, 2])  # nobody in "west"
     recipe = EbmRecipe(8.0, 1e-5, 4, max_rounds=2)
-    fits = [fit_ebm(SCHEMA, raw, y, recipe)]
+    fits = [fit_ebm(SCHEMA, raw, y, plan(recipe))]
     raw[0, 2] = 3
-    fits.append(fit_ebm(SCHEMA, raw, y, recipe))
+    fits.append(fit_ebm(SCHEMA, raw, y, plan(recipe)))
     spec = layout(SCHEMA)
     for fitted in fits:
         for j, cuts in enumerate(fitted.tables.cuts):
