@@ -11,6 +11,10 @@
   feature's (lower, upper) as its privacy bounds, each binary or categorical feature as a
   nominal one with its declared categories, so no bin edge or category is read off the rows.
   An additive model a clinic's statistician would reach for; no calibration of ours.
+* The service's DP-EBM family's fit (``app.families.ebm_network.fit_ebm``): the same
+  interpret estimator with every feature binned over its public range (codes for binary and
+  categorical ones) and the noise planned so that the exact event spends the cell's
+  (epsilon, delta); scored by its shape tables, without the service's calibration.
 * The base rate: every row gets the training part's prevalence. The non-DP one is what
   "knowing nothing but the prevalence" scores; the DP one releases the positives' count with
   one Gaussian at the cell's (epsilon, delta) (sensitivity 1; the row count is public by
@@ -134,3 +138,15 @@ def dp_ebm_fit(schema: DatasetSchema, x: np.ndarray, y: np.ndarray, *, epsilon: 
         feature_types=types, privacy_bounds=bounds, epsilon=epsilon, delta=delta, n_jobs=1)
     model.fit(_ebm_rows(x, types), y.astype(int))
     return lambda rows: np.asarray(model.predict_proba(_ebm_rows(rows, types))[:, 1], float)
+
+
+def dp_ebm_family_fit(schema: DatasetSchema, x: np.ndarray, y: np.ndarray, *, epsilon: float,
+                      delta: float) -> Callable[[np.ndarray], np.ndarray]:
+    """The dp_ebm family's fit (see the module) on raw rows ``x``: raw rows -> probabilities."""
+    from app.families.ebm_accounting import EbmRecipe, plan
+    from app.families.ebm_layout import interpret_rows
+    from app.families.ebm_network import fit_ebm
+
+    noise = plan(EbmRecipe(epsilon, delta, len(schema.features)))
+    tables = fit_ebm(schema, x, y, noise).tables
+    return lambda rows: 1.0 / (1.0 + np.exp(-tables.log_odds(interpret_rows(schema, rows))))

@@ -14,9 +14,11 @@ import numpy as np
 
 from bench.peers import Scores
 
-METHODS = ("ours", "opacus", "diffprivlib", "dp_ebm", "base", "base_dp", "non_private")
+METHODS = ("ours", "opacus", "diffprivlib", "dp_ebm", "dp_ebm_family", "base", "base_dp",
+           "non_private")
 LABELS = {"ours": "defaults", "opacus": "Opacus-as-a-user", "diffprivlib": "diffprivlib",
-          "dp_ebm": "DP-EBM", "non_private": "non-private", "base": "base rate",
+          "dp_ebm": "DP-EBM", "dp_ebm_family": "DP-EBM family (ours, uncalibrated)",
+          "non_private": "non-private", "base": "base rate",
           "base_dp": "DP base rate"}
 AUC_SLACK, LOSS_SLACK, MAX_SPREAD, SPREAD_ROWS = 0.005, 0.01, 0.05, 900
 

@@ -211,6 +211,8 @@ def run_table(spec: str, splits: int, epsilons: tuple[float, ...], overrides: di
             coef_op, bias_op = peers.opacus_user_fit(x_train, y_train, epsilon=eps, delta=delta,
                                                      seed=seed)
             ebm = peers.dp_ebm_fit(table.schema, parts.x[T], y_train, epsilon=eps, delta=delta)
+            ebm_family = peers.dp_ebm_family_fit(table.schema, parts.x[T], y_train,
+                                                 epsilon=eps, delta=delta)
             dp_rate = peers.dp_base_rate(y_train, epsilon=eps, delta=delta,
                                          rng=np.random.default_rng(seed))
             for method, scored in (
@@ -220,6 +222,7 @@ def run_table(spec: str, splits: int, epsilons: tuple[float, ...], overrides: di
                     ("opacus", peers.scores(y_eval, baselines.sigmoid(x_eval @ coef_op
                                                                       + bias_op))),
                     ("dp_ebm", peers.scores(y_eval, ebm(parts.x[E]))),
+                    ("dp_ebm_family", peers.scores(y_eval, ebm_family(parts.x[E]))),
                     ("base_dp", peers.scores(y_eval, np.full(len(y_eval), dp_rate)))):
                 cell.scores[method].append(scored)
     return proxy, cells

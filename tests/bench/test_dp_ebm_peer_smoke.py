@@ -34,3 +34,15 @@ def test_a_fit_ranks_a_strong_signal_and_draws_fresh_noise() -> None:
         assert np.all((p > 0) & (p < 1))
         assert peers.scores(table.y[held], p).auc > 0.75  # a few inputs nearly decide it
     assert not np.allclose(fits[0], fits[1])  # the noise is not seeded
+
+
+@pytest.mark.slow
+def test_the_family_fit_ranks_a_strong_signal() -> None:
+    """The service's dp_ebm fit as the study runs it: declared bins, planned noise."""
+    pytest.importorskip("interpret")
+    table = proxies.make("strong@900")
+    train, held = slice(0, 700), slice(700, None)
+    p = peers.dp_ebm_family_fit(table.schema, table.x[train], table.y[train], epsilon=3.0,
+                                delta=1e-5)(table.x[held])
+    assert np.all((p > 0) & (p < 1))
+    assert peers.scores(table.y[held], p).auc > 0.75
