@@ -54,7 +54,7 @@ _TIME_INGEST = """
 import inspect, sys, tempfile, time
 import worker.runner
 from pathlib import Path
-from app.datasets import ingest, table_store
+from app.datasets.intake import ingest, table_store
 from bench.ingest import SCHEMA
 path = Path(sys.argv[1])
 spooled = "sha256" in inspect.signature(ingest.ingest_and_store).parameters

@@ -367,7 +367,7 @@ import json, sys, tracemalloc
 from pathlib import Path
 import pyarrow as pa
 import torch  # loaded at start in the service (its allocations are not the upload's)
-from app.datasets import ingest
+from app.datasets.intake import ingest
 from app.datasets.schema.dataset_schema import DatasetSchema
 schema = DatasetSchema.model_validate_json(sys.argv[3])
 ingest.ingest_file(Path(sys.argv[2]), media_type="text/csv", schema=schema)  # warm up

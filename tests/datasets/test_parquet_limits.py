@@ -135,7 +135,7 @@ def test_a_bomb_through_the_api_is_a_422_naming_the_limit(client: TestClient,
 MEASURE = """
 import json, resource, sys
 from pathlib import Path
-from app.datasets import ingest
+from app.datasets.intake import ingest
 from tests.datasets.test_ingest import SCHEMA
 
 def status(key):
