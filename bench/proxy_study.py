@@ -154,8 +154,9 @@ def request_for(parts: Parts, proxy: proxies.Proxy, epsilon: float, seed: int,
 
 
 def ours(proxy: proxies.Proxy, parts: Parts, request: JobCreate, noise_seed: int,
-         cell: Cell) -> Scores | None:
-    """Plan, train, calibrate as the worker does; None (and the reason kept) when refused."""
+         cell: Cell, kept: dict[str, np.ndarray] | None = None) -> Scores | None:
+    """Plan, train, calibrate as the worker does; None (and the reason kept) when refused.
+    ``kept``: filled with the evaluation part's released probabilities."""
     T, C, E = identity.Part  # noqa: N806
     try:
         job = job_service.plan(dataset=dataset_for(proxy, parts), request=request)
@@ -178,7 +179,10 @@ def ours(proxy: proxies.Proxy, parts: Parts, request: JobCreate, noise_seed: int
         noise_multiplier=noise, encoder=encoder, rng=np.random.default_rng(noise_seed))
     cell.withheld += calibration.method == CALIBRATION_WITHHELD
     cell.coarse += calibration.method == COARSE_METHOD
-    return peers.scores(parts.y[E], training.predict_proba(result.network, parts.x[E], encoder))
+    probabilities = training.predict_proba(result.network, parts.x[E], encoder)
+    if kept is not None:
+        kept["probabilities"] = probabilities
+    return peers.scores(parts.y[E], probabilities)
 
 
 def run_table(spec: str, splits: int, epsilons: tuple[float, ...], overrides: dict[str, Any],
