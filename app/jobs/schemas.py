@@ -66,10 +66,10 @@ class TrainingConfig(RequestModel):
     batch_size: int | None = Field(
         default=None, ge=8, le=65536,
         description="expected (Poisson) batch size; default: the whole training set (q = 1), "
-        "or, where a full batch would hit the noise cap and the calibration part is small "
-        "or the schema has 16 inputs or more (small or wide tables at small epsilon), 256 or "
-        "the whole training set when smaller "
-        "(app.jobs.recipe.capped_regime)",
+        "or, where a full batch would hit the noise cap (below epsilon about 1.2 at delta "
+        "1e-5) and the calibration part is small or the schema has 16 inputs or more, or "
+        "where the calibration part is below its size floor at any epsilon, 256 or the whole "
+        "training set when smaller (app.jobs.recipe.capped_regime)",
     )
     optimizer: Literal["adam", "sgd"] = Field(
         default="adam",

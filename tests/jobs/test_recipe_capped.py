@@ -164,3 +164,24 @@ def test_at_a_large_delta_a_part_no_calibration_can_correct_takes_the_mini_batch
     assert planned is not None and planned <= target
     given = request.model_copy(update={"training": _training(batch_size=n_rows // 2 - 15)})
     assert job_service.plan(dataset=dataset, request=given).training["optimizer"] == "adam"
+
+
+@pytest.mark.parametrize(("target", "budget_delta", "mini_batch"), [
+    (1.1, None, True),  # capped at the default delta: many inputs take the mini-batch plan
+    (3.0, None, False),  # above the cap: full-batch Adam, as docs/privacy.md says
+    (1.1, 1e-4, False),  # a larger delta lifts the cap (to about 1.0): full batch again
+])
+def test_many_inputs_choose_the_mini_batch_plan_only_below_the_cap(
+    target: float, budget_delta: float | None, mini_batch: bool,
+) -> None:
+    dataset = Dataset(id=1, n_rows=1_000, n_train=700, n_calibration=150,
+                      budget_delta=budget_delta, public=False,
+                      schema_json=_numeric_schema(2 * recipe.MANY_INPUTS))
+    request = JobCreate.model_validate({"dataset_id": 1,
+                                        "privacy": {"target_epsilon": target}})
+    job = job_service.plan(dataset=dataset, request=request)
+    assert not recipe.calibration_cannot_release(target_epsilon=target, delta=job.delta,
+                                                 n_calibration=150)
+    assert recipe.full_batch_capped(target_epsilon=target, delta=job.delta) is mini_batch
+    assert (job.training["optimizer"] == recipe.CAPPED_OPTIMIZER) is mini_batch
+    assert (job.sample_rate < 1.0) is mini_batch
