@@ -1,6 +1,6 @@
 """Liveness and readiness probes."""
 
-from typing import Literal
+from typing import Annotated, Literal
 
 from fastapi import APIRouter
 from fastapi.responses import JSONResponse
@@ -9,13 +9,15 @@ from sqlalchemy import text
 
 from app.core.database import get_database
 from app.core.errors import PROBLEM_JSON
+from app.privacy.annotations import OPERATIONAL
 
 router = APIRouter(tags=["health"])
 
 
 class Readiness(BaseModel):
-    status: Literal["ready"] = "ready"
-    schema_version: str | None = Field(description="the newest applied Alembic revision")
+    status: Annotated[Literal["ready"], OPERATIONAL] = "ready"
+    schema_version: Annotated[str | None, OPERATIONAL] = Field(
+        description="the newest applied Alembic revision")
 
 
 @router.get("/healthz")

@@ -5,7 +5,7 @@ held-out noise (``app.privacy.parallel.held_out_noise``) against the parts' row 
 by convention), after the releases: the calibration's record says whether it was withheld
 (``worker.calibration.calibrate_if_meaningful``), the evaluation's release record gives its
 noise and its public bins. The warnings are stored with the job's metrics
-(``app.jobs.results.HeldOutWarning``); the statement, the model card and the dashboard show them.
+(``app.jobs.held_out.HeldOutWarning``); the statement, the model card and the dashboard show them.
 """
 
 from collections.abc import Mapping

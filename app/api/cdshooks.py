@@ -25,6 +25,8 @@ from app.core.openapi import problems
 from app.core.settings import settings
 from app.core.time import utcnow
 from app.flows import scoring as scoring_flow
+from app.privacy.annotations import Released
+from app.privacy.releases import Release
 
 ROLES = ("admin", "clinician")
 FEEDBACK = "/feedback"
@@ -103,8 +105,12 @@ def call_cds_service(
                                          principal=principal, today=utcnow().date())
 
 
+RECEIVED = Released(Release.PUBLIC_INPUT, note="how many feedback items the caller's own request "
+                    "held")
+
+
 class FeedbackReceived(BaseModel):
-    received: int
+    received: Annotated[int, RECEIVED]
 
 
 @router.post("/{service_id}/feedback")

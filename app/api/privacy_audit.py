@@ -21,8 +21,8 @@ from app.flows import audits as audit_flow
 from app.privacy_audit import service
 from app.privacy_audit.schemas import AuditCreate, AuditOut, AuditPage
 from app.reports import audit_html as report_html
+from app.reports.audit_schemas import AuditReport
 from app.reports.html import negotiated
-from app.reports.schemas import AuditReport
 
 router = APIRouter(prefix="/v1/audits", tags=["privacy audits"], route_class=JsonRoute)
 Auditor = Annotated[Principal, require_roles("data_scientist", "privacy_officer")]

@@ -2,9 +2,17 @@
 discovery document and the cards."""
 
 from datetime import datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
+
+from app.privacy.annotations import PUBLIC, Released
+from app.privacy.releases import Release
+
+TRAINED = Released(Release.DP_TRAINING)
+DETAIL = Released(
+    Release.DP_TRAINING, Release.PUBLIC_INPUT, Release.LEDGER, Release.PUBLIC_BY_CONVENTION,
+    note="the risk and contributions of the caller's patient, with the model's statement")
 
 
 class PatientViewContext(BaseModel):
@@ -66,46 +74,50 @@ class FeedbackRequest(BaseModel):
 
 
 class DiagnosisCoding(BaseModel):
-    system: str
-    code: str
-    display: str
-    below: bool = Field(description="codes below this one match too (ICD); false: exactly")
+    system: Annotated[str, PUBLIC]
+    code: Annotated[str, PUBLIC]
+    display: Annotated[str, PUBLIC]
+    below: Annotated[bool, PUBLIC] = Field(
+        description="codes below this one match too (ICD); false: exactly")
 
 
 class FeatureCode(BaseModel):
     """Where a feature comes from in the prefetch, and the values the model accepts."""
 
-    feature: str
-    label: str
-    prefetch: str = Field(description="the prefetch key whose resources carry it")
-    resource: str = Field(
-        description="the FHIR resource type it is read from. Patient: its birthDate or gender "
-        "(or the schema's path); Observation: the latest of its code; Condition: yes when one "
-        "has any of codes (or an Encounter's reasonCode); Encounter: a count of those in the "
-        "last 12 months; any type: the schema's declared query and path")
-    path: str | None = Field(default=None, description="the element its value is read from "
-                             "(null: by its code, as resource says)")
-    system: str | None = Field(description="its Observations' code system (null: not read "
-                                           "from an Observation of its own code)")
-    code: str | None
-    display: str | None
+    feature: Annotated[str, PUBLIC]
+    label: Annotated[str, PUBLIC]
+    prefetch: Annotated[str, PUBLIC] = Field(
+        description="the prefetch key whose resources carry it")
+    resource: Annotated[str, PUBLIC] = Field(
+        description="the FHIR resource type it is read from. Patient: its birthDate or gender (or "
+        "the schema's path); Observation: the latest of its code; Condition: yes when one has any "
+        "of codes (or an Encounter's reasonCode); Encounter: a count of those in the last 12 "
+        "months; any type: the schema's declared query and path")
+    path: Annotated[str | None, PUBLIC] = Field(
+        default=None, description="the element its value is read from (null: by its code, as "
+        "resource says)")
+    system: Annotated[str | None, PUBLIC] = Field(
+        description="its Observations' code system (null: not read from an Observation of its own "
+        "code)")
+    code: Annotated[str | None, PUBLIC]
+    display: Annotated[str | None, PUBLIC]
     codes: list[DiagnosisCoding] = Field(description="a Condition feature's codes")
-    allowed: str
+    allowed: Annotated[str, PUBLIC]
 
 
 class ServiceExtension(BaseModel):
-    model_id: int | None = Field(
+    model_id: Annotated[int | None, PUBLIC] = Field(
         serialization_alias="dev.dpcrisis.model-id",
-        description="the active model whose schema this describes; null when none is active "
-        "(the built-in generator's schema is described then)",
+        description="the active model whose schema this describes; null when none is active (the "
+        "built-in generator's schema is described then)",
     )
     feature_codes: list[FeatureCode] = Field(serialization_alias="dev.dpcrisis.feature-codes")
-    min_band: str = Field(
+    min_band: Annotated[str, PUBLIC] = Field(
         serialization_alias="dev.dpcrisis.min-band",
         description="the lowest risk band that gets a card (lower: no card); a call may ask for "
         "another with the request extension dev.dpcrisis.min-band",
     )
-    not_prefetchable: list[str] = Field(
+    not_prefetchable: Annotated[list[str], PUBLIC] = Field(
         serialization_alias="dev.dpcrisis.not-prefetchable",
         description="features without a code: no prefetch carries them, so a call answers an "
         "insufficient-data card",
@@ -113,12 +125,12 @@ class ServiceExtension(BaseModel):
 
 
 class CdsService(BaseModel):
-    hook: str
-    id: str
-    title: str
-    description: str
-    prefetch: dict[str, str] = Field(description="key -> FHIR query template")
-    usageRequirements: str
+    hook: Annotated[str, PUBLIC]
+    id: Annotated[str, PUBLIC]
+    title: Annotated[str, PUBLIC]
+    description: Annotated[str, PUBLIC]
+    prefetch: Annotated[dict[str, str], PUBLIC] = Field(description="key -> FHIR query template")
+    usageRequirements: Annotated[str, PUBLIC]
     extension: ServiceExtension
 
 
@@ -127,13 +139,13 @@ class Discovery(BaseModel):
 
 
 class Coding(BaseModel):
-    system: str
-    code: str
-    display: str
+    system: Annotated[str, PUBLIC]
+    code: Annotated[str, PUBLIC]
+    display: Annotated[str, PUBLIC]
 
 
 class CardSource(BaseModel):
-    label: str = Field(description="the model and the outcome it predicts")
+    label: Annotated[str, PUBLIC] = Field(description="the model and the outcome it predicts")
     topic: Coding = Field(description="the outcome's coding when it declares one, else a "
                           "cds-topic code: the same for every model of that outcome")
 
@@ -144,13 +156,14 @@ Indicator = Literal["info", "warning", "critical"]
 class Card(BaseModel):
     """An informational card: no suggestions, no links."""
 
-    uuid: str
-    summary: str = Field(description="under 140 characters")
-    indicator: Indicator = Field(
+    uuid: Annotated[str, PUBLIC]
+    summary: Annotated[str, TRAINED] = Field(description="under 140 characters")
+    indicator: Annotated[Indicator, TRAINED] = Field(
         description="by band: low -> info, medium -> info, high -> warning (never critical)"
     )
-    detail: str = Field(description="markdown: probability, the outcome and its window, "
-                        "reasons and privacy statement")
+    detail: Annotated[str, DETAIL] = Field(
+        description="markdown: probability, the outcome and its window, reasons and privacy "
+        "statement")
     source: CardSource
 
 

@@ -16,10 +16,29 @@ from app.core.schemas import (
 )
 from app.datasets.models import Dataset, DatasetState, UploadState
 from app.datasets.schema.dataset_schema import DatasetSchema
-from app.privacy.annotations import Released
+from app.privacy.annotations import PUBLIC, Released
 from app.privacy.releases import Release
 
 MIN_ROWS, MAX_ROWS = 100, 2_000_000
+
+
+ROWS = Released(Release.PUBLIC_BY_CONVENTION)
+OVERLAP = Released(Release.INTAKE, note="exact counts of an upload's patients known to the "
+                   "organisation's earlier tables (DatasetOut.patients): served only to admins "
+                   "and data stewards, who hold the tables; null for others")
+IMPUTED = Released(Release.INTAKE, note="exact counts of values imputed in an upload: served only "
+                   "to admins and data stewards, who hold the table; null for every other role")
+UPLOAD_FACTS = Released(Release.INTAKE, note="exact facts of a steward's own file: its size and "
+                        "SHA-256, whether and when it passed its checks, and a failed ingest's "
+                        "problem (its rows and columns): served only to admins and data stewards, "
+                        "who hold it")
+IGNORED_COLUMNS = Released(Release.PUBLIC_INPUT, note="names of columns in an upload's header "
+                           "that its schema ignores: the caller's own header, no value of any row")
+WARNINGS = Released(Release.INTAKE, Release.PUBLIC_INPUT, note="that the upload's rows equal an "
+                    "earlier dataset's (an equality of private tables): served only to admins and "
+                    "data stewards; null for others")
+SEED = Released(Release.PUBLIC_INPUT, note="the request's generator seed; it regenerates every "
+                "synthetic row, so only admins and data stewards see it")
 
 
 class SyntheticSource(RequestModel):
@@ -120,23 +139,23 @@ class DatasetCreate(RequestModel):
 
 
 class SourceOut(ResponseModel):
-    kind: str = Field(validation_alias="source_kind")
-    n_rows: int | None = Field(description="null until an upload's rows arrive")
-    seed: int | None = Field(
-        description="the generator's seed regenerates every row: shown to admins and data "
-        "stewards only (null for other roles)"
+    kind: Annotated[str, PUBLIC] = Field(validation_alias="source_kind")
+    n_rows: Annotated[int | None, ROWS] = Field(description="null until an upload's rows arrive")
+    seed: Annotated[int | None, SEED] = Field(
+        description="the generator's seed regenerates every row: shown to admins and data stewards "
+        "only (null for other roles)"
     )
-    datasets: list[int] | None = Field(
+    datasets: Annotated[list[int] | None, PUBLIC] = Field(
         default=None, validation_alias="union_of",
         description="a union's member datasets in the order declared (null: not a union)")
 
 
 class BudgetOut(ResponseModel):
-    epsilon: float | None = Field(validation_alias="budget_epsilon")
-    delta: float | None = Field(validation_alias="budget_delta")
-    filter_order: float | None = Field(
-        description="the Rényi filter's order, fixed at registration from the budget "
-        "(null: public dataset, no filter)"
+    epsilon: Annotated[float | None, PUBLIC] = Field(validation_alias="budget_epsilon")
+    delta: Annotated[float | None, PUBLIC] = Field(validation_alias="budget_delta")
+    filter_order: Annotated[float | None, PUBLIC] = Field(
+        description="the Rényi filter's order, fixed at registration from the budget (null: public "
+        "dataset, no filter)"
     )
 
 
@@ -144,12 +163,15 @@ class PatientOverlapOut(ResponseModel):
     """An upload's patients against the organisation's earlier tables
     (``app.datasets.patients.patient_index.Overlap``): exact counts about private data."""
 
-    patients: int = Field(description="patients (rows) in this upload")
-    already_known: int = Field(description="of them, patients an earlier dataset of the "
-                               "organisation holds (they share their spend with it)")
-    new: int = Field(description="patients no earlier dataset holds")
-    shared_with: dict[str, int] = Field(description="by earlier dataset id, how many of this "
-                                        "upload's patients it holds")
+    patients: Annotated[int, OVERLAP] = Field(
+        description="patients (rows) in this upload")
+    already_known: Annotated[int, OVERLAP] = Field(
+        description="of them, patients an earlier dataset of the organisation holds (they share "
+        "their spend with it)")
+    new: Annotated[int, OVERLAP] = Field(
+        description="patients no earlier dataset holds")
+    shared_with: Annotated[dict[str, int], OVERLAP] = Field(
+        description="by earlier dataset id, how many of this upload's patients it holds")
 
 
 def same_rows_warning(dataset_id: int) -> str:
@@ -158,42 +180,42 @@ def same_rows_warning(dataset_id: int) -> str:
 
 
 class DatasetOut(ResponseModel):
-    id: int
-    name: str
+    id: Annotated[int, PUBLIC]
+    name: Annotated[str, PUBLIC]
     source: SourceOut
-    rows: int = Field(validation_alias="n_rows")
-    training_rows: int = Field(validation_alias="n_train")
-    holdout_rows: int = Field(validation_alias="n_holdout")
-    calibration_rows: int = Field(validation_alias="n_calibration")
-    evaluation_rows: int = Field(validation_alias="n_evaluation")
-    public: bool
+    rows: Annotated[int, ROWS] = Field(validation_alias="n_rows")
+    training_rows: Annotated[int, ROWS] = Field(validation_alias="n_train")
+    holdout_rows: Annotated[int, ROWS] = Field(validation_alias="n_holdout")
+    calibration_rows: Annotated[int, ROWS] = Field(validation_alias="n_calibration")
+    evaluation_rows: Annotated[int, ROWS] = Field(validation_alias="n_evaluation")
+    public: Annotated[bool, PUBLIC]
     privacy_budget: BudgetOut
-    state: DatasetState = Field(
+    state: Annotated[DatasetState, PUBLIC] = Field(
         description="awaiting_data | receiving (one upload is sending its rows) | ready | erased")
-    dataset_schema: dict[str, Any] | None = Field(
+    dataset_schema: Annotated[dict[str, Any] | None, PUBLIC] = Field(
         serialization_alias="schema", validation_alias="schema_json",
         description="the declared schema (features with public bounds, outcome, subgroups)",
     )
-    schema_hash: str | None
-    imputed: dict[str, int] | None = Field(
+    schema_hash: Annotated[str | None, PUBLIC]
+    imputed: Annotated[dict[str, int] | None, IMPUTED] = Field(
         description="values imputed with the reference, per feature: an exact count of the "
         "uploaded table, shown to admins and data stewards only (null for other roles)"
     )
-    ignored_columns: list[str] | None = Field(
+    ignored_columns: Annotated[list[str] | None, IGNORED_COLUMNS] = Field(
         default=None, description='the uploaded file\'s columns its schema ignores '
         '(extra_columns "ignore": never read nor kept; null: none)')
     patients: PatientOverlapOut | None = Field(
         default=None, description="the upload's patients against the organisation's earlier "
         "tables: exact counts, shown to admins and data stewards only (null for other roles, "
         "before the rows arrive, and outside the organisation's patient space)")
-    warnings: list[str] | None = Field(
-        default=None, description="what the tables' holders should know of the upload (that "
-        "its rows equal an earlier dataset's): admins and data stewards only (null for others)")
+    warnings: Annotated[list[str] | None, WARNINGS] = Field(
+        default=None, description="what the tables' holders should know of the upload (that its "
+        "rows equal an earlier dataset's): admins and data stewards only (null for others)")
     follow_up: FollowUpOut | None = Field(
         default=None, description="the model this later cohort follows and the period its "
         "rows cover (null: not a follow-up)")
-    data_erased_at: UtcDatetime | None
-    created_at: UtcDatetime
+    data_erased_at: Annotated[UtcDatetime | None, PUBLIC]
+    created_at: Annotated[UtcDatetime, PUBLIC]
 
     @classmethod
     def from_orm_row(
@@ -233,19 +255,22 @@ class DatasetPage(Page[DatasetOut]):
 class UploadOut(ResponseModel):
     """A spooled upload (``GET /v1/uploads/{id}``): admins and data stewards only."""
 
-    id: int
-    dataset_id: int
-    state: UploadState = Field(description="queued | ingesting | succeeded | failed")
-    media_type: str = Field(description="the Content-Type the body was sent with (sent as "
-                            "application/octet-stream: the Parquet type its bytes showed)")
-    size_bytes: int = Field(description="the body's size as sent")
-    sha256: str = Field(description="the SHA-256 of the body as sent (the kept file's name, "
-                        "unless the schema ignored some of its columns)")
-    created_at: UtcDatetime
-    finished_at: UtcDatetime | None
+    id: Annotated[int, PUBLIC]
+    dataset_id: Annotated[int, PUBLIC]
+    state: Annotated[UploadState, UPLOAD_FACTS] = Field(
+        description="queued | ingesting | succeeded | failed")
+    media_type: Annotated[str, PUBLIC] = Field(
+        description="the Content-Type the body was sent with (sent as application/octet-stream: "
+        "the Parquet type its bytes showed)")
+    size_bytes: Annotated[int, UPLOAD_FACTS] = Field(description="the body's size as sent")
+    sha256: Annotated[str, UPLOAD_FACTS] = Field(
+        description="the SHA-256 of the body as sent (the kept file's name, unless the schema "
+        "ignored some of its columns)")
+    created_at: Annotated[UtcDatetime, PUBLIC]
+    finished_at: Annotated[UtcDatetime | None, UPLOAD_FACTS]
     dataset: DatasetOut | None = Field(
         default=None, description="once succeeded: the dataset, as the upload's synchronous "
         "answer (200) gives it")
-    problem: dict[str, Any] | None = Field(
-        default=None, description="once failed: the problem+json the synchronous answer "
-        "gives (its status, e.g. 422 invalid-table with the errors)")
+    problem: Annotated[dict[str, Any] | None, UPLOAD_FACTS] = Field(
+        default=None, description="once failed: the problem+json the synchronous answer gives (its "
+        "status, e.g. 422 invalid-table with the errors)")

@@ -14,7 +14,8 @@ from app.datasets.models import AWAITING_DATA, READY, WITHDRAWN, Dataset
 from app.datasets.patients import generator_space, identity, patient_index
 from app.datasets.rules import check_delta, check_new_source, upload_fingerprint
 from app.datasets.schema.built_in_schema import BUILT_IN_SCHEMA
-from app.datasets.schema.dataset_schema import check_schema, schema_hash
+from app.datasets.schema.checks import check_schema
+from app.datasets.schema.dataset_schema import schema_hash
 from app.datasets.schemas import DatasetCreate, PrivacyBudget, SyntheticSource, UnionSource
 from app.ledger import block_spend, spaces
 from app.ledger import service as ledger_service

@@ -7,7 +7,7 @@ planned (epsilon, delta) (a ledger figure), and the federation's evaluation, a s
 noisy histograms (post-processing of DP releases).
 """
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
@@ -22,7 +22,9 @@ from app.core.schemas import (
 from app.families import DEFAULT_FAMILY
 from app.federation.signing import PUBLIC_KEY_PATTERN
 from app.jobs.family_field import family_enum, registered_family
+from app.privacy.annotations import Released
 from app.privacy.noise import epochs_for_target
+from app.privacy.releases import Release
 
 NAME_PATTERN = r"^[a-z0-9][a-z0-9-]{0,63}$"
 ADDRESS_PATTERN = r"^[A-Za-z0-9.-]{1,200}:[0-9]{1,5}$"
@@ -41,6 +43,29 @@ def rounds_within_cap(*, target_epsilon: float, local_steps: int, delta: float,
                              steps_per_epoch=local_steps, max_epochs=most)
 
 
+SITE = Released(Release.PUBLIC_INPUT, note="a declared site and its public FedAvg weight (never a "
+                "row count)")
+DECLARED_NOTE = "a federation as this service declared it"
+DECLARED_STATE = Released(Release.OPERATIONAL, note=DECLARED_NOTE)
+DECLARED = Released(Release.PUBLIC_INPUT, note=DECLARED_NOTE)
+SITE_STATEMENT = Released(Release.LEDGER, note="a site's planned guarantee, computed by the "
+                          "coordinator from the public mechanism its answers declare")
+SITE_STATEMENTS = Released(Release.LEDGER, note="each site's planned (epsilon, delta), keyed by "
+                           "declared site name")
+GLOBAL_MODEL = Released(Release.DP_TRAINING, note="the SHA-256 of the released global model's "
+                        "weights (post-processing of the sites' DP-SGD releases): the model every "
+                        "clinic evaluated and registered")
+REPORT_NOTE = "the coordinator's report"
+REPORT_LEDGER = Released(Release.LEDGER, note=REPORT_NOTE)
+REPORT_OPERATIONAL = Released(Release.OPERATIONAL, note=REPORT_NOTE)
+AGREED = Released(Release.PUBLIC_INPUT, note="the recipe the clinics agreed on")
+SUMMED_EVALUATION = Released(Release.DP_EVALUATION, note="the sites' noisy evaluation histograms "
+                             "summed (the sum's noise is the root sum of squares of theirs); "
+                             "every metric post-processing of the sum")
+ROUND_MEMBERSHIP = Released(Release.OPERATIONAL, note="which sites' updates a round averaged: who "
+                            "answered, not what their rows hold")
+
+
 class FederatedRecipe(RequestModel):
     """The plan every site runs: ``rounds`` rounds of ``local_steps`` DP-SGD steps on its own
     training part, at the same per-record target epsilon at every site.
@@ -51,38 +76,43 @@ class FederatedRecipe(RequestModel):
     sites' noisy weights with public weights: post-processing.
     """
 
-    model: str = Field(default=DEFAULT_FAMILY, json_schema_extra=family_enum)
-    hidden_units: int = Field(default=16, ge=1, le=256)
-    rounds: int = Field(default=DEFAULT_ROUNDS, ge=1, le=200,
-                        description="default: 20, or as many as a full batch at the largest "
-                        "allowed noise reaches the target in (at the recipe's delta, else 1e-6)")
-    local_steps: int = Field(default=50, ge=1, le=1000)
-    target_epsilon: PrivacyNumber = Field(gt=0, le=100, description="per record, at every site")
-    delta: PrivacyNumber | None = Field(default=None, gt=0, lt=1,
-                                       description="default: each site's "
-                                "budget delta, else min(1e-5, 1/(10 n))")
-    batch_size: int | None = Field(default=None, ge=8, le=65536,
-                                   description="expected local batch; default: the whole "
-                                   "training part (q = 1)")
-    optimizer: Literal["adam", "sgd"] = "adam"
-    learning_rate: float | None = Field(default=None, gt=0, le=10,
-                                        description="default: the family's for the optimizer")
-    momentum: float = Field(default=0.9, ge=0, lt=1)
-    max_grad_norm: float | None = Field(default=None, gt=0, le=100,
-                                        description="default: the single-site public rule")
-    tail_average: float = Field(default=0.5, ge=0, lt=1,
-                                description="the model released is the mean of the global "
-                                "models of this last fraction of rounds (post-processing: the "
-                                "single-site default's rule); 0: the last round's")
-    min_sites: int = Field(default=2, ge=1, le=64,
-                           description="the fewest sites a round may average; with secure "
-                           "aggregation each clinic also refuses to unmask a sum over fewer "
-                           "than its own declaration of it")
-    round_timeout_seconds: float = Field(default=120, ge=1, le=3600)
-    secure_aggregation: bool = Field(
-        default=False, description="every round through Flower's SecAgg+: the coordinator "
-        "learns only the weighted sum of the sites' updates (needs min_sites of at least 2; a "
-        "site that declares it refuses a plain round)")
+    model: Annotated[str, AGREED] = Field(
+        default=DEFAULT_FAMILY, json_schema_extra=family_enum)
+    hidden_units: Annotated[int, AGREED] = Field(default=16, ge=1, le=256)
+    rounds: Annotated[int, AGREED] = Field(
+        default=DEFAULT_ROUNDS, ge=1, le=200,
+        description="default: 20, or as many as a full batch at the largest allowed noise reaches "
+        "the target in (at the recipe's delta, else 1e-6)")
+    local_steps: Annotated[int, AGREED] = Field(default=50, ge=1, le=1000)
+    target_epsilon: Annotated[PrivacyNumber, AGREED] = Field(
+        gt=0, le=100, description="per record, at every site")
+    delta: Annotated[PrivacyNumber | None, AGREED] = Field(
+        default=None, gt=0, lt=1,
+        description="default: each site's budget delta, else min(1e-5, 1/(10 n))")
+    batch_size: Annotated[int | None, AGREED] = Field(
+        default=None, ge=8, le=65536,
+        description="expected local batch; default: the whole training part (q = 1)")
+    optimizer: Annotated[Literal["adam", "sgd"], AGREED] = "adam"
+    learning_rate: Annotated[float | None, AGREED] = Field(
+        default=None, gt=0, le=10,
+        description="default: the family's for the optimizer")
+    momentum: Annotated[float, AGREED] = Field(default=0.9, ge=0, lt=1)
+    max_grad_norm: Annotated[float | None, AGREED] = Field(
+        default=None, gt=0, le=100,
+        description="default: the single-site public rule")
+    tail_average: Annotated[float, AGREED] = Field(
+        default=0.5, ge=0, lt=1,
+        description="the model released is the mean of the global models of this last fraction of "
+        "rounds (post-processing: the single-site default's rule); 0: the last round's")
+    min_sites: Annotated[int, AGREED] = Field(
+        default=2, ge=1, le=64,
+        description="the fewest sites a round may average; with secure aggregation each clinic "
+        "also refuses to unmask a sum over fewer than its own declaration of it")
+    round_timeout_seconds: Annotated[float, AGREED] = Field(default=120, ge=1, le=3600)
+    secure_aggregation: Annotated[bool, AGREED] = Field(
+        default=False, description="every round through Flower's SecAgg+: the coordinator learns "
+        "only the weighted sum of the sites' updates (needs min_sites of at least 2; a site that "
+        "declares it refuses a plain round)")
 
     @field_validator("model", mode="before")
     @classmethod
@@ -118,14 +148,15 @@ class FederatedRecipe(RequestModel):
 
 
 class FederationSite(RequestModel):
-    name: str = Field(pattern=NAME_PATTERN)
-    weight: float = Field(default=1.0, gt=0, le=1_000_000,
-                          description="its public weight in FedAvg (never its row count)")
-    public_key: str | None = Field(
+    name: Annotated[str, SITE] = Field(pattern=NAME_PATTERN)
+    weight: Annotated[float, SITE] = Field(
+        default=1.0, gt=0, le=1_000_000,
+        description="its public weight in FedAvg (never its row count)")
+    public_key: Annotated[str | None, SITE] = Field(
         default=None, pattern=PUBLIC_KEY_PATTERN,
         description="its Ed25519 key ('ed25519:' and 32 bytes in base64, from `dpcrisis "
-        "federation-key`): the coordinator averages only answers signed by it; every site "
-        "declares one, or none does")
+        "federation-key`): the coordinator averages only answers signed by it; every site declares "
+        "one, or none does")
 
 
 class FederationCreate(RequestModel):
@@ -175,55 +206,59 @@ class FederationJoin(RequestModel):
 
 
 class FederationRound(ResponseModel):
-    round: int
-    sites: list[str] = Field(description="the sites whose update this round averaged")
-    failures: int = Field(description="sites asked this round that did not answer in time")
-    refused: list[str] = Field(description="answers refused: from names that are not declared "
-                               "sites, or (sites with keys) not signed by the site's key")
+    round: Annotated[int, ROUND_MEMBERSHIP]
+    sites: Annotated[list[str], ROUND_MEMBERSHIP] = Field(
+        description="the sites whose update this round averaged")
+    failures: Annotated[int, ROUND_MEMBERSHIP] = Field(
+        description="sites asked this round that did not answer in time")
+    refused: Annotated[list[str], ROUND_MEMBERSHIP] = Field(
+        description="answers refused: from names that are not declared sites, or (sites with keys) "
+        "not signed by the site's key")
 
 
 class SiteStatement(ResponseModel):
-    epsilon: float = Field(description="the site's planned epsilon, computed by the "
-                           "coordinator from the public mechanism its answers declare (noise "
-                           "multiplier, sample rate, steps), checked against the plan")
-    delta: float
+    epsilon: Annotated[float, SITE_STATEMENT] = Field(
+        description="the site's planned epsilon, computed by the coordinator from the public "
+        "mechanism its answers declare (noise multiplier, sample rate, steps), checked against the "
+        "plan")
+    delta: Annotated[float, SITE_STATEMENT]
 
 
 class FederationReport(ResponseModel):
     """The coordinator's report, written after every round."""
 
     rounds: list[FederationRound]
-    site_statements: dict[str, SiteStatement] = Field(
+    site_statements: Annotated[dict[str, SiteStatement], SITE_STATEMENTS] = Field(
         description="keyed by declared site name: each site's planned (epsilon, delta)")
-    federation_epsilon: float | None = Field(
-        description="the plan's target epsilon, which every site's answer taken was checked "
-        "to meet: the guarantee of a patient treated at one clinic; a patient at several has "
-        "the composition of those clinics' (at most the sum)")
-    federation_delta: float | None = Field(
+    federation_epsilon: Annotated[float | None, REPORT_LEDGER] = Field(
+        description="the plan's target epsilon, which every site's answer taken was checked to "
+        "meet: the guarantee of a patient treated at one clinic; a patient at several has the "
+        "composition of those clinics' (at most the sum)")
+    federation_delta: Annotated[float | None, REPORT_LEDGER] = Field(
         description="the recipe's delta, else the largest of the sites' (each its budget's)")
-    evaluated_sites: list[str]
-    model_sha256: str | None = Field(
-        default=None, description="the SHA-256 of the released global model's weights, as "
-        "sent to every site; each clinic's registered model names the same "
+    evaluated_sites: Annotated[list[str], REPORT_OPERATIONAL]
+    model_sha256: Annotated[str | None, GLOBAL_MODEL] = Field(
+        default=None, description="the SHA-256 of the released global model's weights, as sent to "
+        "every site; each clinic's registered model names the same "
         "(metrics.federation.model_sha256), and signs its evaluation of exactly these weights")
-    evaluation: dict[str, Any] | None = Field(
+    evaluation: Annotated[dict[str, Any] | None, SUMMED_EVALUATION] = Field(
         description="the federation's DP evaluation: the sites' noisy histograms summed, every "
         "metric post-processing of the sum (a job's held-out metrics' keys)")
 
 
 class FederationOut(ResponseModel):
-    id: int
-    name: str
-    role: str
-    address: str
-    schema_sha256: str
+    id: Annotated[int, DECLARED]
+    name: Annotated[str, DECLARED]
+    role: Annotated[str, DECLARED]
+    address: Annotated[str, DECLARED]
+    schema_sha256: Annotated[str, DECLARED]
     recipe: FederatedRecipe
     sites: list[FederationSite]
-    site_name: str | None
-    state: str
+    site_name: Annotated[str | None, DECLARED]
+    state: Annotated[str, DECLARED_STATE]
     report: FederationReport | None = Field(
         description="the coordinator's: rounds with their sites, statements, evaluation")
-    created_at: UtcDatetime
+    created_at: Annotated[UtcDatetime, DECLARED]
 
 
 register_ranges(FederationCreate)

@@ -13,7 +13,7 @@ from app.datasets import service as dataset_service
 from app.privacy_audit import service as audit_service
 from app.privacy_audit.schemas import AuditCreate, AuditOut
 from app.reports import audit_report
-from app.reports.schemas import AuditReport
+from app.reports.audit_schemas import AuditReport
 
 
 def submit(*, session: Session, request: AuditCreate, principal: Principal) -> AuditOut:

@@ -12,7 +12,7 @@ from app.auth.audit import Action
 from app.auth.principal import Principal
 from app.datasets import service as dataset_service
 from app.jobs import service as job_service
-from app.jobs.results import HeldOutBin
+from app.jobs.held_out import HeldOutBin
 from app.monitoring import service as monitoring_service
 from app.monitoring.models import MonitoringRun
 from app.monitoring.schemas import MonitoringRunCreate, MonitoringRunOut, MonitoringTimeline

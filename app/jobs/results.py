@@ -2,10 +2,11 @@
 
 A training job stores its held-out metrics: the evaluation part's one DP histogram release and
 every figure computed from it (``worker.evaluation.evaluate``), with the calibration part's DP
-Platt record (``worker.calibration.Calibration``); a privacy-audit job stores the audit's
+Platt record (``worker.calibration.Calibration``), its parts typed in ``app.jobs.held_out``; a
+privacy-audit job stores the audit's
 results (``worker.privacy_audit.audit.run``). Both leave the service in responses (a model, a
 job, its privacy report), so every key is a typed field here and each field has its entry in
-the release inventory (``app.privacy.inventory_api``): a key nobody classified cannot be
+the release inventory (its ``Released`` annotation): a key nobody classified cannot be
 stored, because ``extra="forbid"`` refuses it where a job is finished (``check``), and a stored
 object that matches no model here (metrics an old worker computed exactly, before the
 evaluation was a DP release) is withheld from responses (null) rather than served unclassified.
@@ -14,10 +15,9 @@ Non-private jobs on public datasets store the same shape, with exact counts (``e
 """
 
 import logging
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 from pydantic import (
-    BaseModel,
     ConfigDict,
     Field,
     TypeAdapter,
@@ -26,174 +26,43 @@ from pydantic import (
     WrapValidator,
 )
 
+from app.jobs.held_out import (
+    EVALUATED_PUBLIC,
+    CalibrationRecord,
+    GroupMetrics,
+    HeldOutBin,
+    HeldOutDefinitions,
+    HeldOutRelease,
+    HeldOutRocPoint,
+    HeldOutSubgroup,
+    HeldOutThresholds,
+    HeldOutWarning,
+    Stored,
+)
 from app.jobs.models import COMPARISON, FEDERATED, MONITORING, PRIVACY_AUDIT, TRAIN
-from app.privacy.annotations import Released
+from app.privacy.annotations import LEDGER, OPERATIONAL, PUBLIC, Released, class_note
 from app.privacy.releases import Release
 
 logger = logging.getLogger(__name__)
 
-Interval = Annotated[list[float], Field(min_length=2, max_length=2)] | None
-"""[low, high] of a 95% interval over the release (null: not computed or undefined)."""
-
-
-class _Stored(BaseModel):
-    """A stored result object: no key beyond the fields below."""
-
-    model_config = ConfigDict(extra="forbid")
-
-
-class HeldOutCounts(_Stored):
-    """One released histogram: noisy counts per public score bin, by outcome."""
-
-    negatives: list[float]
-    positives: list[float]
-
-
-class HeldOutHistograms(_Stored):
-    all: HeldOutCounts
-    by_grouping: dict[str, dict[str, HeldOutCounts]] = Field(
-        description="grouping -> group label (both from the public schema) -> its histogram")
-
-
-class HeldOutRelease(_Stored):
-    """The mechanism, its parameters and the noisy histograms as released."""
-
-    mechanism: str
-    exact: bool = Field(description="noise multiplier 0: exact counts (public datasets only)")
-    noise_multiplier: float
-    l2_sensitivity: float
-    noise_std: float
-    bins: list[float] = Field(description="the public bin edges, 0 to 1")
-    groupings: dict[str, list[str]] = Field(
-        description="grouping -> its group labels (from the public schema)")
-    histograms: HeldOutHistograms
-    post_processing: str
-
-
-class HeldOutBandView(_Stored):
-    """Rows in a band (``exactly``) or in it and above (``at_or_above``)."""
-
-    rows: float
-    positives: float
-    share_of_rows: float | None
-    share_of_rows_ci: Interval
-    precision: float | None
-    precision_ci: Interval
-    recall: float | None
-    recall_ci: Interval
-
-
-class HeldOutBand(_Stored):
-    p_from: float
-    p_to: float
-    exactly: HeldOutBandView
-    at_or_above: HeldOutBandView
-
-
-class HeldOutBands(_Stored):
-    low: HeldOutBand
-    medium: HeldOutBand
-    high: HeldOutBand
-
-
-class _GroupMetrics(_Stored):
-    """The metrics of the whole evaluation part, and of each subgroup."""
-
-    rows: float = Field(description="noisy count, one decimal")
-    positives: float = Field(description="noisy count, one decimal")
-    prevalence: float | None
-    prevalence_ci: Interval
-    roc_auc: float | None
-    roc_auc_ci: Interval
-    pr_auc: float | None
-    pr_auc_ci: Interval
-    brier: float | None
-    brier_ci: Interval
-    brier_baseline: float | None
-    bands: HeldOutBands
-
-
-class HeldOutSubgroup(_GroupMetrics):
-    grouping: str
-    group: str
-    notes: list[str]
-
-
-class HeldOutBin(_Stored):
-    """One public bin of the reliability diagram."""
-
-    p_from: float
-    p_to: float
-    p_representative: float
-    rows: float
-    positives: float
-    observed_rate: float | None
-    observed_ci: Interval
-
-
-class HeldOutRocPoint(_Stored):
-    threshold: float
-    fpr: float | None
-    tpr: float | None
-
-
-class HeldOutThresholds(_Stored):
-    low_medium: float
-    medium_high: float
-
-
-class HeldOutDefinitions(_Stored):
-    """What each figure means (``worker.evaluation_text.DEFINITIONS``)."""
-
-    release: str
-    rows: str
-    roc_auc: str
-    pr_auc: str
-    brier: str
-    reliability: str
-    roc_curve: str
-    bands: str
-    ci: str
-    none: str
-    subgroups: str
-
-
-class CalibrationRecord(_Stored):
-    """DP Platt scaling on the calibration part (``worker.calibration.Calibration``)."""
-
-    method: str
-    rows: int = Field(description="the calibration part's rows")
-    noise_multiplier: float
-    slope: float
-    intercept: float
-    bin_edges_logit: list[float]
-    noisy_counts: list[float]
-    noisy_positives: list[float]
-
-
-class HeldOutWarning(_Stored):
-    """A held-out part below its size floor at the job's noise (``app.jobs.size_floor``)."""
-
-    release: Literal["calibration", "evaluation"]
-    rows: int = Field(description="the part's rows")
-    minimum_rows: int = Field(description="its floor at the job's noise (a public rule)")
-    released: bool = Field(description="false: nothing was released (the calibration); true: "
-                           "released, but mostly noise (the evaluation)")
-    message: str
-
-
-CANDIDATE = Released(Release.PUBLIC_INPUT, note="a candidate of the public grid, as the "
-                     "request gave it (defaults resolved)")
+AUDITED = Released(Release.AUDIT)
+ROWS = Released(Release.PUBLIC_BY_CONVENTION)
+FEDERATION_NOTE = "a federated model's federation, as its clinic's registry shows it"
+FEDERATION_TRAINED = Released(Release.DP_TRAINING, note=FEDERATION_NOTE)
+FEDERATION_LEDGER = Released(Release.LEDGER, note=FEDERATION_NOTE)
+FEDERATION_PUBLIC = Released(Release.PUBLIC_INPUT, note=FEDERATION_NOTE)
+CANDIDATE = Released(Release.PUBLIC_INPUT, note="a candidate of the public grid, as the request "
+                     "gave it (defaults resolved)")
 BEST_NOTE = ("the best run of the search, the one output repeat-and-select releases: which "
-             "candidate (selected with its model, charged as the whole search) and its score, "
-             "the DP log-loss computed from that run's calibration release alone")
+             "candidate (selected with its model, charged as the whole search) and its score, the "
+             "DP log-loss computed from that run's calibration release alone")
 CHOSEN = Released(Release.DP_TRAINING, note=BEST_NOTE)
 SCORED = Released(Release.DP_CALIBRATION, note=BEST_NOTE)
 BEST = Released(Release.PUBLIC_INPUT, note=BEST_NOTE)
 BEST_LEDGER = Released(Release.LEDGER, note=BEST_NOTE)
 
 
-class SearchCandidateRecord(_Stored):
+class SearchCandidateRecord(Stored):
     """One candidate of a search's public grid: the training fields it sets (null: the job's
     ``training``, or, for the learning rate, its optimizer's and model's default)."""
 
@@ -206,7 +75,7 @@ class SearchCandidateRecord(_Stored):
     hidden_units: Annotated[int | None, CANDIDATE] = None
 
 
-class SearchRecord(_Stored):
+class SearchRecord(Stored):
     """What a hyper-parameter search releases (``worker.search``): its best run alone."""
 
     chosen_candidate: Annotated[int, CHOSEN] = Field(
@@ -228,42 +97,48 @@ class SearchRecord(_Stored):
     note: Annotated[str, BEST]
 
 
-class FederationRecord(_Stored):
+class FederationRecord(Stored):
     """A federated model's federation (``worker.federated_site``): the model is FedAvg of the
     sites' DP releases, and its guarantee is each site's own charge; the federation's
     statement is the worst site's, for a patient at one site (a patient at several has the
     composition of their sites' charges)."""
 
-    name: str
-    site: str = Field(description="this clinic's site name")
-    rounds: int = Field(description="the rounds the federation planned")
-    rounds_run: int = Field(description="the rounds this site ran (and its ledger charged)")
-    sites: list[str] = Field(description="the sites declared")
-    federation_epsilon: float | None = Field(
+    name: Annotated[str, FEDERATION_PUBLIC]
+    site: Annotated[str, FEDERATION_PUBLIC] = Field(description="this clinic's site name")
+    rounds: Annotated[int, FEDERATION_PUBLIC] = Field(
+        description="the rounds the federation planned")
+    rounds_run: Annotated[int, FEDERATION_LEDGER] = Field(
+        description="the rounds this site ran (and its ledger charged)")
+    sites: Annotated[list[str], FEDERATION_PUBLIC] = Field(description="the sites declared")
+    federation_epsilon: Annotated[float | None, FEDERATION_LEDGER] = Field(
         description="the worst site's planned epsilon: the federation's statement")
-    federation_delta: float | None
-    model_sha256: str | None = Field(
+    federation_delta: Annotated[float | None, FEDERATION_LEDGER]
+    model_sha256: Annotated[str | None, FEDERATION_TRAINED] = Field(
         default=None, description="the SHA-256 of the global weights this clinic received, "
         "evaluated and registered: the coordinator's report names the same")
-    secure_aggregation: bool = Field(
+    secure_aggregation: Annotated[bool, FEDERATION_PUBLIC] = Field(
         default=False, description="every round this clinic ran was summed under secure "
         "aggregation (SecAgg+): the coordinator never saw this clinic's update")
 
 
-class HeldOutEvaluation(_GroupMetrics):
+class HeldOutEvaluation(GroupMetrics):
     """A training job's held-out metrics: one DP release on the evaluation part, every figure
     post-processing of it, and the calibration record."""
 
-    split: str
-    exact: bool
+    model_config = ConfigDict(json_schema_extra=class_note(
+        "the evaluation part's one noisy histogram release and what is computed from it alone; "
+        "exact only on a public dataset trained non-privately"))
+
+    split: Annotated[str, PUBLIC]
+    exact: Annotated[bool, LEDGER]
     release: HeldOutRelease
     reliability: list[HeldOutBin]
     roc_curve: list[HeldOutRocPoint]
     band_thresholds: HeldOutThresholds
     subgroups: list[HeldOutSubgroup]
-    ci_method: str
-    ci_level: float
-    notes: list[str]
+    ci_method: Annotated[str, LEDGER]
+    ci_level: Annotated[float, PUBLIC]
+    notes: Annotated[list[str], EVALUATED_PUBLIC]
     definitions: HeldOutDefinitions
     calibration: CalibrationRecord
     held_out_warnings: list[HeldOutWarning] = Field(
@@ -276,44 +151,47 @@ class HeldOutEvaluation(_GroupMetrics):
         default=None, description="a federated model's federation (null: one site's model)")
 
 
-class AuditSettings(_Stored):
+class AuditSettings(Stored):
     """The audited mechanism's settings, and the rows it trained on."""
 
-    model: str
-    hidden_units: int
-    noise_multiplier: float
-    sample_rate: float
-    steps: int
-    epochs: int
-    batch_size: int
-    max_grad_norm: float
-    optimizer: str
-    learning_rate: float
-    momentum: float
-    tail_average: float
-    training_rows: int
+    model: Annotated[str, PUBLIC]
+    hidden_units: Annotated[int, PUBLIC]
+    noise_multiplier: Annotated[float, LEDGER]
+    sample_rate: Annotated[float, LEDGER]
+    steps: Annotated[int, LEDGER]
+    epochs: Annotated[int, PUBLIC]
+    batch_size: Annotated[int, PUBLIC]
+    max_grad_norm: Annotated[float, LEDGER]
+    optimizer: Annotated[str, PUBLIC]
+    learning_rate: Annotated[float, PUBLIC]
+    momentum: Annotated[float, PUBLIC]
+    tail_average: Annotated[float, PUBLIC]
+    training_rows: Annotated[int, ROWS]
 
 
-class AuditResults(_Stored):
+class AuditResults(Stored):
     """A privacy-audit job's results, on public synthetic data only."""
 
-    accounted_epsilon: float | None
-    non_private: bool
-    accountant: str
-    delta: float
-    audited_epsilon: float | None
-    audited_by: str
-    confidence: float
-    alarm: bool
-    canaries: int
-    one_run: dict[str, Any] = Field(description="each one-run audit's bound and counts")
-    membership: dict[str, Any] | None = Field(description="the membership attacks' results")
+    accounted_epsilon: Annotated[float | None, LEDGER]
+    non_private: Annotated[bool, LEDGER]
+    accountant: Annotated[str, LEDGER]
+    delta: Annotated[float, LEDGER]
+    audited_epsilon: Annotated[float | None, AUDITED]
+    audited_by: Annotated[str, AUDITED]
+    confidence: Annotated[float, PUBLIC]
+    alarm: Annotated[bool, AUDITED]
+    canaries: Annotated[int, PUBLIC]
+    one_run: Annotated[dict[str, Any], AUDITED] = Field(
+        description="each one-run audit's bound and counts")
+    membership: Annotated[dict[str, Any] | None, AUDITED] = Field(
+        description="the membership attacks' results")
     settings: AuditSettings
-    seconds: dict[str, float] = Field(description="seconds per audit phase, and in total")
-    audited_job_id: int | None
+    seconds: Annotated[dict[str, float], OPERATIONAL] = Field(
+        description="seconds per audit phase, and in total")
+    audited_job_id: Annotated[int | None, PUBLIC]
 
 
-class MonitoringResults(_Stored):
+class MonitoringResults(Stored):
     """A monitoring run's results (``worker.monitoring.task``): its one release on the
     follow-up and every figure post-processed from it and the training-time releases; served
     by ``GET /v1/monitoring-runs/{id}`` (``app.monitoring.schemas``), classified there."""
@@ -332,7 +210,7 @@ class MonitoringResults(_Stored):
     notes: list[str]
 
 
-class ComparisonResults(_Stored):
+class ComparisonResults(Stored):
     """A champion/challenger comparison's results (``worker.monitoring.comparison``): its one
     release on the follow-up's evaluation part and what is post-processed from it; served by
     ``GET /v1/comparisons/{id}`` (``app.monitoring.comparison_schemas``), classified there."""
@@ -361,7 +239,7 @@ ServedResults = Annotated[HeldOutEvaluation | AuditResults | None,
                           WrapValidator(_typed_or_withheld)]
 """A job's stored result as a response field: held-out metrics or an audit's results."""
 
-RESULT_MODELS: dict[str, type[_Stored]] = {TRAIN: HeldOutEvaluation, PRIVACY_AUDIT: AuditResults,
+RESULT_MODELS: dict[str, type[Stored]] = {TRAIN: HeldOutEvaluation, PRIVACY_AUDIT: AuditResults,
                                            MONITORING: MonitoringResults,
                                            COMPARISON: ComparisonResults,
                                            FEDERATED: HeldOutEvaluation}

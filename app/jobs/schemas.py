@@ -1,6 +1,6 @@
 """Request and response bodies of the jobs API. Every training field has a tuned default."""
 
-from typing import Any, Literal, Self
+from typing import Annotated, Any, Literal, Self
 
 from pydantic import Field, field_validator, model_validator
 
@@ -20,9 +20,15 @@ from app.jobs.models import JobStatus as JobStatus  # the route's filter imports
 from app.jobs.results import ServedResults
 from app.jobs.search_schemas import SEARCH_KEY, SearchOut, SearchRequest
 from app.privacy.accountant_names import with_pld_key
+from app.privacy.annotations import LEDGER, OPERATIONAL, PUBLIC, Released
+from app.privacy.releases import Release
 
 FULL_BATCH_EPOCHS = 1000  # one step per epoch at q = 1
 MINI_BATCH_EPOCHS = 20
+
+
+ERROR_CODE = Released(Release.OPERATIONAL, Release.AUDIT, note="an error code and the exception's "
+                      "type name; an audit's alarm quotes its epsilons")
 
 
 class PrivacyRequest(RequestModel):
@@ -124,16 +130,15 @@ NOT_DP_SGD = ("null: the job is not DP-SGD (a monitoring run's or a comparison's
 
 
 class JobPrivacyOut(ResponseModel):
-    target_epsilon: float | None
-    noise_multiplier: float
-    delta: float
-    sample_rate: float | None = Field(description=NOT_DP_SGD)
-    steps: int | None = Field(description=NOT_DP_SGD)
-    max_grad_norm: float | None = Field(description=NOT_DP_SGD)
-    epsilon_planned: dict[str, float | None] = Field(
-        description="the planned mechanism's epsilon under each accountant (null: infinite): "
-        "rdp and pld (the headline PLD figure; its old key prv is kept, deprecated, for one "
-        "release)"
+    target_epsilon: Annotated[float | None, LEDGER]
+    noise_multiplier: Annotated[float, LEDGER]
+    delta: Annotated[float, LEDGER]
+    sample_rate: Annotated[float | None, LEDGER] = Field(description=NOT_DP_SGD)
+    steps: Annotated[int | None, LEDGER] = Field(description=NOT_DP_SGD)
+    max_grad_norm: Annotated[float | None, LEDGER] = Field(description=NOT_DP_SGD)
+    epsilon_planned: Annotated[dict[str, float | None], LEDGER] = Field(
+        description="the planned mechanism's epsilon under each accountant (null: infinite): rdp "
+        "and pld (the headline PLD figure; its old key prv is kept, deprecated, for one release)"
     )
 
     @field_validator("epsilon_planned")
@@ -143,14 +148,14 @@ class JobPrivacyOut(ResponseModel):
 
 
 class ProgressOut(ResponseModel):
-    epoch: int = Field(validation_alias="progress_epoch")
-    epochs: int | None = Field(description=NOT_DP_SGD)
-    epsilon_spent: float | None
+    epoch: Annotated[int, LEDGER] = Field(validation_alias="progress_epoch")
+    epochs: Annotated[int | None, LEDGER] = Field(description=NOT_DP_SGD)
+    epsilon_spent: Annotated[float | None, LEDGER]
 
 
 class ErrorOut(ResponseModel):
-    code: str | None = Field(validation_alias="error_code")
-    message: str | None = Field(validation_alias="error")
+    code: Annotated[str | None, ERROR_CODE] = Field(validation_alias="error_code")
+    message: Annotated[str | None, ERROR_CODE] = Field(validation_alias="error")
 
     @classmethod
     def of(cls, job: Job) -> Self | None:
@@ -159,15 +164,16 @@ class ErrorOut(ResponseModel):
 
 
 class JobOut(ResponseModel):
-    id: int
-    kind: JobKind = Field(description="train; privacy_audit (details at /v1/audits/{id}); "
-                          "monitoring (/v1/monitoring-runs); comparison (/v1/comparisons/{id})")
-    dataset_id: int
-    status: JobStatus
+    id: Annotated[int, PUBLIC]
+    kind: Annotated[JobKind, PUBLIC] = Field(
+        description="train; privacy_audit (details at /v1/audits/{id}); monitoring "
+        "(/v1/monitoring-runs); comparison (/v1/comparisons/{id})")
+    dataset_id: Annotated[int, PUBLIC]
+    status: Annotated[JobStatus, OPERATIONAL]
     privacy: JobPrivacyOut
-    training: dict[str, Any]
+    training: Annotated[dict[str, Any], PUBLIC]
     progress: ProgressOut
-    model_id: int | None
+    model_id: Annotated[int | None, PUBLIC]
     metrics: ServedResults = Field(
         description="held-out metrics (train) or the audit's results (privacy_audit); null "
         "until the job has finished")
@@ -175,9 +181,9 @@ class JobOut(ResponseModel):
     search: SearchOut | None = Field(
         default=None, description="the job's hyper-parameter search as planned and charged "
         "(null: one run); its outcome is metrics.search")
-    created_at: UtcDatetime
-    started_at: UtcDatetime | None
-    finished_at: UtcDatetime | None
+    created_at: Annotated[UtcDatetime, PUBLIC]
+    started_at: Annotated[UtcDatetime | None, OPERATIONAL]
+    finished_at: Annotated[UtcDatetime | None, OPERATIONAL]
 
     @classmethod
     def from_orm_row(
@@ -202,17 +208,18 @@ class JobStatusOut(ResponseModel):
     """A job's status poll (``GET /v1/jobs/{id}?view=status``): what changes while it runs,
     without its plan, training request and results (the full job is at ``href``)."""
 
-    id: int
-    kind: JobKind
-    dataset_id: int
-    status: JobStatus
+    id: Annotated[int, PUBLIC]
+    kind: Annotated[JobKind, PUBLIC]
+    dataset_id: Annotated[int, PUBLIC]
+    status: Annotated[JobStatus, OPERATIONAL]
     progress: ProgressOut
-    model_id: int | None
+    model_id: Annotated[int | None, PUBLIC]
     error: ErrorOut | None
-    created_at: UtcDatetime
-    started_at: UtcDatetime | None
-    finished_at: UtcDatetime | None
-    href: str = Field(description="the full job (its plan, training request and results)")
+    created_at: Annotated[UtcDatetime, PUBLIC]
+    started_at: Annotated[UtcDatetime | None, OPERATIONAL]
+    finished_at: Annotated[UtcDatetime | None, OPERATIONAL]
+    href: Annotated[str, PUBLIC] = Field(
+        description="the full job (its plan, training request and results)")
 
     @classmethod
     def of(cls, job: Job, *, model_id: int | None) -> Self:

@@ -19,8 +19,8 @@ from app.core.schemas import (
     UtcDatetime,
     register_ranges,
 )
+from app.jobs.held_out import HeldOutBin
 from app.jobs.models import JobStatus
-from app.jobs.results import HeldOutBin
 from app.jobs.schemas import ErrorOut
 from app.privacy.annotations import LEDGER, OPERATIONAL, PUBLIC, Released
 from app.privacy.releases import Release

@@ -8,7 +8,7 @@ service serves and need not import the domains that declare the schemas (they si
 package). A field is classified either here or in an ``inventory_*`` module, never both.
 """
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -50,6 +50,21 @@ LEDGER = Released(Release.LEDGER)
 OPERATIONAL = Released(Release.OPERATIONAL)
 
 
+def class_note(note: str) -> Callable[[dict[str, Any], type], None]:
+    """A model's ``json_schema_extra`` giving ``note`` to each of its classified fields that
+    has none of its own: for fields a base class shares between components whose notes differ
+    (each subclass names its own), the base declaring only their kinds."""
+
+    def give(schema: dict[str, Any], model: type) -> None:
+        for prop in schema.get("properties", {}).values():
+            for branch in [prop, *prop.get("anyOf", [])]:
+                if KINDS_KEY in branch:
+                    branch.setdefault(NOTE_KEY, note)
+                    break
+
+    return give
+
+
 def _alternatives(schema: Mapping[str, Any]) -> Iterator[Mapping[str, Any]]:
     yield schema
     for key in ("allOf", "anyOf", "oneOf"):
@@ -81,6 +96,12 @@ def _walk(component: str, path: tuple[str, ...], schema: Mapping[str, Any]) -> I
 
 
 def annotated_entries(document: Mapping[str, Any]) -> list[Entry]:
-    """Every classified property of the document's components, as inventory entries."""
+    """Every classified property of the document's components, as inventory entries.
+
+    A model that is both a request and a response body, with shapes that differ between the
+    two, has two components (``DatasetSchema-Input``, ``DatasetSchema-Output``): the request's
+    copy carries the same annotations, but nothing is released through it.
+    """
     components: Mapping[str, Any] = document.get("components", {}).get("schemas", {})
-    return [e for name, schema in sorted(components.items()) for e in _walk(name, (), schema)]
+    return [e for name, schema in sorted(components.items()) if not name.endswith("-Input")
+            for e in _walk(name, (), schema)]

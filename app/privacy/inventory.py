@@ -3,29 +3,27 @@
 Every field of every response body, every member an error body can add, every response
 header that is not standard HTTP, every variable of a report page, every structured log field
 and value formatted into a log message, and every Prometheus metric family has an entry naming
-the kinds of release it is made of (``app.privacy.releases``), each with its mechanism. The
-entries live in ``inventory_api`` (response bodies; ``inventory_formats``: their other media
-types), ``inventory_http`` (error members, headers)
-and ``inventory_outputs`` (pages, logs, metrics); ``tests/privacy/test_release_inventory.py``
-walks the OpenAPI document, the templates, the log formatter, the logging calls and the metrics
-registry, ``test_inventory_problems.py`` and ``test_inventory_headers.py`` scan the source for
-error members and headers, and each fails on anything without an entry, or an entry for
-something that no longer exists. A response field may instead carry its entry on the schema
-(``app.privacy.annotations``: ``Annotated[..., Released(...)]``), read back from the OpenAPI
-document; ``Inventory`` joins both, and ``GET /v1/privacy/inventory`` serves its ``document()``
-built from the app's own document.
+the kinds of release it is made of (``app.privacy.releases``), each with its mechanism. A
+response schema's field carries its entry where it is declared (``app.privacy.annotations``:
+``Annotated[..., Released(...)]``), read back from the OpenAPI document; the rest live in
+``inventory_http`` (``app.core``'s shared fields, bodies that are no component, pages, error
+members, headers) and ``inventory_outputs`` (page variables, logs, metrics).
+``tests/privacy/test_release_inventory.py`` walks the OpenAPI document, the templates, the log
+formatter, the logging calls and the metrics registry, ``test_inventory_problems.py`` and
+``test_inventory_headers.py`` scan the source for error members and headers, and each fails on
+anything without an entry, or an entry for something that no longer exists. ``Inventory``
+joins the modules' entries and the annotated fields', and ``GET /v1/privacy/inventory`` serves
+its ``document()`` built from the app's own document.
 """
 
 from collections.abc import Sequence
+from typing import Annotated
 
 from pydantic import BaseModel, Field
 
-from app.privacy.inventory_api import API_ENTRIES
-from app.privacy.inventory_federation import FEDERATION_ENTRIES
-from app.privacy.inventory_formats import FORMAT_ENTRIES
+from app.privacy.annotations import PUBLIC
 from app.privacy.inventory_http import HTTP_ENTRIES
 from app.privacy.inventory_outputs import OUTPUT_ENTRIES
-from app.privacy.inventory_patients import PATIENT_ENTRIES
 from app.privacy.releases import MECHANISMS, Entry, Release
 
 RULE = (
@@ -36,8 +34,7 @@ RULE = (
     "patient's value; patient features sent for scoring are never logged."
 )
 
-ENTRIES: tuple[Entry, ...] = (*API_ENTRIES, *PATIENT_ENTRIES, *FEDERATION_ENTRIES, *FORMAT_ENTRIES,
-                               *HTTP_ENTRIES, *OUTPUT_ENTRIES)
+ENTRIES: tuple[Entry, ...] = (*HTTP_ENTRIES, *OUTPUT_ENTRIES)
 BY_WHERE: dict[str, Entry] = {e.where: e for e in ENTRIES}
 
 
@@ -104,25 +101,28 @@ class Inventory:
 
 
 class ReleaseKindOut(BaseModel):
-    kind: Release
-    mechanism: str = Field(description="what releases values of this kind, in one paragraph")
-    places: int = Field(description="how many inventory entries name this kind")
+    kind: Annotated[Release, PUBLIC]
+    mechanism: Annotated[str, PUBLIC] = Field(
+        description="what releases values of this kind, in one paragraph")
+    places: Annotated[int, PUBLIC] = Field(description="how many inventory entries name this kind")
 
 
 class InventoryEntryOut(BaseModel):
-    where: str = Field(
-        description="Schema.field (OpenAPI component), response:<operationId>, "
-        "problem:<member> (an error body's extra member), header:<Name>, "
-        "template:<file>:<variable>, log:<field>, log-arg:<expression> or metric:<name>"
+    where: Annotated[str, PUBLIC] = Field(
+        description="Schema.field (OpenAPI component), response:<operationId>, problem:<member> "
+        "(an error body's extra member), header:<Name>, template:<file>:<variable>, log:<field>, "
+        "log-arg:<expression> or metric:<name>"
     )
-    releases: list[Release] = Field(description="every kind the value is made of")
-    note: str
-    see: str = Field(description="where it is classified instead (a schema or a page)")
+    releases: Annotated[list[Release], PUBLIC] = Field(
+        description="every kind the value is made of")
+    note: Annotated[str, PUBLIC]
+    see: Annotated[str, PUBLIC] = Field(
+        description="where it is classified instead (a schema or a page)")
 
 
 class ReleaseInventory(BaseModel):
     """Every place a value leaves the service, and the mechanism that releases it."""
 
-    rule: str
+    rule: Annotated[str, PUBLIC]
     kinds: list[ReleaseKindOut]
     entries: list[InventoryEntryOut]

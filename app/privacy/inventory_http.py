@@ -1,7 +1,14 @@
-"""The release inventory of what leaves in an error body's extra members and in response headers.
+"""The release inventory of what an HTTP response carries beside its schemas' annotated fields.
+
+Response fields name their release on their schemas (``app.privacy.annotations``); this module
+classifies the rest: fields of the models ``app.core`` shares (``Problem``, a list's ``Page``:
+that package sits below this one, so they cannot carry ``Released``), response bodies that are
+no component (``response:<operationId>``, another media type's rendering of a JSON answer
+included), report pages (classified by their templates), the objects whose keys the document
+leaves open (``OPEN_OBJECTS``), an error body's extra members and response headers.
 
 An error leaves as RFC 9457 problem+json (``app.core.errors``): the ``Problem`` component's
-members (classified in ``inventory_api``), plus what an error adds: the keywords of
+members, plus what an error adds: the keywords of
 ``DomainError(detail, field=..., **extra)`` and of its subclasses' constructors, the handlers'
 error lists, a 413's limit. ``tests/privacy/test_inventory_problems.py`` scans app/ and worker/
 for every member any error can carry and fails on one without a ``problem:<member>`` entry (an
@@ -13,12 +20,104 @@ of any record) or has a ``header:<Name>`` entry; ``tests/privacy/test_inventory_
 scans app/ for every header set on a response.
 """
 
-from app.privacy.releases import Entry, Release, entry
+from app.privacy.releases import Entry, Release, entry, fields, see
 
 PUBLIC_INPUT = Release.PUBLIC_INPUT
 LEDGER = Release.LEDGER
 OPERATIONAL = Release.OPERATIONAL
 PUBLIC_BY_CONVENTION = Release.PUBLIC_BY_CONVENTION
+DP_TRAINING = Release.DP_TRAINING
+SCORE = (DP_TRAINING, PUBLIC_INPUT, LEDGER)
+
+PAGES = ("DatasetPage", "JobPage", "ModelPage", "ActivationPage", "KeyPage", "StatisticsPage",
+         "app__auth__schemas__AuditPage", "app__privacy_audit__schemas__AuditPage")
+
+CORE_FIELDS = [
+    *fields("Problem", {(PUBLIC_INPUT, LEDGER): "type title status detail instance"},
+            note="errors about the request; each extra member is enumerated in the entries "
+            "problem:<member> (inventory_http)"),
+    *fields("FieldProblem", {PUBLIC_INPUT: "field", (PUBLIC_INPUT, LEDGER): "message allowed"},
+            note="a budget below spend quotes the ledger's spend"),
+    *(e for page in PAGES for e in fields(page, {PUBLIC_INPUT: "total limit offset"})),
+]
+
+BODIES = [
+    entry("response:checkLiveness", OPERATIONAL),
+    entry("response:getFeatureSpec", PUBLIC_INPUT, "the feature spec: public bounds, labels"),
+    entry("response:scorePatientFhir", (DP_TRAINING, PUBLIC_INPUT, LEDGER, PUBLIC_BY_CONVENTION),
+          "a FHIR RiskAssessment: the model's risk for the caller's patient, the caller's "
+          "values as its basis, and the model's statement"),
+    entry("response:searchCodeSystems", PUBLIC_INPUT,
+          "the service's own code systems (risk bands, card topics, the built-in schema's "
+          "features): fixed definitions; a model's schema's by its URL"),
+    entry("response:readCodeSystem", PUBLIC_INPUT,
+          "one of the service's own code systems: fixed definitions, or the uncoded features "
+          "of a stored model's declared schema (names, labels, public bounds)"),
+    # Other media types (app.formats): a FHIR RiskAssessment or a CSV row carries the fields of
+    # the JSON answer it renders, so it releases what they do, and nothing more.
+    entry("response:scorePatient", SCORE,
+          "the answer as a FHIR RiskAssessment or CSV (Accept): RiskResult's fields"),
+    entry("response:scorePatients", SCORE,
+          "the answers as CSV rows (Accept): RiskBatchResult's fields"),
+    see("response:getJobPrivacyReport:html", "template:job.html"),
+    see("response:getDatasetPrivacyReport:html", "template:dataset.html"),
+    see("response:getAuditReport:html", "template:audit.html"),
+    see("response:getModelMonitoring:html", "template:monitoring.html"),
+]
+
+OPEN_OBJECTS: dict[str, str] = {
+    "UploadOut.problem": "a failed upload's problem+json, whose members are classified as "
+    "an error body's (problem:<member>)",
+    # Request echoes and declarations: the caller's (or a steward's) own input.
+    "JobOut.training": "the job's training request as submitted (and its defaults)",
+    "AuditOut.request": "the audit's request as submitted",
+    "AuditSummary.request": "the audit's request as submitted",
+    "AuditReport.request": "the audit's request as submitted",
+    "DatasetOut.schema": "the declared schema as the steward sent it (public declarations)",
+    "AuditEventOut.detail": "each action's request and outcome as the audit log keeps it; "
+    "its kinds are listed in its entry",
+    "CdsService.prefetch": "prefetch templates keyed by the declared schema's feature names",
+    "ReferenceOut.features": "the public reference patient, keyed by feature name",
+    # Maps keyed by public names.
+    "DatasetOut.imputed": "imputed counts keyed by the declared schema's feature names "
+    "(stewards and admins only)",
+    "PatientOverlapOut.shared_with": "keyed by earlier dataset ids (public ids); exact counts "
+    "of shared patients, served to stewards and admins only",
+    "JobPrivacyOut.epsilon_planned": "keyed by accountant name (rdp, pld; prv: pld's "
+    "deprecated alias for one release)",
+    "ModelOut.band_thresholds": "keyed by the band cut-offs' names (low_medium, medium_high)",
+    "RiskResult.band_thresholds": "keyed by the band cut-offs' names",
+    "RiskBatchResult.band_thresholds": "keyed by the band cut-offs' names",
+    "RiskBatchResponse.band_thresholds": "keyed by the band cut-offs' names",
+    "RiskBatchCompact.band_thresholds": "keyed by the band cut-offs' names",
+    "CellOut.group": "a statistics cell's group, keyed by the request's grouping columns",
+    "AnswerOut.by": "the request's grouping columns (names, or binned-column objects)",
+    "HeldOutRelease.groupings": "keyed by the schema's grouping names, listing public labels",
+    "HeldOutHistograms.by_grouping": "keyed by the schema's grouping names and group labels; "
+    "each value a typed histogram (HeldOutCounts)",
+    "AuditResults.seconds": "keyed by audit phase (white_box, black_box, membership, total)",
+    # Privacy-audit results: computed on public synthetic data only (AUDIT), any figure exact.
+    "AuditResults.one_run": "the one-run audits' bounds and counts, on public synthetic data",
+    "AuditResults.membership": "the membership attacks' results, on public synthetic data",
+    "AuditReport.one_run": "the one-run audits' bounds and counts, on public synthetic data",
+    "AuditReport.membership": "the membership attacks' results, on public synthetic data",
+    "AuditReport.settings": "the audited mechanism's settings (AuditSettings' keys)",
+    "AuditReport.seconds": "seconds per audit phase",
+    "MonitoringRunOut.performance": "the follow-up's DP evaluation: HeldOutEvaluation's keys",
+    "MonitoringRunOut.fairness": "subgroup gaps (worker.monitoring.fairness), each classified",
+    "ComparisonOut.champion": "a DP evaluation on the follow-up: HeldOutEvaluation's keys",
+    "ComparisonOut.challenger": "a DP evaluation on the follow-up: HeldOutEvaluation's keys",
+    "ComparisonOut.difference": "per metric change, interval and verdict "
+                                "(worker.monitoring.drift.performance_drift)",
+    "FederationReport.site_statements": "keyed by the federation's declared site names; each "
+    "value a typed (epsilon, delta) statement (SiteStatement)",
+    "FederationReport.evaluation": "the federation's DP evaluation: HeldOutEvaluation's "
+    "evaluation keys, computed from the sum of the sites' released histograms",
+}
+"""Objects in a response whose keys the OpenAPI document does not enumerate, and why that is
+safe: a new one fails ``tests/privacy/test_release_inventory.py`` until it is typed or listed
+here. Any other object is a typed model, each property classified."""
+
 
 BUDGET_409 = "a refused release's 409 (app.ledger.service.over_budget)"
 
@@ -93,4 +192,4 @@ def standard_header(name: str) -> bool:
     return low in STANDARD_HEADERS or low.startswith(STANDARD_PREFIXES)
 
 
-HTTP_ENTRIES: list[Entry] = [*PROBLEM_MEMBERS, *HEADERS]
+HTTP_ENTRIES: list[Entry] = [*CORE_FIELDS, *BODIES, *PROBLEM_MEMBERS, *HEADERS]

@@ -6,7 +6,7 @@ A page variable that is a report model (``report``) points at its response schem
 field is classified; the others are values ``app.reports`` prepares for the page.
 """
 
-from app.privacy.releases import Entry, Release, entry, fields, see
+from app.privacy.releases import Entry, Release, entry, see
 
 PUBLIC_INPUT = Release.PUBLIC_INPUT
 DP_EVALUATION = Release.DP_EVALUATION
@@ -165,20 +165,11 @@ METRICS = [
           "by model id, on public bins fixed in code"),
 ]
 
-# The statistics releases as the privacy report shows them (``app.reports.schemas``; the
-# release's own response fields carry their classification in ``app.statistics.schemas``).
+# The statistics releases as the privacy report's page shows them (their fields carry their
+# classification on ``app.reports.schemas`` and ``app.statistics.schemas``).
 STATISTICS_REPORT = [
-    *fields("LedgerEntryView", {LEDGER: "statistics_release_id components"}),
-    *fields("TimelinePointView", {LEDGER: "statistics_release_id"}),
-    *fields("StatisticsReleaseSummary", {
-        PUBLIC_INPUT: "id href created_at mechanism target_epsilon delta queries",
-        LEDGER: "epsilon epsilon_text ledger_entry_id",
-        PUBLIC_BY_CONVENTION: "rows cells",
-    }),
     entry("template:dataset.html:statistics_table", (PUBLIC_INPUT, PUBLIC_BY_CONVENTION, LEDGER),
           "the statistics releases: requests, targets, epsilons and cell counts (no values)"),
-    # Pages of a list: the generic ``app.core.schemas.Page`` sits below this package.
-    *fields("StatisticsPage", {PUBLIC_INPUT: "total limit offset"}),
 ]
 
 # The monitoring page's charts (app.reports.monitoring_plots): post-processing of the releases

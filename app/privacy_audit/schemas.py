@@ -1,6 +1,6 @@
 """Request and response bodies of the privacy-audit API."""
 
-from typing import Any
+from typing import Annotated, Any
 
 from pydantic import Field
 
@@ -8,6 +8,10 @@ from app.core.ids import MAX_ID
 from app.core.schemas import Page, RequestModel, ResponseModel, UtcDatetime, register_ranges
 from app.jobs.models import JobStatus
 from app.jobs.schemas import ErrorOut
+from app.privacy.annotations import LEDGER, OPERATIONAL, PUBLIC, Released
+from app.privacy.releases import Release
+
+AUDITED = Released(Release.AUDIT)
 
 
 @register_ranges
@@ -38,19 +42,19 @@ class AuditOut(ResponseModel):
     """An audit's status and headline numbers (the report has the rest); built from its job
     row by ``privacy_audit.service.describe``."""
 
-    id: int  # the audit's own job on the shared queue
-    audited_job_id: int
-    dataset_id: int
-    status: JobStatus
-    request: dict[str, Any]
-    accounted_epsilon: float | None
-    audited_epsilon: float | None
-    alarm: bool
+    id: Annotated[int, PUBLIC]  # the audit's own job on the shared queue
+    audited_job_id: Annotated[int, PUBLIC]
+    dataset_id: Annotated[int, PUBLIC]
+    status: Annotated[JobStatus, OPERATIONAL]
+    request: Annotated[dict[str, Any], PUBLIC]
+    accounted_epsilon: Annotated[float | None, LEDGER]
+    audited_epsilon: Annotated[float | None, AUDITED]
+    alarm: Annotated[bool, AUDITED]
     error: ErrorOut | None
-    report: str
-    created_at: UtcDatetime
-    started_at: UtcDatetime | None
-    finished_at: UtcDatetime | None
+    report: Annotated[str, PUBLIC]
+    created_at: Annotated[UtcDatetime, PUBLIC]
+    started_at: Annotated[UtcDatetime | None, OPERATIONAL]
+    finished_at: Annotated[UtcDatetime | None, OPERATIONAL]
 
 
 class AuditPage(Page[AuditOut]):

@@ -10,6 +10,8 @@ from app.core.errors import InvalidRequest
 from app.core.schemas import Page, RequestModel, ResponseModel, UtcDatetime, register_ranges
 from app.datasets.schema.dataset_schema import DatasetSchema
 from app.jobs.results import ServedEvaluation
+from app.privacy.annotations import LEDGER, PUBLIC, Released
+from app.privacy.releases import Release
 
 
 def _real_number(value: Any) -> Any:
@@ -22,6 +24,11 @@ def _real_number(value: Any) -> Any:
 # Field before the validator: after it, pydantic publishes "gt"/"lt" instead of JSON Schema's
 # exclusiveMinimum/exclusiveMaximum, and clients (and the fuzzer) see no bounds at all.
 Probability = Annotated[float, Field(gt=0, lt=1), BeforeValidator(_real_number)]
+
+
+TRAINED = Released(Release.DP_TRAINING)
+STATEMENT = Released(Release.LEDGER, Release.PUBLIC_BY_CONVENTION, note="a sentence quoting the "
+                     "epsilons and the calibration part's row count")
 
 
 @register_ranges
@@ -52,60 +59,62 @@ class BandThresholds(RequestModel):
 class PrivacyStatementOut(ResponseModel):
     """A model's (epsilon, delta) guarantee; every score it gives repeats it."""
 
-    epsilon: float | None = Field(description="the PLD accountant's figure (accountant: prv, "
-                                  "the old name of pld), or RDP's where PLD has none "
-                                  "(accountant: rdp, a hyper-parameter search); null: trained "
-                                  "without DP")
-    delta: float
-    accountant: str
-    epsilon_rdp: float | None
-    non_private: bool
-    unit: str = Field(default="record (one patient)", description="what the guarantee protects")
-    calibrated: bool = Field(
+    epsilon: Annotated[float | None, LEDGER] = Field(
+        description="the PLD accountant's figure (accountant: prv, the old name of pld), or RDP's "
+        "where PLD has none (accountant: rdp, a hyper-parameter search); null: trained without DP")
+    delta: Annotated[float, LEDGER]
+    accountant: Annotated[str, LEDGER]
+    epsilon_rdp: Annotated[float | None, LEDGER]
+    non_private: Annotated[bool, LEDGER]
+    unit: Annotated[str, PUBLIC] = Field(
+        default="record (one patient)", description="what the guarantee protects")
+    calibrated: Annotated[bool, PUBLIC] = Field(
         description="probabilities calibrated on held-out rows (DP Platt scaling, no extra spend)"
     )
-    statement: str = Field(description="the guarantee in one sentence")
+    statement: Annotated[str, STATEMENT] = Field(description="the guarantee in one sentence")
 
 
 class ModelOut(ResponseModel):
     """A trained model, built from its row by ``registry.service.describe``."""
 
-    id: int
-    version: str = Field(description="first 12 hex digits of the artifact's SHA-256")
-    active: bool = Field(description="the model scoring uses when no model_id is named")
-    job_id: int
-    dataset_id: int
-    kind: str
-    artifact_sha256: str
-    features: list[str] = Field(validation_alias="feature_names")
+    id: Annotated[int, PUBLIC]
+    version: Annotated[str, TRAINED] = Field(
+        description="first 12 hex digits of the artifact's SHA-256")
+    active: Annotated[bool, PUBLIC] = Field(
+        description="the model scoring uses when no model_id is named")
+    job_id: Annotated[int, PUBLIC]
+    dataset_id: Annotated[int, PUBLIC]
+    kind: Annotated[str, PUBLIC]
+    artifact_sha256: Annotated[str, TRAINED]
+    features: Annotated[list[str], PUBLIC] = Field(validation_alias="feature_names")
     model_schema: DatasetSchema = Field(
         serialization_alias="schema",
         description="the declared schema it was trained on: the features it scores",
     )
-    schema_hash: str
+    schema_hash: Annotated[str, PUBLIC]
     privacy: PrivacyStatementOut
     metrics: ServedEvaluation = Field(
         description="held-out metrics: the evaluation's DP release and the calibration record")
-    band_thresholds: dict[str, float]
-    created_at: UtcDatetime
-    training_rows_erased_at: UtcDatetime | None = Field(
+    band_thresholds: Annotated[dict[str, float], PUBLIC]
+    created_at: Annotated[UtcDatetime, PUBLIC]
+    training_rows_erased_at: Annotated[UtcDatetime | None, PUBLIC] = Field(
         default=None,
-        description="when the training dataset's rows were erased (null: they were not); the "
-        "model is a DP release of them and stays in use under its guarantee")
+        description="when the training dataset's rows were erased (null: they were not); the model "
+        "is a DP release of them and stays in use under its guarantee")
 
 
 class ModelPage(Page[ModelOut]):
-    active_model_id: int | None
+    active_model_id: Annotated[int | None, PUBLIC]
 
 
 class ActivationOut(ResponseModel):
     """One step of the activation history: auto, activate or rollback."""
 
-    seq: int
-    action: str
-    model_id: int
-    previous_model_id: int | None
-    activated_at: UtcDatetime = Field(validation_alias="created_at")
+    seq: Annotated[int, PUBLIC]
+    action: Annotated[str, PUBLIC]
+    model_id: Annotated[int, PUBLIC]
+    previous_model_id: Annotated[int | None, PUBLIC]
+    activated_at: Annotated[UtcDatetime, PUBLIC] = Field(validation_alias="created_at")
 
 
 class ActivationPage(Page[ActivationOut]):

@@ -11,8 +11,8 @@ from typing import Any
 
 import numpy as np
 
+from app.reports.audit_schemas import AuditReport
 from app.reports.html import MISSING, Link, chart_svg, num, render, table
-from app.reports.schemas import AuditReport
 from app.reports.svg_plot import PALETTE, Chart, Series
 
 CURVES = (

@@ -11,7 +11,8 @@ from app.datasets.models import Dataset
 from app.jobs.models import Job
 from app.privacy.figures import PRIVACY_UNIT, epsilon_text, round_down
 from app.privacy_audit import service
-from app.reports.schemas import AttackAUCs, AuditEpsilons, AuditLinks, AuditReport, ReportError
+from app.reports.audit_schemas import AttackAUCs, AuditEpsilons, AuditLinks, AuditReport
+from app.reports.schemas import ReportError
 
 ATTACKS = ("loss", "lira")
 MODELS = ("dp", "non_private")

@@ -1,7 +1,7 @@
 """What a model could not release meaningfully, in the words its reports use.
 
 A held-out part below its size floor at the job's noise (``app.jobs.size_floor``) leaves a
-warning in the job's stored metrics (``app.jobs.results.HeldOutWarning``), and a calibration
+warning in the job's stored metrics (``app.jobs.held_out.HeldOutWarning``), and a calibration
 part below its floor releases nothing (its record's method says so). The privacy report's
 statement, coverage and model card read both through these, so none of them says "calibrated
 on a held-out part" of a model that was not.

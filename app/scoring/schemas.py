@@ -16,6 +16,8 @@ from app.core.ids import MAX_ID
 from app.core.schemas import ALLOWED_RANGES, RequestModel, register_ranges
 from app.core.validation import stop_early
 from app.datasets.schema.built_in_schema import SELF_HARM_FEATURE
+from app.privacy.annotations import LEDGER, PUBLIC, Released
+from app.privacy.releases import Release
 
 MAX_BATCH = 10_000
 """Patients per batch call: 10,000 score in well under a second on 2 CPU cores."""
@@ -36,6 +38,20 @@ ModelId = Annotated[
     Field(default=None, ge=1, le=MAX_ID,
           description="score with this model; the active one when absent"),
 ]
+
+
+TRAINED = Released(Release.DP_TRAINING)
+STATEMENT = Released(Release.LEDGER, Release.PUBLIC_BY_CONVENTION, note="a sentence quoting the "
+                     "epsilons and the calibration part's row count")
+ECHOED = Released(Release.PUBLIC_INPUT, note="the caller's own feature value, echoed (and put in "
+                  "words)")
+IN_WORDS = Released(Release.PUBLIC_INPUT, note="the caller's own feature value, put in words")
+EXPLANATION_NOTE = ("the method follows the public schema's size; the error is the spread of the "
+                    "model's own outputs over public coalition orders")
+EXPLANATION_ERROR = Released(Release.DP_TRAINING, note=EXPLANATION_NOTE)
+EXPLANATION_METHOD = Released(Release.PUBLIC_INPUT, note=EXPLANATION_NOTE)
+IMPUTED = Released(Release.PUBLIC_INPUT, note="which of the caller's features the request left "
+                   "out, scored at the schema's public reference value")
 
 
 @register_ranges
@@ -67,23 +83,26 @@ ALLOWED_RANGES["patients"] = f"[1, {MAX_BATCH}]"
 
 
 class SeverityOut(BaseModel):
-    label: str
-    from_: int | float = Field(alias="from")
-    to: int | float
+    label: Annotated[str, PUBLIC]
+    from_: Annotated[int | float, PUBLIC] = Field(alias="from")
+    to: Annotated[int | float, PUBLIC]
 
 
 class ContributionOut(BaseModel):
-    feature: str
-    label: str
-    value: float | str = Field(description="the value sent (a categorical feature's category)")
-    contribution: float = Field(description="exact Shapley value on the log-odds scale")
-    contribution_probability: float = Field(description="exact Shapley value on the 0-1 scale")
-    direction: str = Field(description="raises | lowers | neutral")
-    reason: str
+    feature: Annotated[str, PUBLIC]
+    label: Annotated[str, PUBLIC]
+    value: Annotated[float | str, ECHOED] = Field(
+        description="the value sent (a categorical feature's category)")
+    contribution: Annotated[float, TRAINED] = Field(
+        description="exact Shapley value on the log-odds scale")
+    contribution_probability: Annotated[float, TRAINED] = Field(
+        description="exact Shapley value on the 0-1 scale")
+    direction: Annotated[str, TRAINED] = Field(description="raises | lowers | neutral")
+    reason: Annotated[str, ECHOED]
     severity: SeverityOut | None = Field(description="the instrument's published band, if any")
-    imputed: bool = Field(default=False, description=(
-        "not given (left out or null): scored at the reference value, as the schema declares "
-        "for this feature (missing: reference)"))
+    imputed: Annotated[bool, IMPUTED] = Field(default=False, description=(
+        "not given (left out or null): scored at the reference value, as the schema declares for "
+        "this feature (missing: reference)"))
 
 
 IMPUTED_DESCRIPTION = (
@@ -93,48 +112,51 @@ IMPUTED_DESCRIPTION = (
 
 
 class ExplanationOut(BaseModel):
-    method: str = Field(description=(
+    method: Annotated[str, EXPLANATION_METHOD] = Field(description=(
         "exact (all coalitions, up to 12 features) | closed-form+sampled (a logistic or "
         "additive model's log-odds exact, probability scale estimated) | sampled (permutation "
         "estimate)"))
-    standard_error: float = Field(description="largest standard error of an estimated value")
+    standard_error: Annotated[float, EXPLANATION_ERROR] = Field(
+        description="largest standard error of an estimated value")
 
 
 class ReferenceOut(BaseModel):
-    features: dict[str, int | float | str]
-    log_odds: float
-    probability: float
-    note: str
+    features: Annotated[dict[str, int | float | str], PUBLIC]
+    log_odds: Annotated[float, TRAINED]
+    probability: Annotated[float, TRAINED]
+    note: Annotated[str, PUBLIC]
     explanation: ExplanationOut
 
 
 class ModelStatementOut(BaseModel):
-    id: int
-    version: str = Field(description="first 12 hex digits of the artifact's SHA-256")
-    kind: str
-    dataset_id: int
-    trained_at: str | None
-    epsilon: float | None
-    delta: float
-    accountant: str
-    epsilon_rdp: float | None
-    non_private: bool
-    unit: str
-    calibrated: bool = Field(
+    id: Annotated[int, PUBLIC]
+    version: Annotated[str, TRAINED] = Field(
+        description="first 12 hex digits of the artifact's SHA-256")
+    kind: Annotated[str, PUBLIC]
+    dataset_id: Annotated[int, PUBLIC]
+    trained_at: Annotated[str | None, PUBLIC]
+    epsilon: Annotated[float | None, LEDGER]
+    delta: Annotated[float, LEDGER]
+    accountant: Annotated[str, LEDGER]
+    epsilon_rdp: Annotated[float | None, LEDGER]
+    non_private: Annotated[bool, LEDGER]
+    unit: Annotated[str, PUBLIC]
+    calibrated: Annotated[bool, PUBLIC] = Field(
         description="probabilities calibrated on held-out rows (DP Platt scaling, no extra spend)"
     )
-    statement: str
+    statement: Annotated[str, STATEMENT]
 
 
 class ScoreOut(BaseModel):
-    probability: float = Field(
+    probability: Annotated[float, TRAINED] = Field(
         description="probability of the model's declared outcome (its schema's outcome.label, "
         "within outcome.horizon_days when declared), 0-1")
-    log_odds: float
-    band: Band = Field(description="low | medium | high")
-    band_thresholds: dict[str, float]
+    log_odds: Annotated[float, TRAINED]
+    band: Annotated[Band, TRAINED] = Field(description="low | medium | high")
+    band_thresholds: Annotated[dict[str, float], PUBLIC]
     contributions: list[ContributionOut] = Field(description="largest |contribution| first")
-    imputed: list[str] = Field(default_factory=list, description=IMPUTED_DESCRIPTION)
+    imputed: Annotated[list[str], IMPUTED] = Field(
+        default_factory=list, description=IMPUTED_DESCRIPTION)
 
 
 class RiskResult(ScoreOut):
@@ -146,19 +168,19 @@ class RiskResult(ScoreOut):
 
 
 class BaseValueOut(BaseModel):
-    log_odds: float
-    probability: float
+    log_odds: Annotated[float, TRAINED]
+    probability: Annotated[float, TRAINED]
 
 
 class ModelRefOut(BaseModel):
-    id: int
-    version: str
-    epsilon: float | None
-    delta: float
+    id: Annotated[int, PUBLIC]
+    version: Annotated[str, TRAINED]
+    epsilon: Annotated[float | None, LEDGER]
+    delta: Annotated[float, LEDGER]
 
 
 class PatientRef(BaseModel):
-    id: str | None = Field(description="the patient's id as sent, or null")
+    id: Annotated[str | None, PUBLIC] = Field(description="the patient's id as sent, or null")
 
 
 class RiskBatchResult(ScoreOut, PatientRef):
@@ -174,7 +196,7 @@ class RiskBatchResponse(BaseModel):
     """The model's full statement and the reference patient once, then one result each."""
 
     model: ModelStatementOut
-    band_thresholds: dict[str, float]
+    band_thresholds: Annotated[dict[str, float], PUBLIC]
     reference: ReferenceOut
     results: list[RiskBatchResult]
 
@@ -194,19 +216,22 @@ TOP_CONTRIBUTIONS = 3
 
 
 class CompactContribution(BaseModel):
-    feature: str
-    direction: str = Field(description="raises | lowers | neutral")
-    contribution_probability: float = Field(description="exact Shapley value on the 0-1 scale")
-    reason: str = Field(description="the value sent, in words")
+    feature: Annotated[str, PUBLIC]
+    direction: Annotated[str, TRAINED] = Field(description="raises | lowers | neutral")
+    contribution_probability: Annotated[float, TRAINED] = Field(
+        description="exact Shapley value on the 0-1 scale")
+    reason: Annotated[str, IN_WORDS] = Field(description="the value sent, in words")
 
 
 class CompactResult(PatientRef):
-    probability: float = Field(description="probability of the outcome within its horizon, 0-1")
-    band: Band = Field(description="low | medium | high")
+    probability: Annotated[float, TRAINED] = Field(
+        description="probability of the outcome within its horizon, 0-1")
+    band: Annotated[Band, TRAINED] = Field(description="low | medium | high")
     contributions: list[CompactContribution] = Field(
         description=f"the {TOP_CONTRIBUTIONS} largest |contribution| first (fewer when the "
         "model has fewer features)")
-    imputed: list[str] = Field(default_factory=list, description=IMPUTED_DESCRIPTION)
+    imputed: Annotated[list[str], IMPUTED] = Field(
+        default_factory=list, description=IMPUTED_DESCRIPTION)
 
 
 class RiskBatchCompact(BaseModel):
@@ -215,6 +240,6 @@ class RiskBatchCompact(BaseModel):
     thresholds and the reference patient's scores once."""
 
     model: ModelStatementOut
-    band_thresholds: dict[str, float]
+    band_thresholds: Annotated[dict[str, float], PUBLIC]
     reference: BaseValueOut = Field(description="the reference patient's scores")
     results: list[CompactResult]

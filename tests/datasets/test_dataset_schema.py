@@ -14,13 +14,8 @@ from app.bands import model_thresholds
 from app.core.errors import InvalidRequest, install_error_handlers
 from app.datasets import synthetic
 from app.datasets.schema.built_in_schema import BUILT_IN_SCHEMA
-from app.datasets.schema.dataset_schema import (
-    NAME_PATTERN,
-    DatasetSchema,
-    FeatureKind,
-    check_schema,
-    schema_hash,
-)
+from app.datasets.schema.checks import check_schema
+from app.datasets.schema.dataset_schema import NAME_PATTERN, DatasetSchema, FeatureKind, schema_hash
 from app.features import FEATURES
 
 CONTRACT: dict[str, Any] = {

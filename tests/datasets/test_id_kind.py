@@ -26,7 +26,8 @@ from app.datasets.intake.error_log import BatchRows, ErrorLog
 from app.datasets.intake.stored import load_table
 from app.datasets.models import Dataset
 from app.datasets.patients import index_files, left_out_rows, patient_index
-from app.datasets.schema.dataset_schema import DatasetSchema, check_schema, schema_hash
+from app.datasets.schema.checks import check_schema
+from app.datasets.schema.dataset_schema import DatasetSchema, schema_hash
 from app.ledger import spaces
 from app.ledger.left_out import LeftOut
 from tests.api.scoring_helpers import problem

@@ -27,7 +27,7 @@ from app.jobs import results
 from app.main import create_app
 from app.privacy.annotations import annotated_entries
 from app.privacy.inventory import Inventory
-from app.privacy.inventory_api import OPEN_OBJECTS
+from app.privacy.inventory_http import OPEN_OBJECTS
 from app.privacy.releases import MECHANISMS, Release
 from app.reports.html import ENV
 

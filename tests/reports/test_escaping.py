@@ -15,7 +15,8 @@ from app.datasets import service as dataset_service
 from app.jobs import service as job_service
 from app.privacy_audit import service as audit_service
 from app.reports import audit_html, audit_report, privacy_html, privacy_report
-from app.reports.schemas import AuditReport, DatasetPrivacyReport, JobPrivacyReport
+from app.reports.audit_schemas import AuditReport
+from app.reports.schemas import DatasetPrivacyReport, JobPrivacyReport
 from tests.reports.html_tags import start_tags
 
 EVIL = "<script>alert(1)</script>\"'&"

@@ -8,7 +8,7 @@ import xml.etree.ElementTree as ET
 from datetime import UTC, datetime
 from typing import Any
 
-from app.jobs.results import HeldOutBin
+from app.jobs.held_out import HeldOutBin
 from app.monitoring.schemas import MonitoringRunOut, MonitoringTimeline
 from app.reports.monitoring_html import render_monitoring_page
 from app.reports.monitoring_plots import observed_rate, psi_order, reliability_points

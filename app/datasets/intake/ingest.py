@@ -50,7 +50,8 @@ from app.datasets.intake.table_format import CSV, PARQUET, TableFormat, media_ty
 from app.datasets.intake.table_readers import Source
 from app.datasets.intake.table_store import IngestedTable, StoredTable, fingerprint_of, row_hashes
 from app.datasets.intake.text_values import nulls
-from app.datasets.schema.dataset_schema import DatasetSchema, check_schema
+from app.datasets.schema.checks import check_schema
+from app.datasets.schema.dataset_schema import DatasetSchema
 from app.datasets.schemas import MAX_ROWS
 
 SUFFIXES = {CSV: ".csv", PARQUET: ".parquet"}  # in the default dialect: see TableFormat.suffix

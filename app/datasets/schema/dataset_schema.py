@@ -4,9 +4,8 @@ Ingestion validates uploaded rows against it; scaling, explanations, FHIR, CDS H
 dashboard form read it. Bounds, model ranges and reference values are *public* (instrument
 ranges, declared caps, a clinically ordinary patient), never statistics of the private data.
 
-Pydantic parses the shape (types, unknown fields, free-text lengths); ``check_schema`` applies
-the rules that relate fields to each other, each as a 422 naming the field as the API contract
-writes it (``schema.features[2].upper``) with what is allowed.
+Pydantic parses the shape (types, unknown fields, free-text lengths);
+``app.datasets.schema.checks.check_schema`` applies the rules that relate fields to each other.
 
 Subgroup-only columns (``attributes``): a fairness breakdown may need a column the model must
 not see (the generator's ``sex``). Such a column is declared under ``attributes`` with its
@@ -21,15 +20,15 @@ another order moves them between parts. A stable id column is strongly recommend
 
 import hashlib
 import json
-import re
 from enum import StrEnum
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import ConfigDict, Field, field_serializer
 
-from app.core.errors import InvalidRequest
 from app.core.schemas import NO_CONTROL_CHARACTERS, RequestModel
 from app.datasets.schema.feature_prefetch import FeaturePrefetch
+from app.privacy.annotations import PUBLIC, Released
+from app.privacy.releases import Release
 
 NAME_PATTERN = r"^[a-z][a-z0-9_]{0,63}$"
 MAX_FEATURES, MAX_CATEGORIES, MAX_CATEGORY_CHARS, MAX_ATTRIBUTES = 200, 50, 64, 20
@@ -40,12 +39,15 @@ RESERVED_NAMES = frozenset(
 artifacts); a column of that name would be ambiguous there. Names starting with ``_`` are
 excluded by the pattern and left to the service (the stored table's ``_id``)."""
 
-_NAME = re.compile(NAME_PATTERN)
-
-
 def _free_text(max_length: int = 200) -> Any:
     """An optional one-line text (label, unit, display)."""
     return Field(default=None, max_length=max_length, pattern=NO_CONTROL_CHARACTERS)
+
+
+DECLARED = Released(Release.PUBLIC_INPUT, note="the data steward's declaration (public bounds, "
+                    "categories, references, codes), never a statistic of the rows")
+BAND_POLICY = Released(Release.PUBLIC_INPUT, note="the declared risk-band policy, never a "
+                       "statistic of the rows")
 
 
 class FeatureKind(StrEnum):
@@ -58,9 +60,10 @@ class FeatureKind(StrEnum):
 class Code(RequestModel):
     """A clinical code for the column (e.g. LOINC), shown in FHIR resources."""
 
-    system: str = Field(min_length=1, max_length=200, pattern=NO_CONTROL_CHARACTERS)
-    code: str = Field(min_length=1, max_length=64, pattern=NO_CONTROL_CHARACTERS)
-    display: str | None = _free_text()
+    system: Annotated[str, PUBLIC] = Field(
+        min_length=1, max_length=200, pattern=NO_CONTROL_CHARACTERS)
+    code: Annotated[str, PUBLIC] = Field(min_length=1, max_length=64, pattern=NO_CONTROL_CHARACTERS)
+    display: Annotated[str | None, PUBLIC] = _free_text()
 
 
 class SeverityBand(RequestModel):
@@ -69,9 +72,10 @@ class SeverityBand(RequestModel):
 
     model_config = ConfigDict(serialize_by_alias=True)
 
-    from_: float = Field(alias="from")
-    to: float
-    label: str = Field(min_length=1, max_length=120, pattern=NO_CONTROL_CHARACTERS)
+    from_: Annotated[float, PUBLIC] = Field(alias="from")
+    to: Annotated[float, PUBLIC]
+    label: Annotated[str, PUBLIC] = Field(
+        min_length=1, max_length=120, pattern=NO_CONTROL_CHARACTERS)
 
     @field_serializer("from_", "to")
     def _whole(self, value: float) -> float | int:
@@ -81,27 +85,31 @@ class SeverityBand(RequestModel):
 class FeatureSpec(RequestModel):
     """One model feature: its kind, public bounds and the public reference patient's value."""
 
-    name: str
-    kind: FeatureKind
-    label: str | None = _free_text()
-    unit: str | None = _free_text(64)
-    lower: float | None = None
-    upper: float | None = None
-    model_lower: float | None = Field(default=None, description="scaling range, within bounds")
-    model_upper: float | None = Field(default=None, description="values above count as this")
-    categories: list[str] | None = None
-    reference: float | str
+    name: Annotated[str, PUBLIC]
+    kind: Annotated[FeatureKind, PUBLIC]
+    label: Annotated[str | None, PUBLIC] = _free_text()
+    unit: Annotated[str | None, PUBLIC] = _free_text(64)
+    lower: Annotated[float | None, PUBLIC] = None
+    upper: Annotated[float | None, PUBLIC] = None
+    model_lower: Annotated[float | None, PUBLIC] = Field(
+        default=None, description="scaling range, within bounds")
+    model_upper: Annotated[float | None, PUBLIC] = Field(
+        default=None, description="values above count as this")
+    categories: Annotated[list[str] | None, PUBLIC] = None
+    reference: Annotated[float | str, PUBLIC]
     code: Code | None = None
     prefetch: FeaturePrefetch | None = Field(default=None, exclude_if=lambda v: v is None)
-    missing: Literal["error", "reference"] = Field(
+    missing: Annotated[Literal["error", "reference"], PUBLIC] = Field(
         default="error", description="reference: a missing value is imputed with the reference")
     severity_bands: list[SeverityBand] | None = Field(
         default=None, max_length=MAX_CATEGORIES,
         description="numeric and integer features: published bands, ascending, within bounds")
 
     @field_serializer("lower", "upper", "model_lower", "model_upper", "reference")
-    def _whole_as_int(self, value: float | str | None) -> float | int | str | None:
-        """Show 27, not 27.0 (and hash both spellings alike)."""
+    def _whole_as_int(self, value: float | str | None) -> Annotated[float | int | str | None,
+                                                                   PUBLIC]:
+        """Show 27, not 27.0 (and hash both spellings alike). The return type is the fields'
+        serialized schema, and a field with a default loses its own ``Released`` to it."""
         if isinstance(value, float) and value.is_integer():
             return int(value)
         return value
@@ -132,9 +140,9 @@ class FeatureSpec(RequestModel):
 class Attribute(RequestModel):
     """A subgroup-only categorical column: validated and stored, never a model feature."""
 
-    name: str
-    label: str | None = _free_text()
-    categories: list[str]
+    name: Annotated[str, PUBLIC]
+    label: Annotated[str | None, PUBLIC] = _free_text()
+    categories: Annotated[list[str], PUBLIC]
 
 
 class OutcomeBands(RequestModel):
@@ -145,8 +153,8 @@ class OutcomeBands(RequestModel):
     change later. 0 < low_medium < medium_high < 1.
     """
 
-    low_medium: float = Field(gt=0.0, lt=1.0)
-    medium_high: float = Field(gt=0.0, lt=1.0)
+    low_medium: Annotated[float, BAND_POLICY] = Field(gt=0.0, lt=1.0)
+    medium_high: Annotated[float, BAND_POLICY] = Field(gt=0.0, lt=1.0)
 
 
 class Outcome(RequestModel):
@@ -159,13 +167,14 @@ class Outcome(RequestModel):
     An upload must declare ``label`` and ``bands`` (``check_schema(..., upload=True)``).
     """
 
-    name: str
-    label: str | None = _free_text()
-    positive: Literal[0, 1] = 1
-    horizon_days: int | None = Field(default=None, ge=1, le=3660,
-                                     description="prediction window in days, when there is one")
+    name: Annotated[str, PUBLIC]
+    label: Annotated[str | None, PUBLIC] = _free_text()
+    positive: Annotated[Literal[0, 1], PUBLIC] = 1
+    horizon_days: Annotated[int | None, PUBLIC] = Field(
+        default=None, ge=1, le=3660,
+        description="prediction window in days, when there is one")
     code: Code | None = None
-    description: str | None = _free_text(1000)
+    description: Annotated[str | None, PUBLIC] = _free_text(1000)
     bands: OutcomeBands | None = Field(
         default=None, description="risk-band cut-offs; required for uploads"
     )
@@ -176,17 +185,19 @@ class DatasetSchema(RequestModel):
 
     features: list[FeatureSpec]
     outcome: Outcome
-    subgroups: list[str] = Field(default_factory=list)
+    subgroups: Annotated[list[str], DECLARED] = Field(default_factory=list)
     attributes: list[Attribute] = Field(default_factory=list)
-    id_column: str | None = Field(
+    id_column: Annotated[str | None, DECLARED] = Field(
         default=None, description="absent: ids are 1-based row numbers (order-dependent)"
     )
-    id_kind: Literal["text", "integer"] = Field(default="text", description=(
-        "with id_column: text (an id is its text; a Parquet integer, its decimal text) or "
-        'integer (whole numbers, one id each: "007", "+7" and a Parquet 7 are all "7")'))
-    extra_columns: Literal["refuse", "ignore"] = Field(default="refuse", description=(
-        "an uploaded column the schema does not declare: refused (422), or ignored (never "
-        "read nor kept; the dataset lists its name)"))
+    id_kind: Annotated[Literal["text", "integer"], DECLARED] = Field(
+        default="text", description=(
+        "with id_column: text (an id is its text; a Parquet integer, its decimal text) or integer "
+        '(whole numbers, one id each: "007", "+7" and a Parquet 7 are all "7")'))
+    extra_columns: Annotated[Literal["refuse", "ignore"], DECLARED] = Field(
+        default="refuse", description=(
+        "an uploaded column the schema does not declare: refused (422), or ignored (never read nor "
+        "kept; the dataset lists its name)"))
 
     @property
     def feature_names(self) -> list[str]:
@@ -238,115 +249,6 @@ def schema_hash(schema: DatasetSchema) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
-def _fail(field: str, detail: str, allowed: str) -> InvalidRequest:
-    return InvalidRequest(f"{field}: {detail}", field=field, allowed=allowed)
-
-
-def _check_name(name: str, field: str, taken: dict[str, str], *, reserved: bool = True) -> None:
-    if not _NAME.fullmatch(name):
-        raise _fail(field, f"{name!r} is not a valid column name", NAME_PATTERN)
-    if reserved and name in RESERVED_NAMES:
-        raise _fail(field, f"{name!r} is reserved", f"any name but {sorted(RESERVED_NAMES)}")
-    if name in taken:
-        raise _fail(field, f"{name!r} is already used by {taken[name]}", "a unique name")
-    taken[name] = field
-
-
-def _check_categories(categories: list[str] | None, field: str) -> list[str]:
-    if not categories or len(categories) < 2 or len(categories) > MAX_CATEGORIES:
-        raise _fail(field, "needs 2 to 50 categories", f"[2, {MAX_CATEGORIES}] categories")
-    for i, category in enumerate(categories):
-        text_ok = 0 < len(category) <= MAX_CATEGORY_CHARS
-        if not text_ok or re.fullmatch(NO_CONTROL_CHARACTERS, category) is None:
-            raise _fail(f"{field}[{i}]", "a category is 1 to 64 printable characters",
-                        f"1 to {MAX_CATEGORY_CHARS} characters")
-        if category in categories[:i]:
-            raise _fail(f"{field}[{i}]", f"duplicate category {category!r}", "unique categories")
-    return categories
-
-
-def _refuse_extras(feature: FeatureSpec, at: str, names: tuple[str, ...]) -> None:
-    for name in names:
-        if getattr(feature, name) is not None:
-            raise _fail(f"{at}.{name}", f"not used by a {feature.kind} feature", "absent")
-
-
-def _check_bounded(feature: FeatureSpec, at: str) -> None:
-    """Numeric and integer features: public bounds, model range and reference inside them."""
-    _refuse_extras(feature, at, ("categories",))
-    whole = feature.kind is FeatureKind.INTEGER
-    for side in ("lower", "upper"):
-        value = getattr(feature, side)
-        if value is None:
-            raise _fail(f"{at}.{side}", f"required for a {feature.kind} feature", "a number")
-        if whole and not float(value).is_integer():
-            raise _fail(f"{at}.{side}", "must be a whole number", "whole numbers")
-    lower, upper = float(feature.lower), float(feature.upper)  # type: ignore[arg-type]
-    if lower >= upper:
-        raise _fail(f"{at}.upper", f"must be above lower ({lower:g})", f"({lower:g}, inf)")
-    span = f"[{lower:g}, {upper:g}]"
-    model_lower, model_upper = feature.model_range
-    for side, value in (("model_lower", model_lower), ("model_upper", model_upper)):
-        if not lower <= value <= upper:
-            raise _fail(f"{at}.{side}", "the model range must lie within the bounds", span)
-    if model_lower >= model_upper:
-        raise _fail(f"{at}.model_upper", "the model range is empty",
-                    f"({model_lower:g}, {upper:g}]")
-    reference = feature.reference
-    if isinstance(reference, str) or not lower <= reference <= upper:
-        raise _fail(f"{at}.reference", "must be a number within the bounds", span)
-    if whole and not float(reference).is_integer():
-        raise _fail(f"{at}.reference", "must be a whole number", f"whole numbers in {span}")
-    _check_bands(feature.severity_bands or [], f"{at}.severity_bands", lower, upper)
-
-
-def _check_bands(bands: list[SeverityBand], at: str, lower: float, upper: float) -> None:
-    """Ascending, non-overlapping bands inside the bounds."""
-    previous: float | None = None
-    for i, band in enumerate(bands):
-        floor = lower if previous is None else previous
-        starts_after = previous is None or band.from_ > previous
-        if not (starts_after and floor <= band.from_ <= band.to <= upper):
-            raise _fail(f"{at}[{i}]", "bands ascend without overlap, within the bounds",
-                        f"{floor:g} <= from <= to <= {upper:g}, from above the last band's to")
-        previous = band.to
-
-
-def _check_feature(feature: FeatureSpec, at: str) -> None:
-    if feature.kind in (FeatureKind.NUMERIC, FeatureKind.INTEGER):
-        _check_bounded(feature, at)
-        return
-    _refuse_extras(feature, at, ("model_lower", "model_upper", "severity_bands"))
-    if feature.kind is FeatureKind.BINARY:
-        _refuse_extras(feature, at, ("categories",))
-        for side, value in (("lower", feature.lower), ("upper", feature.upper)):
-            if value is not None and value != {"lower": 0, "upper": 1}[side]:
-                raise _fail(f"{at}.{side}", "a binary feature is 0 or 1", "absent, or 0 / 1")
-        if isinstance(feature.reference, str) or feature.reference not in (0, 1):
-            raise _fail(f"{at}.reference", "must be 0 or 1", "0 or 1")
-        return
-    _refuse_extras(feature, at, ("lower", "upper"))
-    categories = _check_categories(feature.categories, f"{at}.categories")
-    if feature.reference not in categories:
-        raise _fail(f"{at}.reference", "must be one of the categories",
-                    f"one of {categories}")
-
-
-def _check_subgroups(schema: DatasetSchema, at: str) -> None:
-    eligible = [f.name for f in schema.features
-                if f.kind in (FeatureKind.BINARY, FeatureKind.CATEGORICAL)]
-    eligible += [a.name for a in schema.attributes]
-    numeric = {f.name for f in schema.features} - set(eligible)
-    for i, name in enumerate(schema.subgroups):
-        field = f"{at}.subgroups[{i}]"
-        if name in numeric:
-            raise _fail(field, f"{name!r} is not binary or categorical", f"one of {eligible}")
-        if name not in eligible:
-            raise _fail(field, f"unknown column {name!r}", f"one of {eligible}")
-        if name in schema.subgroups[:i]:
-            raise _fail(field, f"{name!r} is listed twice", "unique names")
-
-
 def outcome_words(schema: DatasetSchema) -> str:
     """How a person reads the model's outcome: its declared label, else its column's name.
 
@@ -354,47 +256,3 @@ def outcome_words(schema: DatasetSchema) -> str:
     clinic's model of another outcome is never described with the built-in schema's words.
     """
     return schema.outcome.label or schema.outcome.name
-
-
-def _check_outcome(outcome: Outcome, at: str, *, upload: bool) -> None:
-    """An upload names its outcome and declares its bands: nothing else would say what the model
-    predicts or when a patient is high risk (the built-in crisis wording must never stand in)."""
-    if upload and outcome.label is None:
-        raise _fail(f"{at}.label", "an upload names its outcome as a person reads it "
-                    "(it titles FHIR assessments, CDS cards and reports)",
-                    "1 to 200 printable characters")
-    if upload and outcome.bands is None:
-        raise _fail(f"{at}.bands", "an upload declares its risk bands (public clinical policy: "
-                    "the probabilities from which a patient is medium, and high risk)",
-                    '{"low_medium": p1, "medium_high": p2}, 0 < p1 < p2 < 1')
-    bands = outcome.bands
-    if bands is not None and not bands.low_medium < bands.medium_high:
-        raise _fail(f"{at}.bands.medium_high",
-                    f"must lie above low_medium ({bands.low_medium:g})",
-                    f"({bands.low_medium:g}, 1)")
-
-
-def check_schema(schema: DatasetSchema, *, at: str = "schema", upload: bool = False) -> None:
-    """Apply the declaration's rules; the first broken one is an ``InvalidRequest`` (422).
-    ``at``: the schema's path in the request body, prefixed to every field named; ``upload``:
-    a new upload's, which must also label its outcome and declare its bands (schemas stored
-    before those fields existed still read)."""
-    if not 1 <= len(schema.features) <= MAX_FEATURES:
-        raise _fail(f"{at}.features", "needs 1 to 200 features", f"[1, {MAX_FEATURES}] features")
-    if len(schema.attributes) > MAX_ATTRIBUTES:
-        raise _fail(f"{at}.attributes", "at most 20 attributes", f"[0, {MAX_ATTRIBUTES}]")
-    taken: dict[str, str] = {}
-    for i, feature in enumerate(schema.features):
-        _check_name(feature.name, f"{at}.features[{i}].name", taken)
-        _check_feature(feature, f"{at}.features[{i}]")
-    for i, attribute in enumerate(schema.attributes):
-        _check_name(attribute.name, f"{at}.attributes[{i}].name", taken)
-        _check_categories(attribute.categories, f"{at}.attributes[{i}].categories")
-    _check_name(schema.outcome.name, f"{at}.outcome.name", taken)
-    _check_outcome(schema.outcome, f"{at}.outcome", upload=upload)
-    if schema.id_column is not None:
-        _check_name(schema.id_column, f"{at}.id_column", taken, reserved=False)
-    elif schema.id_kind != "text":
-        raise _fail(f"{at}.id_kind", "needs an id_column (without one, ids are row numbers)",
-                    '"text" (or absent) without id_column; "integer" only with one')
-    _check_subgroups(schema, at)

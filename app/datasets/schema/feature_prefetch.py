@@ -9,10 +9,13 @@ the patient (``{{context.patientId}}``): the EHR fills that in, and nothing else
 """
 
 import re
+from typing import Annotated
 
 from pydantic import Field, model_validator
 
 from app.core.schemas import RequestModel
+from app.privacy.annotations import Released
+from app.privacy.releases import Release
 
 PATIENT_TOKEN = "{{context.patientId}}"
 QUERY_PATTERN = r"^[A-Z][A-Za-z]{1,63}(/\{\{context\.patientId\}\}|\?[!-~]*)$"
@@ -22,17 +25,23 @@ PATH_PATTERN = r"^[A-Za-z][A-Za-z0-9]*(\[[0-9]{1,3}\])?(\.[A-Za-z][A-Za-z0-9]*(\
 _TOKEN = re.compile(r"\{\{[^}]*\}\}")
 
 
+EHR_LOCATION = Released(Release.PUBLIC_INPUT, note="where an EHR keeps the feature, as the schema "
+                        "declares it")
+
+
 class FeaturePrefetch(RequestModel):
     """A FHIR query and a value path, or an Observation code of the clinic's code system."""
 
-    query: str | None = Field(
+    query: Annotated[str | None, EHR_LOCATION] = Field(
         default=None, max_length=500, pattern=QUERY_PATTERN,
         description="a FHIR read or search about the patient, with {{context.patientId}}")
-    path: str | None = Field(
+    path: Annotated[str | None, EHR_LOCATION] = Field(
         default=None, max_length=200, pattern=PATH_PATTERN,
         description="the value's path in the query's resource (e.g. valueQuantity.value)")
-    system: str | None = Field(default=None, min_length=1, max_length=200, pattern=r"^[!-~]+$")
-    code: str | None = Field(default=None, min_length=1, max_length=64, pattern=r"^[!-~]+$")
+    system: Annotated[str | None, EHR_LOCATION] = Field(
+        default=None, min_length=1, max_length=200, pattern=r"^[!-~]+$")
+    code: Annotated[str | None, EHR_LOCATION] = Field(
+        default=None, min_length=1, max_length=64, pattern=r"^[!-~]+$")
 
     @model_validator(mode="after")
     def _one_way(self) -> "FeaturePrefetch":
