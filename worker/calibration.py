@@ -39,7 +39,7 @@ from torch import nn
 
 from app.datasets.schema.encoding import BUILT_IN_ENCODER, Encoder
 from app.jobs import size_floor
-from app.privacy.accounting import Mechanism
+from app.privacy.accounting import History, Mechanism
 from app.privacy.parallel import dominated_gaussian_noise
 from worker.platt_fit import fit_deconvolved
 from worker.training import predict_log_odds
@@ -190,16 +190,19 @@ def binned_log_loss(counts: np.ndarray, positives: np.ndarray, slope: float, int
     return float(np.sum(k * np.logaddexp(0.0, -eta) + (n - k) * np.logaddexp(0.0, eta))) / total
 
 
-def prior_for(history: list[Mechanism]) -> Prior:
+def prior_for(history: History) -> Prior:
     """The prior for a model trained by ``history`` (public: the plan): FULL_BATCH_PRIOR when
     every step saw every row with noise (the noise is what makes such a model
     over-confident), MINI_BATCH_PRIOR when every step sampled a batch with noise, else
-    DEFAULT_PRIOR (a non-private model's, or a history of both kinds)."""
-    if not history or any(step.noise_multiplier <= 0 for step in history):
+    DEFAULT_PRIOR (a non-private model's, a history of both kinds, or a model fitted
+    otherwise than by DP-SGD: its spend is events, not steps)."""
+    steps = [step for step in history if isinstance(step, Mechanism)]
+    if not history or len(steps) < len(history) or any(
+            step.noise_multiplier <= 0 for step in steps):
         return DEFAULT_PRIOR
-    if all(step.sample_rate >= 1.0 for step in history):
+    if all(step.sample_rate >= 1.0 for step in steps):
         return FULL_BATCH_PRIOR
-    if all(step.sample_rate < 1.0 for step in history):
+    if all(step.sample_rate < 1.0 for step in steps):
         return MINI_BATCH_PRIOR
     return DEFAULT_PRIOR
 
@@ -235,7 +238,7 @@ def calibrate_model(
     x_holdout: np.ndarray,
     y_holdout: np.ndarray,
     *,
-    history: list[Mechanism],
+    history: History,
     delta: float,
     training_epsilon: float,
     rng: np.random.Generator | None = None,
@@ -275,7 +278,7 @@ there. Chosen on the proxy set and confirmed on tables it was not chosen on
 (bench/proxy_study.py)."""
 
 
-def release_floor_rows(noise_multiplier: float, history: list[Mechanism]) -> int:
+def release_floor_rows(noise_multiplier: float, history: History) -> int:
     """The calibration rows from which a model trained by ``history`` gets a release at this
     noise: the size floor, or MINI_BATCH_FLOOR_SHARE of it for a noisy mini-batch model."""
     floor = size_floor_rows(noise_multiplier)
@@ -299,7 +302,7 @@ def calibrate_if_meaningful(
     x_holdout: np.ndarray,
     y_holdout: np.ndarray,
     *,
-    history: list[Mechanism],
+    history: History,
     delta: float,
     training_epsilon: float,
     noise_multiplier: float,

@@ -20,7 +20,9 @@ import torch
 
 from app.core.database import Database
 from app.jobs.models import Job
+from app.privacy import events
 from worker.heartbeat import Heartbeat
+from worker.trainers.base import FitPlan
 from worker.training import TrainingSpec
 
 MODULES = (
@@ -54,6 +56,18 @@ class ClaimedJob:
     kind: str = "train"
     search: dict[str, Any] | None = None  # a search job's plan (app.jobs.search; worker.search)
     federation: dict[str, Any] | None = None  # a federated job's part (app.federation.plan)
+    fit: FitPlan | None = None  # what its trainer fits (worker.trainers); None: ``spec``'s
+
+    @property
+    def plan(self) -> FitPlan:
+        """What the job's trainer fits: ``fit``, or DP-SGD's ``spec`` as a fit plan."""
+        if self.fit is not None:
+            return self.fit
+        spec = self.spec
+        return FitPlan(kind=spec.kind, hidden_units=spec.hidden_units, delta=spec.delta,
+                       seed=spec.seed, settings={},
+                       event=events.dpsgd(spec.noise_multiplier, spec.sample_rate, spec.steps),
+                       spec=spec)
 
 
 NO_SPEC = TrainingSpec(kind="none", hidden_units=0, epochs=0, batch_size=0, learning_rate=0.0,

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from app.jobs import size_floor
-from app.privacy.accounting import Mechanism
+from app.privacy.accounting import History
 from worker.calibration import Calibration, release_floor_rows
 
 
@@ -26,7 +26,7 @@ def _warning(part: str, rows: int, minimum: int, *, released: bool,
 
 def held_out_warnings(*, calibration: Calibration, metrics: Mapping[str, Any],
                       evaluation_rows: int, epsilon: float,
-                      history: list[Mechanism] | None = None) -> list[dict[str, Any]]:
+                      history: History | None = None) -> list[dict[str, Any]]:
     """The held-out parts below their floor at the job's noise (empty: both meaningful).
 
     Args:

@@ -16,19 +16,23 @@ transaction).
 
 import math
 import time
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
 
 from app.bands import model_thresholds
+from app.families import DEFAULT_FAMILY, create_family
+from app.families.base import DEFAULT_HIDDEN_UNITS
 from app.flows import job_run
 from app.flows.job_run import LoadedData, TrainedNetwork
 from app.jobs import queue, recipe
 from app.jobs import search as job_search
+from app.jobs import service as job_service
 from app.jobs.models import CANCELLED, SUCCEEDED, Job
 from app.jobs.schemas import TrainingConfig
 from app.observability import job_metrics
-from app.privacy.accounting import Mechanism, finite_or_none
+from app.privacy.accounting import epsilon_by_accountant, finite_or_none
 from app.privacy.parallel import held_out_noise
 from worker.calibration import Calibration, calibrate_if_meaningful
 from worker.evaluation import evaluate
@@ -36,17 +40,12 @@ from worker.handlers import NO_SPEC as NO_SPEC
 from worker.handlers import ClaimedJob as ClaimedJob
 from worker.handlers import JobWorker as JobWorker
 from worker.held_out_floors import held_out_warnings
-from worker.launch import train_distributed
-from worker.training import (
-    EpochCallback,
-    TrainingResult,
-    TrainingSpec,
-    epsilon_of,
-    predict_proba,
-    train,
-)
-
-History = list[tuple[float, float, int]]
+from worker.trainers import FitPlan, FittedModel, OnReport, Report, trainer_for
+from worker.trainers import report_interval as report_interval
+from worker.trainers.base import REPORTS_PER_JOB as REPORTS_PER_JOB
+from worker.trainers.base import History
+from worker.trainers.dp_sgd import fitted_of
+from worker.training import TrainingResult, TrainingSpec, predict_proba
 
 
 class LeaseLost(RuntimeError):
@@ -54,9 +53,23 @@ class LeaseLost(RuntimeError):
 
 
 def claimed_training(job: Job) -> ClaimedJob:
-    """A training job as its handler reads it: its spec and, for a search, the search's plan."""
-    return ClaimedJob(job.id, job.dataset_id, spec_of(job), job.kind,
-                      job_search.stored_plan(job.training))
+    """A training job as its handler reads it: its fit plan (its DP-SGD spec, or a fitted
+    family's release) and, for a search, the search's plan."""
+    spec = spec_of(job) if job.dp_sgd else replace(
+        NO_SPEC, kind=str(job.training.get("model", DEFAULT_FAMILY)), delta=job.delta,
+        seed=int(job.training.get("seed", 0)))
+    return ClaimedJob(job.id, job.dataset_id, spec, job.kind,
+                      job_search.stored_plan(job.training), fit=fit_plan_of(job, spec))
+
+
+def fit_plan_of(job: Job, spec: TrainingSpec) -> FitPlan:
+    """What the job's trainer fits: its family and settings, and what the ledger reserved
+    (``job_service.release_event``); DP-SGD's ``spec`` where the job is DP-SGD."""
+    hidden_units = (spec.hidden_units if job.dp_sgd
+                    else int(job.training.get("hidden_units", DEFAULT_HIDDEN_UNITS)))
+    return FitPlan(kind=spec.kind, hidden_units=hidden_units,
+                   delta=job.delta, seed=spec.seed, settings=dict(job.training),
+                   event=job_service.release_event(job), spec=spec if job.dp_sgd else None)
 
 
 def claimed_spec(job: Job) -> ClaimedJob:
@@ -106,44 +119,31 @@ def finish(worker: JobWorker, job_id: int, status: str, **fields: Any) -> None:
                      **fields)
 
 
-REPORTS_PER_JOB = 20
-
-
-def report_interval(epochs: int) -> int:
-    """Epochs between progress reports (and ledger commits, cancel checks, lease renewals).
-
-    A full-batch job runs hundreds of one-step epochs: reporting each would cost a database
-    transaction and a chain record per step. About ``REPORTS_PER_JOB`` reports per job, and
-    always one after the last epoch. A job stops (cancel, shutdown) only at a report, so its
-    committed steps are exactly the steps it ran.
-    """
-    return max(1, math.ceil(epochs / REPORTS_PER_JOB))
-
-
-def _epsilons(history: History, delta: float) -> tuple[float, float]:
+def _epsilons(spent: History, delta: float) -> tuple[float, float]:
     """(PRV, RDP) epsilon so far; a non-private run records no history and is infinite."""
-    return epsilon_of(history, delta) if history else (math.inf, math.inf)
+    if not spent:
+        return math.inf, math.inf
+    figures = epsilon_by_accountant(spent, delta)
+    return figures["prv"], figures["rdp"]
 
 
-def progress_callback(worker: JobWorker, claimed: ClaimedJob) -> EpochCallback:
-    """After each epoch: at a report, record progress and commit the steps taken; False stops.
+def progress_callback(worker: JobWorker, claimed: ClaimedJob) -> OnReport:
+    """After each unit of work: at a report, record progress and commit what was spent;
+    False stops.
 
     Raises (from the callback):
         LeaseLost: the job was reaped meanwhile; training must stop touching data now.
     """
-    spec = claimed.spec
-    every = report_interval(spec.epochs)
+    delta = claimed.plan.delta
 
-    def callback(epoch: int, history: History) -> bool:
+    def callback(report: Report) -> bool:
         if worker.heartbeat is not None and worker.heartbeat.lost.is_set():
             raise LeaseLost(claimed.job_id)  # reaped meanwhile: stop touching data now
-        if epoch % every and epoch != spec.epochs:
+        if report.epoch % report_interval(report.epochs) and report.epoch != report.epochs:
             return True  # between reports: no database round trip, no accounting
-        eps_prv, eps_rdp = _epsilons(history, spec.delta)
-        # Steps actually taken (the accountant's history); the planned count when non-private.
-        steps = sum(n for _, _, n in history) or epoch * (spec.steps // spec.epochs)
+        eps_prv, eps_rdp = _epsilons(report.spent, delta)
         progress = queue.EpochProgress(
-            epoch, steps, finite_or_none(eps_prv), finite_or_none(eps_rdp)
+            report.epoch, report.steps, finite_or_none(eps_prv), finite_or_none(eps_rdp)
         )
         with worker.database.session_scope() as session:
             owned, cancel = queue.record_epoch(
@@ -160,20 +160,12 @@ def progress_callback(worker: JobWorker, claimed: ClaimedJob) -> EpochCallback:
     return callback
 
 
-def train_step(worker: JobWorker, claimed: ClaimedJob, loaded: LoadedData) -> TrainingResult:
-    """The train step: DP-SGD on the training part, in this process or across
-    ``world_size`` processes under torchrun."""
-    on_epoch = progress_callback(worker, claimed)
-    encoder = loaded.encoder
-    x, y = loaded.split.train.x, loaded.split.train.y
-    if claimed.spec.world_size > 1:  # torchrun; stops only at reports, as below
-        return train_distributed(
-            x, y, claimed.spec, device=worker.device, on_epoch=on_epoch,
-            sync_every=report_interval(claimed.spec.epochs), encoder=encoder,
-            planned_rows=loaded.split.train.rows,
-        )
-    return train(x, y, claimed.spec, device=worker.device, on_epoch=on_epoch, encoder=encoder,
-                 planned_rows=loaded.split.train.rows)
+def train_step(worker: JobWorker, claimed: ClaimedJob, loaded: LoadedData) -> FittedModel:
+    """The train step: the family's trainer fits the training part (DP-SGD by default, in
+    this process or across ``world_size`` processes under torchrun)."""
+    trainer = trainer_for(create_family(claimed.plan.kind))
+    return trainer.fit(claimed.plan, loaded, progress_callback(worker, claimed),
+                       device=worker.device)
 
 
 def _end_stopped(worker: JobWorker, claimed: ClaimedJob) -> str:
@@ -183,7 +175,8 @@ def _end_stopped(worker: JobWorker, claimed: ClaimedJob) -> str:
     return CANCELLED
 
 
-def evaluate_step(spec: TrainingSpec, result: TrainingResult, loaded: LoadedData, *,
+def evaluate_step(spec: TrainingSpec | FitPlan, result: TrainingResult | FittedModel,
+                  loaded: LoadedData, *,
                   calibrated: tuple[Calibration, float, float] | None = None) -> TrainedNetwork:
     """The evaluate step: calibrate on the calibration part, then evaluate the calibrated
     model on the evaluation part.
@@ -197,24 +190,25 @@ def evaluate_step(spec: TrainingSpec, result: TrainingResult, loaded: LoadedData
     ``calibrated``: (its calibration, the held-out noise, the whole charge's epsilon) of a
     model a search already calibrated (``worker.search``: its run's release chose it).
     """
-    split, encoder = loaded.split, loaded.encoder
-    eps_prv, eps_rdp = _epsilons(result.history, spec.delta)
-    history = [Mechanism(*step) for step in result.history]
+    fitted = result if isinstance(result, FittedModel) else fitted_of(result)
+    split, encoder, delta = loaded.split, loaded.encoder, spec.delta
+    eps_prv, eps_rdp = _epsilons(fitted.spent, delta)
+    history = list(fitted.spent)
     if calibrated is not None:
         calibration, noise, eps_prv = calibrated
         eps_rdp = eps_prv  # a search's figure is its RDP (app.privacy.selection)
     else:
-        noise = held_out_noise(history, loaded.held_out_deltas(spec.delta),
-                               lambda delta: _epsilons(result.history, delta)[0])
+        noise = held_out_noise(history, loaded.held_out_deltas(delta),
+                               lambda at: _epsilons(fitted.spent, at)[0])
         calibration = calibrate_if_meaningful(
-            result.network, split.calibration.x, split.calibration.y,
-            history=history, delta=spec.delta, training_epsilon=eps_prv, encoder=encoder,
+            fitted.network, split.calibration.x, split.calibration.y,
+            history=history, delta=delta, training_epsilon=eps_prv, encoder=encoder,
             noise_multiplier=noise, rows=split.calibration.rows,
         )
     evaluation = split.evaluation
     metrics = evaluate(
         evaluation.y,
-        predict_proba(result.network, evaluation.x, encoder),
+        predict_proba(fitted.network, evaluation.x, encoder),
         groups=evaluation.groups,
         noise_multiplier=noise,
         band_thresholds=model_thresholds(encoder.schema.outcome.bands),  # as job_run.commit
@@ -228,9 +222,10 @@ def evaluate_step(spec: TrainingSpec, result: TrainingResult, loaded: LoadedData
         epsilon=eps_prv,
         history=None if calibrated is not None else history)  # a search's: the size floor
     return TrainedNetwork(
-        network=result.network, kind=spec.kind, hidden_units=spec.hidden_units,
+        network=fitted.network, kind=spec.kind, hidden_units=spec.hidden_units,
         calibration_method=calibration.method, metrics=metrics, epsilon=eps_prv,
-        epsilon_rdp=eps_rdp, delta=spec.delta, schema=encoder.schema,
+        epsilon_rdp=eps_rdp, delta=delta, schema=encoder.schema,
+        artifact_config=fitted.artifact_config,
     )
 
 
@@ -244,7 +239,7 @@ def run_training(worker: JobWorker, claimed: ClaimedJob) -> str:
     result = train_step(worker, claimed, loaded)
     if result.stopped_early:
         return _end_stopped(worker, claimed)
-    trained = evaluate_step(claimed.spec, result, loaded)
+    trained = evaluate_step(claimed.plan, result, loaded)
     sha = job_run.store(trained=trained)
     with worker.database.session_scope() as session:
         model = job_run.commit(
@@ -253,7 +248,9 @@ def run_training(worker: JobWorker, claimed: ClaimedJob) -> str:
         )
         if model is None:
             raise LeaseLost(claimed.job_id)
-    job_metrics.observe_training(steps=claimed.spec.steps, sample_rate=claimed.spec.sample_rate,
-                                 training_rows=loaded.split.train.rows,
-                                 seconds=time.monotonic() - started)
+    if claimed.plan.spec is not None:  # DP-SGD's steps and sample rate
+        job_metrics.observe_training(steps=claimed.spec.steps,
+                                     sample_rate=claimed.spec.sample_rate,
+                                     training_rows=loaded.split.train.rows,
+                                     seconds=time.monotonic() - started)
     return SUCCEEDED

@@ -3,7 +3,7 @@
 Read ``docs/families.md`` for how to add one.
 """
 
-from app.families.base import Family
+from app.families.base import DP_SGD, Family, PlanRefused, ReleasePlan, ReleaseRequest
 from app.families.registry import (
     DEFAULT_FAMILY,
     UnknownFamily,
@@ -18,7 +18,11 @@ from app.families.registry import (
 
 __all__ = [
     "DEFAULT_FAMILY",
+    "DP_SGD",
     "Family",
+    "PlanRefused",
+    "ReleasePlan",
+    "ReleaseRequest",
     "UnknownFamily",
     "create_family",
     "family_names",

@@ -21,7 +21,7 @@ from app.core.schemas import (
 )
 from app.families import DEFAULT_FAMILY
 from app.federation.signing import PUBLIC_KEY_PATTERN
-from app.jobs.family_field import family_enum, registered_family
+from app.jobs.family_field import dp_sgd_family, family_enum
 from app.privacy.annotations import Released
 from app.privacy.noise import epochs_for_target
 from app.privacy.releases import Release
@@ -117,7 +117,8 @@ class FederatedRecipe(RequestModel):
     @field_validator("model", mode="before")
     @classmethod
     def _registered_family(cls, value: Any) -> Any:
-        return registered_family(value)
+        """A DP-SGD family: each site's part is charged by rounds of steps."""
+        return dp_sgd_family(value)
 
     @field_validator("secure_aggregation")
     @classmethod

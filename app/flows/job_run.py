@@ -5,7 +5,8 @@ calibrate and evaluate with DP releases) live in ``worker.tasks``, which calls t
 
 1. ``claim``    take the oldest queued job (any kind) and time its wait in the queue;
 2. ``load``     the dataset's train / calibration / evaluation parts and the schema's encoder;
-3. train        DP-SGD (``worker.tasks.train_step``), committing spend at each report;
+3. train        the family's trainer (``worker.tasks.train_step``: DP-SGD by default),
+                committing spend at each report;
 4. evaluate     DP calibration and evaluation on the held-out parts (``worker.tasks``);
 5. ``store``    the model's artifact, content-addressed, outside any transaction;
 6. ``commit``   finish the job (which settles its ledger entry) and register its model, in one
@@ -105,6 +106,9 @@ class TrainedNetwork:
     # Which accountant ``epsilon`` is: the PLD headline (key prv), or "rdp" where PLD has no
     # figure (a hyper-parameter search: repeat-and-select, ``app.privacy.selection``).
     accountant: str = "prv"
+    # The family's part of the artifact config, where its trainer fitted the module's shape
+    # (``worker.trainers.FittedModel``); None: ``Family.artifact_config(hidden_units=...)``.
+    artifact_config: dict[str, Any] | None = None
 
 
 def store(*, trained: TrainedNetwork) -> str:
@@ -116,7 +120,8 @@ def store(*, trained: TrainedNetwork) -> str:
     return artifacts.save(
         trained.network,
         artifacts.artifact_config(kind=trained.kind, hidden_units=trained.hidden_units,
-                                  calibration=trained.calibration_method, schema=trained.schema),
+                                  calibration=trained.calibration_method, schema=trained.schema,
+                                  family_config=trained.artifact_config),
     )
 
 

@@ -12,12 +12,14 @@ from app.jobs import service as job_service
 from app.jobs.models import Job
 from app.jobs.schemas import JobCreate, JobOut
 from app.ledger import service as ledger_service
-from app.ledger.release import Scope
+from app.ledger import statistics as ledger_statistics
+from app.ledger.release import Release, Scope
 from app.registry import service as registry_service
 
 
 def submit_training(*, session: Session, request: JobCreate) -> Job:
-    """Plan the job's mechanism, then queue it and reserve its spend in one transaction.
+    """Plan the job's mechanism, then queue it and reserve its spend in one transaction: a
+    DP-SGD job's by steps, a fitted family's one release whole (``app.jobs.fitted``).
 
     The ledger takes the dataset's lock before it admits, so the check and the insert are
     atomic with respect to other submissions; the NOTIFY is delivered only if this commits.
@@ -29,6 +31,11 @@ def submit_training(*, session: Session, request: JobCreate) -> Job:
     job_service.check_trainable(dataset)
     job = job_service.plan(dataset=dataset, request=request)
     job_service.enqueue(session=session, job=job)
+    if not job.dp_sgd:  # a fitted family's one release, reserved and charged whole
+        ledger_service.reserve_release(session=session, dataset=dataset, release=Release(
+            scope=Scope.job(job.id), event=job_service.release_event(job), delta=job.delta,
+            kind=ledger_statistics.FITTED, target_epsilon=job.target_epsilon))
+        return job
     ledger_service.reserve(
         session=session,
         dataset=dataset,

@@ -5,7 +5,7 @@ from typing import Any
 
 from pydantic_core import PydanticCustomError
 
-from app.families import family_names
+from app.families import create_family, family_names
 
 
 def family_enum(schema: dict[str, Any]) -> None:
@@ -22,4 +22,16 @@ def registered_family(value: Any) -> Any:
         expected = " or ".join(filter(None, (", ".join(quoted[:-1]), quoted[-1])))
         raise PydanticCustomError("literal_error", "Input should be {expected}",
                                   {"expected": expected})
+    return value
+
+
+def dp_sgd_family(value: Any) -> Any:
+    """``value`` if it names a registered family trained by DP-SGD (what federation and the
+    accounted search vary and charge by steps); a fitted family is refused by name."""
+    value = registered_family(value)
+    if not create_family(value).dp_sgd:
+        names = ", ".join(repr(n) for n in family_names() if create_family(n).dp_sgd)
+        raise PydanticCustomError(
+            "dp_sgd_family", "model {model!r} is not trained by DP-SGD, which this needs; "
+            "the DP-SGD families are {names}", {"model": value, "names": names})
     return value

@@ -7,7 +7,7 @@ from pydantic import Field, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
 from app.core.schemas import ALLOWED_RANGES, RequestModel, ResponseModel, register_ranges
-from app.jobs.family_field import family_enum, registered_family
+from app.jobs.family_field import dp_sgd_family, family_enum
 from app.jobs.results import SearchCandidateRecord
 from app.privacy import selection
 from app.privacy.accounting import finite_or_none
@@ -59,7 +59,8 @@ class SearchCandidate(RequestModel):
     @field_validator("model", mode="before")
     @classmethod
     def _registered_family(cls, value: Any) -> Any:
-        return value if value is None else registered_family(value)
+        """A DP-SGD family: the search repeats one run's DP-SGD event."""
+        return value if value is None else dp_sgd_family(value)
 
     def changes(self) -> dict[str, Any]:
         """The fields this candidate sets."""

@@ -14,7 +14,7 @@ from app.datasets.models import AWAITING_DATA, READY, Dataset
 from app.datasets.rules import max_delta
 from app.datasets.schema import labels
 from app.families import DEFAULT_FAMILY, create_family
-from app.jobs import notify, recipe, search, size_floor
+from app.jobs import fitted, notify, recipe, search, size_floor
 from app.jobs.models import CANCELLED, FEDERATED, FINISHED, QUEUED, RUNNING, TRAIN, Job
 from app.jobs.schemas import (
     FULL_BATCH_EPOCHS,
@@ -235,7 +235,11 @@ def plan(*, dataset: Dataset, request: JobCreate) -> Job:
     """
     delta = resolve_delta(dataset, request.privacy.delta)
     inputs = recipe.n_inputs(dataset)
-    _check_size(dataset, request, delta, inputs)
+    size_floor.check_job(dataset=dataset, target_epsilon=request.privacy.target_epsilon,
+                         delta=delta, inputs=inputs)
+    if not (family := create_family(request.training.model)).dp_sgd:  # one release
+        return fitted.plan(dataset=dataset, request=request, family=family, delta=delta,
+                           inputs=inputs)
     training = _resolve_training(recipe.capped_regime(  # small or wide tables at small epsilon
         request.training, target_epsilon=request.privacy.target_epsilon, delta=delta,
         n_train=dataset.n_train, n_calibration=dataset.n_calibration, inputs=inputs), dataset)
@@ -275,21 +279,6 @@ def plan(*, dataset: Dataset, request: JobCreate) -> Job:
                                   else planned, delta=delta, inputs=inputs,
                                   field=size_floor.NOISE_FIELD)
     return job
-
-
-def _check_size(dataset: Dataset, request: JobCreate, delta: float, inputs: int) -> None:
-    """The held-out parts at no noise, and the training part at the target epsilon (at no
-    noise for a noise-multiplier job, whose planned epsilon ``plan`` checks once planned).
-
-    Raises:
-        DatasetTooSmall: naming the dataset's rows and the minimum.
-    """
-    size_floor.check_held_out(dataset)
-    target = request.privacy.target_epsilon
-    size_floor.check_training(
-        dataset=dataset, epsilon=math.inf if target is None else target, delta=delta,
-        inputs=inputs,
-        field=size_floor.NOISE_FIELD if target is None else size_floor.TARGET_FIELD)
 
 
 def enqueue(*, session: Session, job: Job) -> Job:
@@ -387,10 +376,12 @@ def _update_if(session: Session, job: Job, *conditions: Any, **values: Any) -> b
 
 
 def release_event(job: Job) -> DpEvent:
-    """What the job spends: its training's event, or a one-release job's one Gaussian at its
-    noise multiplier (a monitoring run's or comparison's, as its ledger entry records it)."""
+    """What the job spends: its training's event, a fitted family's release (as planned), or
+    a monitoring run's or comparison's one Gaussian at its noise (as its entry records it)."""
     if job.dp_sgd:
         return training_event(job)
+    if fitted.RELEASE_KEY in job.training:
+        return fitted.planned_release(job)
     return accounting.Mechanism(job.noise_multiplier, 1.0, 1).event
 
 

@@ -250,3 +250,19 @@ def shortfall_message(*, part: str, rows: int, minimum: int, epsilon: float) -> 
     return (f"Its held-out metrics are mostly noise: the evaluation part's {rows} rows are "
             f"below the {minimum} its DP release needs {at} for a ranking metric to be "
             "reported at any prevalence; read the metrics' notes.")
+
+
+def check_job(*, dataset: Dataset, target_epsilon: float | None, delta: float,
+              inputs: int) -> None:
+    """A job's floors before it is planned: the held-out parts at no noise, and the training
+    part at the target epsilon (at no noise for a noise-multiplier job, whose planned epsilon
+    the planner checks once planned).
+
+    Raises:
+        DatasetTooSmall: naming the dataset's rows and the minimum.
+    """
+    check_held_out(dataset)
+    check_training(
+        dataset=dataset, epsilon=math.inf if target_epsilon is None else target_epsilon,
+        delta=delta, inputs=inputs,
+        field=NOISE_FIELD if target_epsilon is None else TARGET_FIELD)

@@ -60,9 +60,16 @@ class ReleaseCharge:
 
 class OneShot:
     """A release of one-shot mechanisms composed (statistics, a monitoring run's, a
-    comparison's): its noisy vectors' multipliers recorded as ``components``."""
+    comparison's; a fitted family's training, ``FITTED``): its noisy vectors' multipliers
+    recorded as ``components``, charged whole (one step).
 
-    name = "one_shot"
+    Args:
+        name: the kind's name.
+        words: what a refusal calls it (``admission.over_budget``'s ``release``).
+    """
+
+    def __init__(self, name: str = "one_shot", words: str = "statistics release") -> None:
+        self.name, self.words = name, words
 
     def columns(self, said: events.Description) -> dict[str, Any]:
         if said.components is None or said.noise_multiplier is None:
@@ -74,12 +81,14 @@ class OneShot:
 
     def refuse(self, refused: ledger_service.Shortfall, entry: LedgerEntry,
                release: Release) -> NoReturn:
-        assert release.target_epsilon is not None
         _refuse(refused, entry, ReleaseCharge(release.event, release.delta,
-                                              release.target_epsilon))
+                                              release.target_epsilon or math.inf), self.words)
 
 
 ONE_SHOT = OneShot()
+FITTED = OneShot("fitted", "job")
+"""A job of a family that is not DP-SGD (``app.jobs.fitted``): its training is one release,
+reserved and charged whole, refused in a job's words."""
 
 
 def reserve_release(
@@ -123,10 +132,10 @@ def largest_fitting_target(refused: ledger_service.Shortfall, charge: ReleaseCha
     return None if best is None else round_down(best)
 
 
-def _refuse(refused: ledger_service.Shortfall, entry: LedgerEntry, charge: ReleaseCharge
-            ) -> NoReturn:
+def _refuse(refused: ledger_service.Shortfall, entry: LedgerEntry, charge: ReleaseCharge,
+            words: str = "statistics release") -> NoReturn:
     largest = largest_fitting_target(refused, charge)
     fits = (f"the largest target epsilon that fits now is {largest:g}" if largest is not None
             else "no target epsilon fits now")
     raise ledger_service.over_budget(
-        refused, entry, release="statistics release", largest=largest, fits=fits)
+        refused, entry, release=words, largest=largest, fits=fits)

@@ -46,7 +46,8 @@ def retrain_request(*, session: Session, run: MonitoringRun,
     model = registry_service.get(session=session, model_id=run.model_id)
     own = job_service.get(session=session, job_id=model.job_id)
     kept = {key: own.training[key] for key in RECIPE_KEPT if key in own.training}
-    if own.dp_sgd_plan.sample_rate < 1 and own.training.get("batch_size") is not None:
+    if (own.dp_sgd and own.dp_sgd_plan.sample_rate < 1
+            and own.training.get("batch_size") is not None):
         kept["batch_size"] = own.training["batch_size"]  # mini-batch: the same batch
     if request.privacy is not None:
         target = request.privacy.target_epsilon

@@ -11,22 +11,36 @@ charged exactly its training's spend: parallel composition.
 """
 
 import math
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping
 
 import numpy as np
 
-from app.privacy.accounting import ORDERS, Mechanism, gaussian_epsilon, rdp_curve
+from app.privacy.accounting import (
+    ORDERS,
+    History,
+    Mechanism,
+    gaussian_epsilon,
+    leaves_of,
+    rdp_curve,
+)
+
+
+def _non_private(history: History) -> bool:
+    """Any part spent without noise (a DP-SGD step at noise 0, a ``NonPrivateDpEvent``)."""
+    return any(m.non_private if isinstance(m, Mechanism) else leaves_of([m]).non_private
+               for m in history)
 
 
 def dominated_gaussian_noise(
-    history: Sequence[Mechanism], delta: float, training_epsilon: float
+    history: History, delta: float, training_epsilon: float
 ) -> float:
     """The smallest noise multiplier (to 1e-4, rounded up) of one Gaussian release whose RDP
     is at most the training's at every grid order and whose exact epsilon at ``delta`` is at
     most ``training_epsilon``.
 
     Args:
-        history: the training job's mechanisms (sigma, q, steps).
+        history: what the training spent: DP-SGD's mechanisms (sigma, q, steps) or any
+            dp-accounting events (a fitted family's release).
         delta: the job's delta.
         training_epsilon: the training's accounted epsilon at ``delta`` (the job's figure).
 
@@ -34,7 +48,7 @@ def dominated_gaussian_noise(
         The noise multiplier (noise std over the release's L2 sensitivity); 0 when the training
         is non-private (nothing to protect, an exact release).
     """
-    if not history or any(m.non_private for m in history) or not math.isfinite(training_epsilon):
+    if not history or _non_private(history) or not math.isfinite(training_epsilon):
         return 0.0
     # One Gaussian at noise multiplier s has RDP alpha / (2 s^2) at every order alpha.
     sigma_rdp = math.sqrt(float(np.max(ORDERS / (2.0 * rdp_curve(history)))))
@@ -56,7 +70,7 @@ class CostlierThanTraining(RuntimeError):
     parallel composition would not cover it, so it must not be released."""
 
 
-def held_out_noise(history: Sequence[Mechanism], deltas: Iterable[float],
+def held_out_noise(history: History, deltas: Iterable[float],
                    epsilon_at: Callable[[float], float]) -> float:
     """The noise of a held-out release (calibration, evaluation) that the training dominates
     at every delta the ledger reads the training at, checked there (``check_dominated``).
@@ -82,7 +96,7 @@ def held_out_noise(history: Sequence[Mechanism], deltas: Iterable[float],
     return noise
 
 
-def check_dominated(noise: float, history: Sequence[Mechanism],
+def check_dominated(noise: float, history: History,
                     training: Mapping[float, float]) -> None:
     """Check one Gaussian release at noise multiplier ``noise`` against the training it
     follows: its RDP at most the training's at every grid order, and its exact epsilon at
@@ -92,7 +106,7 @@ def check_dominated(noise: float, history: Sequence[Mechanism],
         CostlierThanTraining: it costs more somewhere (naming the order or the delta), or it
             is exact (``noise`` 0) after a training with a finite guarantee.
     """
-    if not history or any(m.non_private for m in history):
+    if not history or _non_private(history):
         return  # a non-private training: nothing for the release to protect
     if noise == 0.0 and not all(math.isfinite(e) for e in training.values()):
         return  # as ``dominated_gaussian_noise``: no finite guarantee to stay within

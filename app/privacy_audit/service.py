@@ -40,7 +40,7 @@ def submit(*, session: Session, request: AuditCreate) -> Job:
 
     Raises:
         JobNotFound: no such job.
-        InvalidRequest: the job is itself an audit.
+        InvalidRequest: the job is itself an audit, or not DP-SGD (a fitted family's).
         AuditNeedsPublicData: the job's dataset is not public synthetic data.
     """
     target = job_service.get(session=session, job_id=request.job_id)
@@ -48,6 +48,11 @@ def submit(*, session: Session, request: AuditCreate) -> Job:
         raise InvalidRequest(
             f"job {target.id} is a privacy audit, not a training job", field="job_id"
         )
+    if not target.dp_sgd:  # its white-box canaries are DP-SGD gradient steps
+        raise InvalidRequest(
+            f"job {target.id}'s training.model {target.training.get('model')!r} is not "
+            "trained by DP-SGD: the white-box audit inserts gradient canaries into DP-SGD "
+            "steps", field="job_id")
     dataset = dataset_service.get(session=session, dataset_id=target.dataset_id)
     if not dataset.public or dataset.source_kind != "synthetic":
         raise AuditNeedsPublicData(

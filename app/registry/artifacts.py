@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import io
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -29,11 +30,15 @@ class ArtifactIncompatible(Conflict):
 
 
 def artifact_config(*, kind: str, hidden_units: int, calibration: str,
-                    schema: DatasetSchema) -> dict[str, Any]:
+                    schema: DatasetSchema,
+                    family_config: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """What an artifact records besides its weights: its family by name (and what the family
-    needs to rebuild the network), and the declared schema (and its hash) the network's inputs
-    were encoded from."""
-    return {**create_family(kind).artifact_config(hidden_units=hidden_units),
+    needs to rebuild the network: ``family_config`` where its trainer fitted the shape, else
+    the family's from ``hidden_units``), and the declared schema (and its hash) the network's
+    inputs were encoded from."""
+    family = (create_family(kind).artifact_config(hidden_units=hidden_units)
+              if family_config is None else {**family_config, "kind": kind, "family": kind})
+    return {**family,
             "scaling": SCALING, "calibration": calibration,
             "schema": schema.model_dump(mode="json"), "schema_hash": schema_hash(schema)}
 
