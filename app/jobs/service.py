@@ -223,11 +223,10 @@ def plan(*, dataset: Dataset, request: JobCreate) -> Job:
     Fills the size-dependent defaults, derives the Poisson plan, resolves delta and finds the
     noise for a target epsilon; where the default epochs cannot reach that target even at the
     largest noise, plans the most epochs that can; then sets a default clip norm by the public
-    rule of ``app.jobs.recipe``. Nothing is stored: ``app.flows.training.submit_training`` queues
-    the job and reserves its spend in one transaction.
-
-    The size floors (``app.jobs.size_floor``) come first, before any planning: a dataset too
-    small for the job is refused before the ledger is touched.
+    rule of ``app.jobs.recipe``. A family not trained by DP-SGD plans its one release instead
+    (``app.jobs.fitted``). Nothing is stored: ``app.flows.training.submit_training`` queues
+    the job and reserves its spend. The size floors come first: a dataset too small for the
+    job is refused before the ledger is touched.
 
     Raises:
         InvalidRequest: a parameter is outside what this dataset allows.
