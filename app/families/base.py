@@ -30,7 +30,7 @@ if TYPE_CHECKING:  # torch is imported where a network is built or run, not by t
     import torch
     from torch import nn
 
-    from app.datasets.dataset_schema import DatasetSchema
+    from app.datasets.schema.dataset_schema import DatasetSchema
     from app.families.gradients import PerSampleGradients
 
 FAMILY_TAG = "dp_family"

@@ -11,9 +11,9 @@ import math
 from dp_accounting import DpEvent
 
 from app.core.errors import InvalidRequest
-from app.datasets.built_in_schema import BUILT_IN_SCHEMA
-from app.datasets.dataset_schema import DatasetSchema
 from app.datasets.models import Dataset
+from app.datasets.schema.built_in_schema import BUILT_IN_SCHEMA
+from app.datasets.schema.dataset_schema import DatasetSchema
 from app.families import Family, create_family, family_names
 from app.families.base import PlanRefused, ReleaseRequest
 from app.jobs import size_floor

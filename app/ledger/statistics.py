@@ -24,7 +24,7 @@ from app.ledger import spend as ledger_spend
 from app.ledger.models import LedgerEntry
 from app.ledger.release import Release, Scope
 from app.ledger.spend import Budgeted
-from app.privacy import events, fitting
+from app.privacy import events, fitting, mechanisms
 from app.privacy.figures import round_down
 
 
@@ -86,9 +86,33 @@ class OneShot:
 
 
 ONE_SHOT = OneShot()
-FITTED = OneShot("fitted", "job")
-"""A job of a family that is not DP-SGD (``app.jobs.fitted``): its training is one release,
-reserved and charged whole, refused in a job's words."""
+
+
+class Fitted(OneShot):
+    """A job of a family that is not DP-SGD (``app.jobs.fitted``): its training is one
+    release, reserved and charged whole, refused in a job's words. Its event is a statistics
+    release's shape or any composition of Gaussians on the whole table
+    (``events.GAUSSIAN_COMPOSITION``, recorded by the one Gaussian it equals)."""
+
+    def __init__(self) -> None:
+        super().__init__("fitted", "job")
+
+    def columns(self, said: events.Description) -> dict[str, Any]:
+        if said.mechanism != events.GAUSSIAN_COMPOSITION:
+            return super().columns(said)
+        return {"mechanism": said.mechanism, "noise_multiplier": said.noise_multiplier,
+                "sample_rate": said.sample_rate, "steps": said.steps, "components": None}
+
+    def refuse(self, refused: ledger_service.Shortfall, entry: LedgerEntry,
+               release: Release) -> NoReturn:
+        said = events.describe(release.event)
+        same = (events.one_shot(mechanisms.GAUSSIAN, [float(said.noise_multiplier or 0.0)])
+                if said.mechanism == events.GAUSSIAN_COMPOSITION else release.event)
+        _refuse(refused, entry, ReleaseCharge(same, release.delta,
+                                              release.target_epsilon or math.inf), self.words)
+
+
+FITTED = Fitted()
 
 
 def reserve_release(

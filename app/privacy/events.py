@@ -10,6 +10,9 @@ The ledger records each release as the event that describes it (``dp_accounting.
 * A statistics release: ``ComposedDpEvent`` of one ``GaussianDpEvent`` or ``LaplaceDpEvent``
   per noisy vector, each by its noise multiplier (noise over sensitivity,
   ``app.privacy.mechanisms``).
+* A fitted family's one release (``app.jobs.fitted``): a statistics release's shape, or any
+  composition of Gaussians on the whole table (a DP-EBM's binning and boosting queries),
+  described as ``GAUSSIAN_COMPOSITION`` by the one Gaussian it equals (1 / sigma^2 adds up).
 * A hyper-parameter search: ``RepeatAndSelectDpEvent(<one run's DP-SGD>, mean, shape)``
   (Papernot and Steinke 2022; ``app.privacy.selection``), described by one run's noise and
   sample rate and as one step: it is charged whole. Its shape may be infinite (a Poisson number
@@ -56,6 +59,8 @@ INFINITY = "inf"
 """How a float field holding infinity is written (JSON has no inf): a Poisson number of runs
 is ``RepeatAndSelectDpEvent``'s shape infinity."""
 NON_PRIVATE = "non_private"
+GAUSSIAN_COMPOSITION = "gaussian_composition"
+"""Gaussians on the whole table composed (nested compositions included), no other part."""
 # One noisy vector of a statistics release, by its mechanism's name.
 ONE_SHOT: dict[str, type[DpEvent]] = {
     mechanisms.GAUSSIAN: GaussianDpEvent,
@@ -201,7 +206,24 @@ def describe(event: DpEvent) -> Description:
             if all(0.0 < c < math.inf for c in components):
                 return Description(kind, mechanisms.equivalent_multiplier(kind, components),
                                    1.0, 1, components)
+    if isinstance(event, ComposedDpEvent | SelfComposedDpEvent):
+        sigma = _gaussian_composition(event)
+        if sigma is not None:
+            return Description(GAUSSIAN_COMPOSITION, sigma, 1.0, 1)
     return Description(type(event).__name__)
+
+
+def _gaussian_composition(event: DpEvent) -> float | None:
+    """The noise multiplier of the one Gaussian that ``event`` equals, where it composes
+    Gaussians on the whole table and nothing else; else None."""
+    try:
+        parts = leaves([event])
+    except ValueError:
+        return None
+    if (not parts.gaussian or parts.laplace or parts.other or parts.non_private
+            or any(q != 1.0 for _, q, _ in parts.gaussian)):
+        return None
+    return float(sum(count / sigma**2 for sigma, _, count in parts.gaussian)) ** -0.5
 
 
 def from_columns(*, mechanism: str, noise_multiplier: float, sample_rate: float, steps: int,

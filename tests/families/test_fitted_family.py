@@ -11,19 +11,22 @@ from typing import Any
 import numpy as np
 import pytest
 import torch
+from dp_accounting.dp_event import GaussianDpEvent, SelfComposedDpEvent
 from dp_accounting.pld.pld_privacy_accountant import PLDAccountant
 from dp_accounting.rdp.rdp_privacy_accountant import RdpAccountant
 from fastapi.testclient import TestClient
 from torch import nn
 
 from app.core.database import Database
-from app.datasets.built_in_schema import BUILT_IN_SCHEMA
-from app.datasets.dataset_schema import schema_hash
+from app.datasets.models import Dataset
+from app.datasets.schema.built_in_schema import BUILT_IN_SCHEMA
+from app.datasets.schema.dataset_schema import schema_hash
 from app.families import (
     Family,
     PlanRefused,
     ReleasePlan,
     ReleaseRequest,
+    create_family,
     register_family,
     unregister_family,
 )
@@ -78,12 +81,27 @@ class NoisyMeans(Family):
                 raise PlanRefused(str(error), field="privacy.target_epsilon") from error
         event = events.one_shot("gaussian", [sigma])  # a GaussianDpEvent, composed once
         return ReleasePlan(event=event, noise_multiplier=sigma,
-                           settings={"noise_multiplier": sigma, "clip": CLIP})
+                           settings={"noise_multiplier": sigma, "clip": CLIP, "draws": 1})
+
+
+class NoisyMeansTwice(NoisyMeans):
+    """The same model from two independent releases at sqrt(2) times the noise, averaged:
+    an event that is a composition of Gaussians (``SelfComposedDpEvent``), not one-shot."""
+
+    name = "toy_noisy_means_twice"
+
+    def plan_release(self, request: ReleaseRequest) -> ReleasePlan:
+        once = super().plan_release(request)
+        sigma = once.noise_multiplier
+        event = SelfComposedDpEvent(GaussianDpEvent(sigma * np.sqrt(2.0)), 2)
+        return ReleasePlan(event=event, noise_multiplier=sigma,
+                           settings={**once.settings, "draws": 2})
 
 
 class NoisyMeansTrainer:
-    """Sums [y x, (1 - y) x, y, 1 - y] over the clipped encoded rows, adds Gaussian noise of
-    std sigma * sqrt(CLIP^2 + 1) once, and reads a linear discriminant off it."""
+    """Sums [y x, (1 - y) x, y, 1 - y] over the clipped encoded rows, releases it ``draws``
+    times with Gaussian noise of std sqrt(draws) sigma sqrt(CLIP^2 + 1) and averages (one
+    draw: noise std sigma sqrt(CLIP^2 + 1)), and reads a linear discriminant off it."""
 
     name = "toy_noisy_means"
 
@@ -95,12 +113,14 @@ class NoisyMeansTrainer:
             :, None]
         y = np.asarray(data.split.train.y, dtype=np.float64)
         exact = np.concatenate([y @ x, (1 - y) @ x, [y.sum(), (1 - y).sum()]])
-        scale = settings["noise_multiplier"] * np.sqrt(settings["clip"] ** 2 + 1.0)
-        noisy = exact + np.random.default_rng().normal(0.0, scale, exact.shape)
+        draws = int(settings["draws"])
+        scale = settings["noise_multiplier"] * np.sqrt(draws * (settings["clip"] ** 2 + 1.0))
+        noise = np.random.default_rng().normal(0.0, scale, (draws, *exact.shape))
+        noisy = exact + noise.mean(axis=0)
         d = x.shape[1]
         n1, n0 = max(noisy[2 * d], 1.0), max(noisy[2 * d + 1], 1.0)
         m1, m0 = noisy[:d] / n1, noisy[d:2 * d] / n0
-        network = NoisyMeans().network(d, plan.hidden_units)
+        network = create_family(plan.kind).network(d, plan.hidden_units)
         with torch.no_grad():
             layer = network[0]
             layer.weight.copy_(torch.as_tensor((m1 - m0) / VARIANCE)[None, :])
@@ -109,15 +129,22 @@ class NoisyMeansTrainer:
         return FittedModel(network=network.eval(), spent=[plan.event], epochs_completed=1)
 
 
-@pytest.fixture
-def noisy_means() -> Iterator[Family]:
-    family = register_family(NoisyMeans())
+@pytest.fixture(params=[NoisyMeans, NoisyMeansTwice])
+def noisy_means(request: pytest.FixtureRequest) -> Iterator[Family]:
+    family = register_family(request.param())
     register_trainer(NoisyMeansTrainer())
     try:
         yield family
     finally:
         unregister_family(family.name)
         unregister_trainer(NoisyMeansTrainer.name)
+
+
+def _public_request(job: Job) -> ReleaseRequest:
+    """The request the job was planned from, as far as the toy plan reads it."""
+    return ReleaseRequest(target_epsilon=job.target_epsilon, noise_multiplier=None,
+                          delta=job.delta, n_train=0, n_calibration=0, n_evaluation=0,
+                          n_inputs=0, schema=BUILT_IN_SCHEMA, training={})
 
 
 def _submit(client: TestClient, **body: Any) -> Any:
@@ -143,9 +170,12 @@ def test_trains_charges_its_event_and_scores_with_reasons(
         entry = ledger_service.entry_of(session=session, scope=Scope.job(job_id))
         assert entry is not None and entry.status == "committed"
         event = events.from_json(entry.event)
-        assert events.canonical(event) == events.canonical(
-            events.one_shot("gaussian", [row.noise_multiplier]))
+        planned = noisy_means.plan_release(_public_request(row))
+        assert events.canonical(event) == events.canonical(planned.event)
         charged, charged_rdp, delta = entry.epsilon_prv, entry.epsilon_rdp, entry.delta
+        dataset = session.get(Dataset, row.dataset_id)
+        assert dataset is not None
+        assert ledger_service.verify_chain(session=session, dataset=dataset)["valid"]
         model = session.get(TrainedModel, int(job["model_id"]))
         assert model is not None and model.kind == noisy_means.name
         assert model.epsilon == pytest.approx(charged, rel=1e-9)
@@ -176,6 +206,20 @@ def test_the_accounted_search_refuses_it_at_submission(noisy_means: Family,
     assert refused.status_code == 422, refused.text
     assert refused.headers["content-type"].startswith("application/problem+json")
     assert refused.json()["errors"][0]["field"] == "training.model", refused.json()
+
+
+def test_over_budget_is_a_job_409_with_the_largest_target(noisy_means: Family,
+                                                          client: TestClient) -> None:
+    dataset = client.post("/v1/datasets", json=small_dataset(
+        privacy_budget={"epsilon": 0.5, "delta": 1e-5}))
+    assert dataset.status_code == 201, dataset.text
+    refused = client.post("/v1/jobs", json={"dataset_id": dataset.json()["id"],
+                                            "privacy": {"target_epsilon": 1.0},
+                                            "training": {"model": noisy_means.name}})
+    assert refused.status_code == 409, refused.text
+    body = refused.json()
+    assert body["job_epsilon"] > 0.5
+    assert 0.4 < body["largest_fitting_target_epsilon"] <= 0.5, body
 
 
 def _problem_field(response: Any) -> str:
