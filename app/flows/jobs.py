@@ -86,12 +86,13 @@ def privacy_report(*, session: Session, job_id: int) -> JobPrivacyReport:
 
     Raises:
         JobNotFound: no such job, or it is not DP-SGD (a monitoring run's or comparison's
-            one release is reported with its run).
+            one release is reported with its run, a fitted family's in its dataset's report).
     """
     job = job_service.get(session=session, job_id=job_id)
     if not job.dp_sgd:
         raise job_service.JobNotFound(
             f"job {job_id} is a {job.kind} job, not DP-SGD training: its release is reported "
-            f"with its run", field="job_id")
+            "with its run, or, for a model fitted by one release, in its dataset's privacy "
+            "report", field="job_id")
     dataset = dataset_service.get(session=session, dataset_id=job.dataset_id)
     return reports.job_report(session=session, job=job, dataset=dataset)

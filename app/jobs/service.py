@@ -268,9 +268,7 @@ def plan(*, dataset: Dataset, request: JobCreate) -> Job:
         delta=delta,
         max_grad_norm=training.max_grad_norm,
         training=stored,
-        progress_epoch=0,
-        epsilon_per_epoch=[],
-        cancel_requested=False,
+        progress_epoch=0, epsilon_per_epoch=[], cancel_requested=False,
     )
     if request.privacy.target_epsilon is None:  # a noise multiplier: its planned epsilon
         planned = planned_epsilon(job)["prv"]

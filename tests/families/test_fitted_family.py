@@ -187,6 +187,12 @@ def test_trains_charges_its_event_and_scores_with_reasons(
     assert charged_rdp == pytest.approx(rdp, rel=2e-3) and charged_rdp >= rdp * (1 - 1e-3)
     assert config["family"] == noisy_means.name
 
+    for accept in ("application/json", "text/html"):
+        report = client.get(f"/v1/datasets/{row.dataset_id}/privacy-report",
+                            headers={"Accept": accept})
+        assert report.status_code == 200, report.text
+    assert client.get(f"/v1/jobs/{job_id}/privacy-report").status_code == 404  # DP-SGD's
+
     scored = client.post("/v1/risk", json={"features": PATIENT, "model_id": job["model_id"]})
     assert scored.status_code == 200, scored.text
     answer = scored.json()
