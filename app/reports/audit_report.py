@@ -1,8 +1,8 @@
 """The privacy-audit report: accounted epsilon (an upper bound) beside audited (a lower bound).
 
-A response model (``app.reports.schemas.AuditReport``); ``app.reports.audit_html`` renders the
-same object as a page. The accounted epsilon is rounded up and the audited one down, so rounding
-can never make the gap look smaller than it is, nor invent an alarm.
+A response model (``app.reports.audit_schemas.AuditReport``); ``app.reports.audit_html``
+renders the same object as a page. The accounted epsilon is rounded up and the audited one
+down, so rounding can never make the gap look smaller than it is, nor invent an alarm.
 """
 
 from typing import Any
