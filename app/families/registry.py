@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from app.families.base import FAMILY_TAG, Family
+from app.families.dp_ebm import DpEbm
 from app.families.logistic import Logistic
 from app.families.mlp import MLP
 
@@ -90,3 +91,4 @@ def legacy_family_of(config: Mapping[str, Any],
 
 register_family(Logistic())
 register_family(MLP())
+register_family(DpEbm())

@@ -46,11 +46,11 @@ def test_validation_and_recipe_pick_it_up(toy: Family) -> None:
     assert TrainingConfig.model_validate({"model": toy.name}).model == toy.name
     assert recipe.default_learning_rate("adam", toy.name) == 0.05
     enum = TrainingConfig.model_json_schema()["properties"]["model"]["enum"]
-    assert enum == ["logistic", "mlp", toy.name]
+    assert enum == ["logistic", "mlp", "dp_ebm", toy.name]
 
 
 def test_unregistered_name_is_refused_like_a_literal() -> None:
-    with pytest.raises(ValueError, match="Input should be 'logistic' or 'mlp'"):
+    with pytest.raises(ValueError, match="Input should be 'logistic', 'mlp' or 'dp_ebm'"):
         TrainingConfig.model_validate({"model": "toy_two_layer"})
 
 

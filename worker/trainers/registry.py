@@ -4,7 +4,7 @@ its trainer (``Family.trainer``), the worker fits it with the one registered her
 from __future__ import annotations
 
 from app.families import Family
-from worker.trainers import dp_sgd
+from worker.trainers import dp_ebm, dp_sgd
 from worker.trainers.base import Trainer
 
 _TRAINERS: dict[str, Trainer] = {}
@@ -45,3 +45,4 @@ def trainer_for(family: Family) -> Trainer:
 
 
 register_trainer(dp_sgd.TRAINER)
+register_trainer(dp_ebm.TRAINER)
