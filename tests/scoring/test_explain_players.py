@@ -106,3 +106,23 @@ def test_scoring_encodes_and_explains_with_the_models_schema() -> None:
 ])
 def test_rounding_is_no_direction(contribution: float, direction: str) -> None:
     assert direction_of(contribution) == direction
+
+
+def test_an_additive_models_terms_give_its_log_odds_values_past_12_players() -> None:
+    """Past the exact enumeration an additive model's log-odds values come from its terms:
+    each term minus the reference's, exactly, whatever the player count."""
+    d = MAX_EXACT_PLAYERS + 3
+    scales = np.linspace(0.5, 2.0, d)
+
+    def terms(rows: np.ndarray) -> np.ndarray:
+        return np.sin(rows.astype(np.float64) * scales)
+
+    def log_odds(rows: np.ndarray) -> np.ndarray:
+        return 0.25 + terms(rows).sum(axis=1)
+
+    rng = np.random.default_rng(3)
+    x, reference = rng.uniform(-1, 1, (4, d)), np.zeros(d)
+    e = explain(log_odds, x, reference, np.arange(d), terms=terms)
+    assert e.method == "closed-form+sampled"
+    np.testing.assert_array_equal(e.phi, terms(x) - terms(reference[None, :]))
+    np.testing.assert_allclose(e.base + e.phi.sum(axis=1), e.full, atol=1e-12)
