@@ -21,7 +21,7 @@ from app.core.schemas import (
 )
 from app.families import DEFAULT_FAMILY
 from app.federation.signing import PUBLIC_KEY_PATTERN
-from app.jobs.family_field import dp_sgd_family, family_enum
+from app.jobs.family_field import dp_sgd_family, dp_sgd_family_enum
 from app.privacy.annotations import Released
 from app.privacy.noise import epochs_for_target
 from app.privacy.releases import Release
@@ -77,7 +77,7 @@ class FederatedRecipe(RequestModel):
     """
 
     model: Annotated[str, AGREED] = Field(
-        default=DEFAULT_FAMILY, json_schema_extra=family_enum)
+        default=DEFAULT_FAMILY, json_schema_extra=dp_sgd_family_enum)
     hidden_units: Annotated[int, AGREED] = Field(default=16, ge=1, le=256)
     rounds: Annotated[int, AGREED] = Field(
         default=DEFAULT_ROUNDS, ge=1, le=200,

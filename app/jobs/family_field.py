@@ -25,6 +25,11 @@ def registered_family(value: Any) -> Any:
     return value
 
 
+def dp_sgd_family_enum(schema: dict[str, Any]) -> None:
+    """The registered families trained by DP-SGD (what ``dp_sgd_family`` accepts)."""
+    schema["enum"] = [name for name in family_names() if create_family(name).dp_sgd]
+
+
 def dp_sgd_family(value: Any) -> Any:
     """``value`` if it names a registered family trained by DP-SGD (what federation and the
     accounted search vary and charge by steps); a fitted family is refused by name."""

@@ -7,7 +7,7 @@ from pydantic import Field, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
 from app.core.schemas import ALLOWED_RANGES, RequestModel, ResponseModel, register_ranges
-from app.jobs.family_field import dp_sgd_family, family_enum
+from app.jobs.family_field import dp_sgd_family, dp_sgd_family_enum
 from app.jobs.results import SearchCandidateRecord
 from app.privacy import selection
 from app.privacy.accounting import finite_or_none
@@ -34,7 +34,7 @@ TUNABLE = ("model", "optimizer", "learning_rate", "momentum", "max_grad_norm", "
 class SearchCandidate(RequestModel):
     """One point of the public grid: ``training``'s fields it changes (same ranges)."""
 
-    model: str | None = Field(default=None, json_schema_extra=family_enum)
+    model: str | None = Field(default=None, json_schema_extra=dp_sgd_family_enum)
     optimizer: Literal["adam", "sgd"] | None = None
     learning_rate: float | None = Field(default=None, gt=0, le=10)
     momentum: float | None = Field(default=None, ge=0, lt=1)

@@ -30,8 +30,11 @@ from app.families import (
     register_family,
     unregister_family,
 )
+from app.federation.schemas import FederatedRecipe
 from app.flows.job_run import LoadedData
 from app.jobs.models import Job
+from app.jobs.schemas import TrainingConfig
+from app.jobs.search_schemas import SearchCandidate
 from app.ledger import service as ledger_service
 from app.ledger.release import Scope
 from app.privacy import events, noise
@@ -265,3 +268,15 @@ def test_the_white_box_audit_refuses_its_job(noisy_means: Family,
     refused = client.post("/v1/audits", json={"job_id": submitted.json()["id"]})
     assert _problem_field(refused) == "job_id", refused.json()
     assert "training.model" in refused.json()["detail"]
+
+
+def test_the_schemas_list_it_only_where_it_is_taken(noisy_means: Family) -> None:
+    def enum(model: Any, *path: str) -> list[str]:
+        schema = model.model_json_schema()
+        for key in path:
+            schema = schema[key]
+        return list(schema["properties"]["model"]["enum"])
+
+    assert noisy_means.name in enum(TrainingConfig)
+    assert noisy_means.name not in enum(FederatedRecipe)
+    assert noisy_means.name not in enum(SearchCandidate)
