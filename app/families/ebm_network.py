@@ -12,8 +12,10 @@ exact Shapley values (an additive model's), which is what scoring reports for th
 
 from __future__ import annotations
 
+import threading
 import warnings
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -144,13 +146,47 @@ class FittedEbm:
     model: Any  # interpret's fitted estimator (its decision_function is the reference)
 
 
+_BINNING = threading.Lock()
+
+
+@contextmanager
+def public_total(rows: int | None) -> Iterator[None]:
+    """Make interpret's private numeric binning merge its cells at ``rows`` / max_bins, the
+    part's public size, not at the number of rows it is given (private where a release leaves
+    patients out, or a union's members share them): each column it bins is padded up to
+    ``rows`` with values past its public range, which ``np.histogram`` counts in no cell, so the
+    noisy counts are unchanged; the boosting never sees the padding."""
+    if rows is None:
+        yield
+        return
+    from interpret.utils import _preprocessor
+
+    original = _preprocessor.private_numeric_binning
+
+    def binning(column: np.ndarray, sample_weight: np.ndarray | None, *args: Any,
+                **kwargs: Any) -> Any:
+        missing = rows - len(column)
+        if missing > 0 and sample_weight is None:
+            column = np.concatenate([column, np.full(missing, np.inf)])
+        return original(column, sample_weight, *args, **kwargs)
+
+    with _BINNING:
+        _preprocessor.private_numeric_binning = binning
+        try:
+            yield
+        finally:
+            _preprocessor.private_numeric_binning = original
+
+
 def fit_ebm(schema: DatasetSchema, raw: np.ndarray, y: np.ndarray, noise: EbmNoise, *,
-            patient_ids: Sequence[str] | None = None,
+            public_rows: int | None = None, patient_ids: Sequence[str] | None = None,
             random_state: int | None = None) -> FittedEbm:
     """Fit interpret's DP-EBM on raw rows at the planned ``noise`` (``ebm_accounting.plan``),
     and check the noise it drew is the plan's (the ledger charges the plan's event).
 
     Args:
+        public_rows: the part's public size, which the binning's merge threshold reads
+            (``public_total``); None: the rows given (a public table).
         patient_ids: the rows' patients, when known: every one must be distinct (the service
             keeps one row per patient; this refuses rather than assumes).
         random_state: tests only (interpret warns: fixed noise is no privacy).
@@ -179,7 +215,8 @@ def fit_ebm(schema: DatasetSchema, raw: np.ndarray, y: np.ndarray, noise: EbmNoi
         # interpret warns where it reads bounds or types off the rows: never acceptable here
         warnings.filterwarnings("error", message="Possible privacy violation")
         warnings.filterwarnings("ignore", message="Privacy violation: using a fixed")
-        model.fit(interpret_rows(schema, raw), np.asarray(y).astype(int))
+        with public_total(public_rows):
+            model.fit(interpret_rows(schema, raw), np.asarray(y).astype(int))
     noise.check(binning=float(model.noise_scale_binning_),
                 boosting=float(model.noise_scale_boosting_))
     return FittedEbm(shape_tables(model, len(schema.features)), noise, model)

@@ -141,3 +141,23 @@ def test_contributions_are_the_terms_and_the_exact_shapley_values(fitted, dtype)
     at_reference = explain(log_odds, reference[None, :], reference, encoder.player_of_input,
                            terms=network.numpy_terms)
     assert (at_reference.phi == 0).all()  # exactly: no float noise to read as a direction
+
+
+def test_the_bins_merge_at_the_public_size_not_the_rows_given() -> None:
+    """The merge threshold is (public size) / max_bins: a public size far above the rows
+    given merges every cell into one bin (the noisy counts cannot reach it), while the rows
+    themselves would have cut; the padding never reaches the boosting (the fit still runs on
+    the rows given)."""
+    raw, y = _rows(400, seed=6)
+    recipe = EbmRecipe(8.0, 1e-5, 4, max_rounds=2)
+    own = fit_ebm(SCHEMA, raw, y, plan(recipe), public_rows=400, random_state=1)
+    assert any(len(cuts) for cuts in own.tables.cuts)
+    public = fit_ebm(SCHEMA, raw, y, plan(recipe), public_rows=400 * 100, random_state=1)
+    assert all(len(cuts) == 0 for cuts in public.tables.cuts)
+    from interpret.utils import _preprocessor
+    from interpret.utils._privacy import private_numeric_binning
+
+    assert _preprocessor.private_numeric_binning is private_numeric_binning  # restored
+    unpadded = fit_ebm(SCHEMA, raw, y, plan(recipe), random_state=1)
+    for a, b in zip(own.tables.cuts, unpadded.tables.cuts, strict=True):
+        np.testing.assert_array_equal(a, b)  # public size = rows given: interpret's own bins

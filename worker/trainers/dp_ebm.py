@@ -38,7 +38,8 @@ class DpEbmTrainer:
             raise PlanMismatch("the job's DP-EBM settings are not the release it reserved")
         train = data.split.train
         try:
-            fitted = fit_ebm(data.encoder.schema, train.x, train.y, noise)
+            fitted = fit_ebm(data.encoder.schema, train.x, train.y, noise,
+                             public_rows=train.rows)
         finally:
             on_report(Report(epoch=1, epochs=1, steps=1, spent=[plan.event]))
         network = additive_network(data.encoder, fitted.tables)
