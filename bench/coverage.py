@@ -18,6 +18,7 @@ Goals: |bias| <= 0.02 for ROC-AUC, coverage >= 0.90 for every 95% interval.
 
     nice -n 10 .venv/bin/python bench/coverage.py            # 200 releases per condition
     .venv/bin/python bench/coverage.py --releases 40         # a quick look
+    .venv/bin/python bench/coverage.py --condition "500 rows"  # conditions holding the text
 """
 
 import argparse
@@ -58,7 +59,7 @@ METRICS = {  # label -> (key of the evaluation's answer, key of ``summary``)
 }
 DRIFT = [  # (cohort rows, epsilon, features in the release, shift of the follow-up in sds)
     (5_000, 1.0, 10, 0.0), (5_000, 1.0, 10, 0.1), (1_000, 1.0, 20, 0.0), (1_000, 1.0, 20, 0.3),
-    (20_000, 0.5, 30, 0.05), (500, 8.0, 2, 0.2),
+    (20_000, 0.5, 30, 0.05), (500, 8.0, 2, 0.2), (2_000, 1.0, 20, 0.0),
 ]
 DRIFT_EDGES = np.linspace(-3.0, 3.0, 11)
 
@@ -112,9 +113,12 @@ def _tally(label: str, condition: str, truth: float,
     return label, condition, len(shown) / len(found), bias, cover, truth
 
 
-def evaluation_rows(releases: int, rng: np.random.Generator) -> list[Row]:
+def evaluation_rows(releases: int, rng: np.random.Generator, only: str = "") -> list[Row]:
     out = []
     for prevalence, n, epsilon in EVALUATION:
+        condition = f"prevalence {prevalence:.0%}, {n} rows, epsilon {epsilon:g}"
+        if only not in condition:
+            continue
         p, y = population(prevalence, rng)
         thresholds = thresholds_for(prevalence)
         edges = bin_edges(thresholds)
@@ -127,17 +131,19 @@ def evaluation_rows(releases: int, rng: np.random.Generator) -> list[Row]:
                               band_thresholds=thresholds, rng=rng)
             for label, (path, _) in METRICS.items():
                 found[label].append(_get(answer, path))
-        condition = f"prevalence {prevalence:.0%}, {n} rows, epsilon {epsilon:g}"
         out += [_tally(label, condition, float(truth[key]), found[label])
                 for label, (_, key) in METRICS.items()]
     return out
 
 
-def drift_rows(releases: int, rng: np.random.Generator) -> list[Row]:
+def drift_rows(releases: int, rng: np.random.Generator, only: str = "") -> list[Row]:
     out = []
     centres = (DRIFT_EDGES[:-1] + DRIFT_EDGES[1:]) / 2
     inner = DRIFT_EDGES[1:-1]
     for n, epsilon, features, shift in DRIFT:
+        condition = f"{n} rows a side, epsilon {epsilon:g}, {features} features, shift {shift:g} sd"
+        if only not in condition:
+            continue
         std = noise_multiplier(epsilon) * math.sqrt(features)
         found: dict[str, list] = {name: [] for name in DISTANCES}
         truths: dict[str, list] = {name: [] for name in DISTANCES}
@@ -150,7 +156,6 @@ def drift_rows(releases: int, rng: np.random.Generator) -> list[Row]:
             for name, d in DISTANCES.items():
                 found[name].append((answer[name], answer[f"{name}_ci"]))
                 truths[name].append(float(d.of(ref, fup, centres)))
-        condition = f"{n} rows a side, epsilon {epsilon:g}, {features} features, shift {shift:g} sd"
         for name in DISTANCES:  # the truth differs per release: score each against its own
             errors = [(v - t, None if ci is None else [ci[0] - t, ci[1] - t])
                       for (v, ci), t in zip(found[name], truths[name], strict=True)
@@ -165,9 +170,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--releases", type=int, default=200)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--only", choices=("evaluation", "drift"))
+    parser.add_argument("--condition", default="",
+                        help="run only the conditions whose label holds this text")
     args = parser.parse_args(argv)
     rng, started = np.random.default_rng(args.seed), time.perf_counter()
-    parts: list[Callable[[int, np.random.Generator], list[Row]]] = []
+    parts: list[Callable[[int, np.random.Generator, str], list[Row]]] = []
     if args.only != "drift":
         parts.append(evaluation_rows)
     if args.only != "evaluation":
@@ -175,7 +182,7 @@ def main(argv: list[str] | None = None) -> None:
     print(f"{'estimator':<20} {'condition':<50} {'truth':>7} {'shown':>6} {'bias':>8} "
           f"{'cover':>6}")
     for part in parts:
-        for label, condition, shown, bias, cover, truth in part(args.releases, rng):
+        for label, condition, shown, bias, cover, truth in part(args.releases, rng, args.condition):
             print(f"{label:<20} {condition:<50} {truth:7.4f} {shown:6.0%} {bias:+8.4f} "
                   f"{cover:6.2f}", flush=True)
     print(f"{args.releases} releases per condition, {time.perf_counter() - started:.0f} s")

@@ -44,13 +44,15 @@ DEFINITIONS = {
     "ci": "95% parametric bootstrap over the release: plausible true counts are drawn around the "
     "projected counts (Poisson), fresh Gaussian noise of the release's std is added and the "
     "same estimators are applied; a figure's interval is its released value minus the 97.5th "
-    "and 2.5th percentiles of the replicates' errors (basic interval; per-bin figures: the "
-    "replicates' percentiles), widened to hold the figure. It covers the held-out rows' "
-    "sampling and the DP noise: the truth covered is the model's figure on the population "
-    "they were drawn from (bench/coverage.py).",
+    "and 2.5th percentiles of the replicates' errors (basic interval; per-bin figures and "
+    "PR-AUC: the replicates' percentiles), widened to hold the figure. It covers the "
+    "held-out rows' sampling and the DP noise: the truth covered is the model's figure on the "
+    "population they were drawn from (bench/coverage.py).",
     "none": "A metric is None when its noisy denominator is below twice the noise std of that "
     "denominator (it could be 0), or below 1; ROC-AUC and PR-AUC also need 5 positives and 5 "
-    "negatives. An interval is None when over 2.5% of replicates leave it undefined.",
+    "negatives, and PR-AUC is None where the noise std of the positives' total is over 15% "
+    "of it (its top bins' precisions would be mostly noise). An interval is None when over "
+    "2.5% of replicates leave it undefined.",
     "subgroups": "The same metrics per group of each grouping (labels from the public schema); "
     "an empty group is still listed, its counts pure noise.",
 }
@@ -63,4 +65,4 @@ def ci_method(n_bootstrap: int, noise_multiplier: float) -> str:
     noise = "fresh Gaussian noise of the release's std" if noise_multiplier > 0 else "no noise"
     return (f"parametric bootstrap over the released counts, {n_bootstrap} replicates "
             f"(Poisson sampling around the projected counts plus {noise}), basic interval "
-            "about each released figure (per-bin figures: percentile)")
+            "about each released figure (per-bin figures and PR-AUC: percentile)")

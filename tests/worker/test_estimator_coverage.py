@@ -25,12 +25,13 @@ def _population(rng: np.random.Generator, size: int = 400_000) -> tuple[np.ndarr
 
 def test_evaluation_auc_brier_and_bands_are_unbiased_and_covered() -> None:
     """500 rows at a 70% outcome, noise std 5 per cell: the projection read ROC-AUC 0.04 low
-    here; the released-count estimator is within 0.02 and its intervals cover."""
+    here; the released-count estimator is within 0.02 (PR-AUC 0.03 over these 60 releases)
+    and its intervals cover."""
     rng = np.random.default_rng(5)
     p, y = _population(rng)
     edges = bin_edges(THRESHOLDS)
     truth = summary(histogram(bin_of(p, edges), y, len(edges) + 1)[0], edges, THRESHOLDS)
-    keys = ("roc_auc", "brier", "prevalence")
+    keys = ("roc_auc", "pr_auc", "brier", "prevalence")
     found: dict[str, list] = {k: [] for k in keys}
     band: list = []
     for _ in range(60):
@@ -47,7 +48,7 @@ def test_evaluation_auc_brier_and_bands_are_unbiased_and_covered() -> None:
         assert len(shown) >= 50, key
         bias = np.mean([v for v, _ in shown]) - float(truth[key])
         cover = np.mean([lo <= float(truth[key]) <= hi for _, (lo, hi) in shown])
-        assert abs(bias) <= 0.02, (key, bias)
+        assert abs(bias) <= (0.03 if key == "pr_auc" else 0.02), (key, bias)
         assert cover >= 0.85, (key, cover)
         assert all(lo <= v <= hi for v, (lo, hi) in shown), key
 
@@ -76,3 +77,54 @@ def test_drift_distances_are_debiased_and_covered(shift: float) -> None:
         bias, cover = np.mean([e for e, _ in got]), np.mean([c for _, c in got])
         assert math.isfinite(bias) and abs(bias) <= 0.02, (name, bias)
         assert cover >= 0.85, (name, cover)
+
+
+def test_pr_auc_is_withheld_where_its_top_bins_are_noise() -> None:
+    """A 5% outcome on 2,000 rows, noise std 6.5 per cell: read off the release, PR-AUC was
+    0.06 high; it is withheld with the reason, while ROC-AUC stays shown."""
+    rng = np.random.default_rng(7)
+    p = 1 / (1 + np.exp(-(-4.0 + 1.6 * rng.standard_normal(200_000))))
+    y = (rng.random(len(p)) < p).astype(np.int64)
+    thresholds = {"low_medium": 0.05, "medium_high": 0.125}
+    for _ in range(5):
+        pick = rng.integers(0, len(p), 2000)
+        out = evaluate(y[pick], p[pick], groups={}, noise_multiplier=6.5,
+                       band_thresholds=thresholds, rng=rng, n_bootstrap=100)
+        assert out["pr_auc"] is None and out["pr_auc_ci"] is None
+        assert any("PR-AUC not reported" in note for note in out["notes"]), out["notes"]
+
+
+def test_drift_interval_is_never_zero_width_under_noise() -> None:
+    """A binary feature whose true PSI is 1.3e-05 under noise std 10: a bound rounded to
+    nearest, or cut at the pulls' grid, gave [0, 0]; no interval may be a point, and they
+    cover."""
+    rng = np.random.default_rng(1)
+    ref, fup, centres = np.array([2100.0, 900.0]), np.array([2095.0, 905.0]), np.array([0.0, 1.0])
+    covered: dict[str, list[bool]] = {name: [] for name in DISTANCES}
+    for _ in range(12):
+        out = feature_drift(NoisyHistogram(ref + rng.normal(0, 10, 2), 10.0),
+                            NoisyHistogram(fup + rng.normal(0, 10, 2), 10.0),
+                            centres=centres, rng=rng, n_bootstrap=300)
+        for name, distance in DISTANCES.items():
+            if out[f"{name}_ci"] is not None:
+                low, high = out[f"{name}_ci"]
+                assert high > low, (name, out)
+                covered[name].append(low <= float(distance.of(ref, fup, centres)) <= high)
+    for name, got in covered.items():
+        assert len(got) >= 10 and np.mean(got) >= 0.8, (name, got)
+
+
+def test_wasserstein_is_withheld_where_noise_alone_dominates() -> None:
+    """1,000 rows a side, noise std 16.7 on 10 bins: noise alone makes W1 about 0.12 (2% of
+    the centres' span) and the estimate, which cannot go below 0, read 0.028 high; W1 is
+    withheld there with the reason."""
+    rng = np.random.default_rng(3)
+    centres, inner = (EDGES[:-1] + EDGES[1:]) / 2, EDGES[1:-1]
+    for _ in range(3):
+        ref, fup = (np.bincount(np.searchsorted(inner, rng.standard_normal(1000)),
+                                minlength=10).astype(float) for _ in range(2))
+        out = feature_drift(NoisyHistogram(ref + rng.normal(0, 16.7, 10), 16.7),
+                            NoisyHistogram(fup + rng.normal(0, 16.7, 10), 16.7),
+                            centres=centres, rng=rng, n_bootstrap=200)
+        assert out["wasserstein"] is None and out["wasserstein_ci"] is None
+        assert any("wasserstein withheld" in note for note in out["notes"]), out["notes"]

@@ -79,8 +79,11 @@ def test_no_false_alarm_where_noise_alone_pushes_psi_over_the_threshold() -> Non
     withheld = [r for r in runs if r["psi"] is None]
     assert len(withheld) >= 50  # observed: all 100 (noise alone: PSI ~0.16)
     assert all(r["psi_ci"] is None and "psi withheld" in r["notes"][0] for r in withheld)
-    assert all(r["wasserstein_ci"][0] <= r["wasserstein"] <= r["wasserstein_ci"][1]
-               for r in runs)
+    for r in runs:  # W1 is held to its own ceiling: shown within its interval, or withheld
+        if r["wasserstein"] is None:
+            assert any("wasserstein withheld" in note for note in r["notes"])
+        else:
+            assert r["wasserstein_ci"][0] <= r["wasserstein"] <= r["wasserstein_ci"][1]
 
 
 def test_a_clear_shift_is_drift() -> None:

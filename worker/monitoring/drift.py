@@ -25,7 +25,7 @@ import numpy as np
 
 from app.bands import Band, band_index, cut_offs
 from worker.dp_histogram import NEGATIVE, POSITIVE, all_edges
-from worker.evaluation import MIN_CLASS_ROWS, NOISE_FLOOR, json_safe
+from worker.evaluation import DIGITS, MIN_CLASS_ROWS, NOISE_FLOOR, json_safe
 from worker.histogram_metrics import (
     Stats,
     project_nonnegative,
@@ -60,6 +60,14 @@ def floor(noise_std: float, cells: int, minimum: float = 1.0) -> float:
     """Smallest usable denominator summing ``cells`` noisy cells (``worker.evaluation``'s rule:
     ``NOISE_FLOOR`` noise stds of the sum, so the true denominator is unlikely to be 0)."""
     return max(minimum, NOISE_FLOOR * noise_std * math.sqrt(cells))
+
+
+def outward(low: float, high: float, digits: int = DIGITS) -> list[float]:
+    """An interval rounded away from its centre to ``digits`` decimals (``json_safe`` then keeps
+    it): rounded to nearest, a bound within half a unit of the value shown would let a small
+    positive truth fall outside, as [0, 0] for a distance of 3e-05."""
+    scale = 10.0**digits
+    return [math.floor(low * scale) / scale, math.ceil(high * scale) / scale]
 
 
 # --- features -----------------------------------------------------------------------------------
@@ -148,7 +156,8 @@ def feature_drift(reference: NoisyHistogram, follow_up: NoisyHistogram, *,
             out["notes"].append(got.withheld)
         elif got is not None:
             out[name] = got.value
-            out[f"{name}_ci"] = None if got.low is None else [got.low, got.high]
+            if got.low is not None and got.high is not None:
+                out[f"{name}_ci"] = outward(got.low, got.high)
     if usable and n_bootstrap > 0:
         out["verdict"] = _drift_verdict(found, thresholds)
     return json_safe(out)

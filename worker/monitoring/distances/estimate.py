@@ -95,17 +95,35 @@ def estimate(distance: Distance, ref: np.ndarray, fup: np.ndarray, *, stds: tupl
     draws = distance.of(_noisy(truth_ref, stds[0], rng.standard_normal(shape)),
                         _noisy(truth_fup, stds[1], rng.standard_normal(shape)), centres)
     expected = np.maximum.accumulate(np.nan_to_num(np.nanmean(draws, axis=1), nan=np.inf))
-    if distance.noise_ceiling is not None and expected[0] > distance.noise_ceiling:
+    ceiling = distance.ceiling(centres)
+    if ceiling is not None and expected[0] > ceiling:
         return Estimate(math.nan, None, None, observed, withheld=(
-            f"{distance.name} withheld: noise alone would make it about {expected[0]:.3f} "
-            f"of two identical cohorts, above {distance.noise_ceiling:g}"))
+            f"{distance.name} withheld: noise alone would make it about {expected[0]:.3g} "
+            f"of two identical cohorts, above {ceiling:.3g}"))
     value = float(np.interp(float(np.interp(observed, expected, LAMBDAS)), LAMBDAS, truth))
     miss = (1 - level) * TEST_MISS
-    tails = [100 * miss / 2, 100 * (1 - miss / 2)]
-    q_lo, q_hi = np.nanpercentile(draws, tails, axis=1)
-    plausible = (q_lo <= observed) & (observed <= q_hi) & (
-        np.isnan(draws).mean(axis=1) <= (1 - level) / 2)
-    if not plausible.any():
+    q_lo, q_hi = np.nanpercentile(draws, [100 * miss / 2, 100 * (1 - miss / 2)], axis=1)
+    margin = np.minimum(observed - q_lo, q_hi - observed)  # >= 0: the test keeps the pull
+    margin = np.where(np.isnan(draws).mean(axis=1) <= (1 - level) / 2, margin, np.nan)
+    ends = _ends(truth, margin)
+    if ends is None:
         return Estimate(value, None, None, observed)
-    low, high = float(truth[plausible].min()), float(truth[plausible].max())
-    return Estimate(value, min(low, value), max(high, value), observed)
+    return Estimate(value, min(ends[0], value), max(ends[1], value), observed)
+
+
+def _ends(truth: np.ndarray, margin: np.ndarray) -> tuple[float, float] | None:
+    """The least and greatest distance of the pulls the test keeps (``margin`` >= 0), each end
+    carried on to where the test's margin crosses 0 between the last kept pull and the next
+    one (linear in the margin), so the grid's step does not narrow the interval: a zero-width
+    interval would hold none of the distances noise leaves plausible."""
+    kept = np.flatnonzero(margin >= 0)
+    if kept.size == 0:
+        return None
+    low, high = float(truth[kept].min()), float(truth[kept].max())
+    for inner, outer in ((kept[0], kept[0] - 1), (kept[-1], kept[-1] + 1)):
+        if 0 <= outer < len(truth):
+            gap = margin[inner] - margin[outer]
+            step = margin[inner] / gap if gap > 0 and np.isfinite(gap) else 0.0
+            crossing = float(truth[inner] + step * (truth[outer] - truth[inner]))
+            low, high = min(low, crossing), max(high, crossing)
+    return low, high

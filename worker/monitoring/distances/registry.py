@@ -22,12 +22,21 @@ class Distance:
     ``<name>_ci``), its function, the drift threshold its verdict uses (None: shown only), and
     the most that noise alone may make of two identical cohorts before the release cannot
     support the figure (None: always shown): past it the estimate's bias is not under control
-    and the distance is withheld with that reason."""
+    and the distance is withheld with that reason. A distance in the feature's units (``in_units``)
+    states its ceiling as a share of the public span of the bins' centres, so that it holds
+    for every feature's scale."""
 
     name: str
     of: DistanceOf
     threshold: float | None
     noise_ceiling: float | None = None
+    in_units: bool = False
+
+    def ceiling(self, centres: np.ndarray) -> float | None:
+        """The noise ceiling on these bins, in the distance's own units (None: none)."""
+        if self.noise_ceiling is None or not self.in_units:
+            return self.noise_ceiling
+        return self.noise_ceiling * float(centres[-1] - centres[0])
 
 
 DISTANCES: dict[str, Distance] = {}
