@@ -14,6 +14,7 @@ from app.families import create_family
 from app.families.dp_ebm import noise_of
 from app.families.ebm_accounting import EbmRecipe, plan
 from app.families.ebm_network import AdditiveNetwork
+from app.fhir.service import percent
 from app.jobs.fitted import RELEASE_KEY
 from app.jobs.models import Job
 from app.ledger import service as ledger_service
@@ -22,7 +23,10 @@ from app.privacy import events
 from app.registry import artifacts
 from app.registry.models import TrainedModel
 from app.scoring.explain import exact_shapley
+from tests.cdshooks.test_cds_hooks import URL as CDS_URL
+from tests.cdshooks.test_cds_hooks import hook_call
 from tests.conftest import PATIENT, small_dataset
+from tests.fhir.r4 import valid
 
 pytest.importorskip("interpret")
 
@@ -89,6 +93,22 @@ def test_dp_ebm_trains_charges_its_event_and_scores_with_its_terms(
 
     phi, _, _ = exact_shapley(log_odds, x, encoder.reference_encoded)
     np.testing.assert_allclose(phi, expected, atol=1e-9)
+
+    # FHIR reuses the same answer: a valid RiskAssessment by this model, its probability
+    fhir = client.post("/v1/risk/fhir", json={"features": PATIENT, "model_id": job["model_id"],
+                                              "subject": "Patient/1"})
+    assert fhir.status_code == 200, fhir.text
+    ra = fhir.json()
+    valid(ra)
+    assert ra["method"]["coding"][0]["code"] == f"model-{job['model_id']}"
+    assert ra["prediction"][0]["probabilityDecimal"] == pytest.approx(answer["probability"],
+                                                                      abs=1e-3)
+    # and CDS Hooks: the active model (this one) answers an EHR's patient-view card
+    card_call = client.post(CDS_URL, json=hook_call())
+    assert card_call.status_code == 200, card_call.text
+    (card,) = card_call.json()["cards"]
+    assert percent(answer["probability"]) in card["summary"]
+    assert f"Model {job['model_id']} (" in card["detail"]
 
 
 def test_a_noise_multiplier_request_is_refused(client: TestClient) -> None:
