@@ -43,7 +43,7 @@ from worker.held_out_floors import held_out_warnings
 from worker.trainers import FitPlan, FittedModel, OnReport, Report, trainer_for
 from worker.trainers import report_interval as report_interval
 from worker.trainers.base import REPORTS_PER_JOB as REPORTS_PER_JOB
-from worker.trainers.base import History
+from worker.trainers.base import History, check_spent
 from worker.trainers.dp_sgd import fitted_of
 from worker.training import TrainingResult, TrainingSpec, predict_proba
 
@@ -164,8 +164,10 @@ def train_step(worker: JobWorker, claimed: ClaimedJob, loaded: LoadedData) -> Fi
     """The train step: the family's trainer fits the training part (DP-SGD by default, in
     this process or across ``world_size`` processes under torchrun)."""
     trainer = trainer_for(create_family(claimed.plan.kind))
-    return trainer.fit(claimed.plan, loaded, progress_callback(worker, claimed),
-                       device=worker.device)
+    fitted = trainer.fit(claimed.plan, loaded, progress_callback(worker, claimed),
+                         device=worker.device)
+    check_spent(claimed.plan, fitted)  # never more than the ledger reserved
+    return fitted
 
 
 def _end_stopped(worker: JobWorker, claimed: ClaimedJob) -> str:

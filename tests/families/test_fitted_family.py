@@ -280,3 +280,34 @@ def test_the_schemas_list_it_only_where_it_is_taken(noisy_means: Family) -> None
     assert noisy_means.name in enum(TrainingConfig)
     assert noisy_means.name not in enum(FederatedRecipe)
     assert noisy_means.name not in enum(SearchCandidate)
+
+
+class OverspendingTrainer(NoisyMeansTrainer):
+    """Says it spent twice the reserved signal-to-noise: the worker must not keep its model."""
+
+    def fit(self, plan: FitPlan, data: LoadedData, on_report: OnReport, *,
+            device: torch.device) -> FittedModel:
+        fitted = super().fit(plan, data, on_report, device=device)
+        sigma = float(plan.settings["release"]["noise_multiplier"])
+        fitted.spent = [events.one_shot("gaussian", [sigma / 2])]
+        return fitted
+
+
+def test_a_trainer_that_spends_more_than_reserved_fails_its_job(
+        client: TestClient, run_worker: Any, db: Database) -> None:
+    family = register_family(NoisyMeans())
+    register_trainer(OverspendingTrainer())
+    try:
+        submitted = _submit(client, privacy={"target_epsilon": 1.0},
+                            training={"model": family.name})
+        assert submitted.status_code == 202, submitted.text
+        assert run_worker() == 1
+    finally:
+        unregister_family(family.name)
+        unregister_trainer(OverspendingTrainer.name)
+    job = client.get(f"/v1/jobs/{submitted.json()['id']}").json()
+    assert job["status"] == "failed" and job["model_id"] is None, job
+    with db.session_scope() as session:
+        entry = ledger_service.entry_of(session=session,
+                                        scope=Scope.job(submitted.json()["id"]))
+        assert entry is not None and entry.status == "committed"  # it touched the data

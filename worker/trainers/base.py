@@ -138,3 +138,30 @@ class Trainer(Protocol):
         than ``plan.event``, which the ledger reserved.
         """
         ...
+
+
+class SpentMoreThanReserved(RuntimeError):
+    """A trainer spent more than the ledger reserved for its job: the job fails (its whole
+    reservation charged), and the model it fitted is never stored."""
+
+
+def check_spent(plan: FitPlan, fitted: FittedModel) -> None:
+    """A one-release trainer's spend must fit within the event the ledger reserved: at every
+    RDP order of the ledger's grid and in (epsilon, delta) at the job's delta. DP-SGD's steps
+    are checked against its plan by its engine (``worker.training.check_plan``).
+
+    Raises:
+        SpentMoreThanReserved: naming what it spent and what was reserved.
+    """
+    from app.privacy.accounting import epsilon_by_accountant, rdp_curve
+
+    if plan.spec is not None:
+        return
+    spent, reserved = list(fitted.spent), [plan.event]
+    over_rdp = bool((rdp_curve(spent) > rdp_curve(reserved) * (1 + 1e-9) + 1e-12).any())
+    eps_spent = epsilon_by_accountant(spent, plan.delta)["prv"]
+    eps_reserved = epsilon_by_accountant(reserved, plan.delta)["prv"]
+    if over_rdp or eps_spent > eps_reserved * (1 + 1e-9):
+        raise SpentMoreThanReserved(
+            f"the {plan.kind} trainer spent epsilon {eps_spent:.6g} (at delta {plan.delta:g}), "
+            f"more than the {eps_reserved:.6g} its job reserved")
