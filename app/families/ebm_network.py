@@ -178,6 +178,28 @@ def public_total(rows: int | None) -> Iterator[None]:
             _preprocessor.private_numeric_binning = original
 
 
+ANCHORS = 2
+"""Public rows added to every fit: the reference patient once with each outcome."""
+
+
+def anchored(schema: DatasetSchema, raw: np.ndarray, y: np.ndarray) -> tuple[np.ndarray,
+                                                                            np.ndarray]:
+    """The rows interpret is fitted on: the part's rows plus the reference patient once with
+    each outcome (``ANCHORS``).
+
+    Interpret answers a single-class ``y`` with a noiseless one-class model (intercept
+    -inf) instead of its noisy fit, so whether a fit is private would depend on the rows. The
+    anchors are the same two public rows for every table, so neighbouring tables still differ
+    in one row and the fit always runs the mechanism the ledger charges; their pull is that of
+    two rows at the public reference.
+    """
+    rows = interpret_rows(schema, raw)
+    reference = np.array([f.reference_value for f in schema.features], dtype=np.float64)
+    anchors = interpret_rows(schema, np.vstack([reference, reference]))
+    return (np.vstack([rows, anchors]),
+            np.concatenate([np.asarray(y).astype(int), np.array([0, 1])]))
+
+
 def fit_ebm(schema: DatasetSchema, raw: np.ndarray, y: np.ndarray, noise: EbmNoise, *,
             public_rows: int | None = None, patient_ids: Sequence[str] | None = None,
             random_state: int | None = None) -> FittedEbm:
@@ -215,8 +237,9 @@ def fit_ebm(schema: DatasetSchema, raw: np.ndarray, y: np.ndarray, noise: EbmNoi
         # interpret warns where it reads bounds or types off the rows: never acceptable here
         warnings.filterwarnings("error", message="Possible privacy violation")
         warnings.filterwarnings("ignore", message="Privacy violation: using a fixed")
-        with public_total(public_rows):
-            model.fit(interpret_rows(schema, raw), np.asarray(y).astype(int))
+        rows, outcomes = anchored(schema, raw, y)
+        with public_total(None if public_rows is None else public_rows + ANCHORS):
+            model.fit(rows, outcomes)
     noise.check(binning=float(model.noise_scale_binning_),
                 boosting=float(model.noise_scale_boosting_))
     return FittedEbm(shape_tables(model, len(schema.features)), noise, model)

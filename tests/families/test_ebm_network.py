@@ -161,3 +161,15 @@ def test_the_bins_merge_at_the_public_size_not_the_rows_given() -> None:
     unpadded = fit_ebm(SCHEMA, raw, y, plan(recipe), random_state=1)
     for a, b in zip(own.tables.cuts, unpadded.tables.cuts, strict=True):
         np.testing.assert_array_equal(a, b)  # public size = rows given: interpret's own bins
+
+
+def test_a_single_class_part_still_gets_the_noisy_fit() -> None:
+    """Interpret fits a noiseless one-class model when every outcome is equal; the public
+    anchors make it run its charged mechanism on every table, so the fit neither fails nor
+    reveals that the part had one class."""
+    raw, _ = _rows(300, seed=5)
+    fitted_once = fit_ebm(SCHEMA, raw, np.zeros(300, dtype=int),
+                          plan(EbmRecipe(1.0, 1e-5, 4, max_rounds=5)))
+    assert list(fitted_once.model.classes_) == [0, 1]
+    assert np.isfinite(fitted_once.tables.intercept)
+    assert np.isfinite(fitted_once.tables.log_odds(interpret_rows(SCHEMA, raw))).all()
