@@ -30,10 +30,12 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from app.core.settings import settings
 from app.federation import signing
+from app.federation.schemas import FederationPart
 from app.flows import job_run
 from app.flows.job_run import LoadedData
 from app.jobs import queue
 from app.jobs.models import CANCELLED, FAILED, SUCCEEDED
+from app.jobs.schemas import TaskPayload
 from app.privacy.accounting import finite_or_none
 from app.registry.network import build_network
 from worker import optimizer as optimizers
@@ -41,7 +43,7 @@ from worker.dpsgd import DPSGD, secret_generator
 from worker.federated_watch import Contact, PartEnded, Silent, watch
 from worker.flower_logs import route_flower_logs
 from worker.tasks import ClaimedJob, JobWorker, LeaseLost, evaluate_step, finish
-from worker.training import TrainingResult, epsilon_of, make_optimizer
+from worker.training import TrainingResult, TrainingSpec, epsilon_of, make_optimizer
 
 logger = logging.getLogger("dpcrisis.worker")
 CONNECT_SECONDS = 120.0  # how long a site waits for the coordinator's server to come up
@@ -51,14 +53,21 @@ class RoundRefused(RuntimeError):
     """The server asked for a round this site cannot run (past its plan, or stopped)."""
 
 
+class FederatedPayload(TaskPayload):
+    """The ``federated`` kind's payload: the site's local DP-SGD spec and its federation part."""
+
+    spec: TrainingSpec
+    part: FederationPart
+
+
 class SiteRun:
     """One site's state across the rounds: its engine, its rounds run, its final model."""
 
-    def __init__(self, worker: JobWorker, claimed: ClaimedJob, loaded: LoadedData) -> None:
+    def __init__(self, worker: JobWorker, claimed: ClaimedJob[FederatedPayload],
+                 loaded: LoadedData) -> None:
         self.worker, self.claimed, self.loaded = worker, claimed, loaded
-        assert claimed.federation is not None
-        self.plan: dict[str, Any] = claimed.federation
-        spec = claimed.spec
+        self.plan: dict[str, Any] = claimed.payload.part.model_dump()
+        spec = self.spec = claimed.payload.spec
         torch.manual_seed(spec.seed)  # the same initial weights at every site (not data)
         encoder = loaded.encoder
         self.network = build_network(spec.kind, spec.hidden_units,
@@ -99,7 +108,7 @@ class SiteRun:
     def figures(self) -> dict[str, Any]:
         """What a round's answer says beside its weights: the site's public mechanism, from
         which the coordinator computes its epsilon (``worker.federated_checks``)."""
-        spec = self.claimed.spec
+        spec = self.spec
         return {"steps": int(self.plan["local_steps"]), "planned_steps": int(spec.steps),
                 "noise_multiplier": float(spec.noise_multiplier),
                 "sample_rate": float(spec.sample_rate), "delta": float(spec.delta)}
@@ -142,7 +151,7 @@ class SiteRun:
 
     def _commit_round(self, local_steps: int) -> None:
         """Commit the round's steps (and renew the lease) before any row is read."""
-        spec, claimed = self.claimed.spec, self.claimed
+        spec, claimed = self.spec, self.claimed
         steps = (self.rounds_run + 1) * local_steps
         eps_prv, eps_rdp = epsilon_of([(spec.noise_multiplier, spec.sample_rate, steps)],
                                       spec.delta)
@@ -163,7 +172,7 @@ class SiteRun:
         self.model_sha256 = signing.arrays_sha256(arrays)
         result = TrainingResult(network=self.network, epochs_completed=self.rounds_run,
                                 history=self.engine.history)
-        trained = evaluate_step(self.claimed.spec, result, self.loaded)
+        trained = evaluate_step(self.spec, result, self.loaded)
         trained.metrics["federation"] = {
             "name": str(self.plan["name"]), "site": self.site,
             "rounds": int(self.plan["rounds"]), "rounds_run": self.rounds_run,
@@ -223,7 +232,7 @@ def _number(value: Any) -> float | None:
     return None if value is None or value == "" else float(value)
 
 
-def run_federated(worker: JobWorker, claimed: ClaimedJob) -> str:
+def run_federated(worker: JobWorker, claimed: ClaimedJob[FederatedPayload]) -> str:
     """Take part in the federation until its server ends; returns the job's final status."""
     with worker.database.session_scope() as session:
         loaded = job_run.load(session=session, dataset_id=claimed.dataset_id,

@@ -1,10 +1,11 @@
 """Task handlers registered by name: what the worker runs for each kind of queued job.
 
-A handler is a kind's name, how it reads its own payload from the claimed job row (``parse``:
-the job's id, dataset and typed plan as a ``ClaimedJob``) and the task that runs it to its
-end (``run``). The runner claims a row and dispatches by the kind's name alone
-(``claimed_of``, ``handler_for``): it knows no kind. A new kind of work is one module that
-registers its handler with ``@task_handler`` and is named in ``MODULES``.
+A handler is a kind's name, how it reads its own typed payload from the claimed job row
+(``parse``: a pydantic model the kind declares, next to its handler or its API schema) and
+the task that runs it to its end (``run``, given a ``ClaimedJob`` of that payload). The runner
+claims a row and dispatches by the kind's name alone (``claimed_of``, ``handler_for``): it
+knows no kind and no payload. A new kind of work is one module that registers its handler with
+``@task_handler`` and is named in ``MODULES``.
 
 A task finishes its job itself and returns the outcome for the worker's log; it raises
 ``LeaseLost`` when the job was taken back meanwhile, and any other exception fails the job.
@@ -14,16 +15,14 @@ import importlib
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Protocol, TypeVar, cast
+from typing import Any, Generic, Protocol, TypeVar, cast
 
 import torch
+from pydantic import BaseModel
 
 from app.core.database import Database
 from app.jobs.models import Job
-from app.privacy import events
 from worker.heartbeat import Heartbeat
-from worker.trainers.base import FitPlan
-from worker.training import TrainingSpec
 
 MODULES = (
     "worker.search",  # train: one run, or a search's runs
@@ -46,43 +45,21 @@ class JobWorker(Protocol):
     heartbeat: Heartbeat | None  # of the job running now
 
 
+PayloadT = TypeVar("PayloadT", bound=BaseModel, covariant=True)
+
+
 @dataclass(frozen=True)
-class ClaimedJob:
+class ClaimedJob(Generic[PayloadT]):
     """A claimed job as its handler parsed it: read outside the claim's transaction."""
 
     job_id: int
     dataset_id: int
-    spec: TrainingSpec
-    kind: str = "train"
-    search: dict[str, Any] | None = None  # a search job's plan (app.jobs.search; worker.search)
-    federation: dict[str, Any] | None = None  # a federated job's part (app.federation.plan)
-    fit: FitPlan | None = None  # what its trainer fits (worker.trainers); None: ``spec``'s
-
-    @property
-    def plan(self) -> FitPlan:
-        """What the job's trainer fits: ``fit``, or DP-SGD's ``spec`` as a fit plan."""
-        if self.fit is not None:
-            return self.fit
-        spec = self.spec
-        return FitPlan(kind=spec.kind, hidden_units=spec.hidden_units, delta=spec.delta,
-                       seed=spec.seed, settings={},
-                       event=events.dpsgd(spec.noise_multiplier, spec.sample_rate, spec.steps),
-                       spec=spec)
+    kind: str
+    payload: PayloadT  # the kind's own typed payload (its handler's ``parse``)
 
 
-NO_SPEC = TrainingSpec(kind="none", hidden_units=0, epochs=0, batch_size=0, learning_rate=0.0,
-                       momentum=0.0, max_grad_norm=0.0, noise_multiplier=0.0, sample_rate=0.0,
-                       steps=0, delta=0.0, seed=0)
-"""The spec of a job that trains nothing (a monitoring run: its release is its ledger entry)."""
-
-
-def claimed_without_spec(job: Job) -> ClaimedJob:
-    """A job that trains nothing: its release is on its ledger entry (monitoring, comparison)."""
-    return ClaimedJob(job.id, job.dataset_id, NO_SPEC, job.kind)
-
-
-Task = Callable[[JobWorker, ClaimedJob], str]
-Parse = Callable[[Job], ClaimedJob]
+Task = Callable[[JobWorker, ClaimedJob[Any]], str]
+Parse = Callable[[Job], BaseModel]
 TaskT = TypeVar("TaskT", bound=Callable[..., str])
 
 
@@ -130,6 +107,7 @@ def handler_for(kind: str) -> Handler:
     return found
 
 
-def claimed_of(job: Job) -> ClaimedJob:
-    """The claimed ``job`` as its kind's handler reads it (in the claim's transaction)."""
-    return handler_for(job.kind).parse(job)
+def claimed_of(job: Job) -> ClaimedJob[BaseModel]:
+    """The claimed ``job`` with its payload as its kind's handler parses it (in the claim's
+    transaction)."""
+    return ClaimedJob(job.id, job.dataset_id, str(job.kind), handler_for(job.kind).parse(job))

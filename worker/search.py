@@ -51,9 +51,10 @@ from worker.tasks import (
     ClaimedJob,
     JobWorker,
     LeaseLost,
-    claimed_training,
+    TrainPayload,
     evaluate_step,
     finish,
+    parse_training,
     report_interval,
     run_training,
 )
@@ -87,7 +88,8 @@ def search_epsilon(spec: TrainingSpec, plan: dict[str, Any]) -> float:
     return selection.search_epsilon(job_search.event_of(plan, run), spec.delta)
 
 
-def _record(worker: JobWorker, claimed: ClaimedJob, epoch: int, epsilon: float) -> bool:
+def _record(worker: JobWorker, claimed: ClaimedJob[TrainPayload], epoch: int,
+            epsilon: float) -> bool:
     """Progress at the search's start (epoch 0, committing the whole entry) or end; returns
     whether a cancel was asked. Raises LeaseLost when the job is no longer this worker's."""
     progress = queue.EpochProgress(epoch, 1, finite_or_none(epsilon), finite_or_none(epsilon))
@@ -100,7 +102,7 @@ def _record(worker: JobWorker, claimed: ClaimedJob, epoch: int, epsilon: float) 
     return cancel
 
 
-def _cancel_asked(worker: JobWorker, claimed: ClaimedJob) -> bool:
+def _cancel_asked(worker: JobWorker, claimed: ClaimedJob[TrainPayload]) -> bool:
     with worker.database.session_scope() as session:
         job = session.get(Job, claimed.job_id, populate_existing=True)
         return job is None or bool(job.cancel_requested)
@@ -197,9 +199,9 @@ def held_out_noise_of(spec: TrainingSpec, deltas: list[float]) -> float:
     return held_out_noise(run, deltas, lambda delta: tight.epsilon(run, delta))
 
 
-def run_search(worker: JobWorker, claimed: ClaimedJob) -> str:
+def run_search(worker: JobWorker, claimed: ClaimedJob[TrainPayload]) -> str:
     """A claimed search job: commit, draw K, run, keep the best, evaluate, store, commit."""
-    plan, spec = claimed.search, claimed.spec
+    plan, spec = claimed.payload.search, claimed.payload.spec
     assert plan is not None
     started, total = time.monotonic(), search_epsilon(spec, plan)
     executed = job_search.executed_of(plan, job_search.run_event(
@@ -265,7 +267,7 @@ def record(plan: dict[str, Any], best: Run, executed: selection.Executed,
     }
 
 
-def _end(worker: JobWorker, claimed: ClaimedJob, status: str, message: str,
+def _end(worker: JobWorker, claimed: ClaimedJob[TrainPayload], status: str, message: str,
          code: str | None = None) -> str:
     """End the search without a model; its entry stays charged in full (committed at the
     start: data may have been touched)."""
@@ -274,9 +276,9 @@ def _end(worker: JobWorker, claimed: ClaimedJob, status: str, message: str,
     return status
 
 
-@task_handler(TRAIN, parse=claimed_training)
-def run_train(worker: JobWorker, claimed: ClaimedJob) -> str:
+@task_handler(TRAIN, parse=parse_training)
+def run_train(worker: JobWorker, claimed: ClaimedJob[TrainPayload]) -> str:
     """A training job: one run, or a search's runs when its stored plan asks for several."""
-    if claimed.search is not None:
+    if claimed.payload.search is not None:
         return run_search(worker, claimed)
     return run_training(worker, claimed)

@@ -1,4 +1,4 @@
-"""The training task step by step, and how a job row that trains is read (``claimed_*``).
+"""The training task step by step, and how a job row that trains is read (``parse_training``).
 
 Tasks are registered by kind name (``worker.handlers``). A task runs one claimed job to its
 end (it finishes the job itself) and returns the outcome for the worker's log. It raises
@@ -16,10 +16,10 @@ transaction).
 
 import math
 import time
-from dataclasses import replace
 from typing import Any
 
 import numpy as np
+from pydantic import BaseModel, ConfigDict
 
 from app.bands import model_thresholds
 from app.families import DEFAULT_FAMILY, create_family
@@ -29,14 +29,13 @@ from app.flows.job_run import LoadedData, TrainedNetwork
 from app.jobs import queue, recipe
 from app.jobs import search as job_search
 from app.jobs import service as job_service
-from app.jobs.models import CANCELLED, SUCCEEDED, Job
-from app.jobs.schemas import TrainingConfig
+from app.jobs.models import CANCELLED, SUCCEEDED, Job, NotDpSgd
+from app.jobs.schemas import TaskPayload, TrainingConfig
 from app.observability import job_metrics
 from app.privacy.accounting import epsilon_by_accountant, finite_or_none
 from app.privacy.parallel import held_out_noise
 from worker.calibration import Calibration, calibrate_if_meaningful
 from worker.evaluation import evaluate
-from worker.handlers import NO_SPEC as NO_SPEC
 from worker.handlers import ClaimedJob as ClaimedJob
 from worker.handlers import JobWorker as JobWorker
 from worker.held_out_floors import held_out_warnings
@@ -52,29 +51,47 @@ class LeaseLost(RuntimeError):
     """Another party (the reaper) took the job back; this worker must not write results."""
 
 
-def claimed_training(job: Job) -> ClaimedJob:
-    """A training job as its handler reads it: its fit plan (its DP-SGD spec, or a fitted
-    family's release) and, for a search, the search's plan."""
-    spec = spec_of(job) if job.dp_sgd else replace(
-        NO_SPEC, kind=str(job.training.get("model", DEFAULT_FAMILY)), delta=job.delta,
-        seed=int(job.training.get("seed", 0)))
-    return ClaimedJob(job.id, job.dataset_id, spec, job.kind,
-                      job_search.stored_plan(job.training), fit=fit_plan_of(job, spec))
+class TrainPayload(TaskPayload):
+    """The ``train`` kind's payload: what its trainer fits (``plan``: its family, settings and
+    reserved release, with DP-SGD's spec inside) and, for a search, the search's plan
+    (``app.jobs.search``, kept in the stored training request it varies)."""
+
+    model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True)
+
+    plan: FitPlan
+    search: dict[str, Any] | None = None
+
+    @property
+    def spec(self) -> TrainingSpec:
+        """DP-SGD's spec (a DP-SGD run's, a search's).
+
+        Raises:
+            NotDpSgd: the job is a fitted family's (its trainer is not DP-SGD).
+        """
+        if self.plan.spec is None:
+            raise NotDpSgd(f"a {self.plan.kind} job is not DP-SGD")
+        return self.plan.spec
 
 
-def fit_plan_of(job: Job, spec: TrainingSpec) -> FitPlan:
+def parse_training(job: Job) -> TrainPayload:
+    """A training job's payload: its fit plan (its DP-SGD spec, or a fitted family's
+    release) and, for a search, the search's plan."""
+    return TrainPayload(plan=fit_plan_of(job, spec_of(job) if job.dp_sgd else None),
+                        search=job_search.stored_plan(job.training))
+
+
+def fit_plan_of(job: Job, spec: TrainingSpec | None) -> FitPlan:
     """What the job's trainer fits: its family and settings, and what the ledger reserved
     (``job_service.release_event``); DP-SGD's ``spec`` where the job is DP-SGD."""
-    hidden_units = (spec.hidden_units if job.dp_sgd
-                    else int(job.training.get("hidden_units", DEFAULT_HIDDEN_UNITS)))
-    return FitPlan(kind=spec.kind, hidden_units=hidden_units,
-                   delta=job.delta, seed=spec.seed, settings=dict(job.training),
-                   event=job_service.release_event(job), spec=spec if job.dp_sgd else None)
-
-
-def claimed_spec(job: Job) -> ClaimedJob:
-    """A job that trains by its stored spec alone (a privacy audit's target training)."""
-    return ClaimedJob(job.id, job.dataset_id, spec_of(job), job.kind)
+    training = job.training
+    if spec is not None:
+        kind, hidden_units, seed = spec.kind, spec.hidden_units, spec.seed
+    else:
+        kind = str(training.get("model", DEFAULT_FAMILY))
+        hidden_units = int(training.get("hidden_units", DEFAULT_HIDDEN_UNITS))
+        seed = int(training.get("seed", 0))
+    return FitPlan(kind=kind, hidden_units=hidden_units, delta=job.delta, seed=seed,
+                   settings=dict(training), event=job_service.release_event(job), spec=spec)
 
 
 def spec_of(job: Job) -> TrainingSpec:
@@ -127,14 +144,14 @@ def _epsilons(spent: History, delta: float) -> tuple[float, float]:
     return figures["prv"], figures["rdp"]
 
 
-def progress_callback(worker: JobWorker, claimed: ClaimedJob) -> OnReport:
+def progress_callback(worker: JobWorker, claimed: ClaimedJob[TrainPayload]) -> OnReport:
     """After each unit of work: at a report, record progress and commit what was spent;
     False stops.
 
     Raises (from the callback):
         LeaseLost: the job was reaped meanwhile; training must stop touching data now.
     """
-    delta = claimed.plan.delta
+    delta = claimed.payload.plan.delta
 
     def callback(report: Report) -> bool:
         if worker.heartbeat is not None and worker.heartbeat.lost.is_set():
@@ -160,17 +177,18 @@ def progress_callback(worker: JobWorker, claimed: ClaimedJob) -> OnReport:
     return callback
 
 
-def train_step(worker: JobWorker, claimed: ClaimedJob, loaded: LoadedData) -> FittedModel:
+def train_step(worker: JobWorker, claimed: ClaimedJob[TrainPayload],
+               loaded: LoadedData) -> FittedModel:
     """The train step: the family's trainer fits the training part (DP-SGD by default, in
     this process or across ``world_size`` processes under torchrun)."""
-    trainer = trainer_for(create_family(claimed.plan.kind))
-    fitted = trainer.fit(claimed.plan, loaded, progress_callback(worker, claimed),
-                         device=worker.device)
-    check_spent(claimed.plan, fitted)  # never more than the ledger reserved
+    plan = claimed.payload.plan
+    trainer = trainer_for(create_family(plan.kind))
+    fitted = trainer.fit(plan, loaded, progress_callback(worker, claimed), device=worker.device)
+    check_spent(plan, fitted)  # never more than the ledger reserved
     return fitted
 
 
-def _end_stopped(worker: JobWorker, claimed: ClaimedJob) -> str:
+def _end_stopped(worker: JobWorker, claimed: ClaimedJob[BaseModel]) -> str:
     """A run stopped at a report: cancelled, or the worker is shutting down."""
     reason = "cancelled" if not worker.stop_requested.is_set() else "worker stopping"
     finish(worker, claimed.job_id, CANCELLED, error_code=reason.replace(" ", "_"), error=reason)
@@ -231,7 +249,7 @@ def evaluate_step(spec: TrainingSpec | FitPlan, result: TrainingResult | FittedM
     )
 
 
-def run_training(worker: JobWorker, claimed: ClaimedJob) -> str:
+def run_training(worker: JobWorker, claimed: ClaimedJob[TrainPayload]) -> str:
     """A claimed training job's steps in order: load, train, evaluate, store, commit; or end
     where a stop was asked (cancelled). Returns the job's final status."""
     started = time.monotonic()
@@ -241,7 +259,8 @@ def run_training(worker: JobWorker, claimed: ClaimedJob) -> str:
     result = train_step(worker, claimed, loaded)
     if result.stopped_early:
         return _end_stopped(worker, claimed)
-    trained = evaluate_step(claimed.plan, result, loaded)
+    plan = claimed.payload.plan
+    trained = evaluate_step(plan, result, loaded)
     sha = job_run.store(trained=trained)
     with worker.database.session_scope() as session:
         model = job_run.commit(
@@ -250,9 +269,8 @@ def run_training(worker: JobWorker, claimed: ClaimedJob) -> str:
         )
         if model is None:
             raise LeaseLost(claimed.job_id)
-    if claimed.plan.spec is not None:  # DP-SGD's steps and sample rate
-        job_metrics.observe_training(steps=claimed.spec.steps,
-                                     sample_rate=claimed.spec.sample_rate,
+    if plan.spec is not None:  # DP-SGD's steps and sample rate
+        job_metrics.observe_training(steps=plan.spec.steps, sample_rate=plan.spec.sample_rate,
                                      training_rows=loaded.split.train.rows,
                                      seconds=time.monotonic() - started)
     return SUCCEEDED

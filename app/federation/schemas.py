@@ -22,6 +22,7 @@ from app.core.schemas import (
 from app.families import DEFAULT_FAMILY
 from app.federation.signing import PUBLIC_KEY_PATTERN
 from app.jobs.family_field import dp_sgd_family, dp_sgd_family_enum
+from app.jobs.schemas import TaskPayload
 from app.privacy.annotations import Released
 from app.privacy.noise import epochs_for_target
 from app.privacy.releases import Release
@@ -158,6 +159,24 @@ class FederationSite(RequestModel):
         description="its Ed25519 key ('ed25519:' and 32 bytes in base64, from `dpcrisis "
         "federation-key`): the coordinator averages only answers signed by it; every site declares "
         "one, or none does")
+
+
+class FederationPart(TaskPayload):
+    """What a site's worker needs of its federation to take part in its rounds
+    (``app.federation.plan``, ``worker.federated_site``), with this service's own declaration of
+    ``min_sites`` and of the sites' keys."""
+
+    id: int
+    name: str
+    address: str
+    site: str
+    rounds: int
+    local_steps: int
+    round_timeout_seconds: float
+    public_key: str | None = None
+    secure_aggregation: bool = False
+    min_sites: int = 2
+    site_keys: dict[str, str | None] = Field(default_factory=dict)
 
 
 class FederationCreate(RequestModel):

@@ -2,7 +2,7 @@
 
 from typing import Annotated, Any, Literal, Self
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from app.core.ids import MAX_ID
 from app.core.schemas import (
@@ -29,6 +29,13 @@ MINI_BATCH_EPOCHS = 20
 
 ERROR_CODE = Released(Release.OPERATIONAL, Release.AUDIT, note="an error code and the exception's "
                       "type name; an audit's alarm quotes its epsilons")
+
+
+class TaskPayload(BaseModel):
+    """A task kind's typed payload on the queue (``worker.handlers``): what its handler's
+    ``parse`` returns. Each kind declares its own, next to its handler or its API schema."""
+
+    model_config = ConfigDict(frozen=True, protected_namespaces=())
 
 
 class PrivacyRequest(RequestModel):

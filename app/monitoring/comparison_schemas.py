@@ -20,7 +20,7 @@ from app.core.schemas import (
     register_ranges,
 )
 from app.jobs.models import JobStatus
-from app.jobs.schemas import ErrorOut
+from app.jobs.schemas import ErrorOut, TaskPayload
 from app.monitoring.schemas import MAX_EPSILON
 from app.privacy.annotations import LEDGER, OPERATIONAL, PUBLIC, Released
 from app.privacy.releases import Release
@@ -57,6 +57,15 @@ class ComparisonCreate(RequestModel):
     dataset_id: int = Field(ge=1, le=2**31 - 1, description="the follow-up cohort whose "
                             "evaluation part both models are scored on (labelled, their schema)")
     privacy: ComparisonPrivacy
+
+
+class ComparisonPayload(TaskPayload):
+    """A comparison's task payload (``worker.monitoring.comparison``): the two models and the
+    notes its submission made (e.g. a challenger trained on another cohort)."""
+
+    champion_id: int
+    challenger_id: int
+    notes: list[str] = Field(default_factory=list)
 
 
 class ComparisonOut(ResponseModel):

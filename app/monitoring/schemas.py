@@ -21,7 +21,7 @@ from app.core.schemas import (
 )
 from app.jobs.held_out import HeldOutBin
 from app.jobs.models import JobStatus
-from app.jobs.schemas import ErrorOut
+from app.jobs.schemas import ErrorOut, TaskPayload
 from app.privacy.annotations import LEDGER, OPERATIONAL, PUBLIC, Released
 from app.privacy.releases import Release
 from app.statistics.schemas import MIN_EPSILON as MIN_STATISTICS_EPSILON
@@ -54,6 +54,14 @@ class MonitoringRunCreate(RequestModel):
     dataset_id: int = Field(ge=1, le=2**31 - 1, description="the follow-up cohort (the "
                             "model's declared schema; an unlabelled one: data drift only)")
     privacy: MonitoringPrivacy
+
+
+class MonitoringPayload(TaskPayload):
+    """A monitoring run's task payload (``worker.monitoring.task``): the model it monitors and
+    the notes its submission made (e.g. why it has no reference release)."""
+
+    model_id: int
+    notes: list[str] = Field(default_factory=list)
 
 
 class RunPrivacyOut(ResponseModel):

@@ -1,17 +1,17 @@
 """Task handlers registered by name: the runner dispatches a claimed job by its kind alone."""
 
 import pytest
-from sqlalchemy import select
+from sqlalchemy import select, text
 
 from app.core.database import Database
 from app.datasets import service as dataset_service
 from app.datasets.schemas import DatasetCreate
 from app.flows import training as training_flow
-from app.jobs.models import Job, JobKind
-from app.jobs.schemas import JobCreate
+from app.jobs.models import SUCCEEDED, Job, JobKind
+from app.jobs.schemas import JobCreate, TaskPayload
 from app.ledger.models import LedgerEntry
 from tests.conftest import FAST_TRAINING, small_dataset
-from worker import handlers
+from worker import handlers, tasks
 from worker.handlers import ClaimedJob, Handler
 from worker.runner import Worker
 
@@ -40,20 +40,52 @@ def test_the_runner_dispatches_by_the_kind_name(
     db: Database, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     job_id = _submit(db)
-    seen: list[ClaimedJob] = []
+    seen: list[ClaimedJob[Epochs]] = []
 
-    def parse(job: Job) -> ClaimedJob:
-        return ClaimedJob(job.id, job.dataset_id, handlers.NO_SPEC, job.kind,
-                          search={"parsed": job.training["epochs"]})
+    def parse(job: Job) -> Epochs:
+        return Epochs(epochs=job.training["epochs"])
 
-    def run(worker: object, claimed: ClaimedJob) -> str:
+    def run(worker: object, claimed: ClaimedJob[Epochs]) -> str:
         seen.append(claimed)
         return "ran"
 
     handlers.handlers()  # the real handlers registered first
     monkeypatch.setitem(handlers._HANDLERS, "train", Handler("train", parse, run))
     assert Worker(database=db).run_once()
-    assert [(c.job_id, c.kind, c.search) for c in seen] == [(job_id, "train", {"parsed": 2})]
+    assert [(c.job_id, c.kind, c.payload) for c in seen] == [(job_id, "train", Epochs(epochs=2))]
+
+
+class Epochs(TaskPayload):
+    """A toy payload: the epochs of the job's stored training request."""
+
+    epochs: int
+
+
+def test_a_new_kind_is_its_payload_and_its_handler(
+    db: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    job_id = _submit(db)
+    with db.session_scope() as session:  # a kind JobKind does not name: the row as stored
+        session.execute(text("UPDATE job SET kind = 'toy' WHERE id = :id"), {"id": job_id})
+    handlers.handlers()
+    monkeypatch.setattr(handlers, "_HANDLERS", dict(handlers._HANDLERS))  # undone after
+
+    def parse_toy(job: Job) -> Epochs:
+        return Epochs(epochs=job.training["epochs"])
+
+    ran: list[ClaimedJob[Epochs]] = []
+
+    @handlers.task_handler("toy", parse=parse_toy)
+    def run_toy(worker: handlers.JobWorker, claimed: ClaimedJob[Epochs]) -> str:
+        ran.append(claimed)  # a kind that stores results declares them (app.jobs.results)
+        tasks.finish(worker, claimed.job_id, SUCCEEDED)
+        return SUCCEEDED
+
+    assert Worker(database=db).run_once()
+    assert [(c.kind, c.payload) for c in ran] == [("toy", Epochs(epochs=2))]
+    with db.session_scope() as session:
+        job = session.get(Job, job_id)
+        assert job is not None and (job.kind, job.status) == ("toy", SUCCEEDED)
 
 
 def test_a_kind_without_a_handler_fails_its_job_by_name(

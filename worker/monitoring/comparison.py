@@ -25,11 +25,12 @@ from app.datasets.schema.encoding import encoder_for
 from app.jobs.models import COMPARISON, Job
 from app.ledger import service as ledger_service
 from app.ledger.release import Scope
+from app.monitoring.comparison_schemas import ComparisonPayload
 from app.registry import service as registry_service
 from app.registry.models import TrainedModel
 from worker.dp_histogram import Release, histogram_release
 from worker.evaluation import evaluated, json_safe
-from worker.handlers import claimed_without_spec, task_handler
+from worker.handlers import ClaimedJob, task_handler
 from worker.monitoring.drift import performance_drift
 from worker.monitoring.task import run_release_job
 
@@ -84,11 +85,11 @@ def withhold_alike(ours: Any, theirs: Any) -> bool:
     return changed
 
 
-def run(session: Any, job: Job, rng: np.random.Generator) -> dict[str, Any]:
+def run(session: Any, job: Job, asked: ComparisonPayload,
+        rng: np.random.Generator) -> dict[str, Any]:
     """The comparison's release and results (the caller finishes the job with them)."""
-    asked = job.training["comparison"]
-    champion = registry_service.get(session=session, model_id=asked["champion_id"])
-    challenger = registry_service.get(session=session, model_id=asked["challenger_id"])
+    champion = registry_service.get(session=session, model_id=asked.champion_id)
+    challenger = registry_service.get(session=session, model_id=asked.challenger_id)
     dataset = dataset_service.get(session=session, dataset_id=job.dataset_id)
     rows = dataset_parts.load_parts(
         dataset, ledger_service.left_out_of(session=session, scope=Scope.job(job.id))).evaluation
@@ -99,7 +100,7 @@ def run(session: Any, job: Job, rng: np.random.Generator) -> dict[str, Any]:
     first, second = release_pair(rows, (scores(champion, rows.x), scores(challenger, rows.x)),
                                  edges=edges, noise_multiplier=job.noise_multiplier, rng=rng)
     ours, theirs = (evaluated(rel, thresholds, rng, N_BOOTSTRAP) for rel in (first, second))
-    notes = list(asked.get("notes", []))
+    notes = list(asked.notes)
     if withhold_alike(ours, theirs):
         notes.append(LIKE_WITH_LIKE)
     if dict(challenger.band_thresholds) != thresholds:
@@ -113,7 +114,12 @@ def run(session: Any, job: Job, rng: np.random.Generator) -> dict[str, Any]:
         "l2_sensitivity": first.l2_sensitivity, "notes": notes})
 
 
-@task_handler(COMPARISON, parse=claimed_without_spec)
-def run_comparison_job(worker: Any, claimed: Any) -> str:
+def parse_comparison(job: Job) -> ComparisonPayload:
+    """A comparison job's payload, as its submission stored it."""
+    return ComparisonPayload.model_validate(job.training["comparison"])
+
+
+@task_handler(COMPARISON, parse=parse_comparison)
+def run_comparison_job(worker: Any, claimed: ClaimedJob[ComparisonPayload]) -> str:
     """A claimed comparison to its end."""
     return run_release_job(worker, claimed, run)

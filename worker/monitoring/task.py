@@ -15,10 +15,11 @@ sensitivity sqrt(features), the same noise multiplier and charge): data drift, n
 
 import math
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import torch
+from pydantic import BaseModel
 
 from app.datasets import parts as dataset_parts
 from app.datasets import service as dataset_service
@@ -30,15 +31,17 @@ from app.ledger import service as ledger_service
 from app.ledger.release import Scope
 from app.monitoring import service as monitoring_service
 from app.monitoring.bins import FeatureBins, schema_bins
+from app.monitoring.schemas import MonitoringPayload
 from app.registry import service as registry_service
 from app.statistics.models import StatisticsRelease
 from worker.dp_histogram import Release, histogram_release
 from worker.evaluation import evaluated, json_safe
-from worker.handlers import claimed_without_spec, task_handler
+from worker.handlers import ClaimedJob, task_handler
 from worker.monitoring.drift import NoisyHistogram, feature_drift, performance_drift
 from worker.monitoring.fairness import fairness_gaps
 
 N_BOOTSTRAP = 1000
+PayloadT = TypeVar("PayloadT", bound=BaseModel)
 
 
 def _rows(split: dataset_parts.Split) -> dataset_parts.PartRows:
@@ -105,8 +108,9 @@ def release_features(x: np.ndarray, bins: list[FeatureBins], *, noise_multiplier
     return _noisy_features(x, bins, std, rng), std
 
 
-def _features_only(session: Any, run_row: Any, job: Job, rows: dataset_parts.PartRows,
-                   bins: list[FeatureBins], rng: np.random.Generator) -> dict[str, Any]:
+def _features_only(session: Any, run_row: Any, job: Job, notes: list[str],
+                   rows: dataset_parts.PartRows, bins: list[FeatureBins],
+                   rng: np.random.Generator) -> dict[str, Any]:
     """An unlabelled follow-up's results: data drift, no performance and no subgroup gaps
     (both need outcomes), and a note that says so."""
     follow, std = release_features(rows.x, bins, noise_multiplier=job.noise_multiplier,
@@ -115,7 +119,7 @@ def _features_only(session: Any, run_row: Any, job: Job, rows: dataset_parts.Par
     if run_row.reference_release_id is not None:
         statistics = session.get(StatisticsRelease, run_row.reference_release_id)
         reference = monitoring_service.reference_histograms(statistics)
-    notes = [*job.training["monitoring"].get("notes", []),
+    notes = [*notes,
              f"no performance: dataset {run_row.dataset_id} is an unlabelled follow-up "
              "(features only); only its feature histograms were released, so there is no "
              "performance, performance drift or subgroup gap (each needs outcomes)"]
@@ -127,7 +131,8 @@ def _features_only(session: Any, run_row: Any, job: Job, rows: dataset_parts.Par
         "l2_sensitivity": math.sqrt(len(bins)), "notes": notes})
 
 
-def run(session: Any, job: Job, rng: np.random.Generator) -> dict[str, Any]:
+def run(session: Any, job: Job, payload: MonitoringPayload,
+        rng: np.random.Generator) -> dict[str, Any]:
     """The run's release and results (the caller finishes the job with them)."""
     run_row = monitoring_service.of_job(session=session, job_id=job.id)
     assert run_row is not None
@@ -137,7 +142,8 @@ def run(session: Any, job: Job, rng: np.random.Generator) -> dict[str, Any]:
     rows = _rows(dataset_parts.load_parts(
         dataset, ledger_service.left_out_of(session=session, scope=Scope.job(job.id))))
     if dataset_labels.unlabelled(dataset):  # no outcome: its features' histograms only
-        return _features_only(session, run_row, job, rows, schema_bins(schema), rng)
+        return _features_only(session, run_row, job, list(payload.notes), rows,
+                              schema_bins(schema), rng)
     network = registry_service.load_network(model)
     with torch.inference_mode():
         inputs = torch.from_numpy(encoder_for(schema).encode(rows.x).astype(np.float32))
@@ -150,7 +156,7 @@ def run(session: Any, job: Job, rng: np.random.Generator) -> dict[str, Any]:
     release, follow = release_follow_up(rows, probability, edges=edges, bins=bins,
                                         noise_multiplier=job.noise_multiplier, rng=rng)
     performance = evaluated(release, thresholds, rng, N_BOOTSTRAP)
-    notes = list(job.training["monitoring"].get("notes", []))
+    notes = list(payload.notes)
     reference = None
     if run_row.reference_release_id is not None:
         statistics = session.get(StatisticsRelease, run_row.reference_release_id)
@@ -176,22 +182,29 @@ def run(session: Any, job: Job, rng: np.random.Generator) -> dict[str, Any]:
         "l2_sensitivity": release.l2_sensitivity, "notes": notes})
 
 
-def run_release_job(worker: Any, claimed: Any,
-                    run_job: Callable[[Any, Job, np.random.Generator], dict[str, Any]]) -> str:
+def run_release_job(
+    worker: Any, claimed: ClaimedJob[PayloadT],
+    run_job: Callable[[Any, Job, PayloadT, np.random.Generator], dict[str, Any]],
+) -> str:
     """Run one claimed release job (a monitoring run, a comparison) to its end: its results
     from ``run_job``, then the job finished, which settles its ledger entry (charged in full:
     its noise was drawn)."""
     with worker.database.session_scope() as session:
         job = session.get(Job, claimed.job_id)
         assert job is not None
-        results = run_job(session, job, np.random.default_rng())
+        results = run_job(session, job, claimed.payload, np.random.default_rng())
     with worker.database.session_scope() as session:
         finished = queue.finish(session=session, job_id=claimed.job_id,
                                 worker_id=worker.worker_id, status=SUCCEEDED, metrics=results)
     return SUCCEEDED if finished is not None else "lease lost: results discarded"
 
 
-@task_handler(MONITORING, parse=claimed_without_spec)
-def run_monitoring_job(worker: Any, claimed: Any) -> str:
+def parse_monitoring(job: Job) -> MonitoringPayload:
+    """A monitoring job's payload, as its submission stored it."""
+    return MonitoringPayload.model_validate(job.training["monitoring"])
+
+
+@task_handler(MONITORING, parse=parse_monitoring)
+def run_monitoring_job(worker: Any, claimed: ClaimedJob[MonitoringPayload]) -> str:
     """A claimed monitoring run to its end."""
     return run_release_job(worker, claimed, run)

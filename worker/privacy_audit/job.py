@@ -20,11 +20,13 @@ from app.datasets import parts as dataset_parts
 from app.datasets import service as dataset_service
 from app.jobs import queue
 from app.jobs.models import CANCELLED, FAILED, PRIVACY_AUDIT, SUCCEEDED, Job
+from app.jobs.schemas import TaskPayload
+from app.privacy_audit.schemas import AuditCreate
 from app.privacy_audit.service import PRIVACY_BUG
-from worker.handlers import task_handler
+from worker.handlers import ClaimedJob, task_handler
 from worker.privacy_audit.audit import AuditPlan, run
 from worker.privacy_audit.membership import Checkpoint
-from worker.tasks import claimed_spec
+from worker.tasks import spec_of
 from worker.training import TrainingSpec
 
 logger = logging.getLogger("dpcrisis.worker")
@@ -40,10 +42,18 @@ class AuditWorker(Protocol):
     stop_requested: threading.Event
 
 
-class ClaimedAudit(Protocol):
-    job_id: int
-    dataset_id: int
+class AuditPayload(TaskPayload):
+    """The ``privacy_audit`` kind's payload: the audited job's DP-SGD spec (its exact
+    settings, copied onto the audit's row) and the audit as requested."""
+
     spec: TrainingSpec
+    request: AuditCreate
+
+
+def parse_audit(job: Job) -> AuditPayload:
+    """An audit job's payload, read from its stored training request."""
+    return AuditPayload(spec=spec_of(job),
+                        request=AuditCreate.model_validate(job.training["audit"]))
 
 
 class _Stop(Exception):
@@ -80,24 +90,21 @@ def _finish(worker: AuditWorker, job_id: int, status: str, **fields: Any) -> boo
     return job is not None
 
 
-@task_handler(PRIVACY_AUDIT, parse=claimed_spec)
-def run_audit_job(worker: AuditWorker, claimed: ClaimedAudit) -> str:
+@task_handler(PRIVACY_AUDIT, parse=parse_audit)
+def run_audit_job(worker: AuditWorker, claimed: ClaimedJob[AuditPayload]) -> str:
     """Run one claimed audit job to its end; returns the outcome for the worker's log."""
-    job_id = claimed.job_id
+    job_id, request = claimed.job_id, claimed.payload.request
     try:
         with worker.database.session_scope() as session:
-            job = session.get(Job, job_id)
-            assert job is not None
-            request = dict(job.training["audit"])
             dataset = dataset_service.get(session=session, dataset_id=claimed.dataset_id)
             if not dataset.public or dataset.source_kind != "synthetic":
                 raise PermissionError(f"dataset {dataset.id} is not public synthetic data")
             train_part = dataset_parts.load_parts(dataset).train
             x_train, y_train = train_part.x, train_part.y
         plan = AuditPlan(
-            spec=replace(claimed.spec, world_size=1), canaries=int(request["canaries"]),
-            shadow_models=int(request["shadow_models"]), seed=int(request["seed"]),
-            confidence=float(request["confidence"]),
+            spec=replace(claimed.payload.spec, world_size=1), canaries=request.canaries,
+            shadow_models=request.shadow_models, seed=request.seed,
+            confidence=request.confidence,
         )
         result = run(plan, x_train, y_train, device=worker.device,
                      checkpoint=_checkpoint(worker, job_id))
@@ -112,7 +119,7 @@ def run_audit_job(worker: AuditWorker, claimed: ClaimedAudit) -> str:
         logger.error("job %s audit failed: %s", job_id, traceback.format_exc(limit=3))
         _finish(worker, job_id, FAILED, error_code="audit_error", error=type(exc).__name__)
         return FAILED
-    result["audited_job_id"] = request.get("job_id")
+    result["audited_job_id"] = request.job_id
     if result["alarm"]:
         message = (
             f"privacy bug: audited epsilon lower bound {result['audited_epsilon']:.4g} exceeds "
