@@ -1,6 +1,5 @@
 """The ``federated`` kind's handler: a clinic's part in a federation (``worker.federated_site``)."""
 
-from app.federation.plan import FEDERATION_KEY
 from app.federation.schemas import FederationPart
 from app.jobs.models import FEDERATED, Job
 from worker.federated_site import FederatedPayload, run_federated
@@ -9,9 +8,8 @@ from worker.tasks import spec_of
 
 
 def parse_federated(job: Job) -> FederatedPayload:
-    """A site's part: its local DP-SGD spec and the federation's part of its stored plan."""
-    return FederatedPayload(spec=spec_of(job),
-                            part=FederationPart.model_validate(job.training[FEDERATION_KEY]))
+    """A site's part: its local DP-SGD spec and its stored federation part."""
+    return FederatedPayload(spec=spec_of(job), part=FederationPart.model_validate(job.payload))
 
 
 task_handler(FEDERATED, parse=parse_federated)(run_federated)

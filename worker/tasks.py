@@ -77,13 +77,13 @@ def parse_training(job: Job) -> TrainPayload:
     """A training job's payload: its fit plan (its DP-SGD spec, or a fitted family's
     release) and, for a search, the search's plan."""
     return TrainPayload(plan=fit_plan_of(job, spec_of(job) if job.dp_sgd else None),
-                        search=job_search.stored_plan(job.training))
+                        search=job_search.stored_plan(job.training_request))
 
 
 def fit_plan_of(job: Job, spec: TrainingSpec | None) -> FitPlan:
     """What the job's trainer fits: its family and settings, and what the ledger reserved
     (``job_service.release_event``); DP-SGD's ``spec`` where the job is DP-SGD."""
-    training = job.training
+    training = job.training_request
     if spec is not None:
         kind, hidden_units, seed = spec.kind, spec.hidden_units, spec.seed
     else:
@@ -103,11 +103,11 @@ def spec_of(job: Job) -> TrainingSpec:
     full-batch size (the training rows) may exceed what a request may ask for.
     """
     config = TrainingConfig.model_construct(
-        **{k: v for k, v in job.training.items() if k in TrainingConfig.model_fields}
+        **{k: v for k, v in job.training_request.items() if k in TrainingConfig.model_fields}
     )
     assert config.batch_size is not None  # resolved when the job was planned
-    optimizer = str(job.training.get("optimizer", recipe.LEGACY_OPTIMIZER))
-    learning_rate = job.training.get("learning_rate") or recipe.default_learning_rate(
+    optimizer = str(job.training_request.get("optimizer", recipe.LEGACY_OPTIMIZER))
+    learning_rate = job.training_request.get("learning_rate") or recipe.default_learning_rate(
         optimizer, config.model)
     plan = job.dp_sgd_plan
     return TrainingSpec(

@@ -11,7 +11,7 @@ from typing import Any
 from app.core.errors import Conflict, InvalidRequest
 from app.datasets.models import Dataset
 from app.federation.models import Federation
-from app.federation.schemas import FederatedRecipe
+from app.federation.schemas import FederatedRecipe, FederationPart
 from app.jobs import recipe as rules
 from app.jobs import service as job_service
 from app.jobs import size_floor
@@ -20,22 +20,20 @@ from app.privacy import noise
 from app.privacy.accounting import poisson_plan
 
 TARGET_FIELD = "recipe.target_epsilon"  # the federation's, as declared on this service
-FEDERATION_KEY = "federation"
-"""Where a federated job's ``training`` names its federation and its part in the rounds."""
 
 
-def _part(federation: Federation, recipe: FederatedRecipe) -> dict[str, Any]:
+def _part(federation: Federation, recipe: FederatedRecipe) -> FederationPart:
     """What the site's worker needs of the federation to take part in its rounds: with this
     service's own declaration of ``min_sites`` and of the sites' keys, which its secure rounds
     are checked against (``worker.secure_site``), whatever the coordinator declared."""
-    return {"id": federation.id, "name": federation.name, "address": federation.address,
-            "site": federation.site_name, "rounds": recipe.rounds,
-            "local_steps": recipe.local_steps,
-            "round_timeout_seconds": recipe.round_timeout_seconds,
-            "public_key": _declared_key(federation),
-            "secure_aggregation": recipe.secure_aggregation,
-            "min_sites": recipe.min_sites,
-            "site_keys": {s["name"]: s.get("public_key") for s in federation.sites}}
+    assert federation.site_name is not None  # a site's federation (``site_job`` checks)
+    return FederationPart(
+        id=federation.id, name=federation.name, address=federation.address,
+        site=federation.site_name, rounds=recipe.rounds, local_steps=recipe.local_steps,
+        round_timeout_seconds=recipe.round_timeout_seconds,
+        public_key=_declared_key(federation), secure_aggregation=recipe.secure_aggregation,
+        min_sites=recipe.min_sites,
+        site_keys={s["name"]: s.get("public_key") for s in federation.sites})
 
 
 def _declared_key(federation: Federation) -> str | None:
@@ -93,12 +91,12 @@ def site_job(*, federation: Federation, dataset: Dataset) -> Job:
         "epochs": recipe.rounds, "learning_rate": learning_rate, "optimizer": recipe.optimizer,
         "momentum": recipe.momentum, "max_grad_norm": clip, "tail_average": 0.0, "seed": 0,
         "world_size": 1,
-        FEDERATION_KEY: _part(federation, recipe),
     }
     return Job(
         dataset_id=dataset.id, status=QUEUED, kind=FEDERATED,
         target_epsilon=recipe.target_epsilon, requested_noise_multiplier=None,
         noise_multiplier=sigma, sample_rate=sample_rate, steps=steps, epochs=recipe.rounds,
-        delta=delta, max_grad_norm=clip, training=training, progress_epoch=0,
+        delta=delta, max_grad_norm=clip, training=training,
+        payload=_part(federation, recipe).model_dump(mode="json"), progress_epoch=0,
         epsilon_per_epoch=[], cancel_requested=False,
     )

@@ -7,7 +7,6 @@ from sqlalchemy.orm import Session
 
 from app.core.errors import Conflict, NotFound
 from app.federation.models import Federation
-from app.federation.plan import FEDERATION_KEY
 from app.federation.schemas import FederationCreate
 from app.jobs.models import FEDERATED, QUEUED, RUNNING, SUCCEEDED, Job
 
@@ -58,7 +57,7 @@ def check_not_joined(*, session: Session, federation_id: int) -> None:
     parts = session.scalars(select(Job).where(Job.kind == FEDERATED,
                                               Job.status.in_((QUEUED, RUNNING, SUCCEEDED))))
     for job in parts:
-        if job.training.get(FEDERATION_KEY, {}).get("id") == federation_id:
+        if (job.payload or {}).get("id") == federation_id:
             raise AlreadyJoined(f"this service already takes part in federation {federation_id} "
                                 f"(job {job.id}, {job.status})", field="federation_id")
 

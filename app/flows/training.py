@@ -43,7 +43,7 @@ def submit_training(*, session: Session, request: JobCreate) -> Job:
         event=job_service.training_event(job),
         clip_norm=job.dp_sgd_plan.max_grad_norm,
         delta=job.delta,
-        tail_probability=job_search.tail_probability(job.training),
+        tail_probability=job_search.tail_probability(job.training_request),
     )
     return job
 
@@ -55,7 +55,7 @@ def job_view(*, session: Session, job: Job) -> JobOut:
         model_id=registry_service.model_id_for_job(session=session, job_id=job.id),
         epsilon_planned=job_service.planned_epsilon(job),
         search=None if not job.dp_sgd else job_search.view(
-            training=job.training, noise_multiplier=job.noise_multiplier,
+            training=job.training_request, noise_multiplier=job.noise_multiplier,
             sample_rate=job.dp_sgd_plan.sample_rate, steps=job.dp_sgd_plan.steps,
             delta=job.delta),
     )

@@ -84,7 +84,7 @@ def planned_release(job: Job) -> DpEvent:
     Raises:
         NotDpSgd: the job is DP-SGD, or holds no planned release.
     """
-    stored = job.training.get(RELEASE_KEY)
+    stored = job.training_request.get(RELEASE_KEY)
     if job.dp_sgd or not isinstance(stored, dict) or "event" not in stored:
         raise NotDpSgd(f"job {job.id} has no planned release of a fitted family")
     return events.from_json(stored["event"])

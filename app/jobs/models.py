@@ -77,7 +77,13 @@ class Job(Base):
     epochs: Mapped[int | None] = mapped_column(Integer, nullable=True)
     delta: Mapped[float] = mapped_column(Float)
     max_grad_norm: Mapped[float | None] = mapped_column(Float, nullable=True)
-    training: Mapped[dict[str, Any]] = mapped_column(JSON)
+    # The training request (a training job's, a search's, an audit's target, a federated
+    # site's local recipe); null for a kind that trains nothing (a monitoring run).
+    training: Mapped[dict[str, Any] | None] = mapped_column(JSON(none_as_null=True),
+                                                            nullable=True)
+    # The kind's own typed payload beside it (its handler parses it: ``worker.handlers``).
+    payload: Mapped[dict[str, Any] | None] = mapped_column(JSON(none_as_null=True),
+                                                           nullable=True)
     progress_epoch: Mapped[int] = mapped_column(Integer, default=0)
     epsilon_spent: Mapped[float | None] = mapped_column(Float, nullable=True)
     epsilon_per_epoch: Mapped[list[dict[str, Any]]] = mapped_column(JSON, default=list)
@@ -104,6 +110,11 @@ class Job(Base):
             raise NotDpSgd(f"job {self.id} ({self.kind}) is not DP-SGD")
         return DpSgdPlan(self.noise_multiplier, self.sample_rate, self.steps, self.epochs,
                          self.max_grad_norm)
+
+    @property
+    def training_request(self) -> dict[str, Any]:
+        """The stored training request; empty for a kind that trains nothing."""
+        return self.training or {}
 
     @property
     def non_private(self) -> bool:

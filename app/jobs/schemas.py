@@ -178,7 +178,13 @@ class JobOut(ResponseModel):
     dataset_id: Annotated[int, PUBLIC]
     status: Annotated[JobStatus, OPERATIONAL]
     privacy: JobPrivacyOut
-    training: Annotated[dict[str, Any], PUBLIC]
+    training: Annotated[dict[str, Any] | None, PUBLIC] = Field(
+        description="the training request (null: the kind trains nothing, a monitoring run "
+        "or a comparison)")
+    payload: Annotated[dict[str, Any] | None, PUBLIC] = Field(
+        default=None, description="the kind's own payload beside its training request: a "
+        "monitoring run's or a comparison's models, a federated part's federation, an "
+        "audit's request (null: a training job)")
     progress: ProgressOut
     model_id: Annotated[int | None, PUBLIC]
     metrics: ServedResults = Field(
@@ -203,7 +209,8 @@ class JobOut(ResponseModel):
         return cls.from_row(
             job,
             privacy=JobPrivacyOut.from_row(job, epsilon_planned=epsilon_planned),
-            training={k: v for k, v in job.training.items() if k != SEARCH_KEY},
+            training=None if job.training is None else {
+                k: v for k, v in job.training.items() if k != SEARCH_KEY},
             progress=job,
             model_id=model_id,
             error=ErrorOut.of(job),

@@ -298,10 +298,10 @@ def training_event(job: Job) -> DpEvent:
     spends otherwise changes no branch here or in the ledger. Raises NotDpSgd for a
     one-release job (``release_event``)."""
     dp_sgd = job.dp_sgd_plan
-    family = create_family(str(job.training.get("model", DEFAULT_FAMILY)))
+    family = create_family(str(job.training_request.get("model", DEFAULT_FAMILY)))
     run = family.training_event(noise_multiplier=dp_sgd.noise_multiplier,
                                 sample_rate=dp_sgd.sample_rate, steps=dp_sgd.steps)
-    plan = search.stored_plan(job.training)
+    plan = search.stored_plan(job.training_request)
     return run if plan is None else search.event_of(plan, run)  # the whole search
 
 
@@ -377,7 +377,7 @@ def release_event(job: Job) -> DpEvent:
     a monitoring run's or comparison's one Gaussian at its noise (as its entry records it)."""
     if job.dp_sgd:
         return training_event(job)
-    if fitted.RELEASE_KEY in job.training:
+    if fitted.RELEASE_KEY in job.training_request:
         return fitted.planned_release(job)
     return accounting.Mechanism(job.noise_multiplier, 1.0, 1).event
 

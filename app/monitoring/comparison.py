@@ -25,7 +25,12 @@ from app.jobs import service as job_service
 from app.jobs.models import COMPARISON, Job
 from app.jobs.schemas import ErrorOut, JobCreate, PrivacyRequest, TrainingConfig
 from app.monitoring import service as monitoring_service
-from app.monitoring.comparison_schemas import ComparisonCreate, ComparisonOut, RetrainCreate
+from app.monitoring.comparison_schemas import (
+    ComparisonCreate,
+    ComparisonOut,
+    ComparisonPayload,
+    RetrainCreate,
+)
 from app.monitoring.models import MonitoringRun
 from app.monitoring.schemas import MAX_EPSILON
 from app.registry import service as registry_service
@@ -45,10 +50,11 @@ def retrain_request(*, session: Session, run: MonitoringRun,
     """The training request that retrains the run's model on the run's follow-up."""
     model = registry_service.get(session=session, model_id=run.model_id)
     own = job_service.get(session=session, job_id=model.job_id)
-    kept = {key: own.training[key] for key in RECIPE_KEPT if key in own.training}
+    asked = own.training_request
+    kept = {key: asked[key] for key in RECIPE_KEPT if key in asked}
     if (own.dp_sgd and own.dp_sgd_plan.sample_rate < 1
-            and own.training.get("batch_size") is not None):
-        kept["batch_size"] = own.training["batch_size"]  # mini-batch: the same batch
+            and asked.get("batch_size") is not None):
+        kept["batch_size"] = asked["batch_size"]  # mini-batch: the same batch
     if request.privacy is not None:
         target = request.privacy.target_epsilon
     elif own.target_epsilon is not None:
@@ -116,8 +122,8 @@ def submit(*, session: Session, champion_id: int, request: ComparisonCreate) -> 
     return monitoring_service.queue_release(
         session=session, dataset=dataset, kind=COMPARISON,
         target=request.privacy.target_epsilon,
-        training={"comparison": {"champion_id": champion.id, "challenger_id": challenger.id,
-                                 "notes": notes}})
+        payload=ComparisonPayload(champion_id=champion.id, challenger_id=challenger.id,
+                                  notes=notes))
 
 
 def get(*, session: Session, comparison_id: int) -> Job:
@@ -130,16 +136,16 @@ def get(*, session: Session, comparison_id: int) -> Job:
 
 def describe(job: Job) -> ComparisonOut:
     """The comparison as served: its job and the results its worker stored."""
-    asked: dict[str, Any] = job.training["comparison"]
+    asked = ComparisonPayload.model_validate(job.payload)
     results: dict[str, Any] = job.metrics or {}
     difference = results.get("difference")
     overall = (difference or {}).get("overall", {}).get("roc_auc") or {}
     return ComparisonOut(
-        id=job.id, champion_id=asked["champion_id"], challenger_id=asked["challenger_id"],
+        id=job.id, champion_id=asked.champion_id, challenger_id=asked.challenger_id,
         dataset_id=job.dataset_id, status=job.status, target_epsilon=job.target_epsilon or 0.0,
         delta=job.delta if job.delta > 0 else None, noise_multiplier=job.noise_multiplier,
         l2_sensitivity=results.get("l2_sensitivity"), champion=results.get("champion"),
         challenger=results.get("challenger"), difference=difference,
         verdict=overall.get("verdict") if difference else None,
-        notes=list(results.get("notes") or asked.get("notes", [])), error=ErrorOut.of(job),
+        notes=list(results.get("notes") or asked.notes), error=ErrorOut.of(job),
         created_at=job.created_at, finished_at=job.finished_at)

@@ -28,11 +28,12 @@ from app.datasets.schema.dataset_schema import schema_hash
 from app.datasets.schemas import DatasetCreate, UploadSource
 from app.jobs import service as job_service
 from app.jobs.models import MONITORING, QUEUED, Job, JobKind
+from app.jobs.schemas import TaskPayload
 from app.ledger import statistics as ledger_statistics
 from app.ledger.errors import BudgetExceeded
 from app.monitoring.bins import FeatureBins, schema_bins
 from app.monitoring.models import MonitoringRun
-from app.monitoring.schemas import MonitoringRunCreate
+from app.monitoring.schemas import MonitoringPayload, MonitoringRunCreate
 from app.privacy import events, mechanisms
 from app.registry import service as registry_service
 from app.registry.models import TrainedModel
@@ -150,7 +151,7 @@ def noise_for(target: float, delta: float | None) -> float:
 
 
 def queue_release(*, session: Session, dataset: Dataset, kind: JobKind, target: float,
-                  training: dict[str, Any]) -> Job:
+                  payload: TaskPayload) -> Job:
     """Queue a job of one Gaussian release on ``dataset`` exactly at (``target``, its budget
     delta) and reserve it on its ledger (the filter admits it or refuses with the largest
     target that fits): a monitoring run's, a comparison's. Exact counts on a public dataset.
@@ -164,7 +165,8 @@ def queue_release(*, session: Session, dataset: Dataset, kind: JobKind, target: 
         dataset_id=dataset.id, status=QUEUED, kind=kind, target_epsilon=target,
         requested_noise_multiplier=None, noise_multiplier=noise, sample_rate=None, steps=None,
         epochs=None, delta=delta if delta is not None else 0.0, max_grad_norm=None,
-        training=training, progress_epoch=0, epsilon_per_epoch=[], cancel_requested=False))
+        training=None, payload=payload.model_dump(mode="json"), progress_epoch=0,
+        epsilon_per_epoch=[], cancel_requested=False))
     if delta is not None:
         charge = ledger_statistics.ReleaseCharge(
             event=events.one_shot("gaussian", [noise]), delta=delta, target_epsilon=target)
@@ -187,8 +189,8 @@ def submit(*, session: Session, model_id: int, request: MonitoringRunCreate) -> 
     target = request.privacy.target_epsilon
     reference_id, note = _reference(session, model, target)
     job = queue_release(session=session, dataset=dataset, kind=MONITORING, target=target,
-                        training={"monitoring": {"model_id": model.id,
-                                                 "notes": [note] if note else []}})
+                        payload=MonitoringPayload(model_id=model.id,
+                                                  notes=[note] if note else []))
     run = MonitoringRun(model_id=model.id, dataset_id=dataset.id, job_id=job.id,
                         reference_release_id=reference_id, target_epsilon=target)
     session.add(run)

@@ -8,6 +8,7 @@ from app.jobs.schemas import ErrorOut
 from app.monitoring.models import MonitoringRun
 from app.monitoring.schemas import (
     FeatureDriftOut,
+    MonitoringPayload,
     MonitoringRunOut,
     PeriodOut,
     RunPrivacyOut,
@@ -17,7 +18,7 @@ from app.monitoring.schemas import (
 def describe(run: MonitoringRun, job: Job, dataset: Dataset) -> MonitoringRunOut:
     results: dict[str, Any] = job.metrics or {}
     performance = results.get("performance")
-    notes = list(results.get("notes") or job.training.get("monitoring", {}).get("notes", []))
+    notes = list(results.get("notes") or MonitoringPayload.model_validate(job.payload).notes)
     if performance is not None and results.get("drift") is not None:
         performance = {**performance, "drift": results["drift"]}
     period = (None if dataset.follow_up_period_start is None

@@ -70,6 +70,7 @@ OPEN_OBJECTS: dict[str, str] = {
     "an error body's (problem:<member>)",
     # Request echoes and declarations: the caller's (or a steward's) own input.
     "JobOut.training": "the job's training request as submitted (and its defaults)",
+    "JobOut.payload": "the kind's payload as submitted (ids, a federation's declarations)",
     "AuditOut.request": "the audit's request as submitted",
     "AuditSummary.request": "the audit's request as submitted",
     "AuditReport.request": "the audit's request as submitted",

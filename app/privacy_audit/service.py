@@ -50,7 +50,7 @@ def submit(*, session: Session, request: AuditCreate) -> Job:
         )
     if not target.dp_sgd:  # its white-box canaries are DP-SGD gradient steps
         raise InvalidRequest(
-            f"job {target.id}'s training.model {target.training.get('model')!r} is not "
+            f"job {target.id}'s training.model {target.training_request.get('model')!r} is not "
             "trained by DP-SGD: the white-box audit inserts gradient canaries into DP-SGD "
             "steps", field="job_id")
     dataset = dataset_service.get(session=session, dataset_id=target.dataset_id)
@@ -67,8 +67,8 @@ def submit(*, session: Session, request: AuditCreate) -> Job:
         noise_multiplier=target.noise_multiplier, sample_rate=target.sample_rate,
         steps=target.steps, epochs=target.epochs, delta=target.delta,
         max_grad_norm=target.max_grad_norm,
-        training={**{k: v for k, v in target.training.items() if k != SEARCH_KEY},  # one run
-                  "audit": request.model_dump()},
+        training={k: v for k, v in target.training_request.items() if k != SEARCH_KEY},  # one run
+        payload=request.model_dump(mode="json"),
         progress_epoch=0, epsilon_per_epoch=[], cancel_requested=False,
     )
     return job_service.enqueue(session=session, job=job)
@@ -108,7 +108,7 @@ def report_href(audit_id: int, root_path: str = "") -> str:
 
 def describe(*, job: Job) -> AuditOut:
     """The audit's status and headline numbers (the report has the rest)."""
-    request = dict(job.training.get("audit", {}))  # as submitted (AuditCreate, dumped)
+    request = dict(job.payload or {})  # as submitted (AuditCreate, dumped)
     plan = job.dp_sgd_plan  # an audit trains its target's DP-SGD plan
     accounted = accounted_epsilon(noise_multiplier=plan.noise_multiplier,
                                   sample_rate=plan.sample_rate, steps=plan.steps, delta=job.delta)

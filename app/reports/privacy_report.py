@@ -143,7 +143,7 @@ def _statement(job: Job, dataset: Dataset, planned: dict[str, float | None]) -> 
         f"{plan.max_grad_norm:g}) is added; {plan.steps} steps over {plan.epochs} epochs."
         f"{_search_text(job)}{calibration} Accounting: epsilon = "
         f"{epsilon_text(planned['prv'])} at delta = {job.delta:g} by the "
-        f"{PLD_ACCOUNTING if job_search.stored_plan(job.training) is None else SEARCH_ACCOUNTING}"
+        f"{PLD_ACCOUNTING if _search_plan(job) is None else SEARCH_ACCOUNTING}"
         f"{_admission_text(dataset)} "
         f"Guarantee: ({epsilon_text(planned['prv'])}, {job.delta:g})-differential privacy "
         f"for adding or removing one patient's record, covering the released model, every "
@@ -159,7 +159,7 @@ SEARCH_ACCOUNTING = ("RDP accountant (dp-accounting's analysis of repeat-and-sel
 
 def _search_text(job: Job) -> str:
     """A search job's runs in words (empty for one run)."""
-    plan = job_search.stored_plan(job.training)
+    plan = _search_plan(job)
     if plan is None:
         return ""
     return (f" Hyper-parameter search: a random number of such runs ({plan['runs']}, mean "
@@ -226,11 +226,17 @@ def _trained_schema(*, session: Session, job: Job, dataset: Dataset) -> DatasetS
     return DatasetSchema.model_validate(dataset.schema_json)
 
 
+def _search_plan(job: Job) -> dict[str, Any] | None:
+    """The job's stored search plan (None: one run, or a kind that trains nothing)."""
+    return job_search.stored_plan(job.training_request)
+
+
 def job_report(*, session: Session, job: Job, dataset: Dataset) -> JobPrivacyReport:
     """Mechanism, sampling, noise, clipping, steps, delta, epsilon by accountant, per epoch."""
     planned, plan = job_service.planned_epsilon(job), job.dp_sgd_plan
     steps_per_epoch = plan.steps // plan.epochs if plan.epochs else 0
-    search_view = job_search.view(training=job.training, noise_multiplier=job.noise_multiplier,
+    search_view = job_search.view(training=job.training_request,
+                                  noise_multiplier=job.noise_multiplier,
                                   sample_rate=plan.sample_rate, steps=plan.steps, delta=job.delta)
     return JobPrivacyReport(
         job_id=job.id,

@@ -16,7 +16,6 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from app.federation.plan import FEDERATION_KEY
 from app.jobs import search as job_search
 from app.jobs.models import Job, JobKind
 from app.ledger.models import LedgerEntry
@@ -26,12 +25,13 @@ from app.reports.release_schemas import ReleaseKind, ReleaseRef
 
 @dataclass(frozen=True)
 class JobFacts:
-    """What a name needs of a job: its kind, its stored request, and for a monitoring run
-    the run's own id and model (None for any other job)."""
+    """What a name needs of a job: its kind, its stored request and payload, and for a
+    monitoring run the run's own id and model (None for any other job)."""
 
     id: int
     kind: JobKind
     training: dict[str, Any]
+    payload: dict[str, Any]
     run_id: int | None = None
     run_model_id: int | None = None
 
@@ -42,12 +42,13 @@ def job_facts(*, session: Session, entries: Iterable[LedgerEntry]) -> dict[int, 
     if not dataset_ids:
         return {}
     rows = session.execute(
-        select(Job.id, Job.kind, Job.training, MonitoringRun.id.label("run_id"),
+        select(Job.id, Job.kind, Job.training, Job.payload, MonitoringRun.id.label("run_id"),
                MonitoringRun.model_id)
         .join(LedgerEntry, LedgerEntry.job_id == Job.id)
         .outerjoin(MonitoringRun, MonitoringRun.job_id == Job.id)
         .where(LedgerEntry.dataset_id.in_(dataset_ids)))
-    return {row.id: JobFacts(row.id, row.kind, row.training or {}, row.run_id, row.model_id)
+    return {row.id: JobFacts(row.id, row.kind, row.training or {}, row.payload or {},
+                             row.run_id, row.model_id)
             for row in rows}
 
 
@@ -73,14 +74,14 @@ def job_name(job: JobFacts) -> ReleaseRef:
     if job.kind == JobKind.MONITORING:
         return _monitoring(job)
     if job.kind == JobKind.COMPARISON:
-        asked = job.training.get("comparison") or {}
+        asked = job.payload
         return ReleaseRef(
             kind=ReleaseKind.COMPARISON, href=f"/v1/comparisons/{job.id}",
             words=f"champion/challenger comparison {job.id} of models "
                   f"{asked.get('champion_id')} (champion) and {asked.get('challenger_id')} "
                   "(challenger)")
     if job.kind == JobKind.FEDERATED:
-        part = job.training.get(FEDERATION_KEY) or {}
+        part = job.payload
         return ReleaseRef(
             kind=ReleaseKind.FEDERATION, href=report,
             words=f"federated training job {job.id}: this clinic's part in federation "
@@ -100,7 +101,7 @@ def job_name(job: JobFacts) -> ReleaseRef:
 
 def _monitoring(job: JobFacts) -> ReleaseRef:
     """A monitoring run by its own id (its job's when the run row is missing)."""
-    model_id = job.run_model_id or (job.training.get("monitoring") or {}).get("model_id")
+    model_id = job.run_model_id or job.payload.get("model_id")
     if job.run_id is None:
         return ReleaseRef(kind=ReleaseKind.MONITORING, href=f"/v1/jobs/{job.id}",
                           words=f"monitoring job {job.id} of model {model_id}")

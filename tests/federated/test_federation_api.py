@@ -192,8 +192,8 @@ def test_a_steward_joins_and_the_whole_plan_is_reserved(
     assert job["training"]["epochs"] == job["progress"]["epochs"] == ROUNDS
     assert job["privacy"]["target_epsilon"] == TARGET
     assert job["privacy"]["sample_rate"] == 1.0  # the recipe's default: the whole part
-    assert job["training"]["federation"]["site"] == "clinic-a"
-    assert job["training"]["federation"]["id"] == federation_id
+    assert job["payload"]["site"] == "clinic-a" and "federation" not in job["training"]
+    assert job["payload"]["id"] == federation_id
     followed = client_as("data_scientist").get(joined.headers["location"])
     assert followed.status_code == 200 and followed.json()["status"] == "queued", followed.text
     report = client_as("privacy_officer").get(f"/v1/datasets/{dataset_id}/privacy-report")

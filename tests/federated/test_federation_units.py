@@ -277,7 +277,8 @@ def test_the_planned_noise_reaches_the_target_at_the_sites_rate(
         assert job.training["batch_size"] == batch_size
     prv, _ = epsilon_of([(job.noise_multiplier, job.sample_rate, job.steps)], job.delta)
     assert target * 0.99 <= prv <= target + 1e-6
-    federation = job.training[plan.FEDERATION_KEY]
+    assert "federation" not in job.training_request  # the part is the kind's payload
+    federation = job.payload or {}
     assert (federation["id"], federation["site"], federation["rounds"],
             federation["local_steps"]) == (7, "clinic-a", rounds, local_steps)
 

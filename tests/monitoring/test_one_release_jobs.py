@@ -15,6 +15,7 @@ from app.jobs.service import JobNotFound
 from app.ledger import service as ledger_service
 from app.ledger.release import Scope
 from app.monitoring import service as monitoring_service
+from app.monitoring.schemas import MonitoringPayload
 from tests.conftest import small_dataset
 
 
@@ -24,7 +25,8 @@ def test_a_one_release_job_has_no_dp_sgd_plan_and_shows_its_gaussian(db: Databas
             session=session, request=DatasetCreate.model_validate(small_dataset()))
         job = monitoring_service.queue_release(
             session=session, dataset=dataset, kind=MONITORING, target=2.0,
-            training={"monitoring": {"model_id": 1, "notes": []}})
+            payload=MonitoringPayload(model_id=1))
+        assert (job.training, job.payload) == (None, {"model_id": 1, "notes": []})
         assert (job.sample_rate, job.steps, job.epochs, job.max_grad_norm) == (None,) * 4
         assert not job.dp_sgd
         with pytest.raises(NotDpSgd):

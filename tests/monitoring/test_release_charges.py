@@ -20,6 +20,8 @@ from app.ledger import service as ledger_service
 from app.ledger import spend
 from app.ledger.release import Scope
 from app.monitoring import service as monitoring_service
+from app.monitoring.comparison_schemas import ComparisonPayload
+from app.monitoring.schemas import MonitoringPayload
 
 DELTA = 1e-6
 CASES = settings(max_examples=15, deadline=None, derandomize=True, database=None,
@@ -41,7 +43,8 @@ def test_spend_is_the_composition_of_the_releases(db: Database, targets: list[fl
         for target, kind in zip(targets, kinds, strict=False):
             job = monitoring_service.queue_release(
                 session=session, dataset=dataset, kind=kind, target=target,
-                training={kind: {"notes": []}})
+                payload=MonitoringPayload(model_id=1) if kind == MONITORING
+                else ComparisonPayload(champion_id=1, challenger_id=2))
             ledger_service.commit(session=session, scope=Scope.job(job.id))
             noises.append(job.noise_multiplier)
             alone = PLDAccountant()

@@ -66,12 +66,13 @@ def test_a_new_kind_is_its_payload_and_its_handler(
 ) -> None:
     job_id = _submit(db)
     with db.session_scope() as session:  # a kind JobKind does not name: the row as stored
-        session.execute(text("UPDATE job SET kind = 'toy' WHERE id = :id"), {"id": job_id})
+        session.execute(text("UPDATE job SET kind = 'toy', training = NULL, payload = :payload "
+                             "WHERE id = :id"), {"id": job_id, "payload": '{"epochs": 2}'})
     handlers.handlers()
     monkeypatch.setattr(handlers, "_HANDLERS", dict(handlers._HANDLERS))  # undone after
 
     def parse_toy(job: Job) -> Epochs:
-        return Epochs(epochs=job.training["epochs"])
+        return Epochs.model_validate(job.payload)
 
     ran: list[ClaimedJob[Epochs]] = []
 

@@ -116,7 +116,7 @@ def run(session: Any, job: Job, asked: ComparisonPayload,
 
 def parse_comparison(job: Job) -> ComparisonPayload:
     """A comparison job's payload, as its submission stored it."""
-    return ComparisonPayload.model_validate(job.training["comparison"])
+    return ComparisonPayload.model_validate(job.payload)
 
 
 @task_handler(COMPARISON, parse=parse_comparison)

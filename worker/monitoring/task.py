@@ -201,7 +201,7 @@ def run_release_job(
 
 def parse_monitoring(job: Job) -> MonitoringPayload:
     """A monitoring job's payload, as its submission stored it."""
-    return MonitoringPayload.model_validate(job.training["monitoring"])
+    return MonitoringPayload.model_validate(job.payload)
 
 
 @task_handler(MONITORING, parse=parse_monitoring)

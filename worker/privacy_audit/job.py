@@ -51,9 +51,8 @@ class AuditPayload(TaskPayload):
 
 
 def parse_audit(job: Job) -> AuditPayload:
-    """An audit job's payload, read from its stored training request."""
-    return AuditPayload(spec=spec_of(job),
-                        request=AuditCreate.model_validate(job.training["audit"]))
+    """An audit job's payload: its target's spec and its stored request."""
+    return AuditPayload(spec=spec_of(job), request=AuditCreate.model_validate(job.payload))
 
 
 class _Stop(Exception):
