@@ -10,7 +10,7 @@ whole ledger.
 """
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from sqlalchemy import select
@@ -31,7 +31,7 @@ class JobFacts:
     id: int
     kind: JobKind
     training: dict[str, Any]
-    payload: dict[str, Any]
+    payload: dict[str, Any] = field(default_factory=dict)
     run_id: int | None = None
     run_model_id: int | None = None
 
