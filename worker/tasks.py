@@ -73,6 +73,10 @@ class TrainPayload(TaskPayload):
         return self.plan.spec
 
 
+# FitPlan names TrainingSpec for type checkers only (worker.trainers.base): resolve it here.
+TrainPayload.model_rebuild(_types_namespace={"TrainingSpec": TrainingSpec})
+
+
 def parse_training(job: Job) -> TrainPayload:
     """A training job's payload: its fit plan (its DP-SGD spec, or a fitted family's
     release) and, for a search, the search's plan."""
