@@ -12,6 +12,12 @@ from sqlalchemy import text
 
 from app.core.database import Database
 from app.core.migrations import alembic_config
+from app.datasets import service as dataset_service
+from app.datasets.schemas import DatasetCreate
+from app.flows import training as training_flow
+from app.jobs.schemas import JobCreate
+from app.ledger import chain
+from tests.conftest import FAST_TRAINING, small_dataset
 
 T0 = datetime(2026, 12, 1, tzinfo=UTC)
 RECIPE = {"model": "logistic", "epochs": 3, "batch_size": 64}
@@ -79,5 +85,26 @@ def test_payloads_leave_the_training_request_and_come_back_on_downgrade(
         assert _jobs(db, "training") == {i: (training,) for i, (_, training) in BEFORE.items()}
         command.upgrade(config, "head")
         assert _jobs(db, "training, payload") == AFTER
+    finally:
+        db.dispose()
+
+
+def test_a_ledger_chain_verifies_across_the_revision(database_url: str) -> None:
+    config = alembic_config(database_url)
+    command.upgrade(config, "head")
+    db = Database(database_url)
+    try:
+        with db.session_scope() as session:
+            dataset = dataset_service.create(
+                session=session, request=DatasetCreate.model_validate(small_dataset()))
+            training_flow.submit_training(session=session, request=JobCreate.model_validate(
+                {"dataset_id": dataset.id, "privacy": {"noise_multiplier": 2.0},
+                 "training": FAST_TRAINING}))
+            dataset_id = dataset.id
+        for move in (command.downgrade, command.upgrade):
+            move(config, "0033" if move is command.downgrade else "head")
+            with db.session_scope() as session:
+                verified = chain.verify(session=session, dataset_id=dataset_id)
+            assert verified["valid"] and verified["records"] >= 2, verified
     finally:
         db.dispose()
