@@ -32,6 +32,7 @@ def test_a_one_release_job_has_no_dp_sgd_plan_and_shows_its_gaussian(db: Databas
         with pytest.raises(NotDpSgd):
             job.dp_sgd_plan  # noqa: B018 - the property raises
         view = training_flow.job_view(session=session, job=job)
+        assert (view.training, view.payload) == (None, {"model_id": 1, "notes": []})
         assert view.privacy.sample_rate is None and view.privacy.steps is None
         assert view.privacy.max_grad_norm is None and view.progress.epochs is None
         accountant = PLDAccountant()
