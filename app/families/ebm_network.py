@@ -200,6 +200,45 @@ def anchored(schema: DatasetSchema, raw: np.ndarray, y: np.ndarray) -> tuple[np.
             np.concatenate([np.asarray(y).astype(int), np.array([0, 1])]))
 
 
+def _classifier(schema: DatasetSchema, noise: EbmNoise, random_state: int | None) -> Any:
+    """Interpret's estimator at the planned noise, bins and bounds from the declaration."""
+    from interpret.privacy import DPExplainableBoostingClassifier  # loaded by a fit only
+
+    spec, recipe = layout(schema), noise.recipe
+    return DPExplainableBoostingClassifier(
+        feature_names=spec.feature_names, feature_types=spec.feature_types,
+        privacy_bounds=spec.privacy_bounds, epsilon=noise.library_epsilon, delta=recipe.delta,
+        composition=recipe.composition, bin_budget_frac=recipe.bin_budget_frac,
+        learning_rate=recipe.learning_rate, max_rounds=recipe.max_rounds,
+        outer_bags=recipe.outer_bags, max_bins=recipe.max_bins, n_jobs=1,
+        random_state=random_state)
+
+
+def _fit(model: Any, rows: np.ndarray, outcomes: np.ndarray, public_rows: int | None) -> None:
+    with warnings.catch_warnings():
+        # interpret warns where it reads bounds or types off the rows: never acceptable here
+        warnings.filterwarnings("error", message="Possible privacy violation")
+        warnings.filterwarnings("ignore", message="Privacy violation: using a fixed")
+        with public_total(public_rows):
+            model.fit(rows, outcomes)
+
+
+def _ballast(schema: DatasetSchema, noise: EbmNoise, rows: int) -> None:
+    """Fit, and throw away, the same recipe on ``rows`` copies of the public reference
+    patient (plus the anchors), so that a fit's duration follows the part's public size.
+
+    Interpret's boosting costs about a fixed time plus a time per row read; where a release
+    leaves patients out, the rows read (a private count) are fewer than the public size. The
+    real fit on ``n`` rows and this one on ``public - n`` together cost about two fixed times
+    and the public size's rows, whatever ``n`` is (as DP-SGD does the work of the public
+    sizes). Nothing of this fit is kept or released.
+    """
+    reference = np.array([f.reference_value for f in schema.features], dtype=np.float64)
+    raw = np.tile(reference, (rows, 1))
+    rows_, outcomes = anchored(schema, raw, np.arange(rows) % 2)
+    _fit(_classifier(schema, noise, None), rows_, outcomes, None)
+
+
 def fit_ebm(schema: DatasetSchema, raw: np.ndarray, y: np.ndarray, noise: EbmNoise, *,
             public_rows: int | None = None, patient_ids: Sequence[str] | None = None,
             random_state: int | None = None) -> FittedEbm:
@@ -208,7 +247,8 @@ def fit_ebm(schema: DatasetSchema, raw: np.ndarray, y: np.ndarray, noise: EbmNoi
 
     Args:
         public_rows: the part's public size, which the binning's merge threshold reads
-            (``public_total``); None: the rows given (a public table).
+            (``public_total``) and whose work a fit does (``_ballast``); None: the rows
+            given (a public table).
         patient_ids: the rows' patients, when known: every one must be distinct (the service
             keeps one row per patient; this refuses rather than assumes).
         random_state: tests only (interpret warns: fixed noise is no privacy).
@@ -218,28 +258,16 @@ def fit_ebm(schema: DatasetSchema, raw: np.ndarray, y: np.ndarray, noise: EbmNoi
         NoiseMismatch: interpret drew other noise than planned.
         UnexpectedModel: interpret fitted something else (e.g. one outcome class only).
     """
-    from interpret.privacy import DPExplainableBoostingClassifier  # loaded by a fit only
-
     if patient_ids is not None and len(set(patient_ids)) != len(patient_ids):
         raise MultiRowPatients("a patient has several rows: DP-EBM protects one row each")
     recipe = noise.recipe
     if recipe.n_features != len(schema.features):
         raise ValueError("the recipe's feature count is not the schema's")
-    spec = layout(schema)
-    model = DPExplainableBoostingClassifier(
-        feature_names=spec.feature_names, feature_types=spec.feature_types,
-        privacy_bounds=spec.privacy_bounds, epsilon=noise.library_epsilon, delta=recipe.delta,
-        composition=recipe.composition, bin_budget_frac=recipe.bin_budget_frac,
-        learning_rate=recipe.learning_rate, max_rounds=recipe.max_rounds,
-        outer_bags=recipe.outer_bags, max_bins=recipe.max_bins, n_jobs=1,
-        random_state=random_state)
-    with warnings.catch_warnings():
-        # interpret warns where it reads bounds or types off the rows: never acceptable here
-        warnings.filterwarnings("error", message="Possible privacy violation")
-        warnings.filterwarnings("ignore", message="Privacy violation: using a fixed")
-        rows, outcomes = anchored(schema, raw, y)
-        with public_total(None if public_rows is None else public_rows + ANCHORS):
-            model.fit(rows, outcomes)
+    model = _classifier(schema, noise, random_state)
+    rows, outcomes = anchored(schema, raw, y)
+    _fit(model, rows, outcomes, None if public_rows is None else public_rows + ANCHORS)
     noise.check(binning=float(model.noise_scale_binning_),
                 boosting=float(model.noise_scale_boosting_))
+    if public_rows is not None:
+        _ballast(schema, noise, max(public_rows - len(raw), 0))
     return FittedEbm(shape_tables(model, len(schema.features)), noise, model)

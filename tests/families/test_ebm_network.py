@@ -173,3 +173,20 @@ def test_a_single_class_part_still_gets_the_noisy_fit() -> None:
     assert list(fitted_once.model.classes_) == [0, 1]
     assert np.isfinite(fitted_once.tables.intercept)
     assert np.isfinite(fitted_once.tables.log_odds(interpret_rows(SCHEMA, raw))).all()
+
+
+def test_a_part_with_rows_left_out_does_the_public_size_s_work(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """Rows read below the public size are made up by a discarded fit on public rows, so a
+    fit's duration follows the public size, not how many patients were left out."""
+    from app.families import ebm_network
+
+    sizes: list[int] = []
+    real = ebm_network._ballast
+    monkeypatch.setattr(ebm_network, "_ballast",
+                        lambda schema, noise, rows: (sizes.append(rows), real(schema, noise, rows)))
+    raw, y = _rows(150, seed=6)
+    recipe = EbmRecipe(1.0, 1e-5, 4, max_rounds=3)
+    fit_ebm(SCHEMA, raw, y, plan(recipe), public_rows=200)
+    fit_ebm(SCHEMA, raw, y, plan(recipe), public_rows=150)
+    fit_ebm(SCHEMA, raw, y, plan(recipe))  # a public table: its rows are its size
+    assert sizes == [50, 0]
