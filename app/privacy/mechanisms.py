@@ -18,22 +18,15 @@ the L2 sensitivity; Laplace: scale b over the L1 sensitivity). From these alone:
 
 import math
 from collections.abc import Sequence
-from enum import StrEnum
 
 import numpy as np
 from scipy.optimize import brentq
 from scipy.special import log_ndtr, ndtr
 
-
-class NoiseMechanism(StrEnum):
-    """The additive noise a one-shot release draws (statistics, held-out releases)."""
-
-    GAUSSIAN = "gaussian"
-    LAPLACE = "laplace"
-
-
-GAUSSIAN, LAPLACE = NoiseMechanism.GAUSSIAN, NoiseMechanism.LAPLACE
-KINDS = tuple(NoiseMechanism)
+GAUSSIAN = "gaussian"
+"""The one-shot Gaussian mechanism: the word the ledger's events and kernels know it by."""
+LAPLACE = "laplace"
+"""The one-shot Laplace mechanism: the word the ledger's events and kernels know it by."""
 
 
 def gaussian_multiplier(components: Sequence[float]) -> float:

@@ -13,8 +13,6 @@ from sqlalchemy.orm import Mapped, mapped_column
 
 from app.core.database import Base
 from app.core.time import utcnow
-from app.core.vocabulary import StrEnumColumn
-from app.privacy.mechanisms import NoiseMechanism
 
 
 class StatisticsRelease(Base):
@@ -22,8 +20,9 @@ class StatisticsRelease(Base):
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     dataset_id: Mapped[int] = mapped_column(ForeignKey("dataset.id"), index=True)
-    # gaussian (zCDP, the default) or laplace (pure epsilon).
-    mechanism: Mapped[NoiseMechanism] = mapped_column(StrEnumColumn(NoiseMechanism, 16))
+    # A registered mechanism's name (app.statistics.mechanisms): gaussian (zCDP, the
+    # default), laplace (pure epsilon), or any module added there.
+    mechanism: Mapped[str] = mapped_column(String(16))
     target_epsilon: Mapped[float] = mapped_column(Float)
     # The target's delta (Gaussian); None for Laplace, which is pure epsilon-DP.
     delta: Mapped[float | None] = mapped_column(Float, nullable=True)

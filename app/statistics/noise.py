@@ -21,7 +21,6 @@ from dp_accounting.dp_event import ComposedDpEvent, DpEvent
 from app.statistics import mechanisms
 from app.statistics.mechanisms.base import Mechanism
 from app.statistics.mechanisms.gaussian import Z95 as Z95
-from app.statistics.schemas import NoiseMechanism
 from app.statistics.shapes import QueryPlan, Vector
 
 
@@ -76,7 +75,7 @@ def calibrated(mechanism: Mechanism, vector: Vector, calibration: float) -> Nois
                  measurement)
 
 
-def calibrate(plans: list[QueryPlan], *, mechanism: NoiseMechanism, epsilon: float,
+def calibrate(plans: list[QueryPlan], *, mechanism: str, epsilon: float,
               delta: float) -> list[list[Noise]]:
     """Each query's vectors' noise for the release target (``delta`` unused by pure ones)."""
     chosen = mechanisms.of(mechanism)

@@ -6,11 +6,11 @@ feature, which bins, how many cells) are checked by ``app.statistics.plan``. Eac
 field names the kinds of release it is made of (``Released``, the release inventory).
 """
 
-from enum import StrEnum
 from typing import Annotated, Any
 
 from pydantic import Field
 
+from app.core.plugins import Registered
 from app.core.schemas import (
     Page,
     PrivacyNumber,
@@ -20,7 +20,7 @@ from app.core.schemas import (
     register_ranges,
 )
 from app.privacy.annotations import LEDGER, PUBLIC, Released
-from app.privacy.mechanisms import NoiseMechanism as NoiseMechanism  # defined there, once
+from app.privacy.mechanisms import GAUSSIAN
 from app.privacy.releases import Release
 
 MAX_QUERIES = 50
@@ -42,12 +42,14 @@ NOISY = Released(Release.DP_STATISTICS, note="a noisy value; a ratio's error and
 ColumnName = Annotated[str, Field(min_length=1, max_length=64)]
 
 
-class QueryKind(StrEnum):
-    COUNT = "count"
-    SUM = "sum"
-    MEAN = "mean"
-    HISTOGRAM = "histogram"
-    PREVALENCE = "prevalence"
+QUERY_KINDS = Registered("QueryKind")
+"""The kinds a query may name: ``app.statistics.queries`` provides them."""
+QueryKind = Annotated[str, QUERY_KINDS]
+NOISE_MECHANISMS = Registered(
+    "NoiseMechanism",
+    "The additive noise a one-shot release draws (statistics, held-out releases).")
+"""The mechanisms a release may name: ``app.statistics.mechanisms`` provides them."""
+NoiseMechanism = Annotated[str, NOISE_MECHANISMS]
 
 
 Edges = Annotated[list[float], Field(min_length=2, max_length=MAX_EDGES)]
@@ -82,7 +84,7 @@ class StatisticsPrivacy(RequestModel):
     delta: PrivacyNumber | None = Field(
         default=None, gt=0, lt=1,
         description="Gaussian only; default: the dataset's budget delta")
-    mechanism: NoiseMechanism = NoiseMechanism.GAUSSIAN
+    mechanism: NoiseMechanism = GAUSSIAN
 
 
 @register_ranges

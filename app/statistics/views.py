@@ -10,7 +10,6 @@ from app.statistics import mechanisms
 from app.statistics.models import StatisticsRelease
 from app.statistics.schemas import (
     AnswerOut,
-    NoiseMechanism,
     ReleasePrivacyOut,
     StatisticsReleaseOut,
 )
@@ -54,7 +53,7 @@ def statement(row: StatisticsRelease, entry: LedgerEntry | None) -> str:
 def release_view(row: StatisticsRelease, entry: LedgerEntry | None) -> StatisticsReleaseOut:
     """``row`` and its ledger entry as ``StatisticsReleaseOut``."""
     privacy = ReleasePrivacyOut(
-        mechanism=NoiseMechanism(row.mechanism), target_epsilon=row.target_epsilon, delta=row.delta,
+        mechanism=row.mechanism, target_epsilon=row.target_epsilon, delta=row.delta,
         epsilon=release_epsilon(entry),
         epsilon_rdp=entry.epsilon_rdp if entry is not None else None,
         noise_multiplier=entry.noise_multiplier if entry is not None else 0.0,

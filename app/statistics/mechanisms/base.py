@@ -11,7 +11,9 @@ A ``Mechanism`` carries, for a noisy vector of known sensitivity and privacy sha
   the vectors compose to (``epsilon``), which a test checks against dp-accounting itself;
 * its noise's error for the estimators (``standard_error``, ``half_width95``).
 
-A new mechanism is one module with one subclass, named in ``app.statistics.mechanisms``.
+A new mechanism is one module in ``app.statistics.mechanisms`` with one subclass and one
+instance of it: the package finds it, and a request may name it
+(``app.statistics.schemas.NoiseMechanism``).
 """
 
 from abc import ABC, abstractmethod
@@ -21,7 +23,6 @@ from typing import Any, ClassVar
 from dp_accounting.dp_event import DpEvent
 
 from app.privacy import events
-from app.privacy.mechanisms import NoiseMechanism
 
 
 def opendp() -> Any:
@@ -35,7 +36,8 @@ def opendp() -> Any:
 class Mechanism(ABC):
     """A one-shot additive-noise mechanism on float vectors (see the module docstring)."""
 
-    name: ClassVar[NoiseMechanism]
+    name: ClassVar[str]  # the word a request names it by, stored on the release
+    order: ClassVar[int] = 0  # where the API lists it (OpenAPI's enum, errors); ties by name
     norm: ClassVar[str]  # the sensitivity's norm: l2 | l1
     unit: ClassVar[str]  # what OpenDP's privacy map gives: rho | epsilon
     constructor: ClassVar[str]  # the OpenDP measurement constructor, for the answer's words

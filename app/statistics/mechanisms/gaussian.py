@@ -19,6 +19,7 @@ Z95 = 1.959963984540054  # the standard normal's 97.5% quantile
 
 class Gaussian(Mechanism):
     name = charged_as = mechanisms.GAUSSIAN
+    order = 10
     norm, unit, constructor = "l2", "rho", "make_gaussian"
     words = "Gaussian noise (zero-concentrated DP)"
     takes_delta = True

@@ -18,6 +18,7 @@ LAPLACE95 = math.log(20.0)  # P(|Laplace(b)| > b ln 20) = 0.05
 
 class Laplace(Mechanism):
     name = charged_as = mechanisms.LAPLACE
+    order = 20
     norm, unit, constructor = "l1", "epsilon", "make_laplace"
     words = "Laplace noise (pure epsilon-DP)"
     takes_delta = False

@@ -1,6 +1,6 @@
 """What a statistics query kind is: one object from its public plan to its answer's cells.
 
-A ``Statistic`` carries, for one kind of query (``QueryKind``):
+A ``Statistic`` carries, for one kind of query (its ``kind``, the word a request names):
 
 * what the query names (``reads_column``: a column; ``takes_bins``: public bins of it);
 * its public plan: the noisy vectors it releases, each with its sensitivity under adding or
@@ -9,7 +9,8 @@ A ``Statistic`` carries, for one kind of query (``QueryKind``):
 * its estimator: the answer's cells from the noisy vectors (``cells``), post-processing only.
 
 The noise itself is the release's mechanism's (``app.statistics.mechanisms``). A new kind is
-one module with one subclass, named in ``app.statistics.queries`` and in ``QueryKind``.
+one module in ``app.statistics.queries`` with one subclass and one instance of it: the package
+finds it, and a request may name it (``app.statistics.schemas.QueryKind``).
 """
 
 from abc import ABC, abstractmethod
@@ -20,14 +21,14 @@ import numpy as np
 from app.statistics import estimate
 from app.statistics.aggregate import CellIndex
 from app.statistics.noise import Noise
-from app.statistics.schemas import QueryKind
 from app.statistics.shapes import Column, QueryPlan, Vector
 
 
 class Statistic(ABC):
     """One query kind's rules (see the module docstring)."""
 
-    kind: ClassVar[QueryKind]
+    kind: ClassVar[str]  # the word a request names it by
+    order: ClassVar[int] = 0  # where the API lists it (OpenAPI's enum, errors); ties by kind
     estimator: ClassVar[str]  # the estimator in words, shown with every answer
     reads_column: ClassVar[bool] = False  # the query names a column (``feature``)
     takes_bins: ClassVar[bool] = False  # its column's cells are public bins or categories

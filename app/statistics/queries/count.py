@@ -4,12 +4,11 @@ import numpy as np
 
 from app.statistics import aggregate
 from app.statistics.queries.base import Statistic
-from app.statistics.schemas import QueryKind
 from app.statistics.shapes import Column, QueryPlan, Vector
 
 
 class Count(Statistic):
-    kind = QueryKind.COUNT
+    kind, order = "count", 10
     estimator = "noisy count per cell"
 
     def vectors(self, column: Column | None, cells: int, share: float) -> tuple[Vector, ...]:

@@ -5,12 +5,11 @@ import numpy as np
 
 from app.statistics import aggregate
 from app.statistics.queries.base import Statistic
-from app.statistics.schemas import QueryKind
 from app.statistics.shapes import Column, QueryPlan, Vector
 
 
 class Histogram(Statistic):
-    kind = QueryKind.HISTOGRAM
+    kind, order = "histogram", 40
     estimator = "noisy count per cell and bin"
     reads_column = takes_bins = True
 

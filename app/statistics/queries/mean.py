@@ -10,12 +10,11 @@ import numpy as np
 from app.statistics import aggregate, estimate
 from app.statistics.noise import Noise
 from app.statistics.queries.base import Statistic
-from app.statistics.schemas import QueryKind
 from app.statistics.shapes import Column, QueryPlan, Vector
 
 
 class Mean(Statistic):
-    kind = QueryKind.MEAN
+    kind, order = "mean", 30
     estimator = ("midpoint + noisy sum of (value - midpoint) / noisy count, clipped to the "
                  "declared bounds (values clipped first); delta-method standard error")
     reads_column = True

@@ -9,12 +9,11 @@ import numpy as np
 from app.statistics import aggregate, estimate
 from app.statistics.noise import Noise
 from app.statistics.queries.base import Statistic
-from app.statistics.schemas import QueryKind
 from app.statistics.shapes import Column, QueryPlan, Vector
 
 
 class Prevalence(Statistic):
-    kind = QueryKind.PREVALENCE
+    kind, order = "prevalence", 50
     estimator = ("noisy events / (noisy events + noisy non-events), clipped to [0, 1]; "
                  "delta-method standard error")
 

@@ -5,12 +5,11 @@ import numpy as np
 
 from app.statistics import aggregate
 from app.statistics.queries.base import Statistic
-from app.statistics.schemas import QueryKind
 from app.statistics.shapes import Column, QueryPlan, Vector
 
 
 class Sum(Statistic):
-    kind = QueryKind.SUM
+    kind, order = "sum", 20
     estimator = "noisy sum per cell of the values clipped to the declared bounds"
     reads_column = True
 

@@ -1,11 +1,15 @@
 """Drift distances between two noisy feature histograms, registered by name.
 
-Importing the package registers the built-in distances (``psi``, ``wasserstein``); a new one is
-a module here that calls ``registry.register`` and is imported below (docs/layout.md, "Adding
-a drift distance").
+Importing the package imports every module here once, in the order of their names, and each
+distance module registers itself (``registry.register``) as it is imported: the order a run
+reports them in. A new distance is its module here (docs/layout.md, "Adding a drift distance").
 """
 
-from worker.monitoring.distances import psi, wasserstein
+import sys
+
+from app.core import plugins
 from worker.monitoring.distances.registry import DISTANCES, Distance, register
 
-__all__ = ["DISTANCES", "Distance", "psi", "register", "wasserstein"]
+plugins.modules(sys.modules[__name__], skip=("estimate", "registry"))
+
+__all__ = ["DISTANCES", "Distance", "register"]
