@@ -10,7 +10,7 @@ from app.datasets.schema.dataset_schema import FeatureKind
 from app.statistics import queries
 from app.statistics.aggregate import CellIndex
 from app.statistics.cohort import Cohort
-from app.statistics.schemas import QueryKind, StatisticQuery
+from app.statistics.schemas import StatisticQuery
 from app.statistics.shapes import Axis, Column, QueryPlan
 
 X = Column("x", FeatureKind.NUMERIC, -3.0, 5.0)
@@ -27,7 +27,7 @@ def _cohort(rows: int, seed: int) -> Cohort:
     return Cohort(columns, rows, pa.array(np.arange(rows)))
 
 
-def _plan(kind: QueryKind) -> QueryPlan:
+def _plan(kind: str) -> QueryPlan:
     statistic = queries.of(kind)
     column = X if statistic.reads_column else None
     bins = BINS if statistic.takes_bins else None
@@ -38,13 +38,13 @@ def _plan(kind: QueryKind) -> QueryPlan:
 
 
 def test_every_query_kind_is_registered() -> None:
-    assert set(queries.STATISTICS) == set(QueryKind)
-    assert all(s.kind is k for k, s in queries.STATISTICS.items())
+    assert queries.names() == ("count", "sum", "mean", "histogram", "prevalence")  # API order
+    assert all(s.kind == k for k, s in queries.STATISTICS.items())
 
 
-@pytest.mark.parametrize("kind", list(QueryKind))
+@pytest.mark.parametrize("kind", list(queries.STATISTICS))
 def test_removing_one_record_moves_each_vector_by_at_most_its_sensitivity(
-        kind: QueryKind) -> None:
+        kind: str) -> None:
     plan, cohort = _plan(kind), _cohort(200, seed=7)
     full = queries.exact(plan, CellIndex(cohort), "y")
     assert [len(v) for v in full] == [v.cells for v in plan.vectors]
