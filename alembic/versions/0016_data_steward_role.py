@@ -1,7 +1,7 @@
 """The data steward role
 
 ``api_key.role`` may be ``data_steward``: the role that registers datasets, sends and erases
-their rows and reads their exact intake facts (issue 26: a data scientist's upload that
+their rows and reads their exact intake facts (a data scientist's upload that
 collided with a registered table answered "is this exact table registered?"). Existing keys
 keep their roles; only the CHECK constraint ``ck_api_key_role`` widens.
 

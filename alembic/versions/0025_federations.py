@@ -1,6 +1,6 @@
 """federations: the federation table
 
-A federation as this service takes part in it (issue 32): as its coordinator (its Flower
+A federation as this service takes part in it: as its coordinator (its Flower
 server's report is written here) or as one of its sites (a site's part is a job of kind
 ``federated``, whose ledger entry is an ordinary job entry). No existing row changes.
 

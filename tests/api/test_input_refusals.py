@@ -1,4 +1,4 @@
-"""Input that must be refused (issue 18, severity 3), each as a 4xx problem+json naming the field.
+"""Input that must be refused, each as a 4xx problem+json naming the field.
 
 A key given twice, a body that is not JSON, a flag that is not a boolean, an invisible character
 in a name, a number too long to read: none of them may be guessed at, and none may be a 500.

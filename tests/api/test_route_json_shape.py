@@ -1,5 +1,5 @@
-"""The JSON of representative routes keeps its shape and its words across the vocabulary change
-(issue 27, item 4): StrEnums serialise to the same strings, and the only keys added are the
+"""The JSON of representative routes keeps its shape and its words across the vocabulary change:
+StrEnums serialise to the same strings, and the only keys added are the
 ``pld`` ones beside their deprecated ``prv`` aliases (nothing removed).
 
 Recorded before the change in ``route_json_before.json`` (``RECORD_ROUTE_JSON=1`` rewrites it);

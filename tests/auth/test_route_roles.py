@@ -30,7 +30,7 @@ TABLE: dict[tuple[str, str], frozenset[str] | str] = {
     ("GET", "/redoc"): PUBLIC,
     ("GET", "/docs/static/{name}"): PUBLIC,  # Swagger UI and ReDoc, served offline
     # Datasets: data stewards hold the tables: they register datasets (any source), send and
-    # erase rows (a registration or upload that collides is answered only to them: issue 26);
+    # erase rows (a registration or upload that collides is answered only to them);
     # data scientists and privacy officers read datasets, budgets and reports.
     ("POST", "/v1/datasets"): frozenset({ST}),
     ("GET", "/v1/datasets"): frozenset({ST, DS, PO}),

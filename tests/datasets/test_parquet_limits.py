@@ -1,5 +1,5 @@
-"""A Parquet file is bounded from its page headers before anything is decoded (issue 26: a
-2 MB dictionary bomb drove the API to 24 GB): each limit is a 422 naming it, and the bomb is
+"""A Parquet file is bounded from its page headers before anything is decoded (a 2 MB
+dictionary bomb once drove the API to 24 GB): each limit is a 422 naming it, and the bomb is
 refused in bounded memory, measured in a fresh process."""
 
 import json
@@ -22,7 +22,7 @@ from tests.datasets.test_ingest import SCHEMA, found, rejected
 
 def bomb(path: Path, *, rows: int, row_group: int, value_bytes: int = 1 << 20,
          column: str = "sex") -> Path:
-    """One long string, dictionary-encoded on every row of ``column`` (the issue's file)."""
+    """One long string, dictionary-encoded on every row of ``column`` (the bomb's shape)."""
     huge = pa.DictionaryArray.from_arrays(pa.array(np.zeros(rows, np.int32)),
                                           pa.array(["x" * value_bytes]))
     table = {"patient_id": pa.array(np.arange(rows)), "phq9": np.full(rows, 3, np.int8),
@@ -164,7 +164,7 @@ print(json.dumps({"outcome": outcome, "peak": status("VmHWM") - base}))
 @pytest.mark.parametrize(("rows", "row_group"), [(2_000_000, 2_000_000), (200_000, 2_000)])
 def test_the_dictionary_bomb_is_refused_in_bounded_memory(tmp_path: Path, rows: int,
                                                           row_group: int) -> None:
-    """The issue's file (2,000,000 rows of one 1 MiB string, one row group: 24 GB before) and
+    """The bomb (2,000,000 rows of one 1 MiB string, one row group: 24 GB before) and
     its small-row-group variant (2.67 GB per request before): refused, peak RSS growth under
     the goal of 500 MB (a fresh process, its address space capped so a failure is safe)."""
     path = bomb(tmp_path / "b.parquet", rows=rows, row_group=row_group)

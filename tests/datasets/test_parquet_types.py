@@ -1,6 +1,6 @@
 """Every Arrow layout a common writer gives a column (pandas, polars, DuckDB, R arrow, Spark)
-loads as the plain form of the same values (issue 26: current pandas' ``large_string`` ids
-were a 500). A property test: hypothesis draws the rows, each column's Arrow type and the
+loads as the plain form of the same values (current pandas' ``large_string`` ids were once
+a 500). A property test: hypothesis draws the rows, each column's Arrow type and the
 writer's options; the table must load identically, or be refused identically, to its plain
 form (text as ``string``, numbers as ``int64``)."""
 
@@ -114,7 +114,7 @@ def test_every_writer_layout_loads_as_the_plain_form(
 
 @pytest.mark.parametrize("kind", [pa.large_string(), pa.string_view(), pa.large_binary()])
 def test_pandas_large_string_ids_load(tmp_path: Path, kind: pa.DataType) -> None:
-    """The issue's case: ids as ``large_string`` (pandas >= 2 with pyarrow strings)."""
+    """The case that was a 500: ids as ``large_string`` (pandas >= 2 with pyarrow strings)."""
     ids = [f"p{i}" for i in range(6)]
     table = pa.table({"patient_id": pa.array(ids).cast(kind), "phq9": np.arange(6),
                       "sex": CATEGORIES * 2, "prior_crisis": [0, 1] * 3,

@@ -1,4 +1,4 @@
-"""Issue 26's equality oracle, re-run as a data scientist: it learns nothing.
+"""The registration's equality oracle, re-run as a data scientist: it learns nothing.
 
 The attack: knowing every row of a registered private table but one patient's outcome, upload
 both guesses as new datasets; the guess that collides with the registered table got a 409
@@ -56,7 +56,7 @@ def test_a_data_scientist_cannot_ask_whether_a_table_is_registered(
     assert _put(client, registered["id"], _csv(rows)).status_code == 200
     scientist, guesses = client_as("data_scientist"), _guesses(rows)
 
-    # Sending each guess to an empty registration: the same refusal for both (before issue 26:
+    # Sending each guess to an empty registration: the same refusal for both (once,
     # the true guess got a 409 naming the registered dataset, the other a 200).
     empty = {g: _register(client, name=f"empty-{g}")["id"] for g in guesses}
     answers = {g: _refusal(_put(scientist, empty[g], table)) for g, table in guesses.items()}
@@ -72,7 +72,7 @@ def test_a_data_scientist_cannot_ask_whether_a_table_is_registered(
         "awaiting_data"}
 
     # The holders of the tables still get the duplicate answer: a private re-upload shares
-    # its patients' spend (issue 29, no second budget), and the steward is warned.
+    # its patients' spend (no second budget), and the steward is warned.
     steward = client_as("data_steward")
     shared = _put(steward, empty[truth], guesses[truth])
     assert shared.status_code == 200, shared.text

@@ -24,7 +24,7 @@ from app.datasets.schemas import same_rows_warning
 from tests.api.scoring_helpers import problem
 from tests.datasets.test_dataset_schema import CONTRACT
 
-# The issue's contract schema, with a feature whose missing values take the reference.
+# The contract schema, with a feature whose missing values take the reference.
 SCHEMA = {**CONTRACT, "features": [*CONTRACT["features"][:2],
                                    {**CONTRACT["features"][2], "missing": "reference"}]}
 HEADER = "patient_id,phq9,sex,prior_crisis,crisis_30d"
@@ -85,7 +85,7 @@ def test_register_then_upload_csv_makes_the_dataset_ready(
 def test_the_same_rows_in_another_order_share_their_patients_spend(
     client: TestClient, client_as: Callable[[str | None], TestClient]
 ) -> None:
-    """Issue 29, item 6: a private re-upload into the organisation's space is no second budget
+    """A private re-upload into the organisation's space is no second budget
     (its patients are the same patients, keyed into one space), so it is accepted; only its
     steward is told that its rows equal an earlier dataset's."""
     rows = _rows(1500, seed=1)

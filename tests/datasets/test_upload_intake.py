@@ -1,4 +1,4 @@
-"""CSV files as a clinic's own tools write them (issue 26): Excel's BOM, European Excel's
+"""CSV files as a clinic's own tools write them: Excel's BOM, European Excel's
 semicolons and decimal commas (declared in the Content-Type), names that differ only in case,
 headers too long or too wide, fields over the csv module's limit, and ids a spreadsheet or a
 terminal would not show as they are."""

@@ -97,7 +97,7 @@ def test_uploads_are_ready_split_and_stored_once(
     assert not any(cohorts["wdbc"].dataset["imputed"].values())
     with live_server.client() as http:
         # The same rows again, made public: a public table has no budget at all, so a 409 (a
-        # private re-upload would share its patients' spend instead: issue 29).
+        # private re-upload would share its patients' spend instead).
         again = http.post("/v1/datasets", json={
             "name": "wdbc-again", "source": {"kind": "upload"},
             "schema": breast_cancer_schema(), "public": True})

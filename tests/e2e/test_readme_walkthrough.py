@@ -1,6 +1,6 @@
 """The README's walk-through against a real `dpcrisis serve` process (SQLite, embedded worker).
 
-Also the issue's done-when figure: a default job on the 8,000-row dataset goes from submission
+Also the README's promise: a default job on the 8,000-row dataset goes from submission
 to a model that scores in under 30 s on 2 CPU cores, with epsilon not above its target.
 """
 

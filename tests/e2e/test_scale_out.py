@@ -1,4 +1,4 @@
-"""Many worker processes, one PostgreSQL queue (issue 7): exactly once, nothing lost, faster.
+"""Many worker processes, one PostgreSQL queue: exactly once, nothing lost, faster.
 
 Four ``dpcrisis worker`` processes start together (start-up is most of the cost) and warm up on
 a first batch. Then, twice over, three are frozen (SIGSTOP, while idle and holding nothing) so

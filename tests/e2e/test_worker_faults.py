@@ -1,4 +1,4 @@
-"""Worker faults with real processes, on SQLite and PostgreSQL (issue 6).
+"""Worker faults with real processes, on SQLite and PostgreSQL.
 
 A SIGKILLed worker's job is failed within its lease (by the API's reaper: the next worker is
 still starting) with its charge kept, and the next job runs; SIGTERM stops a worker cleanly at an

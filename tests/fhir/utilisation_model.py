@@ -1,6 +1,6 @@
 """A model of a clinic's own non-crisis outcome, for the FHIR and CDS Hooks wording tests.
 
-The outcome of the issue that asked for this: high service use (12 or more visits) in the
+The outcome: high service use (12 or more visits) in the
 next year, about 10% of patients. Its horizon (365 days) and its code are declared only when a
 test asks, so a test sees both an outcome with a window and one without. Every feature but
 ``visits`` has a code (age in LOINC, so CDS Hooks takes it from Patient.birthDate); ``visits``

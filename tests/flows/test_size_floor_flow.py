@@ -1,4 +1,4 @@
-"""Size floors through the API (issue 28, item 4): a 2-row or 30-row upload is refused (422)
+"""Size floors through the API: a 2-row or 30-row upload is refused (422)
 and cannot train, a 30-row table stored before the floor existed is refused at submission
 (422) before the ledger is touched, and a table just above the floor trains and says, in its
 statement, model card and metrics, what it could not release."""

@@ -1,4 +1,4 @@
-"""The capped regime's rule (app/jobs/recipe.py, issue 31): where the full-batch default would
+"""The capped regime's rule (app/jobs/recipe.py): where the full-batch default would
 hit the noise cap and the calibration part is too small for the fine DP calibration, or the
 schema has many inputs, the tutorial's Poisson mini-batches (256 rows, or all of them) instead.
 

@@ -1,4 +1,4 @@
-"""The organisation's per-patient budget through the API (issue 29, item 3): read by the tables'
+"""The organisation's per-patient budget through the API: read by the tables'
 holders and privacy officers, changed by admins only, never below what the most-spent patients
 have spent or reserved, with delta at most 1/(10 n) of the largest upload, audited, and
 hash-chained (an edited or deleted record shows)."""

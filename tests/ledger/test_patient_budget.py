@@ -1,5 +1,5 @@
 """The budget belongs to the patient: uploads of overlapping cohorts share their patients'
-spend; a disjoint cohort does not (issue 29's walk-through, through the API)."""
+spend; a disjoint cohort does not (a walk-through, through the API)."""
 
 from typing import Any
 

@@ -1,4 +1,4 @@
-"""Hypothesis: the patient budget (issue 29) holds for any mix of overlapping uploads and
+"""Hypothesis: the patient budget holds for any mix of overlapping uploads and
 concurrent releases, judged by an independent per-patient composition.
 
 An example draws *cells* of patients and uploads 2-4 private tables into the organisation's

@@ -1,4 +1,4 @@
-"""The patient spaces' chain covers the blocks (issue 29, item 7): every upload keyed into the
+"""The patient spaces' chain covers the blocks: every upload keyed into the
 organisation's space and every dataset's own block is a "blocks" record, and verification
 replays them against the blocks in the table, so an edited ``datasets``, ``size`` or
 ``closed_at`` (a block reopened, or closed at another time than its record), or a block row

@@ -1,4 +1,4 @@
-"""The reviewer's injection (issue 26), planted all at once, is caught three times.
+"""A reviewer's injection, planted all at once, is caught three times.
 
 A review added, together, a count inside the stored ``metrics`` object, an extra member on the
 409 of a duplicate registration, and a response header, and every inventory test still passed.

@@ -1,4 +1,4 @@
-"""Issue 28, items 5 and 6, as a privacy officer reads them.
+"""Erasure and the epsilons a person reads, as a privacy officer reads them.
 
 Erasure shows: after ``DELETE /v1/datasets/{id}/data`` the reports (JSON and HTML) say when the
 rows were erased and that the ledger and the DP releases remain; the model card says the model

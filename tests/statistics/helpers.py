@@ -1,4 +1,4 @@
-"""Shared pieces of the statistics tests: the issue's example request and small helpers."""
+"""Shared pieces of the statistics tests: the documented example request and small helpers."""
 
 import re
 from typing import Any

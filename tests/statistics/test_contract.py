@@ -1,4 +1,4 @@
-"""The contract of issue 17: POST /v1/datasets/{id}/statistics answers the example request as one
+"""The statistics contract: POST /v1/datasets/{id}/statistics answers the example request as one
 release (201 + Location), charged in the ledger; the release is read back, listed, and shown in
 the dataset's privacy report (JSON and page) beside the jobs; roles and idempotency as jobs."""
 

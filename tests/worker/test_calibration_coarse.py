@@ -1,4 +1,4 @@
-"""The coarse calibration release (worker/calibration.py, issue 31): on calibration parts
+"""The coarse calibration release (worker/calibration.py): on calibration parts
 between the floor and twice the floor, 6 public logit bins and a looser slope prior, so that
 an over-confident model's logits can be shrunk toward the base rate; below the floor nothing.
 

@@ -1,4 +1,4 @@
-"""The evaluation's bins follow the outcome's declared bands (issue 28): public, the same for any
+"""The evaluation's bins follow the outcome's declared bands: public, the same for any
 data, holding the cut-offs exactly, covering the declared stretch of log-odds in small steps, and
 fine enough that binning alone costs a calibrated model's ROC-AUC under 0.01 at 10% and 50%
 prevalence."""

@@ -1,5 +1,5 @@
 """False alarms of a monitoring run on an unshifted follow-up, over repeated simulated runs
-(issue 30: a run "flags nothing on an unshifted follow-up of the same size").
+(the goal: a run "flags nothing on an unshifted follow-up of the same size").
 
 Each repeat draws what a run compares, with the service's code (``bench/monitoring_power.py``):
 a training cohort of 100,000 generator rows whose model (the generator's true probabilities)
@@ -44,7 +44,7 @@ def test_an_unshifted_follow_up_rarely_alarms(follow_up: FollowUp) -> None:
                                run_epsilon=follow_up.epsilon)
     tally = simulate(reference, follow_up, effects((), ()), REPEATS, seed=30)
     assert tally.repeats == REPEATS and tally.withheld <= 0.5 * REPEATS
-    assert tally.null_worse <= 0.05 * REPEATS, tally  # the issue's bound on false "worse"
+    assert tally.null_worse <= 0.05 * REPEATS, tally  # the goal's bound on false "worse"
     assert tally.null_better <= 0.05 * REPEATS, tally  # the projection's pull made it 11-15%
     assert tally.null_drift <= 0.02 * tally.null_features, tally
 
