@@ -50,10 +50,11 @@ from app.reports.schemas import DatasetPrivacyReport
 
 log = logging.getLogger(__name__)
 router = APIRouter(prefix="/v1/datasets", tags=["datasets"], route_class=JsonRoute)
-# Data stewards hold the tables (DESIGN.md "Roles"): they alone (and admins) register datasets,
-# send and erase rows, and read what is exact about the rows. Registration is theirs for every
-# source, synthetic too: its seed regenerates every row, and a registration's 409 for a source
-# registered already answers from another dataset's identity (an equality oracle).
+# Data stewards hold the tables (docs/privacy.md, "What each role can learn"): they alone (and
+# admins) register datasets, send and erase rows, and read what is exact about the rows.
+# Registration is theirs for every source, synthetic too: its seed regenerates every row, and a
+# registration's 409 for a source registered already answers from another dataset's identity
+# (an equality oracle).
 STEWARDS = require_roles("data_steward")
 READERS = require_roles("data_steward", "data_scientist", "privacy_officer")
 # Roles that see a dataset's exact intake facts: a synthetic source's seed (it regenerates

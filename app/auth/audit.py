@@ -3,8 +3,8 @@
 An event is added to the caller's session, so it commits with the job, budget or key it
 describes and rolls back with it: the log never claims an action that did not happen. Details
 are small JSON objects of ids and counts. Scoring records only how many patients were scored,
-never a feature value (DESIGN.md: patient features are never logged); as scoring writes nothing
-else, its event has a group commit of its own, done before the answer leaves
+never a feature value (docs/privacy.md: patient features are never logged); as scoring writes
+nothing else, its event has a group commit of its own, done before the answer leaves
 (``app.auth.scoring_log``).
 """
 

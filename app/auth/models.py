@@ -14,7 +14,7 @@ from app.core.vocabulary import StrEnumColumn
 # What each role may call is the table in docs/api.md ("Keys, roles and the audit log"), held
 # route by route in tests/auth/test_route_roles.py. A data steward registers datasets, sends and
 # erases their rows and reads their exact intake facts; a data scientist sees data only through
-# DP releases (DESIGN.md "Roles").
+# DP releases (docs/privacy.md, "What each role can learn").
 
 
 class Role(StrEnum):

@@ -6,7 +6,7 @@ and many worker processes. Both ids live in context variables, so every record e
 request (or job) is handled carries them, whichever module logs it.
 
 No record carries a request body: patient features sent to the risk endpoints must never reach a
-log (DESIGN.md, "What leaves the trust boundary"). Nothing here logs bodies, and access lines
+log (docs/privacy.md, "Release inventory"). Nothing here logs bodies, and access lines
 name only the method, path and status.
 
 Nor a query string's values: a caller may put a key in the URL (``?api_key=dpk_...``), and

@@ -1,6 +1,6 @@
 """The kinds of release, each with the mechanism that lets it leave the trust boundary.
 
-DESIGN.md, "What leaves the trust boundary": only DP releases leave, each named in the release
+docs/privacy.md, "Release inventory": only DP releases leave, each named in the release
 inventory (``app.privacy.inventory``) with its mechanism; exact figures only for datasets marked
 public. Every field of every response, report page, metric and log line is classified here as
 one of a small closed set of kinds (or several, for a composite such as a sentence quoting an

@@ -1,12 +1,12 @@
 """A validated table: its arrays, its content fingerprint, and its stored file.
 
-The fingerprint is the data's identity (one budget per population, DESIGN.md "Data identity"):
-it depends on the multiset of rows, never on their order or the ids, so the same patients
-uploaded shuffled, re-keyed, or once as CSV and once as Parquet give the same fingerprint. Each
-row hashes to 64 bits (keyed by its column names, categories by their text, so declaring
+The fingerprint is the data's identity (one budget per population: docs/privacy.md, "Data
+identity"): it depends on the multiset of rows, never on their order or the ids, so the same
+patients uploaded shuffled, re-keyed, or once as CSV and once as Parquet give the same fingerprint.
+Each row hashes to 64 bits (keyed by its column names, categories by their text, so declaring
 columns or categories in another order changes nothing); the sorted row hashes are hashed with
-SHA-256. Two different populations collide only by accident, at odds near n^2 / 2^65 (1e-7 for
-two million rows); editing any value gives a new fingerprint, as with any content hash.
+SHA-256. Two different populations collide only by accident, at odds near n^2 / 2^65 (1e-7 for two
+million rows); editing any value gives a new fingerprint, as with any content hash.
 
 An upload is kept as the clinic sent it (``keep_as_sent``): ``<data_dir>/<sha256>.csv`` or
 ``.parquet``, named by the SHA-256 of its bytes, so the clinic can check with ``sha256sum`` that
