@@ -10,6 +10,7 @@ features scored at their reference value, ``;``-separated). The same fields as
 import csv
 import io
 
+from app.formats.base import Format
 from app.scoring.answer import RiskAnswer
 from app.scoring.schemas import BatchView
 
@@ -43,3 +44,6 @@ def batch(answer: RiskAnswer, view: BatchView = BatchView.FULL) -> bytes:
 
 def single(answer: RiskAnswer) -> bytes:
     return batch(answer)
+
+
+FORMAT = Format(MEDIA_TYPE, single, batch, ABOUT, order=20)

@@ -7,6 +7,7 @@ from typing import Any
 
 from app.datasets.schema.dataset_schema import FeatureKind
 from app.fhir import service as fhir_service
+from app.formats.base import Format
 from app.scoring import model_cache
 from app.scoring.answer import RiskAnswer
 
@@ -32,3 +33,6 @@ def single(answer: RiskAnswer) -> bytes:
         scored=answer.single(), model=model_cache.resolve(answer.model.id), subject=None,
         features=_features(answer), references=None, now=datetime.now(UTC))
     return json.dumps(resource, ensure_ascii=False, separators=(",", ":")).encode()
+
+
+FORMAT = Format(MEDIA_TYPE, single, None, ABOUT, order=10)

@@ -2,43 +2,25 @@
 
 Every format renders the one typed answer the scoring service builds (``RiskAnswer``), for a
 single patient (``/v1/risk``), a batch (``/v1/risk/batch``), or both. A new format (HL7v2, say)
-is one module with a ``FORMAT`` and one line in ``FORMATS`` below; the scoring routes, their
-406 and their OpenAPI media types follow from this list.
+is one module of this package holding a ``Format`` (``app.core.plugins`` finds it); the scoring
+routes, their 406 and their OpenAPI media types follow from ``FORMATS``.
 """
 
-from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
+import app.formats as package
 from app.core.errors import DomainError
 from app.core.negotiation import quality
-from app.formats import csv_format, fhir_format, json_format
-from app.scoring.answer import RiskAnswer
-from app.scoring.schemas import BatchView
+from app.core.plugins import members
+from app.formats.base import Format, Kind
 
-Kind = Literal["single", "batch"]
+__all__ = ["FORMATS", "Format", "Kind", "NotAcceptable", "choose", "offered", "openapi_content"]
+
 PROBLEM = "application/problem+json"
 """A client that accepts only this names how it reads errors, not a format: it gets JSON."""
 
 
-@dataclass(frozen=True)
-class Format:
-    """A media type and how it renders one patient's answer and a batch's (None: not offered)."""
-
-    media_type: str
-    single: Callable[[RiskAnswer], bytes] | None
-    batch: Callable[[RiskAnswer, BatchView], bytes] | None
-    description: str
-
-    def offers(self, kind: Kind) -> bool:
-        return (self.single if kind == "single" else self.batch) is not None
-
-
-FORMATS: tuple[Format, ...] = (
-    Format(json_format.MEDIA_TYPE, json_format.single, json_format.batch, json_format.ABOUT),
-    Format(fhir_format.MEDIA_TYPE, fhir_format.single, None, fhir_format.ABOUT),
-    Format(csv_format.MEDIA_TYPE, csv_format.single, csv_format.batch, csv_format.ABOUT),
-)
+FORMATS: tuple[Format, ...] = tuple(members(package, Format, skip=("base", "registry")))
 """The formats, the default (JSON) first: it answers an absent Accept, ``*/*`` and ties."""
 
 
