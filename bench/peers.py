@@ -7,10 +7,14 @@
   tutorial has none.
 * DP-EBM: InterpretML's differentially private explainable boosting
   (``interpret.privacy.DPExplainableBoostingClassifier``, ``interpret-core`` 0.7.8) with its
-  defaults at the cell's (epsilon, delta), given the declared public bounds: each numeric
-  feature's (lower, upper) as its privacy bounds, each binary or categorical feature as a
-  nominal one with its declared categories, so no bin edge or category is read off the rows.
-  An additive model a clinic's statistician would reach for; no calibration of ours.
+  defaults at the cell's (epsilon, delta) (interpret's own accounting), given the declared
+  public quantities only: each numeric feature ``continuous`` with its declared (lower, upper)
+  as its privacy bounds (values clipped to them), each binary or categorical feature
+  ``continuous`` over its codes with the public bounds (-0.5, k - 0.5) for its k declared
+  categories. Interpret's nominal and ordinal types are not used: in 0.7.8 their private
+  binning takes the categories from ``np.unique`` of the rows (whatever list was declared),
+  so a fit given them is not DP as configured. An additive model a clinic's statistician
+  would reach for; no calibration of ours.
 * The service's DP-EBM family's fit (``app.families.ebm_network.fit_ebm``): the same
   interpret estimator with every feature binned over its public range (codes for binary and
   categorical ones) and the noise planned so that the exact event spends the cell's
@@ -101,29 +105,25 @@ def dp_base_rate(y_train: np.ndarray, *, epsilon: float, delta: float,
     return float(np.clip(noisy / n, 0.5 / n, 1 - 0.5 / n))
 
 
-def _ebm_layout(schema: DatasetSchema) -> tuple[list[str | list[str]], dict[int, tuple[float,
-                                                                                       float]]]:
-    """DP-EBM's feature types and privacy bounds from the declared schema only: numeric
-    features continuous within their declared bounds, binary and categorical ones nominal
-    with their declared categories (a binary's "0" and "1")."""
-    types: list[str | list[str]] = []
+def _ebm_layout(schema: DatasetSchema) -> tuple[list[str], dict[int, tuple[float, float]]]:
+    """DP-EBM's feature types and privacy bounds from the declared schema only (the module's
+    list): every feature ``continuous``; a numeric one over its declared bounds, a binary or
+    categorical one over its codes, (-0.5, k - 0.5) for k declared categories."""
     bounds: dict[int, tuple[float, float]] = {}
     for index, feature in enumerate(schema.features):
         if feature.kind in (FeatureKind.BINARY, FeatureKind.CATEGORICAL):
-            types.append(list(feature.categories) if feature.categories else ["0", "1"])
+            bounds[index] = (-0.5, feature.bounds[1] + 0.5)
         else:
-            types.append("continuous")
-            bounds[index] = feature.bounds
-    return types, bounds
+            bounds[index] = (float(feature.bounds[0]), float(feature.bounds[1]))
+    return ["continuous"] * len(schema.features), bounds
 
 
-def _ebm_rows(x: np.ndarray, types: list[str | list[str]]) -> np.ndarray:
-    """Raw rows with each nominal feature's codes read as its declared category names."""
-    rows = np.empty(x.shape, dtype=object)
-    for index, kind in enumerate(types):
-        codes = x[:, index]
-        rows[:, index] = (codes if kind == "continuous"
-                          else np.array(kind, dtype=object)[codes.astype(int)])
+def _ebm_rows(x: np.ndarray, bounds: dict[int, tuple[float, float]]) -> np.ndarray:
+    """Raw rows as float codes, each numeric value clipped to its declared bounds (codes lie
+    inside theirs by the declaration)."""
+    rows = np.array(x, dtype=np.float64)
+    for index, (lower, upper) in bounds.items():
+        rows[:, index] = np.clip(rows[:, index], lower, upper)
     return rows
 
 
@@ -136,8 +136,11 @@ def dp_ebm_fit(schema: DatasetSchema, x: np.ndarray, y: np.ndarray, *, epsilon: 
     types, bounds = _ebm_layout(schema)
     model = DPExplainableBoostingClassifier(
         feature_types=types, privacy_bounds=bounds, epsilon=epsilon, delta=delta, n_jobs=1)
-    model.fit(_ebm_rows(x, types), y.astype(int))
-    return lambda rows: np.asarray(model.predict_proba(_ebm_rows(rows, types))[:, 1], float)
+    with warnings.catch_warnings():
+        # interpret warns where it reads bounds or types off the rows: not this peer's setting
+        warnings.filterwarnings("error", message="Possible privacy violation")
+        model.fit(_ebm_rows(x, bounds), y.astype(int))
+    return lambda rows: np.asarray(model.predict_proba(_ebm_rows(rows, bounds))[:, 1], float)
 
 
 def dp_ebm_family_fit(schema: DatasetSchema, x: np.ndarray, y: np.ndarray, *, epsilon: float,

@@ -1,5 +1,5 @@
-"""DP-EBM as a peer of the proxy study (bench/peers.py): its bins and categories come from
-the declared schema only, and each fit draws fresh noise."""
+"""DP-EBM as a peer of the proxy study (bench/peers.py): its bins come from the declared
+schema only (no category read off the rows), and each fit draws fresh noise."""
 
 import numpy as np
 import pytest
@@ -7,20 +7,49 @@ import pytest
 from bench import peers, proxies
 
 
-def test_the_layout_reads_the_declared_bounds_and_categories_only() -> None:
+def test_the_layout_reads_the_declared_bounds_and_category_counts_only() -> None:
     table = proxies.make("mixed@200")
     types, bounds = peers._ebm_layout(table.schema)
     names = [feature.name for feature in table.schema.features]
-    assert types[names.index("region")] == ["north", "south", "east", "west", "central"]
-    assert types[names.index("smoker")] == ["0", "1"]
+    assert types == ["continuous"] * len(names)  # no nominal or ordinal type: interpret
+    # takes those categories from the rows' np.unique, whatever list is declared
+    assert bounds[names.index("region")] == (-0.5, 4.5)  # 5 declared categories' codes
+    assert bounds[names.index("smoker")] == (-0.5, 1.5)
     assert bounds[names.index("crp")] == (0.0, 500.0)  # the declared bounds, not the rows'
-    assert set(bounds) == {i for i, kind in enumerate(types) if kind == "continuous"}
+    assert set(bounds) == set(range(len(names)))
     other = proxies.make("mixed@200", generator_seed=7)  # other rows, the same declaration
     assert peers._ebm_layout(other.schema) == (types, bounds)
-    rows = peers._ebm_rows(table.x[:5], types)
-    codes = table.x[:5, names.index("region")].astype(int)
-    assert list(rows[:, names.index("region")]) == [types[names.index("region")][c]
-                                                    for c in codes]
+    wild = table.x[:5].copy()
+    wild[:, names.index("crp")] = 900.0  # above the declared upper bound
+    rows = peers._ebm_rows(wild, bounds)
+    assert np.all(rows[:, names.index("crp")] == 500.0)
+    assert np.array_equal(rows[:, names.index("region")], wild[:, names.index("region")])
+
+
+def test_a_category_only_one_row_holds_changes_no_bin() -> None:
+    """Neighbouring tables (one row's rare category) get the same histogram cells: the fit's
+    bins for a categorical feature are its declared codes' range split evenly."""
+    pytest.importorskip("interpret")
+    from interpret.privacy import DPExplainableBoostingClassifier
+
+    table = proxies.make("mixed@300")
+    names = [feature.name for feature in table.schema.features]
+    region = names.index("region")
+    types, bounds = peers._ebm_layout(table.schema)
+    cut_sets = []
+    for rare in (False, True):
+        x = table.x.copy()
+        x[:, region] = np.minimum(x[:, region], 3)
+        if rare:
+            x[0, region] = 4  # one patient with the category nobody else has
+        model = DPExplainableBoostingClassifier(
+            feature_types=types, privacy_bounds=bounds, epsilon=8.0, delta=1e-5, n_jobs=1,
+            max_rounds=1, random_state=1)
+        with pytest.warns(UserWarning, match="fixed"):  # interpret: a fixed seed in a test
+            model.fit(peers._ebm_rows(x, bounds), table.y.astype(int))
+        assert isinstance(model.bins_[region][0], np.ndarray)  # cuts, not a category map
+        cut_sets.append(model.bins_[region][0])
+    assert np.array_equal(cut_sets[0], cut_sets[1])  # same seed, same noise: same cuts
 
 
 @pytest.mark.slow
