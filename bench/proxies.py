@@ -31,6 +31,12 @@ Built proxies (seeded generators; the outcome's intercept is solved for the stat
   (log of CRP), so logistic regression is slightly misspecified, as on real data.
 * ``wide``: 30 features (18 correlated lab z-scores, 4 capped counts, 6 binaries, 2 categorical),
   about 1%, ten of them without effect.
+* ``bends``: 8 features whose effects are not linear (a U-shaped lab value and BMI, a J-shaped
+  age, a threshold on a symptom score, a saturating heart rate), two binaries, one without
+  effect; about 10%: where a logistic model on the scaled values is misspecified.
+* ``coded``: 24 coded features (20 diagnosis-code flags of 2-30% each, half of them with an
+  effect, and 4 categorical ones of 4-8 categories whose effects are not monotone in the
+  codes' order) and age; about 6%: an outcome carried by many coded inputs.
 """
 
 import numpy as np
@@ -205,7 +211,67 @@ def strong(n_rows: int, seed: int = 20_253) -> Proxy:
                  "built: 9 features, a few nearly decide a 40% outcome")
 
 
-BUILT_ROWS = {"crisis": 20_000, "mixed": 50_000, "wide": 200_000, "strong": 20_000}
+def bends(n_rows: int, seed: int = 20_254) -> Proxy:
+    """Effects that bend (the module's list): an additive model of the features fits them, a
+    model linear in each scaled value cannot."""
+    rng = np.random.default_rng(seed)
+    age = rng.integers(18, 91, n_rows)
+    sodium = np.clip(rng.normal(139, 5, n_rows), 110, 165)
+    bmi = np.clip(rng.normal(27, 6, n_rows), 12, 70)
+    symptoms = rng.integers(0, 28, n_rows)
+    hr = np.clip(np.rint(rng.normal(80, 15, n_rows)), 30, 220)
+    creatinine = np.clip(rng.lognormal(0.0, 0.4, n_rows), 0.2, 15)
+    smoker, prior = rng.binomial(1, 0.25, n_rows), rng.binomial(1, 0.1, n_rows)
+    logit = (1.2 * ((age - 45) / 25) ** 2 + 0.6 * np.minimum(((sodium - 140) / 5) ** 2, 6)
+             + 0.8 * np.minimum(((bmi - 25) / 8) ** 2, 4) + 1.3 * (symptoms >= 15)
+             + 0.9 * np.tanh((hr - 90) / 12) + 0.5 * smoker + 0.8 * prior)
+    features = [
+        numeric("age", 18, 110, 45, "integer"),
+        numeric("sodium", 100.0, 180.0, 140.0),
+        numeric("bmi", 10.0, 80.0, 25.0),
+        numeric("symptom_score", 0, 27, 5, "integer"),
+        numeric("heart_rate", 20, 250, 70, "integer"),
+        numeric("creatinine", 0.0, 20.0, 1.0),
+        binary("smoker"), binary("prior_event"),
+    ]
+    x = np.column_stack([age, sodium, bmi, symptoms, hr, creatinine, smoker, prior])
+    return Proxy("bends", declared_schema(features, "event", "Event", (0.05, 0.2)),
+                 x.astype(np.float64), _outcome(rng, logit, 0.10), False,
+                 "built: 8 features, effects that bend")
+
+
+_CODED_LEVELS = {"site": 8, "payer": 4, "referral": 5, "unit": 6}
+
+
+def coded(n_rows: int, seed: int = 20_255) -> Proxy:
+    """Many coded inputs (the module's list): flags and categories carry the outcome."""
+    rng = np.random.default_rng(seed)
+    rates = np.linspace(0.02, 0.30, 20)
+    flags = rng.binomial(1, rates, (n_rows, 20))
+    flag_effects = np.r_[np.linspace(1.2, 0.3, 10), np.zeros(10)][rng.permutation(20)]
+    effects = np.random.default_rng(seed + 1).normal(0, 0.6, sum(_CODED_LEVELS.values()))
+    categories, logit, start = [], flags @ flag_effects, 0
+    for levels in _CODED_LEVELS.values():
+        codes = rng.choice(levels, n_rows, p=np.linspace(2.0, 1.0, levels) / np.linspace(
+            2.0, 1.0, levels).sum())
+        logit = logit + effects[start:start + levels][codes]
+        categories.append(codes)
+        start += levels
+    age = rng.integers(18, 91, n_rows)
+    logit = logit + 0.015 * (age - 50)
+    features = (
+        [binary(f"code_{i:02d}") for i in range(20)]
+        + [categorical(name, [f"{name}_{k}" for k in range(levels)], f"{name}_0")
+           for name, levels in _CODED_LEVELS.items()]
+        + [numeric("age", 18, 110, 45, "integer")]
+    )
+    x = np.column_stack([flags, *categories, age]).astype(np.float64)
+    return Proxy("coded", declared_schema(features, "event", "Event", (0.03, 0.12)),
+                 x, _outcome(rng, logit, 0.06), False, "built: 25 features, 24 of them coded")
+
+
+BUILT_ROWS = {"crisis": 20_000, "mixed": 50_000, "wide": 200_000, "strong": 20_000,
+              "bends": 20_000, "coded": 20_000}
 REAL = ("breast_cancer", "fair", "anes96", "randhie", "randhie_rare")
 
 
@@ -221,7 +287,8 @@ def make(spec: str, generator_seed: int | None = None) -> Proxy:
     if spec in reals:
         return reals[spec]()
     name, _, rows = spec.partition("@")
-    makers = {"crisis": crisis, "mixed": mixed, "wide": wide, "strong": strong}
+    makers = {"crisis": crisis, "mixed": mixed, "wide": wide, "strong": strong, "bends": bends,
+              "coded": coded}
     n_rows = int(rows) if rows else BUILT_ROWS[name]
     extra = {} if generator_seed is None else {"seed": 1_000_003 * (generator_seed + 1)}
     proxy = makers[name](n_rows, **extra)
