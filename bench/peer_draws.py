@@ -18,6 +18,8 @@ small table's worst cell).
 
 Run: .venv/bin/python bench/peer_draws.py [--table wide@30000] [--epsilon 1] [--draws 6]
 [--peer dp_ebm] (DP-EBM with the declared public bounds in Opacus' place)
+[--peer dp_ebm_family] (the service's dp_ebm family as its worker runs it, DP calibration
+included: is the family ahead of the defaults, or is it the draw?)
 [--metric log_loss --peer base_rate --delta max] (the base-rate goal at the largest delta)
 (about 85 s for the wide table, 6 draws, on 2 cores)
 """
@@ -38,11 +40,13 @@ from app.datasets.schema.encoding import encoder_for  # noqa: E402
 from app.jobs import service as job_service  # noqa: E402
 from bench import baselines, peers, proxies  # noqa: E402
 from bench import proxy_study as study  # noqa: E402
+from bench.family_choice import family_scores  # noqa: E402
 
 SPLITS, MARGIN, RESAMPLES = 5, 0.005, 20_000
 
 
-PEERS = {"opacus": "Opacus' tutorial", "dp_ebm": "DP-EBM", "base_rate": "the base rate"}
+PEERS = {"opacus": "Opacus' tutorial", "dp_ebm": "DP-EBM", "dp_ebm_family": "the dp_ebm family",
+         "base_rate": "the base rate"}
 METRICS = ("auc", "log_loss")
 LAST_PAIRED_SE: dict[int, float] = {}
 """Per split, the last ``draws`` run's paired standard error over the evaluation rows of the
@@ -79,8 +83,8 @@ def _base_rate_split(table: proxies.Proxy, parts: study.Parts, request: Any, n_d
 def draws(table_spec: str, epsilon: float, n_draws: int, peer: str = "opacus",
           metric: str = "auc") -> tuple[np.ndarray, np.ndarray]:
     """``metric`` (splits, draws) of the defaults and of ``peer`` (Opacus' tutorial, DP-EBM
-    with the declared public bounds, or the training part's base rate), fresh noise each
-    draw."""
+    with the declared public bounds, the dp_ebm family, or the training part's base rate),
+    fresh noise each draw."""
     T, _, E = identity.Part  # noqa: N806
     ours, opacus = np.zeros((SPLITS, n_draws)), np.zeros((SPLITS, n_draws))
     LAST_PAIRED_SE.clear()
@@ -100,6 +104,10 @@ def draws(table_spec: str, epsilon: float, n_draws: int, peer: str = "opacus",
             scored = study.ours(table, parts, request, noise_seed, study.Cell())
             assert scored is not None, f"the defaults refused {table_spec} at epsilon {epsilon}"
             ours[split, k] = getattr(scored, metric)
+            if peer == "dp_ebm_family":
+                opacus[split, k] = getattr(family_scores(table, parts, epsilon, noise_seed),
+                                           metric)
+                continue
             if peer == "dp_ebm":
                 predict = peers.dp_ebm_fit(table.schema, parts.x[T], parts.y[T],
                                            epsilon=epsilon, delta=delta)

@@ -22,7 +22,9 @@ Two sets, so a rule is judged on tables it was not chosen on:
 * the proxy set (rules are chosen on it): the built generators (``bench/proxies.py``) at
   small and middling sizes, a fresh generator seed per split (``strong``, a 40% outcome a
   few inputs nearly decide, joined it after anes96's log-loss misses at epsilon 1 and 3:
-  the shape of a table where those misses can be studied without choosing on anes96);
+  the shape of a table where those misses can be studied without choosing on anes96;
+  ``bends`` and ``coded``, effects that bend and many coded features, joined it with the
+  dp_ebm family: where an additive boosted model might be ahead);
 * the confirmation set (never chosen on): four real public tables shipped in sklearn and
   statsmodels (breast_cancer, anes96, fair, randhie with two outcomes: 69% and 6%; the
   clip and calibration rules saw breast_cancer and fair while they were chosen, the
@@ -73,7 +75,7 @@ from worker.tasks import spec_of  # noqa: E402
 EPSILONS = (0.5, 1.0, 3.0, 8.0)
 SETS = {
     "proxy": ["mixed@800", "mixed@3000", "crisis@20000", "wide@30000", "strong@1000",
-              "strong@2500"],
+              "strong@2500", "bends@3000", "coded@3000"],
     "confirmation": ["breast_cancer", "anes96", "fair", "randhie", "randhie_rare"],
 }
 SPLITS, REPEATS = 5, 5
