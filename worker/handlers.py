@@ -4,8 +4,10 @@ A handler is a kind's name, how it reads its own typed payload from the claimed 
 (``parse``: a pydantic model the kind declares, next to its handler or its API schema) and
 the task that runs it to its end (``run``, given a ``ClaimedJob`` of that payload). The runner
 claims a row and dispatches by the kind's name alone (``claimed_of``, ``handler_for``): it
-knows no kind and no payload. A new kind of work is one module that registers its handler with
-``@task_handler`` and is named in ``MODULES``.
+knows no kind and no payload. Each kind's handler is registered with ``@task_handler`` by its
+module of ``worker.kinds``, which ``handlers`` imports whole (``app.core.plugins.modules``), so
+a new kind's handler is its module there; the kind itself (its word, what it stores) is its
+module of ``app.jobs.kinds``.
 
 A task finishes its job itself and returns the outcome for the worker's log; it raises
 ``LeaseLost`` when the job was taken back meanwhile, and any other exception fails the job.
@@ -20,18 +22,13 @@ from typing import Any, Generic, Protocol, TypeVar, cast
 import torch
 from pydantic import BaseModel
 
+from app.core import plugins
 from app.core.database import Database
 from app.jobs.models import Job
 from worker.heartbeat import Heartbeat
 
-MODULES = (
-    "worker.search",  # train: one run, or a search's runs
-    "worker.privacy_audit.job",  # privacy_audit
-    "worker.monitoring.task",  # monitoring
-    "worker.monitoring.comparison",  # comparison
-    "worker.federated_task",  # federated
-)
-"""The modules that register the handlers, imported once before the first dispatch."""
+PACKAGE = "worker.kinds"
+"""The package whose modules register the handlers, imported once before the first dispatch."""
 
 
 class JobWorker(Protocol):
@@ -92,10 +89,9 @@ def task_handler(kind: str, *, parse: Parse) -> Callable[[TaskT], TaskT]:
 
 
 def handlers() -> dict[str, Handler]:
-    """Every registered handler by kind, its modules imported first."""
+    """Every registered handler by kind, the modules of ``worker.kinds`` imported first."""
     with _loaded:
-        for module in MODULES:
-            importlib.import_module(module)
+        plugins.modules(importlib.import_module(PACKAGE), skip=())
     return dict(_HANDLERS)
 
 

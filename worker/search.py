@@ -39,13 +39,12 @@ from app.flows import job_run
 from app.flows.job_run import LoadedData
 from app.jobs import queue
 from app.jobs import search as job_search
-from app.jobs.models import CANCELLED, FAILED, SUCCEEDED, TRAIN, Job
+from app.jobs.models import CANCELLED, FAILED, SUCCEEDED, Job
 from app.observability import job_metrics
 from app.privacy import accounting, selection
 from app.privacy.accounting import Mechanism, finite_or_none
 from app.privacy.parallel import held_out_noise
 from worker import calibration as calibration_release
-from worker.handlers import task_handler
 from worker.launch import train_distributed
 from worker.tasks import (
     ClaimedJob,
@@ -54,7 +53,6 @@ from worker.tasks import (
     TrainPayload,
     evaluate_step,
     finish,
-    parse_training,
     report_interval,
     run_training,
 )
@@ -276,7 +274,6 @@ def _end(worker: JobWorker, claimed: ClaimedJob[TrainPayload], status: str, mess
     return status
 
 
-@task_handler(TRAIN, parse=parse_training)
 def run_train(worker: JobWorker, claimed: ClaimedJob[TrainPayload]) -> str:
     """A training job: one run, or a search's runs when its stored plan asks for several."""
     if claimed.payload.search is not None:

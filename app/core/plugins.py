@@ -4,7 +4,8 @@ A registry package (a statistics mechanism, a query kind) holds one module per m
 package finds them with ``members`` instead of a hand-kept list, so adding a member is its
 module alone. The names a request may use are the registry's (``Registered``): validated
 against it when a request arrives and listed as an OpenAPI enum, read when asked, so they can
-never drift from what the registry serves.
+never drift from what the registry serves. A response field may likewise hold one of the
+models a registry lists (``RegisteredModels``: a job's stored result, whichever kind made it).
 """
 
 import importlib
@@ -13,7 +14,7 @@ from collections.abc import Callable, Sequence
 from types import ModuleType
 from typing import Any, TypeVar
 
-from pydantic import GetCoreSchemaHandler, GetJsonSchemaHandler
+from pydantic import BaseModel, GetCoreSchemaHandler, GetJsonSchemaHandler, ValidationError
 from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import CoreSchema, PydanticCustomError, core_schema
 
@@ -107,3 +108,57 @@ class Registered:
             definition["description"] = self.description
         definition.update(enum=list(self.names()), title=self.title, type="string")
         return reference
+
+
+class RegisteredModels:
+    """``Annotated[Any, RegisteredModels("a job's stored result")]``: a value one of the models a
+    registry lists validates (the first that takes it, in the registry's order), served as that
+    model; OpenAPI shows ``anyOf`` their components (and ``null`` where ``nullable``). The
+    annotated type is ``Any``: FastAPI would list a model class named there (a base class of
+    the registered ones) as a component of its own.
+
+    As with ``Registered``, the registry package hands over its models (``provide``) and they
+    are read at each validation and each schema build, so a model the registry gains is served.
+    """
+
+    def __init__(self, what: str, *, nullable: bool = True) -> None:
+        self.what, self.nullable = what, nullable
+        self._models: Callable[[], Sequence[type[BaseModel]]] | None = None
+
+    def provide(self, models: Callable[[], Sequence[type[BaseModel]]]) -> None:
+        """Take the registry's models, as ``models()`` gives them (in the order to try them)."""
+        self._models = models
+
+    def models(self) -> Sequence[type[BaseModel]]:
+        """The registered models.
+
+        Raises:
+            LookupError: no registry has provided them (its package is not imported).
+        """
+        if self._models is None:
+            raise LookupError(f"no registry provides the models of {self.what}: import it")
+        return self._models()
+
+    def _check(self, value: Any) -> Any:
+        if value is None and self.nullable:
+            return None
+        models = tuple(self.models())
+        if isinstance(value, models):
+            return value
+        for model in models:
+            try:
+                return model.model_validate(value)
+            except ValidationError:
+                continue
+        raise PydanticCustomError("registered_model", "Input should be one of {expected}",
+                                  {"expected": _expected([m.__name__ for m in models])})
+
+    def __get_pydantic_core_schema__(self, source: Any,
+                                     handler: GetCoreSchemaHandler) -> CoreSchema:
+        return core_schema.no_info_plain_validator_function(
+            self._check, serialization=core_schema.simple_ser_schema("any"))
+
+    def __get_pydantic_json_schema__(self, schema: CoreSchema,
+                                     handler: GetJsonSchemaHandler) -> JsonSchemaValue:
+        union = core_schema.union_schema([m.__pydantic_core_schema__ for m in self.models()])
+        return handler(core_schema.nullable_schema(union) if self.nullable else union)

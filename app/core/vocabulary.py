@@ -3,7 +3,8 @@
 Each domain defines its vocabularies once, as ``StrEnum``s in its models module; the ORM column
 ``StrEnumColumn(JobStatus, 16)`` writes the member's value (the same string as before, so the
 database schema and every stored row are unchanged) and reads it back as the member, and the
-API schemas type their fields with the same enum, so OpenAPI lists the words.
+API schemas type their fields with the same enum, so OpenAPI lists the words. A vocabulary
+that a registry holds instead (one module per word) is stored the same way (``WordColumn``).
 """
 
 from enum import StrEnum
@@ -36,3 +37,15 @@ class StrEnumColumn(TypeDecorator[E]):
         if value is None or value not in self.enum._value2member_map_:
             return value
         return self.enum(value)
+
+
+class WordColumn(TypeDecorator[str]):
+    """A ``String(length)`` column holding a word a registry lists rather than a closed enum
+    (a job's kind: ``app.jobs.kinds``), written and read as a plain ``str``; the schema is the
+    same ``VARCHAR`` as a ``StrEnumColumn``'s."""
+
+    impl = String
+    cache_ok = True
+
+    def process_bind_param(self, value: Any, dialect: Dialect) -> str | None:
+        return None if value is None else str(value)

@@ -10,7 +10,16 @@ from sqlalchemy.orm import Mapped, mapped_column
 
 from app.core.database import Base
 from app.core.time import utcnow
-from app.core.vocabulary import StrEnumColumn
+from app.core.vocabulary import StrEnumColumn, WordColumn
+from app.jobs.kinds.base import WORD_LENGTH
+
+# The built-in kinds' words, for the domains that queue them; each is declared in its module
+# of app.jobs.kinds, which is the registry (a new kind needs no line here).
+from app.jobs.kinds.comparison import COMPARISON as COMPARISON
+from app.jobs.kinds.federated import FEDERATED as FEDERATED
+from app.jobs.kinds.monitoring import MONITORING as MONITORING
+from app.jobs.kinds.privacy_audit import PRIVACY_AUDIT as PRIVACY_AUDIT
+from app.jobs.kinds.train import TRAIN as TRAIN
 
 
 class JobStatus(StrEnum):
@@ -23,22 +32,10 @@ class JobStatus(StrEnum):
     CANCELLED = "cancelled"
 
 
-class JobKind(StrEnum):
-    """The kinds of job sharing the one queue."""
-
-    TRAIN = "train"
-    PRIVACY_AUDIT = "privacy_audit"
-    MONITORING = "monitoring"  # a monitoring run of a model on a follow-up (app.monitoring)
-    COMPARISON = "comparison"  # champion vs challenger on a follow-up (app.monitoring.comparison)
-    FEDERATED = "federated"  # this clinic's part in a federation's rounds (app.federation)
-
-
 # The short names callers import (members, so equal to the strings they were).
 QUEUED, RUNNING, SUCCEEDED = JobStatus.QUEUED, JobStatus.RUNNING, JobStatus.SUCCEEDED
 FAILED, CANCELLED = JobStatus.FAILED, JobStatus.CANCELLED
 FINISHED = (SUCCEEDED, FAILED, CANCELLED)
-TRAIN, PRIVACY_AUDIT, MONITORING = JobKind.TRAIN, JobKind.PRIVACY_AUDIT, JobKind.MONITORING
-COMPARISON, FEDERATED = JobKind.COMPARISON, JobKind.FEDERATED
 
 
 class NotDpSgd(ValueError):
@@ -63,8 +60,9 @@ class Job(Base):
     dataset_id: Mapped[int] = mapped_column(ForeignKey("dataset.id"), index=True)
     status: Mapped[JobStatus] = mapped_column(StrEnumColumn(JobStatus, 16), default=QUEUED,
                                               index=True)
-    kind: Mapped[JobKind] = mapped_column(StrEnumColumn(JobKind, 16), default=TRAIN,
-                                          server_default=TRAIN.value)
+    # A registered kind's word (app.jobs.kinds); its handler is the worker's (worker.kinds).
+    kind: Mapped[str] = mapped_column(WordColumn(WORD_LENGTH), default=TRAIN,
+                                      server_default=TRAIN.name)
     # What the caller asked for (exactly one of the two is set) and what it resolved to.
     target_epsilon: Mapped[float | None] = mapped_column(Float, nullable=True)
     requested_noise_multiplier: Mapped[float | None] = mapped_column(Float, nullable=True)

@@ -14,11 +14,10 @@ from sqlalchemy.orm import Session
 
 from app.core.database import affected_rows
 from app.core.time import utcnow
-from app.jobs import results
+from app.jobs import kinds
 from app.jobs.models import (
     CANCELLED,
     FAILED,
-    FEDERATED,
     QUEUED,
     RUNNING,
     SUCCEEDED,
@@ -137,7 +136,7 @@ def finish(
     """End a job this worker owns and settle its ledger entry (see ``ledger_service.settle``).
 
     Raises:
-        pydantic.ValidationError: ``metrics`` has a key its typed model (``app.jobs.results``)
+        pydantic.ValidationError: ``metrics`` has a key its kind's model (``app.jobs.kinds``)
             does not declare: a figure without a release-inventory entry is never stored.
     """
     assert status in (SUCCEEDED, FAILED, CANCELLED)
@@ -145,7 +144,7 @@ def finish(
     if job is None:
         return None
     if metrics is not None:
-        results.check(job.kind, metrics)  # a key nobody classified is never stored
+        kinds.check(job.kind, metrics)  # a key nobody classified is never stored
     job.status = JobStatus(status)
     job.finished_at = utcnow()
     job.lease_until = None
@@ -153,8 +152,16 @@ def finish(
     job.error_code = error_code
     job.error = error
     ledger_service.settle(session=session, scope=Scope.job(job_id),
-                          stopped_early=status == CANCELLED, charged_ahead=job.kind == FEDERATED)
+                          stopped_early=status == CANCELLED,
+                          charged_ahead=_charged_ahead(job.kind))
     return job
+
+
+def _charged_ahead(word: str) -> bool:
+    """Whether a job of this kind committed its spend as it went (false for a kind no module
+    declares any longer: its job is failed and settled as any other)."""
+    kind = kinds.find(word)
+    return kind is not None and kind.charged_ahead
 
 
 def reap_expired(*, session: Session) -> list[int]:
@@ -182,5 +189,5 @@ def reap_expired(*, session: Session) -> list[int]:
     reaped = [(row[0], row[1]) for row in session.execute(stmt).all()]
     for job_id, kind in reaped:  # a federated part is charged before each round it begins
         ledger_service.settle(session=session, scope=Scope.job(job_id), stopped_early=False,
-                              charged_ahead=kind == FEDERATED)
+                              charged_ahead=_charged_ahead(kind))
     return [job_id for job_id, _ in reaped]

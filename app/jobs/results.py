@@ -7,7 +7,8 @@ privacy-audit job stores the audit's
 results (``worker.privacy_audit.audit.run``). Both leave the service in responses (a model, a
 job, its privacy report), so every key is a typed field here and each field has its entry in
 the release inventory (its ``Released`` annotation): a key nobody classified cannot be
-stored, because ``extra="forbid"`` refuses it where a job is finished (``check``), and a stored
+stored, because ``extra="forbid"`` refuses it where a job is finished (``app.jobs.kinds.check``,
+against the model its kind declares), and a stored
 object that matches no model here (metrics an old worker computed exactly, before the
 evaluation was a DP release) is withheld from responses (null) rather than served unclassified.
 
@@ -20,12 +21,12 @@ from typing import Annotated, Any
 from pydantic import (
     ConfigDict,
     Field,
-    TypeAdapter,
     ValidationError,
     ValidatorFunctionWrapHandler,
     WrapValidator,
 )
 
+from app.core.plugins import RegisteredModels
 from app.jobs.held_out import (
     EVALUATED_PUBLIC,
     CalibrationRecord,
@@ -39,7 +40,6 @@ from app.jobs.held_out import (
     HeldOutWarning,
     Stored,
 )
-from app.jobs.models import COMPARISON, FEDERATED, MONITORING, PRIVACY_AUDIT, TRAIN
 from app.privacy.annotations import LEDGER, OPERATIONAL, PUBLIC, Released, class_note
 from app.privacy.releases import Release
 
@@ -235,24 +235,10 @@ def _typed_or_withheld(value: Any, handler: ValidatorFunctionWrapHandler) -> Any
 
 ServedEvaluation = Annotated[HeldOutEvaluation | None, WrapValidator(_typed_or_withheld)]
 """A stored held-out evaluation as a response field (null: none, or an untyped legacy one)."""
-ServedResults = Annotated[HeldOutEvaluation | AuditResults | None,
-                          WrapValidator(_typed_or_withheld)]
-"""A job's stored result as a response field: held-out metrics or an audit's results."""
-
-RESULT_MODELS: dict[str, type[Stored]] = {TRAIN: HeldOutEvaluation, PRIVACY_AUDIT: AuditResults,
-                                           MONITORING: MonitoringResults,
-                                           COMPARISON: ComparisonResults,
-                                           FEDERATED: HeldOutEvaluation}
-"""``Job.kind`` -> the model of what it stores."""
-_ADAPTERS = {kind: TypeAdapter(model) for kind, model in RESULT_MODELS.items()}
-
-
-def check(kind: str, results: dict[str, Any]) -> None:
-    """Refuse to store a result with a key (or a value) its typed model does not declare.
-
-    Raises:
-        ValidationError: a key that is not a field (an unclassified release), a missing one,
-            or a value of the wrong type.
-        KeyError: a job kind without a result model.
-    """
-    _ADAPTERS[kind].validate_python(results)
+SERVED_RESULTS = RegisteredModels("a job's stored result")
+"""The result models a job view serves: the registered kinds' (``app.jobs.kinds``)."""
+ServedResults = Annotated[Any, SERVED_RESULTS, WrapValidator(_typed_or_withheld)]
+"""A job's stored result as a response field: the model of a kind the job view serves (held-out
+metrics, an audit's results), null when it has none or it matches none. ``Any`` to the type
+checker: the models are the registry's, known when the kinds load (and FastAPI would list a
+base class named here as a component of its own)."""

@@ -15,7 +15,8 @@ from app.core.schemas import (
 )
 from app.families import DEFAULT_FAMILY
 from app.jobs.family_field import family_enum, registered_family
-from app.jobs.models import Job, JobKind
+from app.jobs.kinds.base import KIND_WORDS
+from app.jobs.models import Job
 from app.jobs.models import JobStatus as JobStatus  # the route's filter imports it here
 from app.jobs.results import ServedResults
 from app.jobs.search_schemas import SEARCH_KEY, SearchOut, SearchRequest
@@ -172,7 +173,7 @@ class ErrorOut(ResponseModel):
 
 class JobOut(ResponseModel):
     id: Annotated[int, PUBLIC]
-    kind: Annotated[JobKind, PUBLIC] = Field(
+    kind: Annotated[str, KIND_WORDS, PUBLIC] = Field(
         description="train; privacy_audit (details at /v1/audits/{id}); monitoring "
         "(/v1/monitoring-runs); comparison (/v1/comparisons/{id})")
     dataset_id: Annotated[int, PUBLIC]
@@ -223,7 +224,7 @@ class JobStatusOut(ResponseModel):
     without its plan, training request and results (the full job is at ``href``)."""
 
     id: Annotated[int, PUBLIC]
-    kind: Annotated[JobKind, PUBLIC]
+    kind: Annotated[str, KIND_WORDS, PUBLIC]
     dataset_id: Annotated[int, PUBLIC]
     status: Annotated[JobStatus, OPERATIONAL]
     progress: ProgressOut

@@ -14,8 +14,8 @@ from app.datasets.models import AWAITING_DATA, READY, Dataset
 from app.datasets.rules import max_delta
 from app.datasets.schema import labels
 from app.families import DEFAULT_FAMILY, create_family
-from app.jobs import fitted, notify, recipe, search, size_floor
-from app.jobs.models import CANCELLED, FEDERATED, FINISHED, QUEUED, RUNNING, TRAIN, Job
+from app.jobs import fitted, kinds, notify, recipe, search, size_floor
+from app.jobs.models import CANCELLED, FINISHED, QUEUED, RUNNING, Job
 from app.jobs.schemas import (
     FULL_BATCH_EPOCHS,
     MINI_BATCH_EPOCHS,
@@ -320,8 +320,9 @@ def list_page(
     status: str | None = None,
     dataset_id: int | None = None,
 ) -> tuple[list[Job], int]:
-    # Training jobs, a federation's part included; privacy audits: GET /v1/audits
-    stmt = select(Job).where(Job.kind.in_((TRAIN, FEDERATED)))
+    # The kinds that declare themselves listed: training jobs, a federation's part included
+    # (privacy audits: GET /v1/audits; monitoring runs and comparisons: their own routes).
+    stmt = select(Job).where(Job.kind.in_(kinds.listed()))
     if status is not None:
         stmt = stmt.where(Job.status == status)
     if dataset_id is not None:

@@ -27,7 +27,8 @@ from app.datasets.schema import labels
 from app.datasets.schema.dataset_schema import schema_hash
 from app.datasets.schemas import DatasetCreate, UploadSource
 from app.jobs import service as job_service
-from app.jobs.models import MONITORING, QUEUED, Job, JobKind
+from app.jobs.kinds.base import JobKind
+from app.jobs.models import MONITORING, QUEUED, Job
 from app.jobs.schemas import TaskPayload
 from app.ledger import statistics as ledger_statistics
 from app.ledger.errors import BudgetExceeded

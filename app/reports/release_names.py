@@ -17,7 +17,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from app.jobs import search as job_search
-from app.jobs.models import Job, JobKind
+from app.jobs.models import COMPARISON, FEDERATED, MONITORING, PRIVACY_AUDIT, Job
 from app.ledger.models import LedgerEntry
 from app.monitoring.models import MonitoringRun
 from app.reports.release_schemas import ReleaseKind, ReleaseRef
@@ -29,7 +29,7 @@ class JobFacts:
     monitoring run the run's own id and model (None for any other job)."""
 
     id: int
-    kind: JobKind
+    kind: str
     training: dict[str, Any]
     payload: dict[str, Any] = field(default_factory=dict)
     run_id: int | None = None
@@ -71,22 +71,22 @@ def name(entry: LedgerEntry, facts: dict[int, JobFacts]) -> ReleaseRef:
 def job_name(job: JobFacts) -> ReleaseRef:
     """A job's release, by its kind."""
     report = f"/v1/jobs/{job.id}/privacy-report"
-    if job.kind == JobKind.MONITORING:
+    if job.kind == MONITORING:
         return _monitoring(job)
-    if job.kind == JobKind.COMPARISON:
+    if job.kind == COMPARISON:
         asked = job.payload
         return ReleaseRef(
             kind=ReleaseKind.COMPARISON, href=f"/v1/comparisons/{job.id}",
             words=f"champion/challenger comparison {job.id} of models "
                   f"{asked.get('champion_id')} (champion) and {asked.get('challenger_id')} "
                   "(challenger)")
-    if job.kind == JobKind.FEDERATED:
+    if job.kind == FEDERATED:
         part = job.payload
         return ReleaseRef(
             kind=ReleaseKind.FEDERATION, href=report,
             words=f"federated training job {job.id}: this clinic's part in federation "
                   f"{part.get('id')} ({part.get('rounds')} rounds planned)")
-    if job.kind == JobKind.PRIVACY_AUDIT:
+    if job.kind == PRIVACY_AUDIT:
         return ReleaseRef(kind=ReleaseKind.AUDIT, words=f"privacy audit {job.id}",
                           href=f"/v1/audits/{job.id}")
     plan = job_search.stored_plan(job.training)

@@ -14,7 +14,7 @@ from pydantic import TypeAdapter, ValidationError
 
 from app.bands import DEFAULT_BAND_THRESHOLDS
 from app.core.database import Database
-from app.jobs import queue, results
+from app.jobs import kinds, queue, results
 from app.jobs.models import SUCCEEDED, Job
 from tests.jobs.test_queue import _submit
 from worker.calibration import Calibration
@@ -47,7 +47,7 @@ def held_out_metrics(noise_multiplier: float = 1.0) -> dict[str, Any]:
 @pytest.mark.parametrize("noise_multiplier", [1.0, 0.0])  # 0: exact, on a public dataset
 def test_the_workers_metrics_validate_and_read_back_unchanged(noise_multiplier: float) -> None:
     stored = json.loads(json.dumps(held_out_metrics(noise_multiplier)))  # as the JSON column
-    results.check("train", stored)
+    kinds.check("train", stored)
     served = results.HeldOutEvaluation.model_validate(stored).model_dump(mode="json")
     assert json.dumps(served, sort_keys=True) == json.dumps(stored, sort_keys=True)
 
@@ -85,7 +85,7 @@ def test_an_injected_key_is_refused_anywhere_in_the_object() -> None:
                     {**metrics, "calibration": {**metrics["calibration"], "positives": 9}},
                     {**metrics, "subgroups": [{**metrics["subgroups"][0], "exact_rows": 200}]}):
         with pytest.raises(ValidationError, match="Extra inputs are not permitted"):
-            results.check("train", planted)
+            kinds.check("train", planted)
 
 
 def test_a_stored_object_of_no_typed_shape_is_withheld_from_responses() -> None:

@@ -9,7 +9,7 @@ in the worker's real metrics object; no file on disk is changed.
 import pytest
 from pydantic import ValidationError
 
-from app.jobs import results
+from app.jobs import kinds
 from app.privacy import inventory
 from app.privacy.inventory_http import standard_header
 from tests.jobs.test_results import held_out_metrics
@@ -69,7 +69,7 @@ def test_a_planted_metric_fails_where_the_job_is_finished() -> None:
     metrics = held_out_metrics()
     metrics["n_positive"] = 80
     with pytest.raises(ValidationError, match="n_positive"):
-        results.check("train", metrics)
+        kinds.check("train", metrics)
 
 
 def test_the_real_source_has_none_of_them() -> None:

@@ -14,7 +14,7 @@ from fastapi.testclient import TestClient
 
 from app.datasets.schema.built_in_schema import BUILT_IN_SCHEMA
 from app.datasets.schema.dataset_schema import schema_hash
-from app.jobs.models import JobKind
+from app.jobs.models import TRAIN
 from app.reports import release_names
 from tests.conftest import FAST_TRAINING, small_dataset
 
@@ -129,7 +129,7 @@ def test_a_search_is_named_by_its_public_plan_alone() -> None:
     """The runs a search executes and the K it drew stay out of its name."""
     plan = {"candidates": [{}, {}, {}, {}], "runs": "poisson", "mean_runs": 2.5, "shape": None,
             "executed_runs": 17, "tail_probability": 1e-9}
-    named = release_names.job_name(release_names.JobFacts(9, JobKind.TRAIN, {"search": plan}))
+    named = release_names.job_name(release_names.JobFacts(9, TRAIN, {"search": plan}))
     assert (named.kind, named.href) == ("search", "/v1/jobs/9/privacy-report")
     assert named.words == ("hyper-parameter search 9 (4 candidates planned, a random number of "
                            "runs of mean 2.5, the best released)")

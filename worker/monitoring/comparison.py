@@ -22,7 +22,7 @@ import torch
 from app.datasets import parts as dataset_parts
 from app.datasets import service as dataset_service
 from app.datasets.schema.encoding import encoder_for
-from app.jobs.models import COMPARISON, Job
+from app.jobs.models import Job
 from app.ledger import service as ledger_service
 from app.ledger.release import Scope
 from app.monitoring.comparison_schemas import ComparisonPayload
@@ -30,9 +30,7 @@ from app.registry import service as registry_service
 from app.registry.models import TrainedModel
 from worker.dp_histogram import Release, histogram_release
 from worker.evaluation import evaluated, json_safe
-from worker.handlers import ClaimedJob, task_handler
 from worker.monitoring.drift import performance_drift
-from worker.monitoring.task import run_release_job
 
 N_BOOTSTRAP = 1000
 
@@ -113,13 +111,3 @@ def run(session: Any, job: Job, asked: ComparisonPayload,
                                         n_bootstrap=N_BOOTSTRAP),
         "l2_sensitivity": first.l2_sensitivity, "notes": notes})
 
-
-def parse_comparison(job: Job) -> ComparisonPayload:
-    """A comparison job's payload, as its submission stored it."""
-    return ComparisonPayload.model_validate(job.payload)
-
-
-@task_handler(COMPARISON, parse=parse_comparison)
-def run_comparison_job(worker: Any, claimed: ClaimedJob[ComparisonPayload]) -> str:
-    """A claimed comparison to its end."""
-    return run_release_job(worker, claimed, run)

@@ -26,7 +26,7 @@ from app.datasets import service as dataset_service
 from app.datasets.schema import labels as dataset_labels
 from app.datasets.schema.encoding import encoder_for
 from app.jobs import queue
-from app.jobs.models import MONITORING, SUCCEEDED, Job
+from app.jobs.models import SUCCEEDED, Job
 from app.ledger import service as ledger_service
 from app.ledger.release import Scope
 from app.monitoring import service as monitoring_service
@@ -36,7 +36,7 @@ from app.registry import service as registry_service
 from app.statistics.models import StatisticsRelease
 from worker.dp_histogram import Release, histogram_release
 from worker.evaluation import evaluated, json_safe
-from worker.handlers import ClaimedJob, task_handler
+from worker.handlers import ClaimedJob
 from worker.monitoring.drift import NoisyHistogram, feature_drift, performance_drift
 from worker.monitoring.fairness import fairness_gaps
 
@@ -198,13 +198,3 @@ def run_release_job(
                                 worker_id=worker.worker_id, status=SUCCEEDED, metrics=results)
     return SUCCEEDED if finished is not None else "lease lost: results discarded"
 
-
-def parse_monitoring(job: Job) -> MonitoringPayload:
-    """A monitoring job's payload, as its submission stored it."""
-    return MonitoringPayload.model_validate(job.payload)
-
-
-@task_handler(MONITORING, parse=parse_monitoring)
-def run_monitoring_job(worker: Any, claimed: ClaimedJob[MonitoringPayload]) -> str:
-    """A claimed monitoring run to its end."""
-    return run_release_job(worker, claimed, run)

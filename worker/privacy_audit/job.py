@@ -19,11 +19,11 @@ from app.core.database import Database
 from app.datasets import parts as dataset_parts
 from app.datasets import service as dataset_service
 from app.jobs import queue
-from app.jobs.models import CANCELLED, FAILED, PRIVACY_AUDIT, SUCCEEDED, Job
+from app.jobs.models import CANCELLED, FAILED, SUCCEEDED, Job
 from app.jobs.schemas import TaskPayload
 from app.privacy_audit.schemas import AuditCreate
 from app.privacy_audit.service import PRIVACY_BUG
-from worker.handlers import ClaimedJob, task_handler
+from worker.handlers import ClaimedJob
 from worker.privacy_audit.audit import AuditPlan, run
 from worker.privacy_audit.membership import Checkpoint
 from worker.tasks import spec_of
@@ -89,7 +89,6 @@ def _finish(worker: AuditWorker, job_id: int, status: str, **fields: Any) -> boo
     return job is not None
 
 
-@task_handler(PRIVACY_AUDIT, parse=parse_audit)
 def run_audit_job(worker: AuditWorker, claimed: ClaimedJob[AuditPayload]) -> str:
     """Run one claimed audit job to its end; returns the outcome for the worker's log."""
     job_id, request = claimed.job_id, claimed.payload.request
