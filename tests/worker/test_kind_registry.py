@@ -3,7 +3,9 @@ word and the model of what it stores) and its handler dropped into ``worker.kind
 payload and task) are queued, run by the runner, stored and served, and the OpenAPI document
 lists the kind and its result; nothing else is touched."""
 
+import copy
 import importlib
+import pickle
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -162,3 +164,10 @@ def test_the_builtin_kinds_in_the_order_the_api_lists_them() -> None:
 def test_a_kind_word_fits_the_column_and_the_api(word: str) -> None:
     with pytest.raises(ValueError, match="lower-case identifier"):
         JobKind(word, order=0, results=HeldOutEvaluation)
+
+
+def test_a_kind_copies_as_itself_and_pickles_as_its_word() -> None:
+    train = kinds.of("train")
+    assert copy.deepcopy(train) is train and copy.copy(train) is train  # a model_copy keeps it
+    word = pickle.loads(pickle.dumps(train))
+    assert (type(word), word) == (str, "train")

@@ -7,7 +7,7 @@ a job view may show (OpenAPI's ``JobKind`` enum), the model a finished job's res
 match before it is stored, and whether the job view serves that result.
 """
 
-from typing import Self
+from typing import Any, Self
 
 from app.core.plugins import Registered
 from app.jobs.held_out import Stored
@@ -61,3 +61,13 @@ class JobKind(str):
     def name(self) -> str:
         """The kind's word, as a plain ``str``."""
         return str.__str__(self)
+
+    def __copy__(self) -> Self:
+        return self  # one declaration per kind: a copy is the kind itself
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> Self:
+        return self
+
+    def __reduce__(self) -> tuple[type[str], tuple[str]]:
+        """Pickled as its word (a plain ``str``, what the column stores)."""
+        return str, (self.name,)
