@@ -19,6 +19,8 @@ Goals: |bias| <= 0.02 for ROC-AUC, coverage >= 0.90 for every 95% interval.
     nice -n 10 .venv/bin/python bench/coverage.py            # 200 releases per condition
     .venv/bin/python bench/coverage.py --releases 40         # a quick look
     .venv/bin/python bench/coverage.py --condition "500 rows"  # conditions holding the text
+    .venv/bin/python bench/coverage.py --only evaluation --bootstrap 0 --releases 5000
+                                                             # bias over many releases, no intervals
 """
 
 import argparse
@@ -34,7 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from app.privacy.accounting import Mechanism, gaussian_epsilon  # noqa: E402
 from worker.dp_histogram import bin_edges, bin_of, histogram  # noqa: E402
-from worker.evaluation import evaluate  # noqa: E402
+from worker.evaluation import N_BOOTSTRAP, evaluate  # noqa: E402
 from worker.histogram_metrics import summary  # noqa: E402
 from worker.monitoring.distances import DISTANCES  # noqa: E402
 from worker.monitoring.drift import NoisyHistogram, feature_drift  # noqa: E402
@@ -113,7 +115,8 @@ def _tally(label: str, condition: str, truth: float,
     return label, condition, len(shown) / len(found), bias, cover, truth
 
 
-def evaluation_rows(releases: int, rng: np.random.Generator, only: str = "") -> list[Row]:
+def evaluation_rows(releases: int, rng: np.random.Generator, only: str = "",
+                    n_bootstrap: int = N_BOOTSTRAP) -> list[Row]:
     out = []
     for prevalence, n, epsilon in EVALUATION:
         condition = f"prevalence {prevalence:.0%}, {n} rows, epsilon {epsilon:g}"
@@ -128,7 +131,8 @@ def evaluation_rows(releases: int, rng: np.random.Generator, only: str = "") -> 
         for _ in range(releases):
             pick = rng.integers(0, len(p), n)
             answer = evaluate(y[pick], p[pick], groups={}, noise_multiplier=noise,
-                              band_thresholds=thresholds, rng=rng)
+                              band_thresholds=thresholds, rng=rng, public_rows=n,
+                              n_bootstrap=n_bootstrap)
             for label, (path, _) in METRICS.items():
                 found[label].append(_get(answer, path))
         out += [_tally(label, condition, float(truth[key]), found[label])
@@ -172,11 +176,15 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--only", choices=("evaluation", "drift"))
     parser.add_argument("--condition", default="",
                         help="run only the conditions whose label holds this text")
+    parser.add_argument("--bootstrap", type=int, default=N_BOOTSTRAP,
+                        help="the evaluation's replicates per interval (0: no intervals, so "
+                             "bias and shown only, for many releases fast)")
     args = parser.parse_args(argv)
     rng, started = np.random.default_rng(args.seed), time.perf_counter()
     parts: list[Callable[[int, np.random.Generator, str], list[Row]]] = []
     if args.only != "drift":
-        parts.append(evaluation_rows)
+        parts.append(lambda releases, rng, only: evaluation_rows(releases, rng, only,
+                                                                 args.bootstrap))
     if args.only != "evaluation":
         parts.append(drift_rows)
     print(f"{'estimator':<20} {'condition':<50} {'truth':>7} {'shown':>6} {'bias':>8} "

@@ -100,6 +100,10 @@ class Release:
     labels: dict[str, list[str]]  # grouping -> its public group labels
     noise_multiplier: float  # noise std / L2 sensitivity; 0: exact counts (public data)
     other_histograms: int = 0  # released with these under the same noise (a monitoring run's)
+    public_rows: int | None = None
+    """The counted part's public size (row counts are public by convention), or None where no
+    public count is known. The histograms may hold fewer rows, when the release left patients
+    out: how many is private, so nothing reads it from the counts' length."""
 
     @property
     def n_bins(self) -> int:
@@ -132,6 +136,7 @@ def release(
     noise_multiplier: float,
     thresholds: Mapping[str, float],
     rng: np.random.Generator,
+    public_rows: int | None = None,
 ) -> Release:
     """Count the rows per cell of every histogram and add Gaussian noise to every cell.
 
@@ -142,9 +147,11 @@ def release(
         noise_multiplier: noise std over the L2 sensitivity; 0 releases exact counts.
         thresholds: the band cut-offs; the bins are placed around them (``bin_edges``).
         rng: the noise's generator (fresh OS entropy in the worker).
+        public_rows: the part's public size (``Release.public_rows``); None: not known.
     """
     return histogram_release(y, probability, groups, edges=bin_edges(thresholds),
-                             noise_multiplier=noise_multiplier, rng=rng)
+                             noise_multiplier=noise_multiplier, rng=rng,
+                             public_rows=public_rows)
 
 
 def histogram_release(
@@ -156,11 +163,12 @@ def histogram_release(
     noise_multiplier: float,
     rng: np.random.Generator,
     other_histograms: int = 0,
+    public_rows: int | None = None,
 ) -> Release:
     """``release`` on given bins: every histogram's cells counted and noised, the overall one
     first, then each grouping's, with noise of std ``noise_multiplier * sqrt(1 + groupings +
     other_histograms)`` (histograms released beside these under the same noise: a monitoring
-    run's features, a comparison's other model)."""
+    run's features, a comparison's other model). ``public_rows``: ``Release.public_rows``."""
     n_bins = len(edges) + 1
     bins = bin_of(probability, edges)
     exact = {"": histogram(bins, y, n_bins)[0]}
@@ -173,4 +181,5 @@ def histogram_release(
         edges=edges, overall=noisy.pop(""), groups=noisy,
         labels={name: [str(label) for label in labels] for name, (_, labels) in groups.items()},
         noise_multiplier=float(noise_multiplier), other_histograms=other_histograms,
+        public_rows=public_rows,
     )

@@ -13,13 +13,14 @@ DP noise. The output is stored as JSON: floats, ints, None, strings, lists and d
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
 
 from app.bands import BANDS, interval, validate_thresholds
 from app.core.errors import InvalidRequest
+from worker import band_rows
 from worker.dp_histogram import NEGATIVE, POSITIVE, Release, all_edges, release
 from worker.evaluation_text import DEFINITIONS, POST_PROCESSING, ci_method
 from worker.histogram_metrics import (
@@ -80,10 +81,16 @@ class Scored:
     high: Stats
     noise_std: float
     band: np.ndarray  # band index of each bin
+    sizes: Stats = field(default_factory=dict)  # band rows apart from their cells (band_rows)
 
     def floor(self, cells: int, minimum: float = 1.0) -> float:
         """Smallest usable denominator summing ``cells`` noisy cells."""
         return max(minimum, NOISE_FLOOR * self.noise_std * math.sqrt(cells))
+
+    def size(self, key: str, at: tuple[int, ...]) -> float:
+        """A band view's rows estimated apart from its own cells (``worker.band_rows``), or its
+        own noisy rows where no such estimate exists."""
+        return float(self.sizes.get(key, self.stats[key])[at])
 
     def pick(self, key: str, at: tuple[int, ...], usable: bool = True) -> tuple[Any, Any]:
         """(value, [low, high]) of a metric at index ``at``; None where not usable."""
@@ -140,26 +147,32 @@ def _count(value: Any) -> float:
     return round(float(value), 1)
 
 
-def _bands(s: Scored, at: tuple[int, ...], thresholds: Mapping[str, float]) -> dict[str, Any]:
+def _bands(s: Scored, at: tuple[int, ...],
+           thresholds: Mapping[str, float]) -> tuple[dict[str, Any], list[str]]:
+    """Each band's figures, and a line per view whose precision is withheld: its rows, estimated
+    apart from its own cells (``Scored.size``), are under the floor of its count."""
     n_bins = len(s.band)
     rows_ok = s.stats["rows"][at] >= s.floor(2 * n_bins)
     pos_ok = s.stats["positives"][at] >= s.floor(n_bins)
     out: dict[str, Any] = {}
+    withheld = []
     for b, band in enumerate(BANDS):
         p_from, p_to = interval(band, thresholds)
         out[band.value] = {"p_from": p_from, "p_to": p_to}
         for view, bins_in in (("exactly", int((s.band == b).sum())),
                               ("at_or_above", int((s.band >= b).sum()))):
             key = f"bands.{band.value}.{view}."
-            n = s.stats[key + "rows"][at]
-            entry: dict[str, Any] = {"rows": _count(n),
+            size, floor = s.size(key + "rows", at), s.floor(2 * bins_in)
+            entry: dict[str, Any] = {"rows": _count(s.stats[key + "rows"][at]),
                                      "positives": _count(s.stats[key + "positives"][at])}
-            for metric, usable in (("share_of_rows", rows_ok),
-                                   ("precision", n >= s.floor(2 * bins_in)),
+            for metric, usable in (("share_of_rows", rows_ok), ("precision", size >= floor),
                                    ("recall", pos_ok)):
                 entry[metric], entry[f"{metric}_ci"] = s.pick(key + metric, at, usable)
+            if size < floor:
+                withheld.append(f"{band.value} {view.replace('_', ' ')} (about {size:.0f} "
+                                f"rows, under {floor:.0f})")
             out[band.value][view] = entry
-    return out
+    return out, withheld
 
 
 def _core(s: Scored, at: tuple[int, ...],
@@ -186,7 +199,11 @@ def _core(s: Scored, at: tuple[int, ...],
                         ("pr_auc", pr_ok), ("brier", rows_ok)):
         core[key], core[f"{key}_ci"] = s.pick(key, at, usable)
     core["brier_baseline"] = s.pick("brier_baseline", at, rows_ok)[0]
-    core["bands"] = _bands(s, at, thresholds)
+    core["bands"], withheld = _bands(s, at, thresholds)
+    if withheld:
+        notes.append("band precision not reported where the band's rows, estimated apart from "
+                     "its own noisy counts, are under twice the noise on its count (a ratio of "
+                     "so few noisy rows is biased): " + ", ".join(withheld))
     return core, notes
 
 
@@ -280,6 +297,7 @@ def evaluate(
     band_thresholds: Mapping[str, float],
     rng: np.random.Generator,
     n_bootstrap: int = N_BOOTSTRAP,
+    public_rows: int | None = None,
 ) -> dict[str, Any]:
     """Release the evaluation part's noisy histograms once, and derive every metric from them.
 
@@ -292,6 +310,8 @@ def evaluate(
             (``worker.dp_histogram.bin_edges``) and both are bin edges.
         rng: the generator of the noise and of the bootstrap (OS entropy in the worker).
         n_bootstrap: bootstrap replicates per interval (0: no intervals).
+        public_rows: the evaluation part's public size (``Release.public_rows``: never the
+            arrays' length, which is private where patients were left out); None: not known.
 
     Raises:
         ValueError: mismatched shapes, labels other than 0/1, probabilities outside [0, 1],
@@ -302,7 +322,7 @@ def evaluate(
     thresholds = _check(y, p, float(noise_multiplier), n_bootstrap, band_thresholds)
     checked = _check_groups(groups, len(y))
     rel = release(y.astype(np.int64), p, checked, noise_multiplier=noise_multiplier,
-                  thresholds=thresholds, rng=rng)
+                  thresholds=thresholds, rng=rng, public_rows=public_rows)
     return evaluated(rel, thresholds, rng, n_bootstrap)
 
 
@@ -311,10 +331,15 @@ def evaluated(rel: Release, thresholds: Mapping[str, float], rng: np.random.Gene
     """Every metric of a released histogram set: post-processing only (also of a monitoring
     run's release, ``worker.monitoring``)."""
     overall = score(rel.overall, rel, thresholds, rng, n_bootstrap)
+    grouped = {name: score(counts, rel, thresholds, rng, n_bootstrap)
+               for name, counts in rel.groups.items()}
+    overall = replace(overall, sizes=band_rows.of_whole_part(
+        overall.stats, public_rows=rel.public_rows,
+        grouping=next((s.stats for s in grouped.values()), None)))
     core, notes = _core(overall, (), thresholds)
     subgroups = []
-    for name, counts in rel.groups.items():
-        scored = score(counts, rel, thresholds, rng, n_bootstrap)
+    for name, scored in grouped.items():
+        scored = replace(scored, sizes=band_rows.of_groups(overall.stats, scored.stats))
         for g, label in enumerate(rel.labels[name]):
             group_core, group_notes = _core(scored, (g,), thresholds)
             subgroups.append({"grouping": name, "group": label, **group_core,

@@ -51,8 +51,13 @@ DEFINITIONS = {
     "none": "A metric is None when its noisy denominator is below twice the noise std of that "
     "denominator (it could be 0), or below 1; ROC-AUC and PR-AUC also need 5 positives and 5 "
     "negatives, and PR-AUC is None where the noise std of the positives' total is over 15% "
-    "of it (its top bins' precisions would be mostly noise). An interval is None when over "
-    "2.5% of replicates leave it undefined.",
+    "of it (its top bins' precisions would be mostly noise). A band's precision is None when "
+    "the band's rows, estimated apart from its own noisy cells, are below twice the noise std "
+    "of its count: the part's public row count less the noisy rows outside the band (a "
+    "subgroup's: the whole part's band less the other groups'; with neither a public count nor "
+    "a grouping, its own rows). Deciding on its own noisy rows would show it when the noise "
+    "inflated them, and half that noise is its positives', which leans the figures shown "
+    "towards 1/2. An interval is None when over 2.5% of replicates leave it undefined.",
     "subgroups": "The same metrics per group of each grouping (labels from the public schema); "
     "an empty group is still listed, its counts pure noise.",
 }

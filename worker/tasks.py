@@ -237,6 +237,7 @@ def evaluate_step(spec: TrainingSpec | FitPlan, result: TrainingResult | FittedM
         noise_multiplier=noise,
         band_thresholds=model_thresholds(encoder.schema.outcome.bands),  # as job_run.commit
         rng=np.random.default_rng(),
+        public_rows=evaluation.rows,
     )
     metrics["calibration"] = calibration.as_dict()
     metrics["search"] = None  # a search's best run: worker.search fills it

@@ -16,6 +16,15 @@ Interval = Annotated[list[float], Field(min_length=2, max_length=2)] | None
 
 EVALUATED = Released(Release.DP_EVALUATION)
 EVALUATED_PUBLIC = Released(Release.DP_EVALUATION, Release.PUBLIC_INPUT)
+SHOWN_BY_ROWS_NOTE = ("shown or withheld by the band's rows estimated apart from its own noisy "
+                      "cells: the part's public row count less the noisy rows outside the band "
+                      "(a group: the whole part's band less the other groups')")
+BAND_PRECISION = Released(Release.DP_EVALUATION, Release.PUBLIC_BY_CONVENTION,
+                          note=SHOWN_BY_ROWS_NOTE)
+EVALUATED_NOTES = Released(Release.DP_EVALUATION, Release.PUBLIC_INPUT,
+                           Release.PUBLIC_BY_CONVENTION, note="why a figure is withheld: noisy "
+                           "counts against public floors, and a band's rows estimated from the "
+                           "part's public row count less the noisy rows outside it")
 PLATT_NOTE = ("DP Platt scaling: one Gaussian release of binned counts of the calibration part; "
               "exact only on a public dataset trained non-privately")
 PLATT_CALIBRATED = Released(Release.DP_CALIBRATION, note=PLATT_NOTE)
@@ -79,8 +88,8 @@ class HeldOutBandView(Stored):
     positives: Annotated[float, EVALUATED]
     share_of_rows: Annotated[float | None, EVALUATED]
     share_of_rows_ci: Annotated[Interval, EVALUATED]
-    precision: Annotated[float | None, EVALUATED]
-    precision_ci: Annotated[Interval, EVALUATED]
+    precision: Annotated[float | None, BAND_PRECISION]
+    precision_ci: Annotated[Interval, BAND_PRECISION]
     recall: Annotated[float | None, EVALUATED]
     recall_ci: Annotated[Interval, EVALUATED]
 

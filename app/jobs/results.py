@@ -28,7 +28,7 @@ from pydantic import (
 
 from app.core.plugins import RegisteredModels
 from app.jobs.held_out import (
-    EVALUATED_PUBLIC,
+    EVALUATED_NOTES,
     CalibrationRecord,
     GroupMetrics,
     HeldOutBin,
@@ -138,7 +138,7 @@ class HeldOutEvaluation(GroupMetrics):
     subgroups: list[HeldOutSubgroup]
     ci_method: Annotated[str, LEDGER]
     ci_level: Annotated[float, PUBLIC]
-    notes: Annotated[list[str], EVALUATED_PUBLIC]
+    notes: Annotated[list[str], EVALUATED_NOTES]
     definitions: HeldOutDefinitions
     calibration: CalibrationRecord
     held_out_warnings: list[HeldOutWarning] = Field(

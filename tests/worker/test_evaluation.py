@@ -11,11 +11,11 @@ import numpy as np
 import pytest
 from sklearn.metrics import average_precision_score, roc_auc_score
 
-from app.bands import BANDS, DEFAULT_BAND_THRESHOLDS
+from app.bands import BANDS, DEFAULT_BAND_THRESHOLDS, Band
 from app.datasets import synthetic
-from worker.dp_histogram import all_edges, bin_edges, bin_of, histogram, release
-from worker.evaluation import evaluate
-from worker.histogram_metrics import project_nonnegative, representatives
+from worker.dp_histogram import Release, all_edges, bin_edges, bin_of, histogram, release
+from worker.evaluation import evaluate, evaluated
+from worker.histogram_metrics import band_of_bins, project_nonnegative, representatives
 
 T = DEFAULT_BAND_THRESHOLDS
 
@@ -112,6 +112,42 @@ def test_band_precision_and_recall_by_hand() -> None:
                   thresholds={"low_medium": 0.1, "medium_high": 0.3})
     assert custom["bands"]["low"]["exactly"]["rows"] == 1
     assert {0.1, 0.3} <= set(custom["release"]["bins"])
+
+
+def test_band_precision_is_shown_by_its_rows_apart_from_its_own_cells() -> None:
+    """Whether a band's precision is shown reads the band's rows estimated apart from its own
+    noisy cells (the public row count less the rows outside it; a group's: the whole part's
+    less the other groups'): noise that inflates the band's own cells never shows it, as it
+    did when the band's own noisy rows decided (the figure then leant towards 1/2)."""
+    edges = bin_edges(T)
+    high = band_of_bins(edges, T) == BANDS.index(Band.HIGH)
+    counts = np.where(high[:, None], [[0.0, 1.0]], [[100.0, 20.0]])  # one row per high bin
+    public = int(counts.sum())
+    floor = 2.0 * 2.0 * math.sqrt(2 * high.sum())  # twice the noise std (2 a cell) of its rows
+
+    def shown(overall: np.ndarray, rows: int | None, groups: np.ndarray | None = None) -> list:
+        grouped = {} if groups is None else {"site": groups}
+        metrics = evaluated(Release(edges=edges, overall=overall, groups=grouped,
+                                    labels={"site": ["a", "b"]} if grouped else {},
+                                    noise_multiplier=2.0 / math.sqrt(1 + len(grouped)),
+                                    public_rows=rows), T, np.random.default_rng(0), 0)
+        return [m["bands"]["high"]["at_or_above"]["precision"] is not None
+                for m in (metrics, *metrics["subgroups"])]
+
+    inflated = counts + np.where(high[:, None], [[30.0, 0.0]], 0.0)  # as noise up to 30 a cell
+    assert inflated[high].sum() > floor > counts[high].sum()
+    assert shown(counts, public) == shown(inflated, public) == [False]
+    notes = evaluated(Release(edges=edges, overall=inflated, groups={}, labels={},
+                              noise_multiplier=2.0, public_rows=public), T,
+                      np.random.default_rng(0), 0)["notes"]
+    assert any(n.startswith("band precision not reported") and "high at or above" in n
+               for n in notes), notes
+    assert shown(counts, public + 100) == [True]  # rows outside the band fewer: read larger
+    assert shown(inflated, None) == [True]  # no public count, no grouping: its own rows
+    # a group: the whole part's band less the other group's; an empty group whose own high
+    # cells the noise inflated stays withheld, and the whole part reads its grouping's sum
+    assert shown(counts, None, np.stack([counts, inflated - counts]))[2:] == [False]
+    assert shown(counts + inflated, None, np.stack([counts, inflated])) == [True, False, True]
 
 
 def test_noise_changes_the_output_and_widens_the_intervals() -> None:

@@ -53,7 +53,7 @@ def release_pair(rows: dataset_parts.PartRows, probabilities: tuple[np.ndarray, 
     others = 1 + len(rows.groups)  # the other model's histograms, under the same noise
     first, second = (histogram_release(rows.y.astype(np.int64), probability, rows.groups,
                                        edges=edges, noise_multiplier=noise_multiplier, rng=rng,
-                                       other_histograms=others)
+                                       other_histograms=others, public_rows=rows.rows)
                      for probability in probabilities)
     return first, second
 

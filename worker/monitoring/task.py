@@ -61,7 +61,7 @@ def release_follow_up(rows: dataset_parts.PartRows, probability: np.ndarray, *,
     all with noise of std ``noise_multiplier * sqrt(1 + groupings + features)``."""
     release = histogram_release(rows.y.astype(np.int64), probability, rows.groups, edges=edges,
                                 noise_multiplier=noise_multiplier, rng=rng,
-                                other_histograms=len(bins))
+                                other_histograms=len(bins), public_rows=rows.rows)
     return release, _noisy_features(rows.x, bins, release.noise_std, rng)
 
 
