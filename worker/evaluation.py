@@ -168,7 +168,7 @@ def _bands(s: Scored, at: tuple[int, ...],
             for metric, usable in (("share_of_rows", rows_ok), ("precision", size >= floor),
                                    ("recall", pos_ok)):
                 entry[metric], entry[f"{metric}_ci"] = s.pick(key + metric, at, usable)
-            if size < floor:
+            if size < floor and s.noise_std > 0:  # exact counts: an empty band, no ratio
                 withheld.append(f"{band.value} {view.replace('_', ' ')} (about {size:.0f} "
                                 f"rows, under {floor:.0f})")
             out[band.value][view] = entry
