@@ -4,7 +4,8 @@ For each table, target epsilon and split, both run as the service runs them on t
 (``bench/proxy_study.py``'s keyed split): the defaults (a request with only
 ``target_epsilon``: plan, DP-SGD, DP calibration) and the ``dp_ebm`` family (its planned
 release, ``fit_ebm`` at the planned noise, the additive network over the encoded inputs, the
-DP calibration at the noise the worker matches to its event). AUC, log-loss and Brier are
+DP calibration at the noise the worker matches to its event; ``--stretch`` another log-odds
+stretch than the family's). AUC, log-loss and Brier are
 exact on the evaluation part (public tables). Per cell it prints each one's mean (worst
 split), the paired AUC difference (family - defaults) with its standard error over splits,
 and the cell's public quantities (training rows, epsilon, delta, numeric and coded features,
@@ -92,17 +93,20 @@ def public_of(schema: DatasetSchema, parts: study.Parts, epsilon: float, delta: 
 
 
 def family_scores(table: proxies.Proxy, parts: study.Parts, epsilon: float,
-                  noise_seed: int) -> peers.Scores:
-    """The dp_ebm family as the worker runs it: plan, fit, DP calibration, probabilities."""
+                  noise_seed: int, stretch: float | None = None) -> peers.Scores:
+    """The dp_ebm family as the worker runs it: plan, fit, stretch (``stretch``; None: the
+    family's ``LOG_ODDS_STRETCH``), DP calibration, probabilities."""
+    from app.families.ebm_layout import LOG_ODDS_STRETCH
     from app.families.ebm_network import additive_network, fit_ebm
 
     T, C, E = identity.Part  # noqa: N806
+    stretch = LOG_ODDS_STRETCH if stretch is None else stretch
     request = JobCreate.model_validate({"dataset_id": 1, "privacy": {"target_epsilon": epsilon},
                                         "training": {"model": "dp_ebm"}})
     job = job_service.plan(dataset=study.dataset_for(table, parts), request=request)
     noise, encoder = noise_of(job.training[RELEASE_KEY]), encoder_for(table.schema)
     fitted = fit_ebm(table.schema, parts.x[T], parts.y[T], noise, random_state=noise_seed)
-    network = additive_network(encoder, fitted.tables)
+    network = additive_network(encoder, fitted.tables.stretched(stretch))
     history, delta = [noise.event], job.delta
     spent = lambda at: epsilon_by_accountant(history, at)["prv"]  # noqa: E731
     held_out = held_out_noise(history, [delta], spent)
@@ -124,7 +128,8 @@ class Row:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
-def run_table(spec: str, splits: int, epsilons: tuple[float, ...], offset: int) -> list[Row]:
+def run_table(spec: str, splits: int, epsilons: tuple[float, ...], offset: int,
+              stretch: float | None = None) -> list[Row]:
     rows: list[Row] = []
     base = proxies.make(spec)
     for split in range(splits):
@@ -136,7 +141,7 @@ def run_table(spec: str, splits: int, epsilons: tuple[float, ...], offset: int) 
                                      request=request).delta
             ours = study.ours(table, parts, request, offset + split, study.Cell())
             rows.append(Row(spec, split, public_of(table.schema, parts, eps, delta, encoder),
-                            ours, family_scores(table, parts, eps, offset + split)))
+                            ours, family_scores(table, parts, eps, offset + split, stretch)))
     return rows
 
 
@@ -178,6 +183,8 @@ def main(argv: list[str] | None = None) -> list[Row]:
     parser.add_argument("--seed-offset", type=int, help="generator seeds and splits from here "
                         "(default: the set's: 0 to choose, 100 to confirm)")
     parser.add_argument("--json", help="write every split's figures here")
+    parser.add_argument("--stretch", type=float, help="the family's log-odds stretch "
+                        "(default: the family's LOG_ODDS_STRETCH; 1: interpret's own scale)")
     args = parser.parse_args(argv)
     names = args.tables.split(",") if args.tables else SETS[args.set]
     offset = SEED_OFFSET[args.set] if args.seed_offset is None else args.seed_offset
@@ -186,7 +193,7 @@ def main(argv: list[str] | None = None) -> list[Row]:
     sys.stdout.reconfigure(line_buffering=True)  # type: ignore[union-attr]
     started, everything = time.perf_counter(), []
     for name in names:
-        rows = run_table(name, args.splits, epsilons, offset)
+        rows = run_table(name, args.splits, epsilons, offset, args.stretch)
         everything += rows
         print_cells(name, rows)
         if args.json:

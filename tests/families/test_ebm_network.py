@@ -8,7 +8,7 @@ import torch
 from app.datasets.schema.dataset_schema import DatasetSchema
 from app.datasets.schema.encoding import encoder_for
 from app.families.ebm_accounting import EbmRecipe, plan
-from app.families.ebm_layout import interpret_rows, layout
+from app.families.ebm_layout import LOG_ODDS_STRETCH, interpret_rows, layout
 
 pytest.importorskip("interpret")
 from app.families.ebm_network import (  # noqa: E402
@@ -70,6 +70,24 @@ def test_network_logit_is_interprets_decision_function(fitted) -> None:  # type:
         np.testing.assert_allclose(got.double().numpy()[:, 0], expected, rtol=0, atol=atol)
     np.testing.assert_allclose(fitted.tables.log_odds(interpret_rows(SCHEMA, raw)), expected,
                                atol=1e-12)
+
+
+def test_stretched_tables_scale_the_terms_and_keep_the_intercept(fitted) -> None:  # type: ignore[no-untyped-def]
+    """The served network: interpret's terms times the public stretch, its intercept as is,
+    and its terms still summing to its log-odds (the contributions stay exact)."""
+    encoder = encoder_for(SCHEMA)
+    network = additive_network(encoder, fitted.tables.stretched(LOG_ODDS_STRETCH))
+    raw, _ = _rows(500, seed=4)
+    intercept = fitted.tables.intercept
+    expected = intercept + LOG_ODDS_STRETCH * (
+        fitted.model.decision_function(interpret_rows(SCHEMA, raw)) - intercept)
+    x = torch.from_numpy(encoder.encode(raw))
+    with torch.no_grad():
+        got = network(x).numpy()[:, 0]
+        terms = network.terms(x).numpy()
+    np.testing.assert_allclose(got, expected, rtol=0, atol=1e-9)
+    np.testing.assert_allclose(intercept + terms.sum(axis=1), got, rtol=0, atol=1e-9)
+    assert LOG_ODDS_STRETCH > 1.0  # the compressed fit is stretched, never shrunk
 
 
 def test_network_round_trips_its_state(fitted) -> None:  # type: ignore[no-untyped-def]

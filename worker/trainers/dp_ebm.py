@@ -3,7 +3,9 @@
 The job's stored settings (``app.families.dp_ebm``) carry the recipe and the planned noise;
 the event they describe must be the one the ledger reserved, and interpret must draw exactly
 that noise (``ebm_network.fit_ebm`` checks). The spend is reported once the rows were read,
-whether the fit then succeeded or not: a run that touched data keeps its charge.
+whether the fit then succeeded or not: a run that touched data keeps its charge. The scoring
+network is the fit's shape functions stretched by the public ``LOG_ODDS_STRETCH``
+(``ebm_layout``), which the DP calibration then corrects.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ class DpEbmTrainer:
 
     def fit(self, plan: FitPlan, data: LoadedData, on_report: OnReport, *,
             device: torch.device) -> FittedModel:
+        from app.families.ebm_layout import LOG_ODDS_STRETCH
         from app.families.ebm_network import additive_network, fit_ebm
 
         noise = noise_of(plan.settings[RELEASE_KEY])
@@ -42,7 +45,7 @@ class DpEbmTrainer:
                              public_rows=train.rows)
         finally:
             on_report(Report(epoch=1, epochs=1, steps=1, spent=[plan.event]))
-        network = additive_network(data.encoder, fitted.tables)
+        network = additive_network(data.encoder, fitted.tables.stretched(LOG_ODDS_STRETCH))
         setattr(network, FAMILY_TAG, DpEbm.name)
         config = DpEbm().artifact_config(hidden_units=plan.hidden_units)
         config["terms"] = network.term_specs()
