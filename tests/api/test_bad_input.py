@@ -16,6 +16,9 @@ from httpx import Response
 from tests.api.seeded_app import seeded_client
 from tests.conftest import FAST_TRAINING, PATIENT, SMALL_DATASET, _sqlite_database, small_dataset
 
+# Its tests together take seconds on 2 cores: the full suite runs them, the fast lane does not.
+pytestmark = pytest.mark.slow
+
 PROBLEM_JSON = "application/problem+json"
 N_ROWS = SMALL_DATASET["source"]["n_rows"]  # type: ignore[index]
 # The dataset's training rows: each registration draws its own per-record coins, so tests read

@@ -21,6 +21,9 @@ from tests.api.scoring_helpers import train_models
 from tests.api.test_bad_input import assert_problem, snapshot
 from tests.conftest import PATIENT, SMALL_DATASET, small_dataset
 
+# Its tests together take seconds on 2 cores: the full suite runs them, the fast lane does not.
+pytestmark = pytest.mark.slow
+
 JSON = {"content-type": "application/json"}
 
 

@@ -32,6 +32,7 @@ def _features(**changes: Any) -> str:
 # --------------------------------------------------------------------------- duplicate keys
 
 
+@pytest.mark.slow  # with the others marked here, seconds on 2 cores: the full suite runs it
 @pytest.mark.parametrize(
     ("path", "content", "field"),
     [
@@ -66,6 +67,7 @@ def test_equal_keys_in_different_objects_are_fine() -> None:
 # --------------------------------------------------------------------------- content type
 
 
+@pytest.mark.slow  # with the others marked here, seconds on 2 cores: the full suite runs it
 @pytest.mark.parametrize("content_type", [
     "text/plain", "application/x-www-form-urlencoded", "multipart/form-data; boundary=x",
     "application/xml", "text/json", None,
@@ -163,6 +165,7 @@ def test_a_route_wrapping_json_route_can_still_read_the_body() -> None:
     assert response.headers["x-keys"] == "a,b"
 
 
+@pytest.mark.slow  # with the others marked here, seconds on 2 cores: the full suite runs it
 def test_415_is_documented_on_every_route_that_reads_a_body(client: TestClient) -> None:
     """Every JSON body, and the upload's CSV or Parquet body: a body of another type is a 415."""
     for path, item in client.get("/openapi.json").json()["paths"].items():
@@ -175,6 +178,7 @@ def test_415_is_documented_on_every_route_that_reads_a_body(client: TestClient) 
 # --------------------------------------------------------------------------- strict booleans
 
 
+@pytest.mark.slow  # with the others marked here, seconds on 2 cores: the full suite runs it
 @pytest.mark.parametrize("value", ["yes", "true", 1, 0, "on", "1", [], {}])
 def test_a_boolean_is_true_or_false_only(client: TestClient, value: Any) -> None:
     before = snapshot(client)
@@ -208,6 +212,7 @@ INVISIBLE = [
 ]
 
 
+@pytest.mark.slow  # with the others marked here, seconds on 2 cores: the full suite runs it
 @pytest.mark.parametrize(("name", "code"), INVISIBLE)
 def test_format_characters_in_dataset_names_are_422(
     any_client: TestClient, name: str, code: str
@@ -263,12 +268,14 @@ def test_every_format_character_is_refused_by_both_regex_engines() -> None:
 # --------------------------------------------------------------------------- 405 Allow
 
 
+@pytest.mark.slow  # with the others marked here, seconds on 2 cores: the full suite runs it
 def test_405_keeps_its_allow_header(client: TestClient) -> None:
     response = client.delete("/v1/features")
     assert_problem(response, 405)
     assert response.headers["allow"] == "GET", response.headers
 
 
+@pytest.mark.slow  # with the others marked here, seconds on 2 cores: the full suite runs it
 def test_405_lists_every_method_of_every_route_at_the_path(client: TestClient) -> None:
     """``PUT`` and ``DELETE .../data`` are two routes: ``Allow`` names both."""
     response = client.get("/v1/datasets/1/data")
@@ -276,6 +283,7 @@ def test_405_lists_every_method_of_every_route_at_the_path(client: TestClient) -
     assert response.headers["allow"] == "DELETE, PUT", response.headers
 
 
+@pytest.mark.slow  # with the others marked here, seconds on 2 cores: the full suite runs it
 def test_a_literal_path_with_another_method_is_405_not_422(client: TestClient) -> None:
     """``POST /v1/models/rollback`` exists; ``GET`` there is not a malformed model id."""
     response = client.get("/v1/models/rollback")

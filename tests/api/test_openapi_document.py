@@ -4,11 +4,15 @@ real schemas for the FHIR answer (``application/fhir+json``) and the CDS Hooks d
 
 from typing import Any
 
+import pytest
 from fastapi.testclient import TestClient
 
 from app.main import create_app
 from tests.api.scoring_helpers import train_models
 from tests.conftest import PATIENT
+
+# Its tests together take seconds on 2 cores: the full suite runs them, the fast lane does not.
+pytestmark = pytest.mark.slow
 
 HTTP_METHODS = {"get", "put", "post", "delete", "patch", "head", "options", "trace"}
 

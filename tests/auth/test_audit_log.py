@@ -22,6 +22,9 @@ from tests.cdshooks.test_cds_hooks import hook_call
 from tests.conftest import PATIENT, SMALL_DATASET
 from tests.datasets.test_upload_api import _csv, _put, _register, _rows
 
+# Its tests together take seconds on 2 cores: the full suite runs them, the fast lane does not.
+pytestmark = pytest.mark.slow
+
 # Values no other audited number takes (ids, counts and budgets here are small or round).
 DISTINCT = {"age": 67, "phq9": 23, "gaf": 41, "num_sessions": 29, "substance_use": 0,
             "prior_crisis": 1}

@@ -9,8 +9,12 @@ import re
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
 from fastapi.routing import iter_route_contexts
 from fastapi.testclient import TestClient
+
+# Its tests together take seconds on 2 cores: the full suite runs them, the fast lane does not.
+pytestmark = pytest.mark.slow
 
 PUBLIC = "public"
 ST, DS, PO, CL = "data_steward", "data_scientist", "privacy_officer", "clinician"

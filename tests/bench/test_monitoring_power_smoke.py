@@ -11,6 +11,9 @@ import pytest
 from app.datasets.rules import max_delta
 from bench import monitoring_power
 
+# Its tests together take seconds on 2 cores: the full suite runs them, the fast lane does not.
+pytestmark = pytest.mark.slow
+
 
 def test_power_rises_with_the_effect_and_an_unshifted_follow_up_is_quiet(
         capsys: pytest.CaptureFixture[str]) -> None:

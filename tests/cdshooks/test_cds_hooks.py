@@ -17,6 +17,9 @@ from app.fhir.service import percent
 from tests.api.scoring_helpers import problem, train_models
 from tests.conftest import PATIENT
 
+# Its tests together take seconds on 2 cores: the full suite runs them, the fast lane does not.
+pytestmark = pytest.mark.slow
+
 PATIENT_ID = "pat-42"
 URL = f"/cds-services/{SERVICE_ID}"
 

@@ -8,6 +8,9 @@ from fastapi.testclient import TestClient
 from tests.conftest import small_dataset
 from tests.ledger.test_patient_budget import SCHEMA, _table
 
+# Its tests together take seconds on 2 cores: the full suite runs them, the fast lane does not.
+pytestmark = pytest.mark.slow
+
 PROBLEM = "application/problem+json"
 
 

@@ -33,6 +33,9 @@ from app.ledger.left_out import LeftOut
 from tests.api.scoring_helpers import problem
 from tests.datasets.test_dataset_schema import CONTRACT
 
+# Its tests together take seconds on 2 cores: the full suite runs them, the fast lane does not.
+pytestmark = pytest.mark.slow
+
 PARQUET = "application/vnd.apache.parquet"
 HEADER = "patient_id,phq9,sex,prior_crisis,crisis_30d"
 

@@ -25,6 +25,9 @@ from app.datasets.patients.patient_index import IndexCorrupted
 from app.ledger import spaces
 from app.ledger.spaces import PatientBlock, PatientSpace, SpaceKind
 
+# Its tests together take seconds on 2 cores: the full suite runs them, the fast lane does not.
+pytestmark = pytest.mark.slow
+
 CASES = settings(max_examples=20, deadline=None, derandomize=True, database=None,
                  suppress_health_check=[HealthCheck.function_scoped_fixture])
 

@@ -24,6 +24,9 @@ from app.datasets.schemas import same_rows_warning
 from tests.api.scoring_helpers import problem
 from tests.datasets.test_dataset_schema import CONTRACT
 
+# Its tests together take seconds on 2 cores: the full suite runs them, the fast lane does not.
+pytestmark = pytest.mark.slow
+
 # The contract schema, with a feature whose missing values take the reference.
 SCHEMA = {**CONTRACT, "features": [*CONTRACT["features"][:2],
                                    {**CONTRACT["features"][2], "missing": "reference"}]}

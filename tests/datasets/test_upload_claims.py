@@ -28,6 +28,9 @@ from app.datasets.intake import table_store
 from app.datasets.models import AWAITING_DATA, READY, RECEIVING, Dataset
 from tests.datasets.test_upload_api import _csv, _put, _register, _rows
 
+# Its tests together take seconds on 2 cores: the full suite runs them, the fast lane does not.
+pytestmark = pytest.mark.slow
+
 
 @pytest.fixture(autouse=True)
 def _data_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:

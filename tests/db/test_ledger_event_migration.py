@@ -20,6 +20,9 @@ from app.ledger.models import LedgerEntry, LedgerEvent
 from app.privacy import events
 from tests.db.test_ledger_chain_migration import _seed_0001
 
+# Its tests together take seconds on 2 cores: the full suite runs them, the fast lane does not.
+pytestmark = pytest.mark.slow
+
 T1 = datetime(2026, 2, 1, tzinfo=UTC)
 RELEASES = ((11, "gaussian", [2.0, 3.0]), (12, "laplace", [4.0, 10.0]))
 # The JSON columns as revision 0017 (and 0018, for ``event``) have them.

@@ -10,6 +10,9 @@ from sqlalchemy import inspect, text
 from app.core.database import Database
 from app.core.migrations import alembic_config
 
+# Its tests together take seconds on 2 cores: the full suite runs them, the fast lane does not.
+pytestmark = pytest.mark.slow
+
 T0 = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
 
 

@@ -50,6 +50,9 @@ from worker.trainers import (
     unregister_trainer,
 )
 
+# Its tests together take seconds on 2 cores: the full suite runs them, the fast lane does not.
+pytestmark = pytest.mark.slow
+
 CLIP = 2.0
 """Each encoded row is clipped to this L2 norm (public), so one patient moves the released
 vector by at most sqrt(CLIP^2 + 1): its L2 sensitivity."""

@@ -18,6 +18,9 @@ from app.datasets.schema.dataset_schema import schema_hash
 from app.federation.signing import new_key
 from tests.conftest import small_dataset
 
+# Its tests together take seconds on 2 cores: the full suite runs them, the fast lane does not.
+pytestmark = pytest.mark.slow
+
 ClientAs = Callable[[str | None], TestClient]
 PROBLEM_JSON = "application/problem+json"
 CRISIS_SHA = schema_hash(BUILT_IN_SCHEMA)

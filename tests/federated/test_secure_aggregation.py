@@ -29,6 +29,9 @@ from worker.secure_aggregation import (
     threshold,
 )
 
+# Its tests together take seconds on 2 cores: the full suite runs them, the fast lane does not.
+pytestmark = pytest.mark.slow
+
 SHAPES = [(3,), (2, 2)]
 STEPS = {"a": 1.0, "b": 5.0, "c": 100.0}  # what each site's round adds to every weight
 

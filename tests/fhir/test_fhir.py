@@ -14,6 +14,9 @@ from tests.api.scoring_helpers import problem, train_models
 from tests.conftest import PATIENT
 from tests.fhir.r4 import FHIR_JSON, outcome, valid
 
+# Its tests together take seconds on 2 cores: the full suite runs them, the fast lane does not.
+pytestmark = pytest.mark.slow
+
 
 def codings(ra: dict[str, Any]) -> dict[str, str]:
     return {c["system"]: c["code"] for c in ra["prediction"][0]["qualitativeRisk"]["coding"]}

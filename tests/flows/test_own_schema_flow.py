@@ -19,6 +19,9 @@ from app.core.settings import settings
 from tests.api.scoring_helpers import problem
 from tests.conftest import FAST_TRAINING, PATIENT
 
+# Its tests together take seconds on 2 cores: the full suite runs them, the fast lane does not.
+pytestmark = pytest.mark.slow
+
 SCHEMA: dict[str, Any] = {
     "features": [
         {"name": "phq9", "label": "PHQ-9", "kind": "integer", "lower": 0, "upper": 27,

@@ -19,6 +19,9 @@ from app.jobs.size_floor import gaussian_noise
 from app.privacy import accounting
 from worker import calibration
 
+# Its tests together take seconds on 2 cores: the full suite runs them, the fast lane does not.
+pytestmark = pytest.mark.slow
+
 
 def _training(**given: Any) -> TrainingConfig:
     return TrainingConfig.model_validate(given)

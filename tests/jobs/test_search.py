@@ -18,6 +18,9 @@ from app.privacy import accounting, events, selection
 from tests.conftest import small_dataset
 from worker import search as worker_search
 
+# Its tests together take seconds on 2 cores: the full suite runs them, the fast lane does not.
+pytestmark = pytest.mark.slow
+
 TRAINING = {"epochs": 2, "batch_size": 256}
 GRID = [{"learning_rate": 0.05}, {"learning_rate": 0.3, "optimizer": "sgd"},
         {"model": "mlp", "hidden_units": 8}]

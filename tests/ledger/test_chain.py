@@ -17,6 +17,9 @@ from app.core.database import Database
 from app.ledger.models import AppendOnlyViolation, LedgerEntry, LedgerEvent
 from tests.conftest import FAST_TRAINING, SMALL_DATASET, small_dataset
 
+# Its tests together take seconds on 2 cores: the full suite runs them, the fast lane does not.
+pytestmark = pytest.mark.slow
+
 GENESIS = "0" * 64
 
 

@@ -26,6 +26,9 @@ from tests.api.scoring_helpers import problem
 from tests.conftest import small_dataset
 from tests.ledger.test_patient_budget import _decided, _job, _upload
 
+# Its tests together take seconds on 2 cores: the full suite runs them, the fast lane does not.
+pytestmark = pytest.mark.slow
+
 ROUTE = "/v1/patient-budget"
 
 

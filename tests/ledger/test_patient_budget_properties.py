@@ -55,6 +55,9 @@ from tests.ledger.patient_world import (
 )
 from tests.ledger.test_patient_budget import _decided
 
+# Its tests together take seconds on 2 cores: the full suite runs them, the fast lane does not.
+pytestmark = pytest.mark.slow
+
 _EXAMPLES = itertools.count()
 
 

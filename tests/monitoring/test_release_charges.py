@@ -23,6 +23,9 @@ from app.monitoring import service as monitoring_service
 from app.monitoring.comparison_schemas import ComparisonPayload
 from app.monitoring.schemas import MonitoringPayload
 
+# Its tests together take seconds on 2 cores: the full suite runs them, the fast lane does not.
+pytestmark = pytest.mark.slow
+
 DELTA = 1e-6
 CASES = settings(max_examples=15, deadline=None, derandomize=True, database=None,
                  suppress_health_check=[HealthCheck.function_scoped_fixture])

@@ -8,6 +8,9 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from tests.conftest import FAST_TRAINING, PATIENT
 
+# Its tests together take seconds on 2 cores: the full suite runs them, the fast lane does not.
+pytestmark = pytest.mark.slow
+
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
 
 

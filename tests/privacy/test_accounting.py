@@ -77,6 +77,7 @@ def _dp_accounting_rdp(sigma: float, q: float, steps: int, orders: list[float]) 
 # --- RDP against Opacus ------------------------------------------------------------------------
 
 
+@pytest.mark.slow  # seconds of accountant comparisons: the full suite runs it
 @pytest.mark.parametrize(("q", "sigma", "steps"), GRID, ids=GRID_IDS)
 def test_rdp_matches_opacus(q: float, sigma: float, steps: int) -> None:
     ours = _rdp(sigma, q, steps)
@@ -105,6 +106,7 @@ def test_rdp_beyond_opacus_orders_is_tighter() -> None:
 # --- RDP against dp-accounting -----------------------------------------------------------------
 
 
+@pytest.mark.slow  # seconds of accountant comparisons: the full suite runs it
 @pytest.mark.parametrize(("q", "sigma", "steps"), GRID, ids=GRID_IDS)
 def test_rdp_matches_dp_accounting_same_orders(q: float, sigma: float, steps: int) -> None:
     ours = _rdp(sigma, q, steps)
@@ -306,6 +308,7 @@ def test_integer_order_epsilon_bounds_both_accountants() -> None:
         assert bound >= _prv(sigma, q, steps)
 
 
+@pytest.mark.slow  # seconds of accountant comparisons: the full suite runs it
 @pytest.mark.parametrize("target", [0.5, 2.0, 6.0])
 def test_noise_search_matches_plain_bisection(target: float) -> None:
     q, steps = 1 / 6, 18
@@ -321,6 +324,7 @@ def test_noise_search_matches_plain_bisection(target: float) -> None:
     assert fast == pytest.approx(high, rel=0.01)  # within the epsilon tolerance's worth
 
 
+@pytest.mark.slow  # seconds of accountant comparisons: the full suite runs it
 @pytest.mark.parametrize(("sigma", "steps"), [(84.2, 500), (13.4, 500), (1.0, 10), (5.0, 1)])
 def test_full_batch_epsilon_is_the_exact_gaussian_one(sigma: float, steps: int) -> None:
     """q = 1: closed form; Opacus' numerical PRV upper bound sits within its eps_error above."""

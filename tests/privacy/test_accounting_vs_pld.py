@@ -55,6 +55,7 @@ def _reference(q: float, sigma: float, steps: int, delta: float) -> float:
     return float(accountant.get_epsilon(delta))
 
 
+@pytest.mark.slow  # seconds of PLD comparisons: the full suite runs it
 @pytest.mark.parametrize(("q", "sigma", "steps", "delta"), GRID)
 def test_headline_is_within_the_goal_of_dp_accounting_pld(
     q: float, sigma: float, steps: int, delta: float

@@ -77,6 +77,7 @@ def test_an_order_without_a_finite_bound_drops_out_of_the_conversion() -> None:
     assert accounting.rdp_to_epsilon(np.full(len(accounting.ORDERS), math.inf), 1e-5) == math.inf
 
 
+@pytest.mark.slow  # seconds of draws or noise searches: the full suite runs it
 @pytest.mark.parametrize("shape", [math.inf, 1.0])
 def test_the_noise_search_meets_the_target_and_no_less_noise_does(shape: float) -> None:
     def run_of(sigma: float) -> events.DpEvent:
@@ -98,6 +99,7 @@ def test_an_unreachable_target_is_refused() -> None:
                                    shape=1.0)
 
 
+@pytest.mark.slow  # seconds of draws or noise searches: the full suite runs it
 @pytest.mark.parametrize("shape", [0.0, 0.5, 1.0, 3.0])
 def test_truncated_negative_binomial_draws_are_at_least_one_with_the_declared_mean(
     shape: float,

@@ -39,6 +39,7 @@ def test_first_model_is_active_later_ones_wait(any_client: TestClient, run_worke
     assert named.status_code == 200 and named.json()["model"]["id"] == third
 
 
+@pytest.mark.slow  # trains three models: the full suite runs it
 def test_activate_and_roll_back_like_a_stack(any_client: TestClient, run_worker: Any) -> None:
     a, b, c = train_models(any_client, run_worker, count=3)
     activated = any_client.post(f"/v1/models/{b}/activate")
@@ -64,6 +65,7 @@ def test_activate_and_roll_back_like_a_stack(any_client: TestClient, run_worker:
     assert [h["seq"] for h in history] == [5, 4, 3, 2, 1]
 
 
+@pytest.mark.slow  # trains three models: the full suite runs it
 def test_activation_needs_a_usable_succeeded_model(
     any_client: TestClient, any_db: Database, run_worker: Any, artifact_dir: Path
 ) -> None:

@@ -10,6 +10,9 @@ from fastapi.testclient import TestClient
 
 from tests.conftest import FAST_TRAINING, small_dataset
 
+# Its tests together take seconds on 2 cores: the full suite runs them, the fast lane does not.
+pytestmark = pytest.mark.slow
+
 HTML = {"Accept": "text/html"}
 BROWSER = {"Accept": "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8"}
 VOID = {"meta", "link", "br", "hr", "img", "input", "wbr", "area", "base", "col", "source"}

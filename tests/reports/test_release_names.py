@@ -18,6 +18,9 @@ from app.jobs.models import TRAIN
 from app.reports import release_names
 from tests.conftest import FAST_TRAINING, small_dataset
 
+# Its tests together take seconds on 2 cores: the full suite runs them, the fast lane does not.
+pytestmark = pytest.mark.slow
+
 ClientAs = Callable[[str | None], TestClient]
 GRID = [{"learning_rate": 0.05}, {"learning_rate": 0.3, "optimizer": "sgd"},
         {"model": "mlp", "hidden_units": 8}]

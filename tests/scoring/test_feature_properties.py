@@ -27,6 +27,9 @@ from app.scoring.patients import allowed_of, features_model
 from tests.api.seeded_app import seeded_client
 from tests.conftest import PATIENT, _sqlite_database
 
+# Its tests together take seconds on 2 cores: the full suite runs them, the fast lane does not.
+pytestmark = pytest.mark.slow
+
 NAMES = [f.name for f in FEATURES]
 CRISIS_FEATURES = features_model(BUILT_IN_ENCODER)
 

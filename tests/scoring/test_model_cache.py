@@ -15,6 +15,9 @@ from app.scoring.schemas import RiskResult
 from tests.api.scoring_helpers import problem, train_models
 from tests.conftest import PATIENT
 
+# Its tests together take seconds on 2 cores: the full suite runs them, the fast lane does not.
+pytestmark = pytest.mark.slow
+
 
 def scored_by(client: TestClient) -> int:
     response = client.post("/v1/risk", json={"features": PATIENT})

@@ -15,6 +15,9 @@ from app.scoring.schemas import MAX_BATCH, RiskBatchResponse
 from tests.api.scoring_helpers import problem, train_models
 from tests.conftest import PATIENT
 
+# Its tests together take seconds on 2 cores: the full suite runs them, the fast lane does not.
+pytestmark = pytest.mark.slow
+
 RANGES = {"age": "[18, 80]", "phq9": "[0, 27]", "gaf": "[1, 100]", "num_sessions": "[0, 50]",
           "substance_use": "[0, 1]", "prior_crisis": "[0, 1]"}
 

@@ -13,6 +13,9 @@ from app.datasets import synthetic
 from tests.conftest import small_dataset
 from tests.statistics.helpers import AGE_BANDS, ask
 
+# Its tests together take seconds on 2 cores: the full suite runs them, the fast lane does not.
+pytestmark = pytest.mark.slow
+
 N_ROWS = 4000
 QUERIES = [
     {"kind": "count", "by": ["sex", {"feature": "age", "bins": AGE_BANDS}]},

@@ -8,6 +8,9 @@ from fastapi.testclient import TestClient
 from tests.conftest import small_dataset
 from tests.statistics.helpers import AGE_BANDS, ask, fields_of
 
+# Its tests together take seconds on 2 cores: the full suite runs them, the fast lane does not.
+pytestmark = pytest.mark.slow
+
 GAF_EDGES = list(range(1, 102))  # 100 bins
 AGE_EDGES = list(range(18, 82))  # 63 bins
 

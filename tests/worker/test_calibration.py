@@ -39,6 +39,9 @@ from worker.training import (
     train,
 )
 
+# Its tests together take seconds on 2 cores: the full suite runs them, the fast lane does not.
+pytestmark = pytest.mark.slow
+
 DELTA = 1e-5
 
 

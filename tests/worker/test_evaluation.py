@@ -17,6 +17,9 @@ from worker.dp_histogram import Release, all_edges, bin_edges, bin_of, histogram
 from worker.evaluation import evaluate, evaluated
 from worker.histogram_metrics import band_of_bins, project_nonnegative, representatives
 
+# Its tests together take seconds on 2 cores: the full suite runs them, the fast lane does not.
+pytestmark = pytest.mark.slow
+
 T = DEFAULT_BAND_THRESHOLDS
 
 

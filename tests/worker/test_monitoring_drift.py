@@ -18,6 +18,9 @@ from worker.monitoring.drift import (
 )
 from worker.monitoring.fairness import fairness_gaps
 
+# Its tests together take seconds on 2 cores: the full suite runs them, the fast lane does not.
+pytestmark = pytest.mark.slow
+
 T = DEFAULT_BAND_THRESHOLDS
 SHARES = np.array([0.05, 0.1, 0.15, 0.2, 0.15, 0.1, 0.08, 0.07, 0.05, 0.05])
 CENTRES = np.arange(10.0)
