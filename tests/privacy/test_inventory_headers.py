@@ -8,14 +8,21 @@ read (a non-literal key) fails here with its place. Requests against the app che
 at run time.
 """
 
+import functools
+
 import pytest
 from fastapi.testclient import TestClient
 
 from app.privacy import inventory
 from app.privacy.inventory_http import standard_header
-from tests.privacy.inventory_scans import response_headers, sources
+from tests.privacy.inventory_scans import Scan, response_headers, sources
 
-SCAN = response_headers(sources("app"))
+
+@functools.cache
+def scan() -> Scan:
+    """The scan of app/, made once per test process by the first test that reads it (not at
+    collection, where every test process would pay for it)."""
+    return response_headers(sources("app"))
 
 
 def _classified() -> set[str]:
@@ -24,19 +31,19 @@ def _classified() -> set[str]:
 
 def test_the_scan_sees_the_known_headers() -> None:
     assert {"Location", "Retry-After", "WWW-Authenticate", "Cache-Control", "Vary",
-            "X-Request-ID", "Idempotency-Replayed"} <= set(SCAN.found)
+            "X-Request-ID", "Idempotency-Replayed"} <= set(scan().found)
 
 
 def test_every_response_header_is_standard_or_names_its_release() -> None:
-    assert not SCAN.unresolved, "header names the scan cannot read (use literals or a " \
-        "module constant):\n" + "\n".join(SCAN.unresolved)
-    missing = {name: where for name, where in SCAN.found.items()
+    assert not scan().unresolved, "header names the scan cannot read (use literals or a " \
+        "module constant):\n" + "\n".join(scan().unresolved)
+    missing = {name: where for name, where in scan().found.items()
                if not standard_header(name) and name not in _classified()}
     assert not missing, f"non-standard response headers without a header:<Name> entry: {missing}"
 
 
 def test_no_header_entry_is_stale() -> None:
-    stale = _classified() - set(SCAN.found)
+    stale = _classified() - set(scan().found)
     assert not stale, f"header:<Name> entries no response sets: {stale}"
     assert not {name for name in _classified() if standard_header(name)}
 

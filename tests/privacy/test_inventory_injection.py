@@ -15,7 +15,7 @@ from app.privacy.inventory_http import standard_header
 from tests.jobs.test_results import held_out_metrics
 from tests.privacy import test_inventory_headers, test_inventory_problems
 from tests.privacy.inventory_scans import problem_members, response_headers
-from tests.privacy.test_inventory_problems import ERRORS, extra_members
+from tests.privacy.test_inventory_problems import errors, extra_members
 
 PLANTED = '''
 from app.core.errors import problem
@@ -57,7 +57,7 @@ def test_a_planted_header_fails_the_header_scan() -> None:
 
 
 def test_a_planted_error_member_fails_the_problem_scan() -> None:
-    scan = problem_members([("planted.py", PLANTED)], ERRORS)
+    scan = problem_members([("planted.py", PLANTED)], errors())
     members = _unclassified(extra_members(scan.found), "problem")
     assert members == {"existing_rows", "rows_seen"}
     assert scan.found["existing_rows"] == ["planted.py:13"]
@@ -75,7 +75,7 @@ def test_a_planted_metric_fails_where_the_job_is_finished() -> None:
 def test_the_real_source_has_none_of_them() -> None:
     """The same checks find nothing unclassified in app/ and worker/ (as the scans' own tests
     say): what the planted snippet adds is what they catch."""
-    headers, problems = test_inventory_headers.SCAN, test_inventory_problems.SCAN
+    headers, problems = test_inventory_headers.scan(), test_inventory_problems.scan()
     assert not {h for h in _unclassified(headers.found, "header") if not standard_header(h)}
     assert not _unclassified(extra_members(problems.found), "problem")
     assert not headers.unresolved and not problems.unresolved

@@ -8,9 +8,11 @@ it cannot read (a ``**mapping`` built at run time) fails here with its place.
 """
 
 import asyncio
+import functools
 import json
 from typing import Any
 
+from fastapi import FastAPI
 from fastapi.exceptions import RequestValidationError
 from starlette.requests import Request
 
@@ -19,13 +21,30 @@ from app.core.errors import DomainError
 from app.core.openapi import FieldProblem, Problem
 from app.main import create_app
 from app.privacy import inventory
-from tests.privacy.inventory_scans import domain_errors, problem_members, sources
+from tests.privacy.inventory_scans import Scan, domain_errors, problem_members, sources
 
-APP = create_app()  # every route module imported: every error class defined
-ERRORS = domain_errors(DomainError)
-SCAN = problem_members(sources("app", "worker"), ERRORS)
 PROBLEM = set(Problem.model_fields)
 FIELD_PROBLEM = set(FieldProblem.model_fields)
+
+
+@functools.cache
+def app() -> FastAPI:
+    """The service's app: every route module imported, so every error class defined."""
+    return create_app()
+
+
+@functools.cache
+def errors() -> dict[str, type[Exception]]:
+    """Every domain error class by name, once the app has imported them all."""
+    app()
+    return domain_errors(DomainError)
+
+
+@functools.cache
+def scan() -> Scan:
+    """The scan of app/ and worker/, made once per test process by the first test that reads
+    it (not at collection, where every test process would pay for it)."""
+    return problem_members(sources("app", "worker"), errors())
 
 
 def _classified() -> set[str]:
@@ -40,37 +59,37 @@ def extra_members(found: dict[str, list[str]]) -> dict[str, list[str]]:
 
 def test_the_scan_sees_the_known_members() -> None:
     assert {"DatasetAlreadyRegistered", "BudgetExceeded", "TableInvalid",
-            "UploadTooSlow"} <= set(ERRORS)
+            "UploadTooSlow"} <= set(errors())
     assert {"existing_dataset_id", "remaining_epsilon", "job_epsilon", "release_epsilon",
-            "error_count", "max_bytes", "total", "state"} <= set(SCAN.found)
-    assert "error" not in SCAN.found  # Unauthorized's own parameter: a header, not a member
+            "error_count", "max_bytes", "total", "state"} <= set(scan().found)
+    assert "error" not in scan().found  # Unauthorized's own parameter: a header, not a member
 
 
 def test_every_member_of_an_error_body_names_its_release() -> None:
-    assert not SCAN.unresolved, "error members the scan cannot read (use literal keywords):" \
-        "\n" + "\n".join(SCAN.unresolved)
-    missing = {m: w for m, w in extra_members(SCAN.found).items() if m not in _classified()}
+    assert not scan().unresolved, "error members the scan cannot read (use literal keywords):" \
+        "\n" + "\n".join(scan().unresolved)
+    missing = {m: w for m, w in extra_members(scan().found).items() if m not in _classified()}
     assert not missing, f"error body members without a problem:<member> entry: {missing}"
 
 
 def test_an_errors_list_holds_field_problems() -> None:
-    items = {m.removeprefix("errors[].") for m in SCAN.found if m.startswith("errors[].")}
+    items = {m.removeprefix("errors[].") for m in scan().found if m.startswith("errors[].")}
     assert items and items <= FIELD_PROBLEM, items - FIELD_PROBLEM
 
 
 def test_no_problem_entry_is_stale() -> None:
-    stale = _classified() - set(extra_members(SCAN.found))
+    stale = _classified() - set(extra_members(scan().found))
     assert not stale, f"problem:<member> entries no error carries: {stale}"
 
 
 def _request() -> Request:
     return Request({"type": "http", "method": "POST", "path": "/v1/x", "headers": [],
-                    "query_string": b"", "app": APP})
+                    "query_string": b"", "app": app()})
 
 
 def _body(error: Exception) -> dict[str, Any]:
     """The problem document the app's own handler makes of ``error``."""
-    handler: Any = APP.exception_handlers[type(error)]
+    handler: Any = app().exception_handlers[type(error)]
     response = asyncio.run(handler(_request(), error))
     return json.loads(response.body)
 
@@ -83,4 +102,4 @@ def test_the_handlers_add_only_scanned_members() -> None:
     added = set(_body(error)) - set(error.extra)
     errors = [{"loc": ("body", f"f{k}"), "msg": "m", "type": "t"} for k in range(200)]
     added |= set(_body(RequestValidationError(errors)))
-    assert {"error_count"} <= added - PROBLEM <= set(SCAN.found), added
+    assert {"error_count"} <= added - PROBLEM <= set(scan().found), added
