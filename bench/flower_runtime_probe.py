@@ -259,6 +259,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--kill-after", type=int, default=None,
                         help="SIGKILL the last SuperNode after this many ClientApp runs")
     args = parser.parse_args(argv)
+    # a TERM (``timeout``, a CI's cancel) unwinds through ``probe``'s finally: nothing left
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     with tempfile.TemporaryDirectory(prefix="flower-probe-") as folder:
         figures = probe(Path(folder), sites=args.sites, rounds=args.rounds,
                         secure=not args.plain, heavy=args.heavy, seconds=args.seconds,
