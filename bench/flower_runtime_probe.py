@@ -80,11 +80,12 @@ def main(grid: Grid, context: Context) -> None:
     sites, rounds = int(context.run_config["sites"]), int(context.run_config["rounds"])
     while len(list(grid.get_node_ids())) < sites:
         time.sleep(0.2)
-    strategy = Counted(fraction_fit=1.0, fraction_evaluate=0.0, min_fit_clients=sites,
-                      min_available_clients=sites)
+    quorum = max(2, sites // 2 + 1)  # the rounds go on without a killed node
+    strategy = Counted(fraction_fit=1.0, fraction_evaluate=0.0, min_fit_clients=quorum,
+                      min_available_clients=quorum)
     legacy = LegacyContext(context=context, config=ServerConfig(num_rounds=rounds),
                            strategy=strategy)
-    fit = (SecAggPlusWorkflow(num_shares=1.0, reconstruction_threshold=max(2, sites // 2 + 1),
+    fit = (SecAggPlusWorkflow(num_shares=1.0, reconstruction_threshold=quorum,
                               clipping_range=16.0, max_weight=1e6, timeout=120)
            if context.run_config["secure"] else None)
     began = time.time()
