@@ -53,6 +53,7 @@ clientapp = "probeapp.client:app"
 rounds = {rounds}
 sites = {sites}
 secure = {secure}
+mended = {mended}
 """
 
 SERVER = """import json
@@ -85,7 +86,10 @@ def main(grid: Grid, context: Context) -> None:
                       min_available_clients=quorum)
     legacy = LegacyContext(context=context, config=ServerConfig(num_rounds=rounds),
                            strategy=strategy)
-    fit = (SecAggPlusWorkflow(num_shares=1.0, reconstruction_threshold=quorum,
+    workflow = SecAggPlusWorkflow
+    if context.run_config["mended"]:  # the installed dpcrisis: its documented mend
+        from worker.secure_aggregation import MendedSecAggPlus as workflow
+    fit = (workflow(num_shares=1.0, reconstruction_threshold=quorum,
                               clipping_range=16.0, max_weight=1e6, timeout=120)
            if context.run_config["secure"] else None)
     began = time.time()
@@ -124,11 +128,11 @@ app = ClientApp(client_fn=lambda context: Probe().to_client(), mods=[secaggplus_
 """
 
 
-def _write_app(root: Path, *, sites: int, rounds: int, secure: bool) -> Path:
+def _write_app(root: Path, *, sites: int, rounds: int, secure: bool, mended: bool) -> Path:
     app = root / "app"
     (app / "probeapp").mkdir(parents=True)
     (app / "pyproject.toml").write_text(APP_TOML.format(
-        rounds=rounds, sites=sites, secure=str(secure).lower()))
+        rounds=rounds, sites=sites, secure=str(secure).lower(), mended=str(mended).lower()))
     (app / "probeapp" / "__init__.py").write_text("")
     (app / "probeapp" / "server.py").write_text(SERVER)
     (app / "probeapp" / "client.py").write_text(CLIENT)
@@ -182,7 +186,8 @@ def _kill_when(log: Path, messages: int, node: subprocess.Popen[bytes]) -> bool:
 
 
 def probe(root: Path, *, sites: int, rounds: int, secure: bool, heavy: bool,
-          seconds: float, kill_after: int | None = None) -> dict[str, Any]:
+          seconds: float, kill_after: int | None = None, mended: bool = False
+          ) -> dict[str, Any]:
     """Run one federation on the runtime under ``root``; its figures. ``kill_after``: the last
     SuperNode is killed (SIGKILL, with its ClientApps) after that many ClientApp runs."""
     home = root / "flwr"
@@ -194,7 +199,7 @@ def probe(root: Path, *, sites: int, rounds: int, secure: bool, heavy: bool,
     env = {**os.environ, "FLWR_HOME": str(home), "FLWR_TELEMETRY_ENABLED": "0",
            "PROBE_HEAVY": "1" if heavy else "0", "PROBE_OUT": str(root),
            "PATH": f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}"}
-    app = _write_app(root, sites=sites, rounds=rounds, secure=secure)
+    app = _write_app(root, sites=sites, rounds=rounds, secure=secure, mended=mended)
     started: list[subprocess.Popen[bytes]] = []
     try:
         started.append(_spawn(["flower-superlink", "--insecure", "--port", str(link),
@@ -232,7 +237,7 @@ def probe(root: Path, *, sites: int, rounds: int, secure: bool, heavy: bool,
         "status": run["status"], "killed_at_s": killed_at and round(killed_at - submitted, 1),
         "rounds_results_failures_at_s": [[r, n, f, round(t - submitted, 1)]
                                          for r, n, f, t in server.get("rounds", [])],
-        "sites": sites, "rounds": rounds, "secure": secure, "heavy": heavy,
+        "sites": sites, "rounds": rounds, "secure": secure, "heavy": heavy, "mended": mended,
         "submitted_to_finished_s": round(time.time() - submitted, 1),
         "serverapp_s": round(float(run["compute-time"]["serverapp-seconds"]), 1),
         "clientapp_s": round(float(run["compute-time"]["clientapp-seconds"]), 2),
@@ -259,13 +264,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seconds", type=float, default=600.0)
     parser.add_argument("--kill-after", type=int, default=None,
                         help="SIGKILL the last SuperNode after this many ClientApp runs")
+    parser.add_argument("--mended", action="store_true",
+                        help="worker.secure_aggregation's MendedSecAggPlus, not Flower's own")
     args = parser.parse_args(argv)
     # a TERM (``timeout``, a CI's cancel) unwinds through ``probe``'s finally: nothing left
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     with tempfile.TemporaryDirectory(prefix="flower-probe-") as folder:
         figures = probe(Path(folder), sites=args.sites, rounds=args.rounds,
                         secure=not args.plain, heavy=args.heavy, seconds=args.seconds,
-                        kill_after=args.kill_after)
+                        kill_after=args.kill_after, mended=args.mended)
     print(json.dumps(figures, indent=2))
     return 0
 
