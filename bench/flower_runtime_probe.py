@@ -9,9 +9,10 @@ the time between the starts of its ClientApp processes (Flower runs each message
 a new ``flwr-clientapp`` process) and the ClientApp's own work per message. ``--heavy`` makes
 each ClientApp import torch and the site's modules first, as the clinic's would.
 
-Run: ``python -m bench.flower_runtime_probe --sites 2 --rounds 1`` (flwr is the ``federated``
-extra; the probe needs the ``flower-superlink``, ``flower-supernode`` and ``flwr`` commands of
-the interpreter's environment). Everything it starts is stopped when it ends or fails.
+Run: ``python -m bench.flower_runtime_probe --sites 2 --rounds 1`` in an environment with
+``flwr==1.42.0`` (the project pins 1.32.1, see docs/decisions/0019): the probe needs the
+``flower-superlink``, ``flower-supernode`` and ``flwr`` commands of the interpreter's
+environment. Everything it starts is stopped when it ends or fails.
 """
 
 import argparse
