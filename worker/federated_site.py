@@ -66,7 +66,7 @@ class SiteRun:
     def __init__(self, worker: JobWorker, claimed: ClaimedJob[FederatedPayload],
                  loaded: LoadedData) -> None:
         self.worker, self.claimed, self.loaded = worker, claimed, loaded
-        self.plan: dict[str, Any] = claimed.payload.part.model_dump()
+        self.part: FederationPart = claimed.payload.part
         spec = self.spec = claimed.payload.spec
         torch.manual_seed(spec.seed)  # the same initial weights at every site (not data)
         encoder = loaded.encoder
@@ -95,7 +95,7 @@ class SiteRun:
 
     @property
     def site(self) -> str:
-        return str(self.plan["site"])
+        return self.part.site
 
     def weights(self) -> list[np.ndarray]:
         return [p.detach().cpu().numpy().copy() for p in self.network.parameters()]
@@ -109,7 +109,7 @@ class SiteRun:
         """What a round's answer says beside its weights: the site's public mechanism, from
         which the coordinator computes its epsilon (``worker.federated_checks``)."""
         spec = self.spec
-        return {"steps": int(self.plan["local_steps"]), "planned_steps": int(spec.steps),
+        return {"steps": self.part.local_steps, "planned_steps": int(spec.steps),
                 "noise_multiplier": float(spec.noise_multiplier),
                 "sample_rate": float(spec.sample_rate), "delta": float(spec.delta)}
 
@@ -121,7 +121,7 @@ class SiteRun:
         if self.stages is None:
             self.stages = secure_site.SiteStages(
                 self.run_round, lambda: {**self.figures(), "site": self.site},
-                secure_site.Declared.of(self.plan))
+                secure_site.Declared.of(self.part))
         try:
             stage, payload = self.stages.answer(config)
         except secure_site.Unsafe as unsafe:  # the coordinator sees this site drop out
@@ -138,8 +138,8 @@ class SiteRun:
 
     def run_round(self, arrays: list[np.ndarray]) -> list[np.ndarray]:
         """Charge the round, then run it from the global weights ``arrays``."""
-        local_steps = int(self.plan["local_steps"])
-        if self.rounds_run >= int(self.plan["rounds"]):
+        local_steps = self.part.local_steps
+        if self.rounds_run >= self.part.rounds:
             raise RoundRefused("the server asked for more rounds than this site planned")
         self._commit_round(local_steps)
         self.load_weights(arrays)
@@ -174,8 +174,8 @@ class SiteRun:
                                 history=self.engine.history)
         trained = evaluate_step(self.spec, result, self.loaded)
         trained.metrics["federation"] = {
-            "name": str(self.plan["name"]), "site": self.site,
-            "rounds": int(self.plan["rounds"]), "rounds_run": self.rounds_run,
+            "name": self.part.name, "site": self.site,
+            "rounds": self.part.rounds, "rounds_run": self.rounds_run,
             "sites": json.loads(str(config.get("sites", "[]"))),
             "federation_epsilon": _number(config.get("federation_epsilon")),
             "federation_delta": _number(config.get("federation_delta")),
@@ -204,16 +204,16 @@ class SiteRun:
             return answer
         figures = {k: v for k, v in figures.items() if k not in covered}
         signed = signing.message(
-            federation=str(self.plan["name"]), site=self.site, kind=kind,
+            federation=self.part.name, site=self.site, kind=kind,
             server_round=int(config.get("server_round", 0)), nonce=str(config.get("nonce", "")),
             payload_sha256=payload_sha256, figures=figures)
         return {**answer, "signature": signing.sign(self.key, signed)}
 
 
-def site_key(plan: dict[str, Any]) -> tuple[Ed25519PrivateKey | None, str | None]:
+def site_key(part: FederationPart) -> tuple[Ed25519PrivateKey | None, str | None]:
     """This site's signing key when its federation declares keys: (key, None), or (None, why
     it cannot take part); (None, None) when the federation keys no site."""
-    declared = plan.get("public_key")
+    declared = part.public_key
     if declared is None:
         return None, None
     path = settings.federation_site_key
@@ -244,7 +244,7 @@ def run_federated(worker: JobWorker, claimed: ClaimedJob[FederatedPayload]) -> s
         finish(worker, claimed.job_id, FAILED, error_code="federated_extra_missing",
                error="this worker cannot take part: pip install -e '.[federated]'")
         return FAILED
-    run.key, refused = site_key(run.plan)
+    run.key, refused = site_key(run.part)
     if refused is not None:  # before any round: nothing charged, the reservation released
         finish(worker, claimed.job_id, FAILED, error_code="federation_key_unusable",
                error=refused)
@@ -284,8 +284,8 @@ def take_part(run: SiteRun) -> None:
         with worker.database.session_scope() as session:
             return queue.cancel_requested(session=session, job_id=job_id)
 
-    watch(lambda: connect(str(run.plan["address"]), run), run.contact,
-          silence_seconds=float(run.plan["round_timeout_seconds"]), stopped=stopped,
+    watch(lambda: connect(run.part.address, run), run.contact,
+          silence_seconds=run.part.round_timeout_seconds, stopped=stopped,
           cancelled=cancelled)
 
 
@@ -343,7 +343,7 @@ def site_client(run: SiteRun) -> Any:
             with run.contact.answering():
                 if FIELD in config:  # a SecAgg+ stage (``worker.secure_aggregation``)
                     return [], 0, run.secure_answer(config)
-                if run.plan.get("secure_aggregation"):  # before any charge or row
+                if run.part.secure_aggregation:  # before any charge or row
                     raise RoundRefused("the federation requires secure aggregation; the "
                                        "coordinator asked for a plain round")
                 weights = run.run_round(parameters)

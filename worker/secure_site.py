@@ -44,6 +44,7 @@ from flwr.compat.common import recorddict_compat as compat
 from google.protobuf.message import DecodeError
 
 from app.federation import signing
+from app.federation.schemas import FederationPart
 from worker.secure_aggregation import (
     FIELD,
     SETUP_ANSWERS,
@@ -69,11 +70,10 @@ class Declared:
     keys: dict[str, str | None]  # every declared site's public key (None: no site keyed)
 
     @classmethod
-    def of(cls, plan: dict[str, Any]) -> "Declared":
-        """From a federated job's plan (``app.federation.plan``)."""
-        return cls(federation=str(plan["name"]), site=str(plan["site"]),
-                   min_sites=max(2, int(plan.get("min_sites", 2))),
-                   keys=dict(plan.get("site_keys") or {}))
+    def of(cls, part: FederationPart) -> "Declared":
+        """From a federated job's part (``app.federation.plan``)."""
+        return cls(federation=part.name, site=part.site, min_sites=max(2, part.min_sites),
+                   keys=dict(part.site_keys))
 
     @property
     def keyed(self) -> bool:

@@ -12,7 +12,7 @@ from flwr.server.client_manager import SimpleClientManager
 
 from app.federation import signing
 from app.federation.models import Federation
-from tests.federated.plans import mechanism
+from tests.federated.plans import mechanism, part
 from worker.federated_coordinator import FederationAverage, Report
 from worker.federated_site import SiteRun
 
@@ -71,10 +71,10 @@ def test_the_released_model_is_the_mean_of_the_tail_rounds(
 
 
 class _Site:
-    """What ``SiteRun.signed`` reads of a clinic's run: its plan, name and key."""
+    """What ``SiteRun.signed`` reads of a clinic's run: its part, name and key."""
 
     def __init__(self, site: str, key: Any) -> None:
-        self.plan, self.site, self.key = {"name": "net"}, site, key
+        self.part, self.site, self.key = part(site), site, key
 
     def answer(self, arrays: list[np.ndarray], config: dict[str, Any]) -> tuple[Any, FitRes]:
         figures = mechanism(rounds=4)

@@ -17,7 +17,7 @@ from flwr.server.workflow import SecAggPlusWorkflow
 from app.federation import signing
 from app.federation.models import Federation
 from bench.clinics import address
-from tests.federated.plans import mechanism
+from tests.federated.plans import mechanism, part
 from worker import federated_site, secure_aggregation
 from worker.federated_coordinator import FederationAverage, Report
 from worker.federated_site import RoundRefused, SiteRun
@@ -47,22 +47,22 @@ class _Site:
                  declared: dict[str, str] | None = None) -> None:
         self.site, self.key, self.stages = site, key, None
         self.contact = Contact()
-        self.plan: dict[str, Any] = {
-            "name": "net", "site": site, "secure_aggregation": secure, "min_sites": 2,
-            "site_keys": declared or {}}
+        self.part = part(site, secure_aggregation=secure, min_sites=2,
+                         site_keys=dict(declared or {}))
+        self.drops = self.lies = False  # killed in its round; a mechanism off the plan
         self.rounds_run = 0
 
     def weights(self) -> list[np.ndarray]:
         return [np.zeros(shape, np.float32) for shape in SHAPES]
 
     def run_round(self, arrays: list[np.ndarray]) -> list[np.ndarray]:
-        if self.site == "c" and self.plan.get("drops"):
+        if self.site == "c" and self.drops:
             raise RuntimeError("killed after sharing its keys, before its masked vector")
         self.rounds_run += 1
         return [a + STEPS[self.site] for a in arrays]
 
     def figures(self) -> dict[str, Any]:
-        if self.plan.get("lies"):  # less noise than the plan: its epsilon is over the target
+        if self.lies:  # less noise than the plan: its epsilon is over the target
             return {**mechanism(rounds=2), "noise_multiplier": 0.1}
         return mechanism(rounds=2)
 
@@ -92,8 +92,8 @@ def _federate(monkeypatch: pytest.MonkeyPatch, dropped: str, rounds: int = 2
     sites = [_Site("a", keys["a"], declared=declared), _Site("b", keys["b"], declared=declared),
              _Site("c", Ed25519PrivateKey.generate() if dropped == "forger" else keys["c"],
                    declared=declared)]
-    sites[2].plan["drops"] = dropped == "killed"
-    sites[2].plan["lies"] = dropped == "liar"
+    sites[2].drops = dropped == "killed"
+    sites[2].lies = dropped == "liar"
     threads = [threading.Thread(target=federated_site.connect, args=(where, site), daemon=True)
                for site in sites]
     for thread in threads:

@@ -19,6 +19,7 @@ from flwr.compat.common import recorddict_compat as compat
 from flwr.supercore.primitives.asymmetric import generate_key_pairs, public_key_to_bytes
 
 from app.federation import signing
+from tests.federated.plans import part
 from worker.federated_site import RoundRefused, SiteRun
 from worker.secure_aggregation import FIELD, SETUP_ANSWERS, pack, unpack
 
@@ -36,8 +37,7 @@ class _Clinic:
     def __init__(self, site: str, key: Ed25519PrivateKey, declared: dict[str, str | None],
                  min_sites: int) -> None:
         self.site, self.key, self.stages, self.node = site, key, None, NODES[site]
-        self.plan = {"name": "net", "site": site, "min_sites": min_sites,
-                     "site_keys": declared}
+        self.part = part(site, min_sites=min_sites, site_keys=declared)
         self.trained = 0
 
     def run_round(self, arrays: list[np.ndarray]) -> list[np.ndarray]:
